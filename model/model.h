@@ -1,0 +1,107 @@
+/* model.h - model configuration, immutable weights, and how to get them.
+ *
+ * A model is three things kept apart (STYLE.md): the config, the weights (bf16, row-major,
+ * HF layout: a linear layer's weight is (out_features, in_features)), and private storage
+ * (mmaps and owned buffers). Weights are immutable and shared by every backend and sequence;
+ * per-sequence state (KV) lives in the backend. */
+#ifndef DS_MODEL_H
+#define DS_MODEL_H
+
+#include "ds_common.h"
+
+#define DS_MAX_EOS 8
+
+enum ds_rope_scaling { DS_ROPE_NONE = 0, DS_ROPE_LLAMA3 = 1 };
+
+struct ds_model_config {
+	char arch[64];   /* HF architectures[0], e.g. "LlamaForCausalLM" */
+	int vocab_size;
+	int hidden;      /* d_model */
+	int n_layer;
+	int n_head;
+	int n_kv_head;
+	int head_dim;
+	int ffn;         /* intermediate_size */
+	int max_pos;     /* max_position_embeddings: the context length */
+	float rms_eps;
+	float rope_theta;
+	enum ds_rope_scaling rope_scaling;
+	float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+	int rope_orig_max_pos;
+	bool tie_embeddings;
+	bool attn_bias; /* Qwen2: q/k/v projections carry a bias */
+	bool qk_norm;   /* Qwen3: per-head RMSNorm on q and k */
+	int bos_id;     /* -1 when none */
+	int eos_ids[DS_MAX_EOS];
+	int n_eos;
+};
+
+struct ds_layer_weights {
+	const uint16_t *attn_norm; /* (hidden) */
+	const uint16_t *wq;        /* (n_head*head_dim, hidden) */
+	const uint16_t *wk;        /* (n_kv_head*head_dim, hidden) */
+	const uint16_t *wv;        /* (n_kv_head*head_dim, hidden) */
+	const uint16_t *bq;        /* (n_head*head_dim) or NULL */
+	const uint16_t *bk;        /* (n_kv_head*head_dim) or NULL */
+	const uint16_t *bv;        /* (n_kv_head*head_dim) or NULL */
+	const uint16_t *q_norm;    /* (head_dim) or NULL */
+	const uint16_t *k_norm;    /* (head_dim) or NULL */
+	const uint16_t *wo;        /* (hidden, n_head*head_dim) */
+	const uint16_t *ffn_norm;  /* (hidden) */
+	const uint16_t *w_gate;    /* (ffn, hidden) */
+	const uint16_t *w_up;      /* (ffn, hidden) */
+	const uint16_t *w_down;    /* (hidden, ffn) */
+};
+
+struct ds_model_weights {
+	const uint16_t *tok_embd;        /* (vocab, hidden) */
+	struct ds_layer_weights *layers; /* (n_layer) */
+	const uint16_t *out_norm;        /* (hidden) */
+	const uint16_t *lm_head;         /* (vocab, hidden); == tok_embd when tied */
+};
+
+struct ds_model_storage; /* private: model_internal.h */
+
+struct ds_model {
+	struct ds_model_config cfg;
+	struct ds_model_weights w;
+	uint8_t identity[16];   /* XXH128 of the config and tensor headers (DESIGN.md 4) */
+	char source[256];       /* path or "synthetic:<preset>:<seed>" */
+	uint64_t synth_seed;    /* seed when synthetic, else 0 */
+	bool synthetic;
+	struct ds_model_storage *storage;
+};
+
+/* ---- configs ---- */
+
+/* Fills cfg with a named preset: "tiny", "small" or "llama3-8b".
+ * Returns DS_ERR_NOT_FOUND for an unknown name. */
+enum ds_status ds_model_preset(const char *name, struct ds_model_config *cfg);
+
+/* Checks internal consistency (positive sizes, n_head % n_kv_head == 0, ...).
+ * Returns DS_ERR_INVALID with a message naming the field. */
+enum ds_status ds_model_config_check(const struct ds_model_config *cfg, struct ds_err *err);
+
+/* Number of q/k/v/o output features, for convenience. */
+static inline int ds_model_q_dim(const struct ds_model_config *c) { return c->n_head * c->head_dim; }
+static inline int ds_model_kv_dim(const struct ds_model_config *c) { return c->n_kv_head * c->head_dim; }
+
+/* ---- construction ---- */
+
+/* Loads an HF model directory (config.json + model.safetensors or model.safetensors.index.json)
+ * or a .gguf file. On failure returns a status and a message naming the file and tensor;
+ * *out is left NULL. */
+enum ds_status ds_model_load(const char *path, struct ds_model **out, struct ds_err *err);
+
+/* Builds a synthetic model in memory from cfg and seed, with the same values
+ * detserve-mkmodel writes (model/synth.h documents the generator). */
+enum ds_status ds_model_synth(const struct ds_model_config *cfg, uint64_t seed,
+			      struct ds_model **out, struct ds_err *err);
+
+/* Frees the model, its buffers and its mappings. NULL is a no-op. */
+void ds_model_free(struct ds_model *m);
+
+/* Writes the identity as 32 lowercase hex chars plus NUL into buf (33 bytes). */
+void ds_model_identity_hex(const struct ds_model *m, char buf[33]);
+
+#endif

@@ -1,0 +1,30 @@
+/* model_internal.h - storage bookkeeping shared by the loaders (safetensors, GGUF, synth). */
+#ifndef DS_MODEL_INTERNAL_H
+#define DS_MODEL_INTERNAL_H
+
+#include "model.h"
+
+struct ds_model_map {
+	void *addr;
+	size_t len;
+};
+
+struct ds_model_storage {
+	void **owned; /* malloc'd buffers */
+	int n_owned, cap_owned;
+	struct ds_model_map *maps; /* mmaps */
+	int n_maps, cap_maps;
+	struct ds_layer_weights *layers; /* owned (n_layer) */
+};
+
+/* Allocates an empty model with storage and a layers array for cfg->n_layer. */
+enum ds_status ds_model_new(const struct ds_model_config *cfg, struct ds_model **out,
+			    struct ds_err *err);
+
+/* A buffer owned by the model (freed by ds_model_free); NULL on OOM. */
+void *ds_model_alloc(struct ds_model *m, size_t bytes);
+
+/* Registers an mmap so ds_model_free unmaps it. */
+enum ds_status ds_model_add_map(struct ds_model *m, void *addr, size_t len);
+
+#endif
