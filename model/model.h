@@ -69,6 +69,9 @@ struct ds_model {
 	char source[256];       /* path or "synthetic:<preset>:<seed>" */
 	uint64_t synth_seed;    /* seed when synthetic, else 0 */
 	bool synthetic;
+	bool deferred;          /* synthetic and not materialized on the host: weight pointers are
+				 * NULL; the CUDA backend generates them on the device, the CPU
+				 * backend calls ds_model_materialize() */
 	struct ds_model_storage *storage;
 };
 
@@ -97,6 +100,9 @@ enum ds_status ds_model_load(const char *path, struct ds_model **out, struct ds_
  * detserve-mkmodel writes (model/synth.h documents the generator). */
 enum ds_status ds_model_synth(const struct ds_model_config *cfg, uint64_t seed,
 			      struct ds_model **out, struct ds_err *err);
+
+/* Fills a deferred synthetic model's weights on the host (no-op when not deferred). */
+enum ds_status ds_model_materialize(struct ds_model *m, struct ds_err *err);
 
 /* Frees the model, its buffers and its mappings. NULL is a no-op. */
 void ds_model_free(struct ds_model *m);
