@@ -191,6 +191,7 @@ static void fast_reduce_task(void *arg, int task, int thread)
 static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w,
 				  float *y, int M, int N, int K)
 {
+	DS_ASSERT((size_t)FAST_NT * (size_t)K <= c->thread_buf_len);
 	int n_tiles = (N + FAST_NT - 1) / FAST_NT;
 	/* split K when the column tiles alone would leave threads idle or the tiles too thin */
 	int splits = M <= 4 ? 4 : M <= 16 ? 2 : 1;

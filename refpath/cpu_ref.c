@@ -151,6 +151,7 @@ REF_CLONES static void ref_mm_task(void *arg, int task, int thread)
 static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
 				 int M, int N, int K)
 {
+	DS_ASSERT((size_t)REF_NT * (size_t)K <= c->thread_buf_len);
 	struct ref_mm a = {.c = c, .x = x, .w = w, .y = y, .M = M, .N = N, .K = K};
 	ds_threadpool_run(c->tp, (N + REF_NT - 1) / REF_NT, ref_mm_task, &a);
 	return DS_OK;
