@@ -112,7 +112,11 @@ static enum ds_status hf_write_shard(const struct ds_model_config *cfg, uint64_t
 		rv = ds_errf(err, DS_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
 		goto fail;
 	}
-	if ((rv = ds_st_write_header(fp, path, e, n, err)) != DS_OK)
+	/* the seed in the header makes the identity (config + headers) differ between seeds */
+	char seed_s[24];
+	snprintf(seed_s, sizeof(seed_s), "%" PRIu64, seed);
+	const char *const meta[][2] = {{"detserve_synth_seed", seed_s}};
+	if ((rv = ds_st_write_header(fp, path, e, n, meta, 1, err)) != DS_OK)
 		goto fail;
 	for (int i = 0; i < n; i++) {
 		size_t numel = (size_t)ds_tensor_numel(&ts[i]);

@@ -227,23 +227,39 @@ fail:
 
 /* ---- writer ---- */
 
+static bool st_needs_escape(const char *s)
+{
+	for (; *s; s++)
+		if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+			return true;
+	return false;
+}
+
 enum ds_status ds_st_write_header(FILE *fp, const char *path, const struct ds_st_entry *e, int n,
-				  struct ds_err *err)
+				  const char *const (*meta)[2], int n_meta, struct ds_err *err)
 {
 	size_t cap = 64;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n_meta; i++) {
+		if (st_needs_escape(meta[i][0]) || st_needs_escape(meta[i][1]))
+			return ds_errf(err, DS_ERR_INVALID, "%s: metadata %s needs JSON escaping", path,
+				       meta[i][0]);
+		cap += strlen(meta[i][0]) + strlen(meta[i][1]) + 8;
+	}
+	for (int i = 0; i < n; i++) {
+		if (st_needs_escape(e[i].name))
+			return ds_errf(err, DS_ERR_INVALID, "%s: tensor name %s needs JSON escaping", path,
+				       e[i].name);
 		cap += strlen(e[i].name) + strlen(e[i].dtype_name) + 128;
+	}
 	char *h = malloc(cap + 8);
 	if (!h)
 		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory", path);
-	size_t len = (size_t)snprintf(h, cap, "{\"__metadata__\":{\"format\":\"pt\"}");
+	size_t len = (size_t)snprintf(h, cap, "{\"__metadata__\":{\"format\":\"pt\"");
+	for (int i = 0; i < n_meta; i++)
+		len += (size_t)snprintf(h + len, cap - len, ",\"%s\":\"%s\"", meta[i][0], meta[i][1]);
+	len += (size_t)snprintf(h + len, cap - len, "}");
 	uint64_t off = 0;
 	for (int i = 0; i < n; i++) {
-		if (strpbrk(e[i].name, "\"\\")) {
-			free(h);
-			return ds_errf(err, DS_ERR_INVALID, "%s: tensor name %s needs JSON escaping", path,
-				       e[i].name);
-		}
 		len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRId64,
 					e[i].name, e[i].dtype_name, e[i].shape[0]);
 		if (e[i].ndim == 2)

@@ -67,9 +67,11 @@ struct ds_st_entry {
 };
 
 /* Writes the length prefix and the JSON header for entries[0..n), whose data follow in that
- * order with no gaps. The header is padded with spaces so the data section starts 8-byte
- * aligned (bf16 tensors then map zero-copy). Returns DS_ERR_IO naming `path` on write failure. */
+ * order with no gaps, and __metadata__ {"format": "pt"} plus meta[0..n_meta) as string
+ * key/value pairs. The header is padded with spaces so the data section starts 8-byte aligned
+ * (bf16 tensors then map zero-copy). Returns DS_ERR_INVALID for a name or value that would need
+ * JSON escaping, DS_ERR_IO naming `path` on write failure. */
 enum ds_status ds_st_write_header(FILE *fp, const char *path, const struct ds_st_entry *entries,
-				  int n, struct ds_err *err);
+				  int n, const char *const (*meta)[2], int n_meta, struct ds_err *err);
 
 #endif

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,31 @@ static void test_layout_switch_removes_stale_files(void **state)
 	rmrf(b);
 }
 
+/* The writer's f32 -> f16: exact on every f16 value, ties to even between neighbours. */
+static void test_f32_to_f16_exhaustive(void **state)
+{
+	(void)state;
+	for (uint32_t h = 0; h < 0x10000u; h++) {
+		float f = ds_f16_to_f32((uint16_t)h);
+		if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) {
+			assert_true((ds_f32_to_f16(f) & 0x7c00u) == 0x7c00u && (ds_f32_to_f16(f) & 0x3ffu));
+			continue; /* NaN stays NaN */
+		}
+		assert_int_equal(ds_f32_to_f16(f), h);
+		if ((h & 0x7fffu) >= 0x7bffu)
+			continue; /* no finite upper neighbour */
+		float g = ds_f16_to_f32((uint16_t)(h + 1)); /* same sign, next magnitude */
+		float mid = (f + g) * 0.5f;                /* exact in f32 */
+		uint16_t even = (h & 1u) ? (uint16_t)(h + 1) : (uint16_t)h;
+		assert_int_equal(ds_f32_to_f16(mid), even);
+		assert_int_equal(ds_f32_to_f16(nextafterf(mid, f)), h);
+		assert_int_equal(ds_f32_to_f16(nextafterf(mid, g)), h + 1);
+	}
+	assert_int_equal(ds_f32_to_f16(65520.0f), 0x7c00); /* halfway above 65504: to infinity */
+	assert_int_equal(ds_f32_to_f16(65519.0f), 0x7bff);
+	assert_int_equal(ds_f32_to_f16(-1e30f), 0xfc00);
+}
+
 static int run_tool(char *const argv[])
 {
 	pid_t pid = fork();
@@ -213,6 +239,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_same_seed_same_bytes),
 		cmocka_unit_test(test_layout_switch_removes_stale_files),
+		cmocka_unit_test(test_f32_to_f16_exhaustive),
 		cmocka_unit_test(test_tool_matches_library),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -224,6 +224,47 @@ static void test_roundtrip_bf16_variants(void **state)
 	}
 }
 
+static void load_identity(const char *dir, uint8_t id[16])
+{
+	struct ds_model *m;
+	struct ds_err err;
+	assert_int_equal(ds_model_load(dir, &m, &err), DS_OK);
+	memcpy(id, m->identity, 16);
+	ds_model_free(m);
+}
+
+/* Identity = config.json + headers: independent of the directory, changes with the seed
+ * (recorded in the header metadata), the layout and the config. */
+static void test_identity(void **state)
+{
+	(void)state;
+	struct ds_model_config c = tiny_cfg("llama", false);
+	char *a = tmpdir(), *b = tmpdir();
+	uint8_t ia[16], ib[16];
+	write_model(&c, 1, a, DS_HF_BF16, 1);
+	write_model(&c, 1, b, DS_HF_BF16, 1);
+	load_identity(a, ia);
+	load_identity(b, ib);
+	assert_memory_equal(ia, ib, 16);
+	write_model(&c, 2, b, DS_HF_BF16, 1);
+	load_identity(b, ib);
+	assert_memory_not_equal(ia, ib, 16);
+	write_model(&c, 1, b, DS_HF_BF16, 2);
+	load_identity(b, ib);
+	assert_memory_not_equal(ia, ib, 16);
+	write_model(&c, 1, b, DS_HF_F32, 1);
+	load_identity(b, ib);
+	assert_memory_not_equal(ia, ib, 16);
+	c.rope_theta = 20000.0f;
+	write_model(&c, 1, b, DS_HF_BF16, 1);
+	load_identity(b, ib);
+	assert_memory_not_equal(ia, ib, 16);
+	rmrf(a);
+	rmrf(b);
+	free(a);
+	free(b);
+}
+
 /* F32 holds the bf16 values exactly; F16 holds them exactly in its normal range. */
 static void test_roundtrip_f32_f16(void **state)
 {
@@ -690,6 +731,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip_bf16_variants),
+		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_roundtrip_f32_f16),
 		cmocka_unit_test(test_f32_f16_round_to_nearest_even),
 		cmocka_unit_test_setup_teardown(test_err_unknown_arch, fx_setup, fx_teardown),
