@@ -16,10 +16,10 @@
 static const struct {
 	const char *arch, *model_type;
 } hf_archs[] = {
-	{"LlamaForCausalLM", "llama"},
-	{"MistralForCausalLM", "mistral"},
-	{"Qwen2ForCausalLM", "qwen2"},
-	{"Qwen3ForCausalLM", "qwen3"},
+    {"LlamaForCausalLM", "llama"},
+    {"MistralForCausalLM", "mistral"},
+    {"Qwen2ForCausalLM", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3"},
 };
 
 static int hf_arch_index(const char *arch)
@@ -57,37 +57,38 @@ static bool hf_absent(const json_t *v)
 }
 
 static enum ds_status hf_int(struct hf_ctx *c, const json_t *obj, const char *key, bool required,
-			     int def, int *out)
+                             int def, int *out)
 {
 	json_t *v = json_object_get(obj, key);
 	if (hf_absent(v)) {
 		if (required)
 			return ds_errf(c->err, DS_ERR_NOT_FOUND, "%s: missing required field %s",
-				       c->path, key);
+			               c->path, key);
 		*out = def;
 		return DS_OK;
 	}
 	if (!json_is_integer(v) || json_integer_value(v) < INT_MIN ||
 	    json_integer_value(v) > INT_MAX)
-		return ds_errf(c->err, DS_ERR_FORMAT, "%s: field %s must be a 32-bit integer", c->path,
-			       key);
+		return ds_errf(c->err, DS_ERR_FORMAT, "%s: field %s must be a 32-bit integer",
+		               c->path, key);
 	*out = (int)json_integer_value(v);
 	return DS_OK;
 }
 
 static enum ds_status hf_float(struct hf_ctx *c, const json_t *obj, const char *key, bool required,
-			       float def, float *out)
+                               float def, float *out)
 {
 	json_t *v = json_object_get(obj, key);
 	if (hf_absent(v)) {
 		if (required)
 			return ds_errf(c->err, DS_ERR_NOT_FOUND, "%s: missing required field %s",
-				       c->path, key);
+			               c->path, key);
 		*out = def;
 		return DS_OK;
 	}
 	if (!json_is_number(v))
-		return ds_errf(c->err, DS_ERR_FORMAT, "%s: field %s must be a number", c->path, key);
+		return ds_errf(c->err, DS_ERR_FORMAT, "%s: field %s must be a number", c->path,
+		               key);
 	*out = (float)json_number_value(v);
 	return DS_OK;
 }
@@ -101,7 +102,7 @@ static enum ds_status hf_bool(struct hf_ctx *c, const char *key, bool def, bool 
 	}
 	if (!json_is_boolean(v))
 		return ds_errf(c->err, DS_ERR_FORMAT, "%s: field %s must be true or false", c->path,
-			       key);
+		               key);
 	*out = json_is_true(v);
 	return DS_OK;
 }
@@ -113,8 +114,8 @@ static enum ds_status hf_arch(struct hf_ctx *c, struct ds_model_config *cfg)
 	const char *name = NULL;
 	if (json_is_array(archs) && json_array_size(archs) > 0) {
 		if (!json_is_string(json_array_get(archs, 0)))
-			return ds_errf(c->err, DS_ERR_FORMAT, "%s: architectures[0] must be a string",
-				       c->path);
+			return ds_errf(c->err, DS_ERR_FORMAT,
+			               "%s: architectures[0] must be a string", c->path);
 		name = json_string_value(json_array_get(archs, 0));
 		if (hf_arch_index(name) >= 0) {
 			snprintf(cfg->arch, sizeof(cfg->arch), "%s", name);
@@ -129,14 +130,16 @@ static enum ds_status hf_arch(struct hf_ctx *c, struct ds_model_config *cfg)
 			}
 		}
 	} else {
-		return ds_errf(c->err, DS_ERR_NOT_FOUND,
-			       "%s: missing architectures and model_type: cannot tell the architecture",
-			       c->path);
+		return ds_errf(
+		    c->err, DS_ERR_NOT_FOUND,
+		    "%s: missing architectures and model_type: cannot tell the architecture",
+		    c->path);
 	}
-	return ds_errf(c->err, DS_ERR_UNSUPPORTED,
-		       "%s: unknown architecture %s (supported: LlamaForCausalLM, MistralForCausalLM, "
-		       "Qwen2ForCausalLM, Qwen3ForCausalLM)",
-		       c->path, name);
+	return ds_errf(
+	    c->err, DS_ERR_UNSUPPORTED,
+	    "%s: unknown architecture %s (supported: LlamaForCausalLM, MistralForCausalLM, "
+	    "Qwen2ForCausalLM, Qwen3ForCausalLM)",
+	    c->path, name);
 }
 
 static enum ds_status hf_rope_scaling(struct hf_ctx *c, struct ds_model_config *cfg)
@@ -145,33 +148,38 @@ static enum ds_status hf_rope_scaling(struct hf_ctx *c, struct ds_model_config *
 	if (hf_absent(rs))
 		return DS_OK;
 	if (!json_is_object(rs))
-		return ds_errf(c->err, DS_ERR_FORMAT, "%s: field rope_scaling must be an object or null",
-			       c->path);
+		return ds_errf(c->err, DS_ERR_FORMAT,
+		               "%s: field rope_scaling must be an object or null", c->path);
 	json_t *ty = json_object_get(rs, "rope_type");
 	if (hf_absent(ty))
 		ty = json_object_get(rs, "type");
 	if (!json_is_string(ty))
 		return ds_errf(c->err, DS_ERR_FORMAT, "%s: rope_scaling needs a string rope_type",
-			       c->path);
+		               c->path);
 	const char *t = json_string_value(ty);
 	if (strcmp(t, "default") == 0)
 		return DS_OK;
 	if (strcmp(t, "llama3") != 0)
 		return ds_errf(c->err, DS_ERR_UNSUPPORTED,
-			       "%s: rope_scaling type %s is not supported (only llama3)", c->path, t);
+		               "%s: rope_scaling type %s is not supported (only llama3)", c->path,
+		               t);
 	enum ds_status rv;
 	cfg->rope_scaling = DS_ROPE_LLAMA3;
 	if ((rv = hf_float(c, rs, "factor", true, 0.0f, &cfg->rope_factor)) != DS_OK ||
-	    (rv = hf_float(c, rs, "low_freq_factor", false, 1.0f, &cfg->rope_low_freq_factor)) != DS_OK ||
-	    (rv = hf_float(c, rs, "high_freq_factor", false, 4.0f, &cfg->rope_high_freq_factor)) != DS_OK ||
-	    (rv = hf_int(c, rs, "original_max_position_embeddings", true, 0, &cfg->rope_orig_max_pos)) != DS_OK)
+	    (rv = hf_float(c, rs, "low_freq_factor", false, 1.0f, &cfg->rope_low_freq_factor)) !=
+	        DS_OK ||
+	    (rv = hf_float(c, rs, "high_freq_factor", false, 4.0f, &cfg->rope_high_freq_factor)) !=
+	        DS_OK ||
+	    (rv = hf_int(c, rs, "original_max_position_embeddings", true, 0,
+	                 &cfg->rope_orig_max_pos)) != DS_OK)
 		return rv;
-	if (!(cfg->rope_factor > 0.0f) || !(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) ||
+	if (!(cfg->rope_factor > 0.0f) ||
+	    !(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) ||
 	    cfg->rope_orig_max_pos <= 0)
 		return ds_errf(c->err, DS_ERR_INVALID,
-			       "%s: rope_scaling llama3 needs factor > 0, high_freq_factor > "
-			       "low_freq_factor and original_max_position_embeddings > 0",
-			       c->path);
+		               "%s: rope_scaling llama3 needs factor > 0, high_freq_factor > "
+		               "low_freq_factor and original_max_position_embeddings > 0",
+		               c->path);
 	return DS_OK;
 }
 
@@ -194,21 +202,21 @@ static enum ds_status hf_tokens(struct hf_ctx *c, struct ds_model_config *cfg)
 		json_incref(eos);
 	} else {
 		return ds_errf(c->err, DS_ERR_FORMAT,
-			       "%s: field eos_token_id must be an integer or a list", c->path);
+		               "%s: field eos_token_id must be an integer or a list", c->path);
 	}
 	rv = DS_OK;
 	size_t n = json_array_size(eos);
 	if (n > DS_MAX_EOS) {
-		rv = ds_errf(c->err, DS_ERR_UNSUPPORTED, "%s: eos_token_id lists %zu ids (at most %d)",
-			     c->path, n, DS_MAX_EOS);
+		rv = ds_errf(c->err, DS_ERR_UNSUPPORTED,
+		             "%s: eos_token_id lists %zu ids (at most %d)", c->path, n, DS_MAX_EOS);
 	} else {
 		for (size_t i = 0; i < n && rv == DS_OK; i++) {
 			json_t *v = json_array_get(eos, i);
 			if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 			    json_integer_value(v) > INT_MAX)
 				rv = ds_errf(c->err, DS_ERR_FORMAT,
-					     "%s: eos_token_id[%zu] must be a non-negative integer",
-					     c->path, i);
+				             "%s: eos_token_id[%zu] must be a non-negative integer",
+				             c->path, i);
 			else
 				cfg->eos_ids[cfg->n_eos++] = (int)json_integer_value(v);
 		}
@@ -231,7 +239,8 @@ static enum ds_status hf_parse_root(struct hf_ctx *c, struct ds_model_config *cf
 	    (rv = hf_int(c, r, "hidden_size", true, 0, &cfg->hidden)) != DS_OK ||
 	    (rv = hf_int(c, r, "num_hidden_layers", true, 0, &cfg->n_layer)) != DS_OK ||
 	    (rv = hf_int(c, r, "num_attention_heads", true, 0, &cfg->n_head)) != DS_OK ||
-	    (rv = hf_int(c, r, "num_key_value_heads", false, cfg->n_head, &cfg->n_kv_head)) != DS_OK ||
+	    (rv = hf_int(c, r, "num_key_value_heads", false, cfg->n_head, &cfg->n_kv_head)) !=
+	        DS_OK ||
 	    (rv = hf_int(c, r, "intermediate_size", true, 0, &cfg->ffn)) != DS_OK ||
 	    (rv = hf_int(c, r, "max_position_embeddings", false, 2048, &cfg->max_pos)) != DS_OK ||
 	    (rv = hf_float(c, r, "rms_norm_eps", false, 1e-6f, &cfg->rms_eps)) != DS_OK ||
@@ -241,10 +250,11 @@ static enum ds_status hf_parse_root(struct hf_ctx *c, struct ds_model_config *cf
 		return rv;
 	if (cfg->n_head <= 0 || cfg->hidden % cfg->n_head != 0) {
 		if (hf_absent(json_object_get(r, "head_dim")))
-			return ds_errf(c->err, DS_ERR_INVALID,
-				       "%s: hidden_size %d is not a multiple of num_attention_heads %d "
-				       "and head_dim is not given",
-				       c->path, cfg->hidden, cfg->n_head);
+			return ds_errf(
+			    c->err, DS_ERR_INVALID,
+			    "%s: hidden_size %d is not a multiple of num_attention_heads %d "
+			    "and head_dim is not given",
+			    c->path, cfg->hidden, cfg->n_head);
 	}
 	int def_hd = cfg->n_head > 0 ? cfg->hidden / cfg->n_head : 0;
 	if ((rv = hf_int(c, r, "head_dim", false, def_hd, &cfg->head_dim)) != DS_OK)
@@ -257,15 +267,17 @@ static enum ds_status hf_parse_root(struct hf_ctx *c, struct ds_model_config *cf
 	cfg->qk_norm = qwen3;
 
 	json_t *act = json_object_get(r, "hidden_act");
-	if (!hf_absent(act) && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
+	if (!hf_absent(act) &&
+	    (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
 		return ds_errf(c->err, DS_ERR_UNSUPPORTED,
-			       "%s: hidden_act %s is not supported (only silu)", c->path,
-			       json_is_string(act) ? json_string_value(act) : "(not a string)");
+		               "%s: hidden_act %s is not supported (only silu)", c->path,
+		               json_is_string(act) ? json_string_value(act) : "(not a string)");
 	bool mlp_bias;
 	if ((rv = hf_bool(c, "mlp_bias", false, &mlp_bias)) != DS_OK)
 		return rv;
 	if (mlp_bias)
-		return ds_errf(c->err, DS_ERR_UNSUPPORTED, "%s: mlp_bias is not supported", c->path);
+		return ds_errf(c->err, DS_ERR_UNSUPPORTED, "%s: mlp_bias is not supported",
+		               c->path);
 
 	/* A sliding window no shorter than the context is full attention; a shorter one is exact
 	 * full attention too if the context never exceeds it, so cap the context there. */
@@ -286,14 +298,14 @@ static enum ds_status hf_parse_root(struct hf_ctx *c, struct ds_model_config *cf
 }
 
 enum ds_status ds_hf_config_parse(const char *text, size_t len, const char *path,
-				  struct ds_model_config *cfg, struct ds_err *err)
+                                  struct ds_model_config *cfg, struct ds_err *err)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	json_error_t je;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root)
-		return ds_errf(err, DS_ERR_FORMAT, "%s: invalid JSON: %s (line %d, column %d)", path,
-			       je.text, je.line, je.column);
+		return ds_errf(err, DS_ERR_FORMAT, "%s: invalid JSON: %s (line %d, column %d)",
+		               path, je.text, je.line, je.column);
 	enum ds_status rv;
 	if (!json_is_object(root)) {
 		rv = ds_errf(err, DS_ERR_FORMAT, "%s: top level is not a JSON object", path);
@@ -332,7 +344,7 @@ static int hf_kv_cmp(const void *a, const void *b)
 }
 
 enum ds_status ds_hf_config_format(const struct ds_model_config *cfg, const char *torch_dtype,
-				   char **out, struct ds_err *err)
+                                   char **out, struct ds_err *err)
 {
 	*out = NULL;
 	int ai = hf_arch_index(cfg->arch);
@@ -342,22 +354,25 @@ enum ds_status ds_hf_config_format(const struct ds_model_config *cfg, const char
 	bool llama = strcmp(mt, "llama") == 0, mistral = strcmp(mt, "mistral") == 0;
 	bool qwen2 = strcmp(mt, "qwen2") == 0, qwen3 = strcmp(mt, "qwen3") == 0;
 	if (qwen2 && !cfg->attn_bias)
-		return ds_errf(err, DS_ERR_INVALID, "config: Qwen2ForCausalLM always has attention bias");
+		return ds_errf(err, DS_ERR_INVALID,
+		               "config: Qwen2ForCausalLM always has attention bias");
 	if (mistral && cfg->attn_bias)
-		return ds_errf(err, DS_ERR_INVALID, "config: MistralForCausalLM has no attention bias");
+		return ds_errf(err, DS_ERR_INVALID,
+		               "config: MistralForCausalLM has no attention bias");
 	if (cfg->qk_norm != qwen3)
-		return ds_errf(err, DS_ERR_INVALID, "config: q/k norm is exactly Qwen3ForCausalLM's");
+		return ds_errf(err, DS_ERR_INVALID,
+		               "config: q/k norm is exactly Qwen3ForCausalLM's");
 	if (!isfinite(cfg->rms_eps) || !isfinite(cfg->rope_theta) || !isfinite(cfg->rope_factor) ||
 	    !isfinite(cfg->rope_low_freq_factor) || !isfinite(cfg->rope_high_freq_factor))
 		return ds_errf(err, DS_ERR_INVALID, "config: non-finite float field");
 
 	struct hf_kv kv[32];
 	int n = 0;
-#define KV(k, ...) \
-	do { \
-		kv[n].key = k; \
-		snprintf(kv[n].val, sizeof(kv[n].val), __VA_ARGS__); \
-		n++; \
+#define KV(k, ...)                                                                                 \
+	do {                                                                                       \
+		kv[n].key = k;                                                                     \
+		snprintf(kv[n].val, sizeof(kv[n].val), __VA_ARGS__);                               \
+		n++;                                                                               \
 	} while (0)
 	char f1[32], f2[32], f3[32];
 	KV("architectures", "[\n    \"%s\"\n  ]", cfg->arch);
@@ -376,8 +391,8 @@ enum ds_status ds_hf_config_format(const struct ds_model_config *cfg, const char
 		char list[200];
 		size_t l = (size_t)snprintf(list, sizeof(list), "[");
 		for (int i = 0; i < cfg->n_eos && l < sizeof(list); i++)
-			l += (size_t)snprintf(list + l, sizeof(list) - l, "%s\n    %d", i ? "," : "",
-					      cfg->eos_ids[i]);
+			l += (size_t)snprintf(list + l, sizeof(list) - l, "%s\n    %d",
+			                      i ? "," : "", cfg->eos_ids[i]);
 		KV("eos_token_id", "%s\n  ]", list);
 	}
 	KV("head_dim", "%d", cfg->head_dim);
@@ -398,8 +413,10 @@ enum ds_status ds_hf_config_format(const struct ds_model_config *cfg, const char
 		hf_fmt_float(f2, sizeof(f2), cfg->rope_high_freq_factor);
 		hf_fmt_float(f3, sizeof(f3), cfg->rope_low_freq_factor);
 		KV("rope_scaling",
-		   "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    \"low_freq_factor\": "
-		   "%s,\n    \"original_max_position_embeddings\": %d,\n    \"rope_type\": \"llama3\"\n  }",
+		   "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    "
+		   "\"low_freq_factor\": "
+		   "%s,\n    \"original_max_position_embeddings\": %d,\n    \"rope_type\": "
+		   "\"llama3\"\n  }",
 		   f1, f2, f3, cfg->rope_orig_max_pos);
 	} else {
 		KV("rope_scaling", "null");
@@ -426,7 +443,7 @@ enum ds_status ds_hf_config_format(const struct ds_model_config *cfg, const char
 	size_t l = (size_t)snprintf(s, cap, "{\n");
 	for (int i = 0; i < n; i++)
 		l += (size_t)snprintf(s + l, cap - l, "  \"%s\": %s%s\n", kv[i].key, kv[i].val,
-				      i + 1 < n ? "," : "");
+		                      i + 1 < n ? "," : "");
 	snprintf(s + l, cap - l, "}\n");
 	*out = s;
 	return DS_OK;

@@ -23,14 +23,14 @@
  * activation or MLP bias; every message names the file and the field. The result has not been
  * through ds_model_config_check. */
 enum ds_status ds_hf_config_parse(const char *text, size_t len, const char *path,
-				  struct ds_model_config *cfg, struct ds_err *err);
+                                  struct ds_model_config *cfg, struct ds_err *err);
 
 /* Formats cfg as HF config.json: sorted keys, two-space indent, floats in their shortest
  * round-tripping form, trailing newline. torch_dtype is "bfloat16", "float16" or "float32".
  * *out is malloc'd (caller frees). Returns DS_ERR_INVALID when cfg cannot be expressed for its
  * architecture (e.g. Qwen2 without bias, or an unknown arch), DS_ERR_NOMEM. */
 enum ds_status ds_hf_config_format(const struct ds_model_config *cfg, const char *torch_dtype,
-				   char **out, struct ds_err *err);
+                                   char **out, struct ds_err *err);
 
 /* Sets the architecture (arch = "llama", "mistral", "qwen2" or "qwen3") and the flags it implies
  * (Qwen2: attn_bias; Qwen3: qk_norm). Returns DS_ERR_NOT_FOUND for an unknown name. */
@@ -52,7 +52,7 @@ struct ds_hf_write_opts {
  * sharded vs deferred) are removed. seed must be < 2^63 (it is stored as a JSON integer).
  * Returns DS_ERR_INVALID (bad cfg/opts), DS_ERR_IO naming the file, DS_ERR_NOMEM. */
 enum ds_status ds_model_write_hf(const struct ds_model_config *cfg, uint64_t seed, const char *dir,
-				 const struct ds_hf_write_opts *opts, struct ds_err *err);
+                                 const struct ds_hf_write_opts *opts, struct ds_err *err);
 
 /* Nearest IEEE half to f (round to nearest even; overflow to infinity). Used by the writer. */
 uint16_t ds_f32_to_f16(float f);

@@ -64,8 +64,8 @@ static float hf_tensor_scale(const struct ds_model_config *cfg, const struct ds_
 }
 
 /* Writes buf[0..len) to dir/name via a temporary file and a rename. */
-static enum ds_status hf_write_text(const char *dir, const char *name, const char *buf,
-				    size_t len, struct ds_err *err)
+static enum ds_status hf_write_text(const char *dir, const char *name, const char *buf, size_t len,
+                                    struct ds_err *err)
 {
 	char path[4096], tmp[4200];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -84,9 +84,9 @@ static enum ds_status hf_write_text(const char *dir, const char *name, const cha
 
 /* Streams tensors ts[0..n) into one safetensors file. */
 static enum ds_status hf_write_shard(const struct ds_model_config *cfg, uint64_t seed,
-				     const char *dir, const char *name,
-				     const struct ds_tensor_desc *ts, int n, enum ds_hf_dtype dtype,
-				     struct ds_err *err)
+                                     const char *dir, const char *name,
+                                     const struct ds_tensor_desc *ts, int n, enum ds_hf_dtype dtype,
+                                     struct ds_err *err)
 {
 	enum ds_status rv;
 	char path[4096], tmp[4200];
@@ -139,8 +139,8 @@ static enum ds_status hf_write_shard(const struct ds_model_config *cfg, uint64_t
 			}
 			size_t bytes = k * hf_dtype_size(dtype);
 			if (fwrite(src, 1, bytes, fp) != bytes) {
-				rv = ds_errf(err, DS_ERR_IO, "%s: write failed for tensor %s: %s", path,
-					     ts[i].name, strerror(errno));
+				rv = ds_errf(err, DS_ERR_IO, "%s: write failed for tensor %s: %s",
+				             path, ts[i].name, strerror(errno));
 				goto fail;
 			}
 		}
@@ -175,7 +175,8 @@ static void hf_shard_starts(const struct ds_tensor_desc *ts, int n, int k, int *
 	int s = 1;
 	for (int i = 0; i < n && s < k; i++) {
 		/* shard s starts at the first tensor whose prefix reaches s/k of the bytes */
-		if (i > start[s - 1] && (prefix * (uint64_t)k >= (uint64_t)s * total || n - i <= k - s))
+		if (i > start[s - 1] &&
+		    (prefix * (uint64_t)k >= (uint64_t)s * total || n - i <= k - s))
 			start[s++] = i;
 		prefix += (uint64_t)ds_tensor_numel(&ts[i]);
 	}
@@ -188,8 +189,8 @@ static int hf_cmp_str(const void *a, const void *b)
 }
 
 static enum ds_status hf_write_index(const char *dir, const struct ds_tensor_desc *ts, int n,
-				     const int *start, int k, enum ds_hf_dtype dtype,
-				     struct ds_err *err)
+                                     const int *start, int k, enum ds_hf_dtype dtype,
+                                     struct ds_err *err)
 {
 	/* weight_map keys sorted: sort pointers to the names; since name is the first member of
 	 * struct ds_tensor_desc, a name pointer's distance from ts[0].name gives its index */
@@ -208,17 +209,17 @@ static enum ds_status hf_write_index(const char *dir, const struct ds_tensor_des
 	}
 	qsort(names, (size_t)n, sizeof(*names), hf_cmp_str);
 	size_t l = (size_t)snprintf(s, cap,
-				    "{\n  \"metadata\": {\n    \"total_size\": %" PRIu64
-				    "\n  },\n  \"weight_map\": {\n",
-				    total);
+	                            "{\n  \"metadata\": {\n    \"total_size\": %" PRIu64
+	                            "\n  },\n  \"weight_map\": {\n",
+	                            total);
 	for (int i = 0; i < n; i++) {
 		int t = (int)(((const char *)names[i] - ts[0].name) / (ptrdiff_t)sizeof(ts[0]));
 		int sh = 0;
 		while (t >= start[sh + 1])
 			sh++;
 		l += (size_t)snprintf(s + l, cap - l,
-				      "    \"%s\": \"model-%05d-of-%05d.safetensors\"%s\n", names[i],
-				      sh + 1, k, i + 1 < n ? "," : "");
+		                      "    \"%s\": \"model-%05d-of-%05d.safetensors\"%s\n",
+		                      names[i], sh + 1, k, i + 1 < n ? "," : "");
 	}
 	l += (size_t)snprintf(s + l, cap - l, "  }\n}\n");
 	enum ds_status rv = hf_write_text(dir, DS_HF_INDEX, s, l, err);
@@ -237,7 +238,8 @@ static void hf_remove_stale(const char *dir, int keep_shards, bool keep_single, 
 		while ((de = readdir(d))) {
 			int i, k;
 			char tail;
-			if (sscanf(de->d_name, "model-%5d-of-%5d.safetensor%c", &i, &k, &tail) == 3 &&
+			if (sscanf(de->d_name, "model-%5d-of-%5d.safetensor%c", &i, &k, &tail) ==
+			        3 &&
 			    tail == 's' && k != keep_shards) {
 				snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 				unlink(path);
@@ -260,13 +262,14 @@ static void hf_remove_stale(const char *dir, int keep_shards, bool keep_single, 
 }
 
 enum ds_status ds_model_write_hf(const struct ds_model_config *cfg, uint64_t seed, const char *dir,
-				 const struct ds_hf_write_opts *opts, struct ds_err *err)
+                                 const struct ds_hf_write_opts *opts, struct ds_err *err)
 {
 	enum ds_status rv = ds_model_config_check(cfg, err);
 	if (rv != DS_OK)
 		return rv;
 	if (seed > (uint64_t)INT64_MAX)
-		return ds_errf(err, DS_ERR_INVALID, "mkmodel: seed %" PRIu64 " must be below 2^63", seed);
+		return ds_errf(err, DS_ERR_INVALID, "mkmodel: seed %" PRIu64 " must be below 2^63",
+		               seed);
 	if (opts->dtype != DS_HF_BF16 && opts->dtype != DS_HF_F16 && opts->dtype != DS_HF_F32)
 		return ds_errf(err, DS_ERR_INVALID, "mkmodel: unknown dtype %d", (int)opts->dtype);
 	if (strlen(dir) > 3000)
@@ -288,7 +291,8 @@ enum ds_status ds_model_write_hf(const struct ds_model_config *cfg, uint64_t see
 		goto out;
 	}
 	if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-		rv = ds_errf(err, DS_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+		rv = ds_errf(err, DS_ERR_IO, "%s: cannot create directory: %s", dir,
+		             strerror(errno));
 		goto out;
 	}
 	hf_remove_stale(dir, k > 1 ? k : 0, k == 1, opts->deferred);
@@ -303,8 +307,8 @@ enum ds_status ds_model_write_hf(const struct ds_model_config *cfg, uint64_t see
 		for (int s = 0; s < k && rv == DS_OK; s++) {
 			char name[64];
 			snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", s + 1, k);
-			rv = hf_write_shard(cfg, seed, dir, name, ts + start[s], start[s + 1] - start[s],
-					    opts->dtype, err);
+			rv = hf_write_shard(cfg, seed, dir, name, ts + start[s],
+			                    start[s + 1] - start[s], opts->dtype, err);
 		}
 		if (rv == DS_OK)
 			rv = hf_write_index(dir, ts, n, start, k, opts->dtype, err);

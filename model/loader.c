@@ -22,15 +22,16 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define HF_MAX_JSON (64u << 20) /* config.json / index / synth files larger than this are refused */
+#define HF_MAX_JSON (64u << 20) /* config.json / index / synth files larger than this are refused  \
+	                         */
 #define HF_PATH 4096
 
 struct hf_load {
 	const char *dir;
-	char *config;             /* config.json bytes */
+	char *config; /* config.json bytes */
 	size_t config_len;
-	json_t *index;            /* model.safetensors.index.json, or NULL */
-	char **shards;            /* file names, sorted, unique */
+	json_t *index; /* model.safetensors.index.json, or NULL */
+	char **shards; /* file names, sorted, unique */
 	int n_shards;
 	struct ds_st_file *files; /* (n_shards) */
 	struct ds_model *m;
@@ -51,7 +52,7 @@ static enum ds_status hf_slurp(const char *path, char **buf, size_t *len, struct
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return ds_errf(err, errno == ENOENT ? DS_ERR_NOT_FOUND : DS_ERR_IO,
-			       "%s: cannot open: %s", path, strerror(errno));
+		               "%s: cannot open: %s", path, strerror(errno));
 	struct stat st;
 	enum ds_status rv = DS_OK;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -59,8 +60,8 @@ static enum ds_status hf_slurp(const char *path, char **buf, size_t *len, struct
 		goto out;
 	}
 	if ((uint64_t)st.st_size > HF_MAX_JSON) {
-		rv = ds_errf(err, DS_ERR_FORMAT, "%s: %lld bytes is too large for a JSON file", path,
-			     (long long)st.st_size);
+		rv = ds_errf(err, DS_ERR_FORMAT, "%s: %lld bytes is too large for a JSON file",
+		             path, (long long)st.st_size);
 		goto out;
 	}
 	size_t n = (size_t)st.st_size, got = 0;
@@ -72,7 +73,7 @@ static enum ds_status hf_slurp(const char *path, char **buf, size_t *len, struct
 		ssize_t r = read(fd, *buf + got, n - got);
 		if (r <= 0) {
 			rv = ds_errf(err, DS_ERR_IO, "%s: read failed: %s", path,
-				     r == 0 ? "unexpected end of file" : strerror(errno));
+			             r == 0 ? "unexpected end of file" : strerror(errno));
 			free(*buf);
 			*buf = NULL;
 			goto out;
@@ -89,7 +90,7 @@ out:
 /* ---- deferred synthetic directories ---- */
 
 static enum ds_status hf_load_deferred(struct hf_load *L, const struct ds_model_config *cfg,
-				       struct ds_model **out, struct ds_err *err)
+                                       struct ds_model **out, struct ds_err *err)
 {
 	char path[HF_PATH], *text = NULL;
 	size_t len;
@@ -103,8 +104,8 @@ static enum ds_status hf_load_deferred(struct hf_load *L, const struct ds_model_
 	json_t *seed = json_object_get(root, "seed");
 	if (!json_is_integer(seed) || json_integer_value(seed) < 0) {
 		json_decref(root);
-		return ds_errf(err, DS_ERR_FORMAT, "%s: expected {\"seed\": <non-negative integer>}",
-			       path);
+		return ds_errf(err, DS_ERR_FORMAT,
+		               "%s: expected {\"seed\": <non-negative integer>}", path);
 	}
 	uint64_t s = (uint64_t)json_integer_value(seed);
 	json_decref(root);
@@ -161,8 +162,8 @@ static enum ds_status hf_list_shards(struct hf_load *L, struct ds_err *err)
 	size_t len;
 	snprintf(path, sizeof(path), "%s/%s", L->dir, DS_HF_INDEX);
 	if (!hf_exists(L->dir, DS_HF_INDEX))
-		return ds_errf(err, DS_ERR_NOT_FOUND, "%s: no %s or %s in the model directory", L->dir,
-			       DS_HF_WEIGHTS, DS_HF_INDEX);
+		return ds_errf(err, DS_ERR_NOT_FOUND, "%s: no %s or %s in the model directory",
+		               L->dir, DS_HF_WEIGHTS, DS_HF_INDEX);
 	if ((rv = hf_slurp(path, &text, &len, err)) != DS_OK)
 		return rv;
 	json_error_t je;
@@ -170,7 +171,7 @@ static enum ds_status hf_list_shards(struct hf_load *L, struct ds_err *err)
 	free(text);
 	if (!L->index)
 		return ds_errf(err, DS_ERR_FORMAT, "%s: invalid JSON: %s (line %d)", path, je.text,
-			       je.line);
+		               je.line);
 	json_t *wm = json_object_get(L->index, "weight_map");
 	if (!json_is_object(wm) || json_object_size(wm) == 0)
 		return ds_errf(err, DS_ERR_FORMAT, "%s: missing or empty weight_map object", path);
@@ -179,12 +180,14 @@ static enum ds_status hf_list_shards(struct hf_load *L, struct ds_err *err)
 		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory", path);
 	const char *key;
 	json_t *val;
-	json_object_foreach(wm, key, val) {
+	json_object_foreach(wm, key, val)
+	{
 		const char *f = json_string_value(val);
 		if (!f || !*f || strchr(f, '/') || strcmp(f, ".") == 0 || strcmp(f, "..") == 0)
-			return ds_errf(err, DS_ERR_FORMAT,
-				       "%s: weight_map entry for tensor %s is not a plain file name",
-				       path, key);
+			return ds_errf(
+			    err, DS_ERR_FORMAT,
+			    "%s: weight_map entry for tensor %s is not a plain file name", path,
+			    key);
 		if ((rv = hf_add_shard(L, f, cap, err)) != DS_OK)
 			return rv;
 	}
@@ -197,9 +200,8 @@ static const char *hf_index_tensor_of(const struct hf_load *L, const char *name)
 {
 	const char *key;
 	json_t *val;
-	json_object_foreach(json_object_get(L->index, "weight_map"), key, val)
-		if (strcmp(json_string_value(val), name) == 0)
-			return key;
+	json_object_foreach(json_object_get(L->index, "weight_map"), key,
+	                    val) if (strcmp(json_string_value(val), name) == 0) return key;
 	return "(none)";
 }
 
@@ -212,9 +214,9 @@ static enum ds_status hf_map_shard(struct hf_load *L, int i, struct ds_err *err)
 	if (fd < 0) {
 		if (L->index)
 			return ds_errf(err, errno == ENOENT ? DS_ERR_NOT_FOUND : DS_ERR_IO,
-				       "%s: cannot open shard listed in %s for tensor %s: %s", path,
-				       DS_HF_INDEX, hf_index_tensor_of(L, L->shards[i]),
-				       strerror(errno));
+			               "%s: cannot open shard listed in %s for tensor %s: %s", path,
+			               DS_HF_INDEX, hf_index_tensor_of(L, L->shards[i]),
+			               strerror(errno));
 		return ds_errf(err, DS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
 	}
 	struct stat st;
@@ -225,9 +227,10 @@ static enum ds_status hf_map_shard(struct hf_load *L, int i, struct ds_err *err)
 	size_t size = (size_t)st.st_size;
 	if (size < 8) {
 		close(fd);
-		return ds_errf(err, DS_ERR_FORMAT,
-			       "%s: %zu bytes is too short for a safetensors header length (truncated)",
-			       path, size);
+		return ds_errf(
+		    err, DS_ERR_FORMAT,
+		    "%s: %zu bytes is too short for a safetensors header length (truncated)", path,
+		    size);
 	}
 	void *base = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
@@ -260,23 +263,26 @@ static void hf_fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape)
 {
 	size_t l = (size_t)snprintf(buf, cap, "[");
 	for (int i = 0; i < ndim && l < cap; i++)
-		l += (size_t)snprintf(buf + l, cap - l, "%s%lld", i ? ", " : "", (long long)shape[i]);
+		l += (size_t)snprintf(buf + l, cap - l, "%s%lld", i ? ", " : "",
+		                      (long long)shape[i]);
 	if (l < cap)
 		snprintf(buf + l, cap - l, "]");
 }
 
 /* Finds d in the shards, checks dtype and shape, and sets its weight pointer. */
 static enum ds_status hf_bind_tensor(struct hf_load *L, const struct ds_tensor_desc *d,
-				     struct ds_err *err)
+                                     struct ds_err *err)
 {
 	int fi = 0;
 	if (L->index) {
 		json_t *v = json_object_get(json_object_get(L->index, "weight_map"), d->name);
 		if (!v)
-			return ds_errf(err, DS_ERR_NOT_FOUND, "%s/%s: tensor %s is missing from weight_map",
-				       L->dir, DS_HF_INDEX, d->name);
+			return ds_errf(err, DS_ERR_NOT_FOUND,
+			               "%s/%s: tensor %s is missing from weight_map", L->dir,
+			               DS_HF_INDEX, d->name);
 		const char *f = json_string_value(v);
-		char **hit = bsearch(&f, L->shards, (size_t)L->n_shards, sizeof(char *), hf_cmp_str);
+		char **hit =
+		    bsearch(&f, L->shards, (size_t)L->n_shards, sizeof(char *), hf_cmp_str);
 		DS_ASSERT(hit != NULL); /* every weight_map value was added to the list */
 		fi = (int)(hit - L->shards);
 	}
@@ -284,11 +290,11 @@ static enum ds_status hf_bind_tensor(struct hf_load *L, const struct ds_tensor_d
 	const struct ds_st_tensor *t = ds_st_find(file, d->name);
 	if (!t)
 		return ds_errf(err, DS_ERR_NOT_FOUND, "%s: tensor %s not found (required by %s)",
-			       file->path, d->name, DS_HF_CONFIG);
+		               file->path, d->name, DS_HF_CONFIG);
 	if (t->dtype == DS_ST_OTHER)
 		return ds_errf(err, DS_ERR_UNSUPPORTED,
-			       "%s: tensor %s has dtype %s (supported: BF16, F16, F32)", file->path,
-			       d->name, t->dtype_name);
+		               "%s: tensor %s has dtype %s (supported: BF16, F16, F32)", file->path,
+		               d->name, t->dtype_name);
 	bool same = t->ndim == d->ndim;
 	for (int i = 0; same && i < d->ndim; i++)
 		same = t->shape[i] == d->shape[i];
@@ -296,9 +302,8 @@ static enum ds_status hf_bind_tensor(struct hf_load *L, const struct ds_tensor_d
 		char got[128], want[64];
 		hf_fmt_shape(got, sizeof(got), t->ndim, t->shape);
 		hf_fmt_shape(want, sizeof(want), d->ndim, d->shape);
-		return ds_errf(err, DS_ERR_FORMAT,
-			       "%s: tensor %s has shape %s but %s implies %s", file->path, d->name,
-			       got, DS_HF_CONFIG, want);
+		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s has shape %s but %s implies %s",
+		               file->path, d->name, got, DS_HF_CONFIG, want);
 	}
 	size_t numel = (size_t)ds_tensor_numel(d);
 	const uint16_t **slot = ds_tensor_slot(&L->m->w, d);
@@ -309,7 +314,7 @@ static enum ds_status hf_bind_tensor(struct hf_load *L, const struct ds_tensor_d
 	uint16_t *buf = ds_model_alloc(L->m, numel * sizeof(uint16_t));
 	if (!buf)
 		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory for tensor %s", file->path,
-			       d->name);
+		               d->name);
 	/* memcpy per element: the mapping gives no alignment guarantee */
 	if (t->dtype == DS_ST_BF16) {
 		memcpy(buf, t->data, numel * sizeof(uint16_t));
@@ -331,7 +336,7 @@ static enum ds_status hf_bind_tensor(struct hf_load *L, const struct ds_tensor_d
 }
 
 static enum ds_status hf_load_weights(struct hf_load *L, const struct ds_model_config *cfg,
-				      struct ds_err *err)
+                                      struct ds_err *err)
 {
 	enum ds_status rv;
 	if ((rv = hf_list_shards(L, err)) != DS_OK)

@@ -24,7 +24,7 @@ enum ds_status ds_model_materialize(struct ds_model *m, struct ds_err *err)
 		uint16_t *buf = ds_model_alloc(m, numel * sizeof(uint16_t));
 		if (!buf) {
 			enum ds_status rv = ds_errf(err, DS_ERR_NOMEM, "%s: out of memory for %s",
-						    m->source, ts[i].name);
+			                            m->source, ts[i].name);
 			free(ts);
 			/* stay a consistent deferred model: no half-filled pointers */
 			memset(m->w.layers, 0, (size_t)cfg->n_layer * sizeof(*m->w.layers));
@@ -35,7 +35,7 @@ enum ds_status ds_model_materialize(struct ds_model *m, struct ds_err *err)
 		if (ts[i].field == DS_T_TOK_EMBD && cfg->tie_embeddings)
 			scale = ds_synth_tied_embd_scale(cfg);
 		ds_synth_fill(buf, numel, 0, m->synth_seed, ds_synth_key(ts[i].name), scale,
-			      ts[i].synth_offset);
+		              ts[i].synth_offset);
 		*ds_tensor_slot(&m->w, &ts[i]) = buf;
 	}
 	free(ts);

@@ -13,9 +13,9 @@ static const struct {
 	const char *name;
 	int size;
 } st_dtypes[] = {
-	{"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-	{"U16", 2}, {"F16", 2}, {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},
-	{"I64", 8}, {"U64", 8}, {"F64", 8},
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+    {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+    {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8},
 };
 
 int ds_st_dtype_size(const char *dtype_name)
@@ -67,55 +67,61 @@ static bool st_json_u64(const json_t *v, uint64_t *out)
 
 /* Parses one header entry into t (name already set). */
 static enum ds_status st_entry_parse(struct ds_st_file *f, json_t *val, struct ds_st_tensor *t,
-				     struct ds_err *err)
+                                     struct ds_err *err)
 {
 	const char *p = f->path, *nm = t->name;
 	if (!json_is_object(val))
-		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: header entry is not an object", p, nm);
+		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: header entry is not an object",
+		               p, nm);
 	json_t *dt = json_object_get(val, "dtype");
 	json_t *sh = json_object_get(val, "shape");
 	json_t *off = json_object_get(val, "data_offsets");
 	if (!json_is_string(dt))
-		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: missing or non-string dtype", p, nm);
+		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: missing or non-string dtype", p,
+		               nm);
 	if (!json_is_array(sh))
-		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: missing or non-array shape", p, nm);
+		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: missing or non-array shape", p,
+		               nm);
 	if (!json_is_array(off) || json_array_size(off) != 2)
-		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: data_offsets must be [begin, end]", p,
-			       nm);
+		return ds_errf(err, DS_ERR_FORMAT,
+		               "%s: tensor %s: data_offsets must be [begin, end]", p, nm);
 	snprintf(t->dtype_name, sizeof(t->dtype_name), "%s", json_string_value(dt));
 	t->dtype = st_dtype_kind(json_string_value(dt));
 
 	size_t nd = json_array_size(sh);
 	if (nd > DS_ST_MAX_DIMS)
-		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: %zu dimensions (at most %d)", p, nm,
-			       nd, DS_ST_MAX_DIMS);
+		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: %zu dimensions (at most %d)", p,
+		               nm, nd, DS_ST_MAX_DIMS);
 	t->ndim = (int)nd;
 	uint64_t numel = 1;
 	for (size_t i = 0; i < nd; i++) {
 		uint64_t d;
 		if (!st_json_u64(json_array_get(sh, i), &d))
-			return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: shape[%zu] is not a non-negative integer",
-				       p, nm, i);
+			return ds_errf(err, DS_ERR_FORMAT,
+			               "%s: tensor %s: shape[%zu] is not a non-negative integer", p,
+			               nm, i);
 		if (d != 0 && numel > (UINT64_MAX / 16) / d)
-			return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: shape is too large", p, nm);
+			return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: shape is too large", p,
+			               nm);
 		numel *= d;
 		t->shape[i] = (int64_t)d;
 	}
 	if (!st_json_u64(json_array_get(off, 0), &t->begin) ||
 	    !st_json_u64(json_array_get(off, 1), &t->end))
-		return ds_errf(err, DS_ERR_FORMAT, "%s: tensor %s: data_offsets are not non-negative integers",
-			       p, nm);
+		return ds_errf(err, DS_ERR_FORMAT,
+		               "%s: tensor %s: data_offsets are not non-negative integers", p, nm);
 	if (t->begin > t->end || t->end > f->data_len)
 		return ds_errf(err, DS_ERR_FORMAT,
-			       "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64
-			       "] fall outside the %" PRIu64 "-byte data section (truncated file?)",
-			       p, nm, t->begin, t->end, f->data_len);
+		               "%s: tensor %s: data_offsets [%" PRIu64 ", %" PRIu64
+		               "] fall outside the %" PRIu64 "-byte data section (truncated file?)",
+		               p, nm, t->begin, t->end, f->data_len);
 	int esize = ds_st_dtype_size(t->dtype_name);
 	if (esize > 0 && numel * (uint64_t)esize != t->end - t->begin)
 		return ds_errf(err, DS_ERR_FORMAT,
-			       "%s: tensor %s: %" PRIu64 " elements of %s need %" PRIu64
-			       " bytes but data_offsets span %" PRIu64,
-			       p, nm, numel, t->dtype_name, numel * (uint64_t)esize, t->end - t->begin);
+		               "%s: tensor %s: %" PRIu64 " elements of %s need %" PRIu64
+		               " bytes but data_offsets span %" PRIu64,
+		               p, nm, numel, t->dtype_name, numel * (uint64_t)esize,
+		               t->end - t->begin);
 	t->data = f->data + t->begin;
 	return DS_OK;
 }
@@ -146,10 +152,10 @@ static enum ds_status st_check_overlap(struct ds_st_file *f, struct ds_err *err)
 	for (int i = 0; i + 1 < n; i++) {
 		if (order[i]->end > order[i + 1]->begin) {
 			rv = ds_errf(err, DS_ERR_FORMAT,
-				     "%s: tensors %s [%" PRIu64 ", %" PRIu64 ") and %s [%" PRIu64
-				     ", %" PRIu64 ") have overlapping data_offsets",
-				     f->path, order[i]->name, order[i]->begin, order[i]->end,
-				     order[i + 1]->name, order[i + 1]->begin, order[i + 1]->end);
+			             "%s: tensors %s [%" PRIu64 ", %" PRIu64 ") and %s [%" PRIu64
+			             ", %" PRIu64 ") have overlapping data_offsets",
+			             f->path, order[i]->name, order[i]->begin, order[i]->end,
+			             order[i + 1]->name, order[i + 1]->begin, order[i + 1]->end);
 			break;
 		}
 	}
@@ -158,7 +164,7 @@ static enum ds_status st_check_overlap(struct ds_st_file *f, struct ds_err *err)
 }
 
 enum ds_status ds_st_parse(const uint8_t *buf, size_t len, const char *path, struct ds_st_file *f,
-			   struct ds_err *err)
+                           struct ds_err *err)
 {
 	enum ds_status rv;
 	json_t *root = NULL;
@@ -166,18 +172,20 @@ enum ds_status ds_st_parse(const uint8_t *buf, size_t len, const char *path, str
 	snprintf(f->path, sizeof(f->path), "%s", path);
 	if (len < 8)
 		return ds_errf(err, DS_ERR_FORMAT,
-			       "%s: %zu bytes is too short for a safetensors header length", path, len);
+		               "%s: %zu bytes is too short for a safetensors header length", path,
+		               len);
 	uint64_t hlen = 0;
 	for (int i = 7; i >= 0; i--)
 		hlen = (hlen << 8) | buf[i];
 	if (hlen < 2)
 		return ds_errf(err, DS_ERR_FORMAT,
-			       "%s: bad header length %" PRIu64 " (too small for a JSON object)", path,
-			       hlen);
+		               "%s: bad header length %" PRIu64 " (too small for a JSON object)",
+		               path, hlen);
 	if (hlen > (uint64_t)len - 8)
 		return ds_errf(err, DS_ERR_FORMAT,
-			       "%s: bad header length %" PRIu64 ": exceeds the %zu-byte file (truncated?)",
-			       path, hlen, len);
+		               "%s: bad header length %" PRIu64
+		               ": exceeds the %zu-byte file (truncated?)",
+		               path, hlen, len);
 	f->header = buf + 8;
 	f->header_len = hlen;
 	f->data = buf + 8 + hlen;
@@ -187,7 +195,7 @@ enum ds_status ds_st_parse(const uint8_t *buf, size_t len, const char *path, str
 	root = json_loadb((const char *)f->header, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
 		rv = ds_errf(err, DS_ERR_FORMAT, "%s: header is not valid JSON: %s (byte %d)", path,
-			     je.text, je.position);
+		             je.text, je.position);
 		goto fail;
 	}
 	if (!json_is_object(root)) {
@@ -202,7 +210,8 @@ enum ds_status ds_st_parse(const uint8_t *buf, size_t len, const char *path, str
 	}
 	const char *key;
 	json_t *val;
-	json_object_foreach(root, key, val) {
+	json_object_foreach(root, key, val)
+	{
 		if (strcmp(key, "__metadata__") == 0)
 			continue;
 		struct ds_st_tensor *t = &f->tensors[f->n_tensors];
@@ -236,19 +245,19 @@ static bool st_needs_escape(const char *s)
 }
 
 enum ds_status ds_st_write_header(FILE *fp, const char *path, const struct ds_st_entry *e, int n,
-				  const char *const (*meta)[2], int n_meta, struct ds_err *err)
+                                  const char *const (*meta)[2], int n_meta, struct ds_err *err)
 {
 	size_t cap = 64;
 	for (int i = 0; i < n_meta; i++) {
 		if (st_needs_escape(meta[i][0]) || st_needs_escape(meta[i][1]))
-			return ds_errf(err, DS_ERR_INVALID, "%s: metadata %s needs JSON escaping", path,
-				       meta[i][0]);
+			return ds_errf(err, DS_ERR_INVALID, "%s: metadata %s needs JSON escaping",
+			               path, meta[i][0]);
 		cap += strlen(meta[i][0]) + strlen(meta[i][1]) + 8;
 	}
 	for (int i = 0; i < n; i++) {
 		if (st_needs_escape(e[i].name))
-			return ds_errf(err, DS_ERR_INVALID, "%s: tensor name %s needs JSON escaping", path,
-				       e[i].name);
+			return ds_errf(err, DS_ERR_INVALID,
+			               "%s: tensor name %s needs JSON escaping", path, e[i].name);
 		cap += strlen(e[i].name) + strlen(e[i].dtype_name) + 128;
 	}
 	char *h = malloc(cap + 8);
@@ -256,17 +265,19 @@ enum ds_status ds_st_write_header(FILE *fp, const char *path, const struct ds_st
 		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory", path);
 	size_t len = (size_t)snprintf(h, cap, "{\"__metadata__\":{\"format\":\"pt\"");
 	for (int i = 0; i < n_meta; i++)
-		len += (size_t)snprintf(h + len, cap - len, ",\"%s\":\"%s\"", meta[i][0], meta[i][1]);
+		len +=
+		    (size_t)snprintf(h + len, cap - len, ",\"%s\":\"%s\"", meta[i][0], meta[i][1]);
 	len += (size_t)snprintf(h + len, cap - len, "}");
 	uint64_t off = 0;
 	for (int i = 0; i < n; i++) {
-		len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRId64,
-					e[i].name, e[i].dtype_name, e[i].shape[0]);
+		len += (size_t)snprintf(h + len, cap - len,
+		                        ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRId64, e[i].name,
+		                        e[i].dtype_name, e[i].shape[0]);
 		if (e[i].ndim == 2)
 			len += (size_t)snprintf(h + len, cap - len, ",%" PRId64, e[i].shape[1]);
 		len += (size_t)snprintf(h + len, cap - len,
-					"],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off,
-					off + e[i].nbytes);
+		                        "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off,
+		                        off + e[i].nbytes);
 		off += e[i].nbytes;
 	}
 	h[len++] = '}';

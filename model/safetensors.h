@@ -16,25 +16,27 @@
 #define DS_ST_MAX_DIMS 8
 
 enum ds_st_dtype {
-	DS_ST_BF16, DS_ST_F16, DS_ST_F32,
+	DS_ST_BF16,
+	DS_ST_F16,
+	DS_ST_F32,
 	DS_ST_OTHER, /* a known or unknown dtype the model loader does not accept */
 };
 
 struct ds_st_tensor {
-	char *name;                 /* owned, NUL-terminated */
+	char *name; /* owned, NUL-terminated */
 	enum ds_st_dtype dtype;
-	char dtype_name[16];        /* as written in the header, truncated */
+	char dtype_name[16]; /* as written in the header, truncated */
 	int ndim;
 	int64_t shape[DS_ST_MAX_DIMS];
-	uint64_t begin, end;        /* byte range relative to the data section */
-	const uint8_t *data;        /* data + begin */
+	uint64_t begin, end; /* byte range relative to the data section */
+	const uint8_t *data; /* data + begin */
 };
 
 struct ds_st_file {
-	char path[256];             /* for messages */
-	const uint8_t *header;      /* JSON header bytes (not NUL-terminated) */
+	char path[256];        /* for messages */
+	const uint8_t *header; /* JSON header bytes (not NUL-terminated) */
 	uint64_t header_len;
-	const uint8_t *data;        /* start of the data section */
+	const uint8_t *data; /* start of the data section */
 	uint64_t data_len;
 	struct ds_st_tensor *tensors;
 	int n_tensors;
@@ -45,7 +47,7 @@ struct ds_st_file {
  * Tensors with a dtype the loader does not accept are kept (as DS_ST_OTHER) so that a caller
  * can ignore extra tensors and reject only the ones it needs. */
 enum ds_status ds_st_parse(const uint8_t *buf, size_t len, const char *path, struct ds_st_file *f,
-			   struct ds_err *err);
+                           struct ds_err *err);
 
 /* Frees what ds_st_parse allocated (not the image). Safe on a zeroed struct. */
 void ds_st_file_free(struct ds_st_file *f);
@@ -72,6 +74,7 @@ struct ds_st_entry {
  * (bf16 tensors then map zero-copy). Returns DS_ERR_INVALID for a name or value that would need
  * JSON escaping, DS_ERR_IO naming `path` on write failure. */
 enum ds_status ds_st_write_header(FILE *fp, const char *path, const struct ds_st_entry *entries,
-				  int n, const char *const (*meta)[2], int n_meta, struct ds_err *err);
+                                  int n, const char *const (*meta)[2], int n_meta,
+                                  struct ds_err *err);
 
 #endif

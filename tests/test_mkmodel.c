@@ -92,7 +92,7 @@ static int count_differing(const char *a, const char *b)
 }
 
 static void write_lib(const char *preset, const char *arch, bool tie, uint64_t seed,
-		      const char *dir, enum ds_hf_dtype dtype, int shards, bool deferred)
+                      const char *dir, enum ds_hf_dtype dtype, int shards, bool deferred)
 {
 	struct ds_model_config c;
 	assert_int_equal(ds_model_preset(preset, &c), DS_OK);
@@ -112,8 +112,9 @@ static void test_same_seed_same_bytes(void **state)
 		bool tie;
 		enum ds_hf_dtype dtype;
 		int shards;
-	} v[] = {{"llama", false, DS_HF_BF16, 3}, {"qwen2", true, DS_HF_F16, 1},
-		 {"qwen3", false, DS_HF_F32, 2}};
+	} v[] = {{"llama", false, DS_HF_BF16, 3},
+	         {"qwen2", true, DS_HF_F16, 1},
+	         {"qwen3", false, DS_HF_F32, 2}};
 	for (size_t i = 0; i < DS_ARRAY_LEN(v); i++) {
 		char *a = tmpdir(), *b = tmpdir(), *c = tmpdir();
 		write_lib("tiny", v[i].arch, v[i].tie, 42, a, v[i].dtype, v[i].shards, false);
@@ -154,14 +155,15 @@ static void test_f32_to_f16_exhaustive(void **state)
 	for (uint32_t h = 0; h < 0x10000u; h++) {
 		float f = ds_f16_to_f32((uint16_t)h);
 		if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) {
-			assert_true((ds_f32_to_f16(f) & 0x7c00u) == 0x7c00u && (ds_f32_to_f16(f) & 0x3ffu));
+			assert_true((ds_f32_to_f16(f) & 0x7c00u) == 0x7c00u &&
+			            (ds_f32_to_f16(f) & 0x3ffu));
 			continue; /* NaN stays NaN */
 		}
 		assert_int_equal(ds_f32_to_f16(f), h);
 		if ((h & 0x7fffu) >= 0x7bffu)
-			continue; /* no finite upper neighbour */
+			continue;                           /* no finite upper neighbour */
 		float g = ds_f16_to_f32((uint16_t)(h + 1)); /* same sign, next magnitude */
-		float mid = (f + g) * 0.5f;                /* exact in f32 */
+		float mid = (f + g) * 0.5f;                 /* exact in f32 */
 		uint16_t even = (h & 1u) ? (uint16_t)(h + 1) : (uint16_t)h;
 		assert_int_equal(ds_f32_to_f16(mid), even);
 		assert_int_equal(ds_f32_to_f16(nextafterf(mid, f)), h);
@@ -193,13 +195,14 @@ static void test_tool_matches_library(void **state)
 	if (!g_mkmodel)
 		skip();
 	char *a = tmpdir(), *b = tmpdir(), *c = tmpdir();
-	char *argv1[] = {(char *)g_mkmodel, "--preset", "tiny", "--seed", "42", "--out", a,
-			 "--shards", "3", "--arch", "qwen3", "--tie", NULL};
+	char *argv1[] = {(char *)g_mkmodel, "--preset", "tiny",   "--seed", "42",    "--out", a,
+	                 "--shards",        "3",        "--arch", "qwen3",  "--tie", NULL};
 	assert_int_equal(run_tool(argv1), 0);
 	write_lib("tiny", "qwen3", true, 42, b, DS_HF_BF16, 3, false);
 	assert_int_equal(count_differing(a, b), 0);
 
-	char *argv2[] = {(char *)g_mkmodel, "--preset", "llama3-8b", "--seed", "5", "--out", c, NULL};
+	char *argv2[] = {(char *)g_mkmodel, "--preset", "llama3-8b", "--seed", "5",
+	                 "--out",           c,          NULL};
 	assert_int_equal(run_tool(argv2), 0);
 	char l[1024];
 	listing(c, l, sizeof(l));
@@ -211,8 +214,22 @@ static void test_tool_matches_library(void **state)
 	free(s);
 
 	/* overrides reach the config */
-	char *argv3[] = {(char *)g_mkmodel, "--preset", "tiny", "--out", c, "--layers", "3",
-			 "--hidden", "96", "--heads", "6", "--kv-heads", "3", "--dtype", "f32", NULL};
+	char *argv3[] = {(char *)g_mkmodel,
+	                 "--preset",
+	                 "tiny",
+	                 "--out",
+	                 c,
+	                 "--layers",
+	                 "3",
+	                 "--hidden",
+	                 "96",
+	                 "--heads",
+	                 "6",
+	                 "--kv-heads",
+	                 "3",
+	                 "--dtype",
+	                 "f32",
+	                 NULL};
 	assert_int_equal(run_tool(argv3), 0);
 	s = slurp(c, "config.json", &n);
 	s[n] = 0;
@@ -237,10 +254,10 @@ int main(int argc, char **argv)
 {
 	g_mkmodel = argc > 1 ? argv[1] : getenv("DS_MKMODEL");
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_same_seed_same_bytes),
-		cmocka_unit_test(test_layout_switch_removes_stale_files),
-		cmocka_unit_test(test_f32_to_f16_exhaustive),
-		cmocka_unit_test(test_tool_matches_library),
+	    cmocka_unit_test(test_same_seed_same_bytes),
+	    cmocka_unit_test(test_layout_switch_removes_stale_files),
+	    cmocka_unit_test(test_f32_to_f16_exhaustive),
+	    cmocka_unit_test(test_tool_matches_library),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

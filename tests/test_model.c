@@ -84,7 +84,7 @@ static struct ds_model_config tiny_cfg(const char *arch, bool tie)
 }
 
 static void write_model(const struct ds_model_config *c, uint64_t seed, const char *dir,
-			enum ds_hf_dtype dtype, int shards)
+                        enum ds_hf_dtype dtype, int shards)
 {
 	struct ds_hf_write_opts o = {.dtype = dtype, .n_shards = shards};
 	struct ds_err err = {{0}};
@@ -174,7 +174,8 @@ static void assert_same_weights(struct ds_model *a, struct ds_model *b)
 	}
 	free(ts);
 	assert_non_null(a->w.lm_head);
-	assert_memory_equal(a->w.lm_head, b->w.lm_head, (size_t)a->cfg.vocab_size * a->cfg.hidden * 2);
+	assert_memory_equal(a->w.lm_head, b->w.lm_head,
+	                    (size_t)a->cfg.vocab_size * a->cfg.hidden * 2);
 }
 
 /* ---- round trips ---- */
@@ -187,8 +188,8 @@ static void test_roundtrip_bf16_variants(void **state)
 		bool tie;
 		int shards;
 	} v[] = {
-		{"llama", false, 1}, {"llama", true, 3}, {"qwen2", false, 3},
-		{"qwen3", true, 1},  {"qwen3", false, 3}, {"mistral", false, 2},
+	    {"llama", false, 1}, {"llama", true, 3},  {"qwen2", false, 3},
+	    {"qwen3", true, 1},  {"qwen3", false, 3}, {"mistral", false, 2},
 	};
 	uint8_t ids[DS_ARRAY_LEN(v)][16];
 	for (size_t i = 0; i < DS_ARRAY_LEN(v); i++) {
@@ -202,9 +203,12 @@ static void test_roundtrip_bf16_variants(void **state)
 		assert_same_weights(m, s);
 		assert_true(m->cfg.attn_bias == (strcmp(v[i].arch, "qwen2") == 0));
 		assert_true(m->cfg.qk_norm == (strcmp(v[i].arch, "qwen3") == 0));
-		assert_true(m->cfg.attn_bias ? m->w.layers[1].bv != NULL : m->w.layers[1].bv == NULL);
-		assert_true(m->cfg.qk_norm ? m->w.layers[0].k_norm != NULL : m->w.layers[0].k_norm == NULL);
-		assert_true(v[i].tie ? m->w.lm_head == m->w.tok_embd : m->w.lm_head != m->w.tok_embd);
+		assert_true(m->cfg.attn_bias ? m->w.layers[1].bv != NULL
+		                             : m->w.layers[1].bv == NULL);
+		assert_true(m->cfg.qk_norm ? m->w.layers[0].k_norm != NULL
+		                           : m->w.layers[0].k_norm == NULL);
+		assert_true(v[i].tie ? m->w.lm_head == m->w.tok_embd
+		                     : m->w.lm_head != m->w.tok_embd);
 		/* bf16 is zero-copy: one mapping per file, no owned tensor buffers */
 		assert_int_equal(m->storage->n_maps, v[i].shards);
 		assert_int_equal(m->storage->n_owned, 0);
@@ -328,9 +332,9 @@ static void test_f32_f16_round_to_nearest_even(void **state)
 
 	/* f32 -> bf16: ties go to even, above/below half go up/down, overflow to inf */
 	static const uint32_t f32[] = {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F807FFFu,
-				       0xBF818000u, 0x7F7FFFFFu, 0x00000001u, 0x3F800000u};
+	                               0xBF818000u, 0x7F7FFFFFu, 0x00000001u, 0x3F800000u};
 	static const uint16_t want32[] = {0x3F80, 0x3F82, 0x3F81, 0x3F80,
-					  0xBF82, 0x7F80, 0x0000, 0x3F80};
+	                                  0xBF82, 0x7F80, 0x0000, 0x3F80};
 	write_model(&c, 3, dir, DS_HF_F32, 1);
 	poke_norm(dir, f32, sizeof(f32));
 	assert_int_equal(ds_model_load(dir, &m, &err), DS_OK);
@@ -372,11 +376,11 @@ static void hp_reshape(json_t *h)
 static void hp_overlap(json_t *h)
 {
 	json_t *q = json_object_get(json_object_get(h, "model.layers.0.self_attn.q_proj.weight"),
-				    "data_offsets");
+	                            "data_offsets");
 	json_t *k = json_object_get(h, g_name);
 	json_t *ko = json_object_get(k, "data_offsets");
-	json_int_t size = json_integer_value(json_array_get(ko, 1)) -
-			  json_integer_value(json_array_get(ko, 0));
+	json_int_t size =
+	    json_integer_value(json_array_get(ko, 1)) - json_integer_value(json_array_get(ko, 0));
 	json_int_t b = json_integer_value(json_array_get(q, 0)) + 64;
 	json_object_set_new(k, "data_offsets", json_pack("[II]", b, b + size));
 }
@@ -387,14 +391,15 @@ static void hp_extra(json_t *h)
 	json_int_t end = 0;
 	const char *key;
 	json_t *v;
-	json_object_foreach(h, key, v) {
+	json_object_foreach(h, key, v)
+	{
 		json_t *o = json_object_get(v, "data_offsets");
 		if (o && json_integer_value(json_array_get(o, 1)) > end)
 			end = json_integer_value(json_array_get(o, 1));
 	}
 	json_object_set_new(h, "model.layers.0.self_attn.rotary_emb.inv_freq",
-			    json_pack("{s:s, s:[i], s:[II]}", "dtype", "F32", "shape", 2,
-				      "data_offsets", end, end + 8));
+	                    json_pack("{s:s, s:[i], s:[II]}", "dtype", "F32", "shape", 2,
+	                              "data_offsets", end, end + 8));
 }
 
 struct fixture {
@@ -550,7 +555,8 @@ static void test_err_invalid_config_json(void **state)
 	assert_mentions(msg, "config.json");
 	assert_mentions(msg, "num_key_value_heads");
 	cfg_patch(fx->dir, "num_key_value_heads", json_integer(2));
-	cfg_patch(fx->dir, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "yarn", "factor", 4.0));
+	cfg_patch(fx->dir, "rope_scaling",
+	          json_pack("{s:s, s:f}", "rope_type", "yarn", "factor", 4.0));
 	msg = load_fails(fx->dir, DS_ERR_UNSUPPORTED);
 	assert_mentions(msg, "rope_scaling");
 	assert_mentions(msg, "yarn");
@@ -571,9 +577,9 @@ static void test_err_missing_shard(void **state)
 	const char *key;
 	json_t *v;
 	bool named = false;
-	json_object_foreach(json_object_get(idx, "weight_map"), key, v)
-		if (strcmp(json_string_value(v), shard) == 0 && strstr(msg, key))
-			named = true;
+	json_object_foreach(json_object_get(idx, "weight_map"), key,
+	                    v) if (strcmp(json_string_value(v), shard) == 0 && strstr(msg, key))
+	    named = true;
 	json_decref(idx);
 	assert_true(named);
 }
@@ -585,7 +591,8 @@ static void test_err_missing_in_weight_map(void **state)
 	json_t *idx = json_load_file(p, 0, NULL);
 	assert_non_null(idx);
 	assert_int_equal(json_object_del(json_object_get(idx, "weight_map"),
-					 "model.layers.1.self_attn.k_proj.bias"), 0);
+	                                 "model.layers.1.self_attn.k_proj.bias"),
+	                 0);
 	assert_int_equal(json_dump_file(idx, p, JSON_INDENT(2)), 0);
 	json_decref(idx);
 	const char *msg = load_fails(fx->dir, DS_ERR_NOT_FOUND);
@@ -730,26 +737,26 @@ static void test_gguf_path_dispatch(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip_bf16_variants),
-		cmocka_unit_test(test_identity),
-		cmocka_unit_test(test_roundtrip_f32_f16),
-		cmocka_unit_test(test_f32_f16_round_to_nearest_even),
-		cmocka_unit_test_setup_teardown(test_err_unknown_arch, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_unknown_dtype, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_missing_tensor, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_shape_mismatch, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_truncated, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_bad_header_len, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_overlap, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_invalid_config_json, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_missing_shard, fx_setup_sharded, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_err_missing_in_weight_map, fx_setup_sharded,
-						fx_teardown),
-		cmocka_unit_test_setup_teardown(test_extra_tensor_ignored, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_parse_never_overreads, fx_setup, fx_teardown),
-		cmocka_unit_test(test_deferred_llama3_8b_shape),
-		cmocka_unit_test(test_deferred_materialize),
-		cmocka_unit_test(test_gguf_path_dispatch),
+	    cmocka_unit_test(test_roundtrip_bf16_variants),
+	    cmocka_unit_test(test_identity),
+	    cmocka_unit_test(test_roundtrip_f32_f16),
+	    cmocka_unit_test(test_f32_f16_round_to_nearest_even),
+	    cmocka_unit_test_setup_teardown(test_err_unknown_arch, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_unknown_dtype, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_missing_tensor, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_shape_mismatch, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_truncated, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_bad_header_len, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_overlap, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_invalid_config_json, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_missing_shard, fx_setup_sharded, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_err_missing_in_weight_map, fx_setup_sharded,
+	                                    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_extra_tensor_ignored, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_parse_never_overreads, fx_setup, fx_teardown),
+	    cmocka_unit_test(test_deferred_llama3_8b_shape),
+	    cmocka_unit_test(test_deferred_materialize),
+	    cmocka_unit_test(test_gguf_path_dispatch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
