@@ -225,6 +225,30 @@ static enum ds_status hf_tokens(struct hf_ctx *c, struct ds_model_config *cfg)
 	return rv;
 }
 
+/* Upper bounds far above any real model, so sizes and counts derived from the config (tensor
+ * counts, q_dim, byte sizes) cannot overflow and a corrupt value fails here, not in calloc. */
+static enum ds_status hf_limits(struct hf_ctx *c, const struct ds_model_config *cfg)
+{
+	const struct {
+		const char *key;
+		int v, max;
+	} lim[] = {
+	    {"vocab_size", cfg->vocab_size, 1 << 24},
+	    {"hidden_size", cfg->hidden, 1 << 20},
+	    {"num_hidden_layers", cfg->n_layer, 1024},
+	    {"num_attention_heads", cfg->n_head, 1024},
+	    {"num_key_value_heads", cfg->n_kv_head, 1024},
+	    {"head_dim", cfg->head_dim, 4096},
+	    {"intermediate_size", cfg->ffn, 1 << 22},
+	    {"max_position_embeddings", cfg->max_pos, 1 << 24},
+	};
+	for (size_t i = 0; i < DS_ARRAY_LEN(lim); i++)
+		if (lim[i].v > lim[i].max)
+			return ds_errf(c->err, DS_ERR_UNSUPPORTED, "%s: %s %d exceeds the limit %d",
+			               c->path, lim[i].key, lim[i].v, lim[i].max);
+	return DS_OK;
+}
+
 static enum ds_status hf_parse_root(struct hf_ctx *c, struct ds_model_config *cfg)
 {
 	enum ds_status rv;
@@ -293,6 +317,8 @@ static enum ds_status hf_parse_root(struct hf_ctx *c, struct ds_model_config *cf
 			cfg->max_pos = sw;
 	}
 	if ((rv = hf_rope_scaling(c, cfg)) != DS_OK)
+		return rv;
+	if ((rv = hf_limits(c, cfg)) != DS_OK)
 		return rv;
 	return hf_tokens(c, cfg);
 }

@@ -560,6 +560,12 @@ static void test_err_invalid_config_json(void **state)
 	msg = load_fails(fx->dir, DS_ERR_UNSUPPORTED);
 	assert_mentions(msg, "rope_scaling");
 	assert_mentions(msg, "yarn");
+	/* absurd sizes are refused before anything is allocated from them */
+	cfg_patch(fx->dir, "rope_scaling", json_null());
+	cfg_patch(fx->dir, "num_hidden_layers", json_integer(1000000000));
+	msg = load_fails(fx->dir, DS_ERR_UNSUPPORTED);
+	assert_mentions(msg, "config.json");
+	assert_mentions(msg, "num_hidden_layers");
 	unlink(pjoin(fx->dir, "config.json"));
 	assert_mentions(load_fails(fx->dir, DS_ERR_NOT_FOUND), "config.json");
 }
@@ -608,6 +614,37 @@ static void test_extra_tensor_ignored(void **state)
 	struct ds_err err;
 	assert_int_equal(ds_model_load(fx->dir, &m, &err), DS_OK);
 	assert_int_equal(ds_model_synth(&fx->cfg, 9, &s, &err), DS_OK);
+	assert_same_weights(m, s);
+	ds_model_free(m);
+	ds_model_free(s);
+}
+
+/* An odd header length leaves bf16 data 2-byte misaligned: the loader copies instead of
+ * pointing into the mapping, with the same values. */
+static void test_misaligned_bf16_copied(void **state)
+{
+	struct fixture *fx = *state;
+	const char *p = pjoin(fx->dir, "model.safetensors");
+	size_t len;
+	uint8_t *b = slurp(p, &len);
+	uint64_t hlen = 0;
+	for (int i = 7; i >= 0; i--)
+		hlen = (hlen << 8) | b[i];
+	uint8_t *o = malloc(len + 1);
+	memcpy(o, b, 8 + hlen);
+	o[8 + hlen] = ' ';
+	memcpy(o + 9 + hlen, b + 8 + hlen, len - 8 - hlen);
+	for (int i = 0; i < 8; i++)
+		o[i] = (uint8_t)((hlen + 1) >> (8 * i));
+	spit(p, o, len + 1);
+	free(o);
+	free(b);
+	struct ds_model *m, *s;
+	struct ds_err err;
+	assert_int_equal(ds_model_load(fx->dir, &m, &err), DS_OK);
+	assert_int_equal(ds_model_synth(&fx->cfg, 9, &s, &err), DS_OK);
+	assert_int_equal(((uintptr_t)m->w.tok_embd) & 1u, 0);
+	assert_int_equal(m->storage->n_owned, ds_tensor_count(&fx->cfg));
 	assert_same_weights(m, s);
 	ds_model_free(m);
 	ds_model_free(s);
@@ -753,6 +790,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_err_missing_in_weight_map, fx_setup_sharded,
 	                                    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_extra_tensor_ignored, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_misaligned_bf16_copied, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_parse_never_overreads, fx_setup, fx_teardown),
 	    cmocka_unit_test(test_deferred_llama3_8b_shape),
 	    cmocka_unit_test(test_deferred_materialize),
