@@ -74,10 +74,10 @@ enum ds_status ds_model_synth(const struct ds_model_config *cfg, uint64_t seed,
 		size_t numel = (size_t)ds_tensor_numel(&ts[i]);
 		uint16_t *buf = ds_model_alloc(m, numel * sizeof(uint16_t));
 		if (!buf) {
-			rv = ds_errf(err, DS_ERR_NOMEM, "synth: out of memory for %s", ts[i].name);
-			free(ts); /* after the message: it reads ts[i].name */
+			ds_errf(err, DS_ERR_NOMEM, "synth: out of memory for %s", ts[i].name);
+			free(ts);
 			ds_model_free(m);
-			return rv;
+			return DS_ERR_NOMEM;
 		}
 		float scale = ts[i].synth_scale;
 		if (ts[i].field == DS_T_TOK_EMBD && cfg->tie_embeddings)
