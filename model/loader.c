@@ -22,8 +22,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define HF_MAX_JSON (64u << 20) /* config.json / index / synth files larger than this are refused  \
-	                         */
+#define HF_MAX_JSON                                                                                \
+	(64u << 20) /* config.json / index / synth files larger than this are refused              \
+	             */
 #define HF_PATH 4096
 
 struct hf_load {
@@ -198,10 +199,10 @@ static enum ds_status hf_list_shards(struct hf_load *L, struct ds_err *err)
 /* A tensor the index assigns to shard `name` (for messages). */
 static const char *hf_index_tensor_of(const struct hf_load *L, const char *name)
 {
-	const char *key;
-	json_t *val;
-	json_object_foreach(json_object_get(L->index, "weight_map"), key,
-	                    val) if (strcmp(json_string_value(val), name) == 0) return key;
+	json_t *wm = json_object_get(L->index, "weight_map");
+	for (void *it = json_object_iter(wm); it; it = json_object_iter_next(wm, it))
+		if (strcmp(json_string_value(json_object_iter_value(it)), name) == 0)
+			return json_object_iter_key(it);
 	return "(none)";
 }
 

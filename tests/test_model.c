@@ -580,12 +580,12 @@ static void test_err_missing_shard(void **state)
 	/* the message names a tensor the index puts in that shard */
 	json_t *idx = json_load_file(pjoin(fx->dir, "model.safetensors.index.json"), 0, NULL);
 	assert_non_null(idx);
-	const char *key;
-	json_t *v;
+	json_t *wm = json_object_get(idx, "weight_map");
 	bool named = false;
-	json_object_foreach(json_object_get(idx, "weight_map"), key,
-	                    v) if (strcmp(json_string_value(v), shard) == 0 && strstr(msg, key))
-	    named = true;
+	for (void *it = json_object_iter(wm); it; it = json_object_iter_next(wm, it))
+		if (strcmp(json_string_value(json_object_iter_value(it)), shard) == 0 &&
+		    strstr(msg, json_object_iter_key(it)))
+			named = true;
 	json_decref(idx);
 	assert_true(named);
 }
