@@ -372,12 +372,12 @@ enum ds_status ds_backend_cpu_init(struct ds_backend *be, const struct ds_model 
 	memset(be, 0, sizeof(*be));
 	if (!m)
 		return ds_errf(err, DS_ERR_INVALID, "cpu: no model");
-	if (m->deferred)
-		return ds_errf(err, DS_ERR_UNSUPPORTED,
-			       "cpu: model %s has deferred weights (ds_model_materialize not available)",
-			       m->source);
 	enum ds_status rv = ds_model_config_check(&m->cfg, err);
 	if (rv != DS_OK)
+		return rv;
+	/* A deferred synthetic model has no host weights yet; filling them in place is what
+	 * model.h asks of the CPU backend. Models are never defined const, only passed as such. */
+	if (m->deferred && (rv = ds_model_materialize((struct ds_model *)m, err)) != DS_OK)
 		return rv;
 	struct ds_cpu_ctx *c = calloc(1, sizeof(*c));
 	if (!c)
