@@ -248,9 +248,9 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_layer_weights *lw = &w->layers[l];
 		CHECK(kn->rmsnorm(c, x, lw->attn_norm, xn, M, H, eps));
-		CHECK(kn->matmul(c, xn, lw->wq, q, M, QD, H));
-		CHECK(kn->matmul(c, xn, lw->wk, k, M, KVD, H));
-		CHECK(kn->matmul(c, xn, lw->wv, v, M, KVD, H));
+		const struct ds_cpu_mm qkv[3] = {
+			{lw->wq, q, QD}, {lw->wk, k, KVD}, {lw->wv, v, KVD}};
+		CHECK(kn->matmul(c, xn, M, H, qkv, 3));
 		if (lw->bq)
 			cpu_add_bias(q, lw->bq, M, QD);
 		if (lw->bk)
@@ -265,15 +265,17 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 		cpu_rope(c, k, cfg->n_kv_head, &p);
 		cpu_kv_write(c, l, &p, k, v);
 		CHECK(kn->attention(c, &p, l, q, att));
-		CHECK(kn->matmul(c, att, lw->wo, tmp, M, H, QD));
+		const struct ds_cpu_mm o_proj = {lw->wo, tmp, H};
+		CHECK(kn->matmul(c, att, M, QD, &o_proj, 1));
 		for (size_t i = 0; i < (size_t)M * H; i++)
 			x[i] += tmp[i];
 		CHECK(kn->rmsnorm(c, x, lw->ffn_norm, xn, M, H, eps));
-		CHECK(kn->matmul(c, xn, lw->w_gate, GATE_p, M, F, H));
-		CHECK(kn->matmul(c, xn, lw->w_up, UP_p, M, F, H));
+		const struct ds_cpu_mm gate_up[2] = {{lw->w_gate, GATE_p, F}, {lw->w_up, UP_p, F}};
+		CHECK(kn->matmul(c, xn, M, H, gate_up, 2));
 		for (size_t i = 0; i < (size_t)M * F; i++)
 			GATE_p[i] = cpu_silu(GATE_p[i]) * UP_p[i];
-		CHECK(kn->matmul(c, GATE_p, lw->w_down, tmp, M, H, F));
+		const struct ds_cpu_mm down = {lw->w_down, tmp, H};
+		CHECK(kn->matmul(c, GATE_p, M, F, &down, 1));
 		for (size_t i = 0; i < (size_t)M * H; i++)
 			x[i] += tmp[i];
 	}
@@ -281,7 +283,8 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 	for (int o = 0; o < n_out; o++)
 		memcpy(OUT_p + (size_t)o * H, x + (size_t)out_row[o] * H, (size_t)H * sizeof(float));
 	CHECK(kn->rmsnorm(c, OUT_p, w->out_norm, OUT_p, n_out, H, eps));
-	CHECK(kn->matmul(c, OUT_p, w->lm_head, LOGITS_p, n_out, V, H));
+	const struct ds_cpu_mm head = {w->lm_head, LOGITS_p, V};
+	CHECK(kn->matmul(c, OUT_p, n_out, H, &head, 1));
 
 	struct cpu_sample sa = {.c = c, .b = b, .logits = LOGITS_p, .out_seq = out_seq,
 				.out_r = out_r, .scratch = SAMPLE_p, .scratch_len = scratch_len};

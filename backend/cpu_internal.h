@@ -103,14 +103,23 @@ static inline uint16_t *ds_cpu_kv_at(struct ds_cpu_ctx *c, uint16_t *pool, int l
 	return pool + off * (size_t)kvd;
 }
 
+/* One weight of a (fused) matmul: y (M, N) = x (M, K) . w^T, w bf16 (N, K) in HF layout. */
+struct ds_cpu_mm {
+	const uint16_t *w;
+	float *y;
+	int N;
+};
+#define DS_CPU_MAX_MM 4
+
 /* The three reducing kernels of one path. All return DS_ERR_NOMEM when scratch fails.
- *  matmul:    y (M, N) = x (M, K) . W^T, W bf16 (N, K) in HF layout.
+ *  matmul:    mm[0..n_mm) (n_mm <= DS_CPU_MAX_MM) against the same x, in one parallel run;
+ *             fusing never changes a result, only how many times the threads meet.
  *  rmsnorm:   y (M, n) = x / sqrt(mean(x^2) + eps) * w, w bf16 (n); y may alias x.
  *  attention: out (M, n_head*head_dim) from q (M, n_head*head_dim), RoPE applied, against
  *             layer l's KV cache for positions [0, row_pos] of each row's sequence. */
 struct ds_cpu_kernels {
-	enum ds_status (*matmul)(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
-				 int M, int N, int K);
+	enum ds_status (*matmul)(struct ds_cpu_ctx *c, const float *x, int M, int K,
+				 const struct ds_cpu_mm *mm, int n_mm);
 	enum ds_status (*rmsnorm)(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
 				  int M, int n, float eps);
 	enum ds_status (*attention)(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,

@@ -121,9 +121,21 @@ struct fast_mm {
 	int splits, n_tiles, row_blocks;
 };
 
+/* a fused matmul: the tasks of every weight form one task space */
+struct fast_mm_multi {
+	struct fast_mm mm[DS_CPU_MAX_MM];
+	int task0[DS_CPU_MAX_MM + 1]; /* first task of each weight */
+	int n_mm;
+};
+
 static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 {
-	struct fast_mm *a = arg;
+	struct fast_mm_multi *mu = arg;
+	int i = 0;
+	while (task >= mu->task0[i + 1])
+		i++;
+	const struct fast_mm *a = &mu->mm[i];
+	task -= mu->task0[i];
 	int tile = task % a->n_tiles, rest = task / a->n_tiles;
 	int split = rest % a->splits, rb = rest / a->splits;
 	int n0 = tile * FAST_NT, nt = DS_MIN(FAST_NT, a->N - n0);
@@ -168,47 +180,64 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 
 FAST_VARIANTS(fast_mm_task)
 
-struct fast_reduce {
-	const float *part;
-	float *y;
-	size_t n;  /* M * N */
-	int splits;
-};
+#define FAST_REDUCE_CHUNK 4096
 
+/* sums the split partials of weight i; tasks numbered like fast_mm_multi but by chunk */
 static void fast_reduce_task(void *arg, int task, int thread)
 {
 	(void)thread;
-	struct fast_reduce *a = arg;
-	size_t chunk = 4096, i0 = (size_t)task * chunk, i1 = DS_MIN(a->n, i0 + chunk);
-	for (size_t i = i0; i < i1; i++) {
-		float s = a->part[i];
+	struct fast_mm_multi *mu = arg;
+	int i = 0;
+	while (task >= mu->task0[i + 1])
+		i++;
+	const struct fast_mm *a = &mu->mm[i];
+	size_t n = (size_t)a->M * a->N;
+	size_t i0 = (size_t)(task - mu->task0[i]) * FAST_REDUCE_CHUNK;
+	size_t i1 = DS_MIN(n, i0 + FAST_REDUCE_CHUNK);
+	for (size_t e = i0; e < i1; e++) {
+		float s = a->part[e];
 		for (int sp = 1; sp < a->splits; sp++)
-			s += a->part[(size_t)sp * a->n + i];
-		a->y[i] = s;
+			s += a->part[(size_t)sp * n + e];
+		a->y[e] = s;
 	}
 }
 
-static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w,
-				  float *y, int M, int N, int K)
+static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, int M, int K,
+				  const struct ds_cpu_mm *mm, int n_mm)
 {
 	DS_ASSERT((size_t)FAST_NT * (size_t)K <= c->thread_buf_len);
-	int n_tiles = (N + FAST_NT - 1) / FAST_NT;
-	/* split K when the column tiles alone would leave threads idle or the tiles too thin */
+	DS_ASSERT(n_mm >= 1 && n_mm <= DS_CPU_MAX_MM);
+	/* split K when there are few rows (the GEMV regime), as long as slices stay long */
 	int splits = M <= 4 ? 4 : M <= 16 ? 2 : 1;
 	while (splits > 1 && K / splits < 512) /* short K slices defeat the prefetcher */
 		splits /= 2;
 	int row_blocks = M > 2 * FAST_MB ? (M + FAST_MB - 1) / FAST_MB : 1;
-	struct fast_mm a = {.c = c, .x = x, .w = w, .y = y, .M = M, .N = N, .K = K,
-			    .splits = splits, .n_tiles = n_tiles, .row_blocks = row_blocks};
+	size_t sum_n = 0;
+	for (int i = 0; i < n_mm; i++)
+		sum_n += (size_t)mm[i].N;
+	float *part = NULL;
 	if (splits > 1) {
-		a.part = ds_cpu_ws_get(c, DS_WS_PART, (size_t)splits * M * N * sizeof(float));
-		if (!a.part)
+		part = ds_cpu_ws_get(c, DS_WS_PART, (size_t)splits * M * sum_n * sizeof(float));
+		if (!part)
 			return DS_ERR_NOMEM;
 	}
-	ds_threadpool_run(c->tp, n_tiles * splits * row_blocks, fast_mm_task_pick(), &a);
+	struct fast_mm_multi mu = {.n_mm = n_mm};
+	for (int i = 0; i < n_mm; i++) {
+		int n_tiles = (mm[i].N + FAST_NT - 1) / FAST_NT;
+		mu.mm[i] = (struct fast_mm){.c = c, .x = x, .w = mm[i].w, .y = mm[i].y, .M = M,
+					    .N = mm[i].N, .K = K, .splits = splits,
+					    .n_tiles = n_tiles, .row_blocks = row_blocks, .part = part};
+		if (part)
+			part += (size_t)splits * M * mm[i].N;
+		mu.task0[i + 1] = mu.task0[i] + n_tiles * splits * row_blocks;
+	}
+	ds_threadpool_run(c->tp, mu.task0[n_mm], fast_mm_task_pick(), &mu);
 	if (splits > 1) {
-		struct fast_reduce r = {.part = a.part, .y = y, .n = (size_t)M * N, .splits = splits};
-		ds_threadpool_run(c->tp, (int)((r.n + 4095) / 4096), fast_reduce_task, &r);
+		for (int i = 0; i < n_mm; i++) {
+			size_t n = (size_t)M * mm[i].N;
+			mu.task0[i + 1] = mu.task0[i] + (int)((n + FAST_REDUCE_CHUNK - 1) / FAST_REDUCE_CHUNK);
+		}
+		ds_threadpool_run(c->tp, mu.task0[n_mm], fast_reduce_task, &mu);
 	}
 	return DS_OK;
 }

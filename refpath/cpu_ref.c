@@ -105,6 +105,13 @@ struct ref_mm {
 	int M, N, K;
 };
 
+/* a fused matmul: column tiles of every weight form one task space */
+struct ref_mm_multi {
+	struct ref_mm mm[DS_CPU_MAX_MM];
+	int tile0[DS_CPU_MAX_MM + 1]; /* first task of each weight */
+	int n_mm;
+};
+
 /* rows [m, m+nr) of one column tile, REF_NC columns at a time; nr is 1..REF_MR */
 static inline DS_CPU_INLINE void ref_mm_rows(const struct ref_mm *a, int m, const int nr, int n0,
 					     int nt, const float *wt)
@@ -135,8 +142,12 @@ static inline DS_CPU_INLINE void ref_mm_rows_any(const struct ref_mm *a, int m, 
 
 REF_CLONES static void ref_mm_task(void *arg, int task, int thread)
 {
-	struct ref_mm *a = arg;
-	int K = a->K, n0 = task * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
+	struct ref_mm_multi *mu = arg;
+	int i = 0;
+	while (task >= mu->tile0[i + 1])
+		i++;
+	const struct ref_mm *a = &mu->mm[i];
+	int K = a->K, n0 = (task - mu->tile0[i]) * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
 	if (a->M < REF_MR) { /* too few rows to pay for converting the tile */
 		ref_mm_rows_any(a, 0, a->M, n0, nt, NULL);
 		return;
@@ -148,12 +159,18 @@ REF_CLONES static void ref_mm_task(void *arg, int task, int thread)
 		ref_mm_rows_any(a, m, DS_MIN(REF_MR, a->M - m), n0, nt, wt);
 }
 
-static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
-				 int M, int N, int K)
+static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, int M, int K,
+				 const struct ds_cpu_mm *mm, int n_mm)
 {
 	DS_ASSERT((size_t)REF_NT * (size_t)K <= c->thread_buf_len);
-	struct ref_mm a = {.c = c, .x = x, .w = w, .y = y, .M = M, .N = N, .K = K};
-	ds_threadpool_run(c->tp, (N + REF_NT - 1) / REF_NT, ref_mm_task, &a);
+	DS_ASSERT(n_mm >= 1 && n_mm <= DS_CPU_MAX_MM);
+	struct ref_mm_multi mu = {.n_mm = n_mm};
+	for (int i = 0; i < n_mm; i++) {
+		mu.mm[i] = (struct ref_mm){.c = c, .x = x, .w = mm[i].w, .y = mm[i].y, .M = M,
+					   .N = mm[i].N, .K = K};
+		mu.tile0[i + 1] = mu.tile0[i] + (mm[i].N + REF_NT - 1) / REF_NT;
+	}
+	ds_threadpool_run(c->tp, mu.tile0[n_mm], ref_mm_task, &mu);
 	return DS_OK;
 }
 

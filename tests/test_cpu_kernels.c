@@ -128,7 +128,19 @@ static void check_matmul(int M, int N, int K, uint64_t seed)
 	for (int p = 0; p < 2; p++) {
 		for (int g = 0; g < GUARD; g++)
 			y[p][(size_t)M * N + g] = GUARD_VAL;
-		assert_int_equal(kn[p]->matmul(c, x, w, y[p], M, N, K), DS_OK);
+		/* fused with a second weight (the first N/3 rows of w) into a side buffer */
+		int N2 = DS_MAX(1, N / 3);
+		float *y2 = malloc(((size_t)M * N2 + GUARD) * sizeof(float));
+		for (int g = 0; g < GUARD; g++)
+			y2[(size_t)M * N2 + g] = GUARD_VAL;
+		const struct ds_cpu_mm mm[2] = {{w, y[p], N}, {w, y2, N2}};
+		assert_int_equal(kn[p]->matmul(c, x, M, K, mm, 2), DS_OK);
+		for (int m = 0; m < M; m++)
+			assert_memory_equal(y2 + (size_t)m * N2, y[p] + (size_t)m * N,
+					    (size_t)N2 * sizeof(float));
+		for (int g = 0; g < GUARD; g++)
+			assert_true(y2[(size_t)M * N2 + g] == GUARD_VAL);
+		free(y2);
 		for (int g = 0; g < GUARD; g++)
 			assert_true(y[p][(size_t)M * N + g] == GUARD_VAL);
 	}
