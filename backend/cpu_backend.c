@@ -16,7 +16,21 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* ---- scratch ---- */
+/* ---- scratch and CPU features ---- */
+
+enum ds_cpu_isa ds_cpu_isa_detect(void)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+		return DS_CPU_ISA_BASE;
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+		return DS_CPU_ISA_AVX512;
+	return DS_CPU_ISA_AVX2;
+#else
+	return DS_CPU_ISA_BASE;
+#endif
+}
 
 void *ds_cpu_ws_get(struct ds_cpu_ctx *c, enum ds_cpu_ws slot, size_t bytes)
 {
@@ -340,7 +354,8 @@ static enum ds_status cpu_set_threads(void *vctx, int n_threads, struct ds_err *
 static void cpu_describe(void *vctx, char *buf, size_t len)
 {
 	struct ds_cpu_ctx *c = vctx;
-	snprintf(buf, len, "cpu (%d threads)", c->n_threads);
+	static const char *const isa[] = {"x86-64", "avx2", "avx512"};
+	snprintf(buf, len, "cpu (%d threads, %s)", c->n_threads, isa[c->isa]);
 }
 
 static void cpu_free(void *vctx)
@@ -387,6 +402,7 @@ enum ds_status ds_backend_cpu_init(struct ds_backend *be, const struct ds_model 
 		return ds_errf(err, DS_ERR_NOMEM, "cpu: out of memory");
 	c->model = m;
 	c->cfg = m->cfg;
+	c->isa = ds_cpu_isa_detect();
 	if ((rv = cpu_threads_setup(c, n_threads, err)) != DS_OK)
 		goto fail;
 	if ((rv = cpu_rope_init(c, err)) != DS_OK)

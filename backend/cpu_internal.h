@@ -49,6 +49,40 @@ static inline DS_CPU_INLINE ds_v16f ds_v16_load_bf16(const uint16_t *p)
 	return (ds_v16f)u;
 }
 
+/* Instruction-set levels the kernels are compiled for. Each hot task body is built once per
+ * level (DS_CPU_VARIANTS) and the context's level picks one at run time. */
+enum ds_cpu_isa { DS_CPU_ISA_BASE = 0, DS_CPU_ISA_AVX2 = 1, DS_CPU_ISA_AVX512 = 2 };
+
+/* The best level this CPU runs (AVX2 and AVX-512 levels also need FMA). */
+enum ds_cpu_isa ds_cpu_isa_detect(void);
+
+#if defined(__x86_64__)
+#define DS_CPU_VARIANTS(fn, target_avx512, target_avx2)                                        \
+	__attribute__((target(target_avx512))) static void fn##_avx512(void *arg, int task,    \
+								       int thread)            \
+	{                                                                                     \
+		fn(arg, task, thread);                                                        \
+	}                                                                                     \
+	__attribute__((target(target_avx2))) static void fn##_avx2(void *arg, int task,        \
+								   int thread)                \
+	{                                                                                     \
+		fn(arg, task, thread);                                                        \
+	}                                                                                     \
+	static inline ds_task_fn fn##_pick(const struct ds_cpu_ctx *c)                        \
+	{                                                                                     \
+		return c->isa == DS_CPU_ISA_AVX512 ? fn##_avx512                              \
+		       : c->isa == DS_CPU_ISA_AVX2 ? fn##_avx2                                \
+						   : fn;                                      \
+	}
+#else
+#define DS_CPU_VARIANTS(fn, target_avx512, target_avx2)                                        \
+	static inline ds_task_fn fn##_pick(const struct ds_cpu_ctx *c)                        \
+	{                                                                                     \
+		(void)c;                                                                      \
+		return fn;                                                                    \
+	}
+#endif
+
 /* Scratch slots owned by the context; each grows on demand and is reused across calls. */
 enum ds_cpu_ws {
 	DS_WS_X, DS_WS_XN, DS_WS_Q, DS_WS_K, DS_WS_V, DS_WS_ATT, DS_WS_TMP, DS_WS_GATE, DS_WS_UP,
@@ -60,6 +94,7 @@ struct ds_cpu_ctx {
 	struct ds_model_config cfg;
 	struct ds_threadpool *tp;
 	int n_threads;
+	enum ds_cpu_isa isa; /* kernel variant level; detected at init, lowered by tests */
 	int n_blocks, block_size;
 	uint16_t *kv_k; /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
 	uint16_t *kv_v; /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */

@@ -24,35 +24,9 @@
 #define FAST_MB 64  /* rows per task when the row count is large */
 
 /* Like a GPU library picking the kernel for the device: each task body is compiled for
- * AVX-512+FMA, AVX2+FMA and baseline x86-64, and FAST_PICK chooses by CPU features at run
- * time. Results may differ between machines; this path promises nothing. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FAST_VARIANTS(fn)                                                                     \
-	__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void fn##_avx512(          \
-		void *arg, int task, int thread)                                              \
-	{                                                                                     \
-		fn(arg, task, thread);                                                        \
-	}                                                                                     \
-	__attribute__((target("avx2,fma"))) static void fn##_avx2(void *arg, int task,         \
-								   int thread)                \
-	{                                                                                     \
-		fn(arg, task, thread);                                                        \
-	}                                                                                     \
-	static ds_task_fn fn##_pick(void)                                                     \
-	{                                                                                     \
-		if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f"))       \
-			return fn##_avx512;                                                   \
-		if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))          \
-			return fn##_avx2;                                                     \
-		return fn;                                                                    \
-	}
-#else
-#define FAST_VARIANTS(fn)                                                                     \
-	static ds_task_fn fn##_pick(void)                                                     \
-	{                                                                                     \
-		return fn;                                                                    \
-	}
-#endif
+ * AVX-512+FMA, AVX2+FMA and baseline x86-64 (DS_CPU_VARIANTS) and the context's level picks
+ * one. Results may differ between machines; this path promises nothing. */
+#define FAST_VARIANTS(fn) DS_CPU_VARIANTS(fn, "avx512f,avx512vl,avx2,fma", "avx2,fma")
 
 /* adjacent-pairs tree (the reference path folds halves instead) */
 static inline DS_CPU_INLINE float fast_sum16(ds_v16f a)
@@ -231,7 +205,7 @@ static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, int M, i
 			part += (size_t)splits * M * mm[i].N;
 		mu.task0[i + 1] = mu.task0[i] + n_tiles * splits * row_blocks;
 	}
-	ds_threadpool_run(c->tp, mu.task0[n_mm], fast_mm_task_pick(), &mu);
+	ds_threadpool_run(c->tp, mu.task0[n_mm], fast_mm_task_pick(c), &mu);
 	if (splits > 1) {
 		for (int i = 0; i < n_mm; i++) {
 			size_t n = (size_t)M * mm[i].N;
@@ -369,7 +343,7 @@ static enum ds_status fast_attention(struct ds_cpu_ctx *c, const struct ds_cpu_p
 	a.part = ds_cpu_ws_get(c, DS_WS_PART, n * sizeof(float));
 	if (!a.part)
 		return DS_ERR_NOMEM;
-	ds_threadpool_run(c->tp, items * splits, fast_attn_task_pick(), &a);
+	ds_threadpool_run(c->tp, items * splits, fast_attn_task_pick(c), &a);
 	ds_threadpool_run(c->tp, p->M * cfg->n_head, fast_attn_merge, &a);
 	return DS_OK;
 }

@@ -20,15 +20,11 @@
 #define REF_MR 4  /* rows per register block */
 #define REF_NC 4  /* columns per register block */
 
-/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. All
- * three run the same IEEE single-precision ops per lane (no FMA: -std=c11 turns contraction
- * off, and the test suite pins the order against a scalar rendition), so they give the same
- * bits; wider vectors only run more lanes at once. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define REF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define REF_CLONES
-#endif
+/* Hot task bodies are compiled for AVX-512, AVX2 and baseline x86-64 (DS_CPU_VARIANTS). All
+ * run the same IEEE single-precision ops per lane: no FMA (-std=c11 turns contraction off and
+ * the targets below do not enable it), and tests/test_cpu_kernels.c checks every level against
+ * a scalar rendition, so they give the same bits; wider vectors only run more lanes at once. */
+#define REF_VARIANTS(fn) DS_CPU_VARIANTS(fn, "avx512f,avx512vl,avx2", "avx2")
 
 /* ---- fixed-order reductions ---- */
 
@@ -140,7 +136,7 @@ static inline DS_CPU_INLINE void ref_mm_rows_any(const struct ref_mm *a, int m, 
 	}
 }
 
-REF_CLONES static void ref_mm_task(void *arg, int task, int thread)
+static inline DS_CPU_INLINE void ref_mm_task(void *arg, int task, int thread)
 {
 	struct ref_mm_multi *mu = arg;
 	int i = 0;
@@ -159,6 +155,8 @@ REF_CLONES static void ref_mm_task(void *arg, int task, int thread)
 		ref_mm_rows_any(a, m, DS_MIN(REF_MR, a->M - m), n0, nt, wt);
 }
 
+REF_VARIANTS(ref_mm_task)
+
 static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, int M, int K,
 				 const struct ds_cpu_mm *mm, int n_mm)
 {
@@ -170,7 +168,7 @@ static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, int M, in
 					   .N = mm[i].N, .K = K};
 		mu.tile0[i + 1] = mu.tile0[i] + (mm[i].N + REF_NT - 1) / REF_NT;
 	}
-	ds_threadpool_run(c->tp, mu.tile0[n_mm], ref_mm_task, &mu);
+	ds_threadpool_run(c->tp, mu.tile0[n_mm], ref_mm_task_pick(c), &mu);
 	return DS_OK;
 }
 
@@ -184,7 +182,7 @@ struct ref_norm {
 	float eps;
 };
 
-REF_CLONES static void ref_norm_task(void *arg, int row, int thread)
+static inline DS_CPU_INLINE void ref_norm_task(void *arg, int row, int thread)
 {
 	(void)thread;
 	struct ref_norm *a = arg;
@@ -195,16 +193,19 @@ REF_CLONES static void ref_norm_task(void *arg, int row, int thread)
 		y[i] = (x[i] * inv) * ds_bf16_to_f32(a->w[i]);
 }
 
+REF_VARIANTS(ref_norm_task)
+
 static enum ds_status ref_rmsnorm(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
 				  int M, int n, float eps)
 {
 	struct ref_norm a = {.x = x, .w = w, .y = y, .n = n, .eps = eps};
 	if (M * n < 4096) { /* too small to be worth waking threads; same per-row ops */
+		ds_task_fn fn = ref_norm_task_pick(c);
 		for (int m = 0; m < M; m++)
-			ref_norm_task(&a, m, 0);
+			fn(&a, m, 0);
 		return DS_OK;
 	}
-	ds_threadpool_run(c->tp, M, ref_norm_task, &a);
+	ds_threadpool_run(c->tp, M, ref_norm_task_pick(c), &a);
 	return DS_OK;
 }
 
@@ -219,7 +220,7 @@ struct ref_attn {
 };
 
 /* One (row, kv head) task: the G query heads that share the kv head. */
-REF_CLONES static void ref_attn_task(void *arg, int task, int thread)
+static inline DS_CPU_INLINE void ref_attn_task(void *arg, int task, int thread)
 {
 	struct ref_attn *a = arg;
 	struct ds_cpu_ctx *c = a->c;
@@ -288,11 +289,13 @@ REF_CLONES static void ref_attn_task(void *arg, int task, int thread)
 	}
 }
 
+REF_VARIANTS(ref_attn_task)
+
 static enum ds_status ref_attention(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,
 				    const float *q, float *out)
 {
 	struct ref_attn a = {.c = c, .p = p, .l = l, .q = q, .out = out};
-	ds_threadpool_run(c->tp, p->M * c->cfg.n_kv_head, ref_attn_task, &a);
+	ds_threadpool_run(c->tp, p->M * c->cfg.n_kv_head, ref_attn_task_pick(c), &a);
 	return DS_OK;
 }
 

@@ -159,6 +159,19 @@ static void check_matmul(int M, int N, int K, uint64_t seed)
 	free(x), free(wf), free(w), free(y[0]), free(y[1]);
 }
 
+/* Every kernel variant this CPU can run (baseline, AVX2, AVX-512) must meet the same
+ * contract; runs body once per level with the context forced to it. */
+#define FOR_EACH_ISA(body)                                                             \
+	do {                                                                           \
+		struct ds_cpu_ctx *c_ = kbe.ctx;                                       \
+		enum ds_cpu_isa best_ = ds_cpu_isa_detect();                           \
+		for (int isa_ = DS_CPU_ISA_BASE; isa_ <= (int)best_; isa_++) {         \
+			c_->isa = (enum ds_cpu_isa)isa_;                               \
+			body;                                                          \
+		}                                                                      \
+		c_->isa = best_;                                                       \
+	} while (0)
+
 static void test_matmul_shapes(void **state)
 {
 	(void)state;
@@ -166,24 +179,25 @@ static void test_matmul_shapes(void **state)
 	const int Ns[] = {1, 3, 16, 17, 33};
 	const int Ks[] = {1, 15, 16, 17, 40, 100, 515, 1100};
 	uint64_t seed = 1;
-	for (size_t a = 0; a < DS_ARRAY_LEN(Ms); a++)
-		for (size_t b = 0; b < DS_ARRAY_LEN(Ns); b++)
-			for (size_t k = 0; k < DS_ARRAY_LEN(Ks); k++)
-				check_matmul(Ms[a], Ns[b], Ks[k], seed++);
+	print_message("    isa levels tested: 0..%d\n", (int)ds_cpu_isa_detect());
+	FOR_EACH_ISA(
+		for (size_t a = 0; a < DS_ARRAY_LEN(Ms); a++)
+			for (size_t b = 0; b < DS_ARRAY_LEN(Ns); b++)
+				for (size_t k = 0; k < DS_ARRAY_LEN(Ks); k++)
+					check_matmul(Ms[a], Ns[b], Ks[k], seed++));
 }
 
 /* split-K of the fast path, which only kicks in for small M and long K */
 static void test_matmul_split_k(void **state)
 {
 	(void)state;
-	check_matmul(1, 20, 2100, 91);  /* 4 splits */
-	check_matmul(3, 37, 2100, 92);  /* 4 splits */
-	check_matmul(10, 20, 2047, 93); /* 2 splits */
+	FOR_EACH_ISA(check_matmul(1, 20, 2100, 91));  /* 4 splits */
+	FOR_EACH_ISA(check_matmul(3, 37, 2100, 92));  /* 4 splits */
+	FOR_EACH_ISA(check_matmul(10, 20, 2047, 93)); /* 2 splits */
 }
 
-static void test_rmsnorm(void **state)
+static void check_rmsnorm(void)
 {
-	(void)state;
 	struct ds_cpu_ctx *c = kbe.ctx;
 	const int ns[] = {1, 7, 16, 33, 64, 100};
 	for (size_t t = 0; t < DS_ARRAY_LEN(ns); t++) {
@@ -217,6 +231,49 @@ static void test_rmsnorm(void **state)
 	}
 }
 
+static void test_rmsnorm(void **state)
+{
+	(void)state;
+	FOR_EACH_ISA(check_rmsnorm());
+}
+
+/* A whole reference forward (attention included) gives the same bits at every ISA level. */
+static void test_ref_forward_every_isa(void **state)
+{
+	(void)state;
+	struct ds_err err;
+	assert_int_equal(ds_backend_kv_init(&kbe, 16, 16, &err), DS_OK);
+	const int V = kmodel->cfg.vocab_size;
+	int32_t tok[2][70], blocks[2][8] = {{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}};
+	for (int i = 0; i < 70; i++)
+		tok[0][i] = (i * 7 + 3) % V, tok[1][i] = (i * 13 + 1) % V;
+	struct ds_fwd_seq seqs[2] = {
+		{.tokens = tok[0], .n_tokens = 70, .pos0 = 0, .blocks = blocks[0], .n_blocks = 8,
+		 .all_rows = true, .sp = {.top_p = 1.0f}},
+		{.tokens = tok[1], .n_tokens = 45, .pos0 = 0, .blocks = blocks[1], .n_blocks = 8,
+		 .all_rows = true, .sp = {.top_p = 1.0f}},
+	};
+	int n_out = 115;
+	float *want = malloc((size_t)n_out * V * sizeof(float));
+	float *got = malloc((size_t)n_out * V * sizeof(float));
+	struct ds_fwd_row *rows = calloc((size_t)n_out, sizeof(*rows));
+	struct ds_fwd_batch b = {.path = DS_PATH_REF, .seqs = seqs, .n_seqs = 2, .rows = rows,
+				 .logits = want};
+	struct ds_cpu_ctx *c = kbe.ctx;
+	enum ds_cpu_isa best = ds_cpu_isa_detect();
+	c->isa = DS_CPU_ISA_BASE;
+	assert_int_equal(ds_backend_forward(&kbe, &b, &err), DS_OK);
+	b.logits = got;
+	for (int isa = DS_CPU_ISA_BASE + 1; isa <= (int)best; isa++) {
+		c->isa = (enum ds_cpu_isa)isa;
+		assert_int_equal(ds_backend_forward(&kbe, &b, &err), DS_OK);
+		if (memcmp(got, want, (size_t)n_out * V * sizeof(float)) != 0)
+			fail_msg("reference forward differs between isa level 0 and %d", isa);
+	}
+	c->isa = best;
+	free(want), free(got), free(rows);
+}
+
 int main(void)
 {
 	const struct CMUnitTest pool[] = {
@@ -226,6 +283,7 @@ int main(void)
 		cmocka_unit_test(test_matmul_shapes),
 		cmocka_unit_test(test_matmul_split_k),
 		cmocka_unit_test(test_rmsnorm),
+		cmocka_unit_test(test_ref_forward_every_isa),
 	};
 	int rc = cmocka_run_group_tests_name("threadpool", pool, NULL, NULL);
 	rc |= cmocka_run_group_tests_name("cpu_kernels", kernels, kernels_setup, kernels_teardown);
