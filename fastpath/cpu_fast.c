@@ -22,6 +22,7 @@
 #define FAST_MR 4   /* rows per register block */
 #define FAST_NC 4   /* columns per register block */
 #define FAST_MB 64  /* rows per task when the row count is large */
+#define FAST_KB 32  /* keys per attention block */
 
 /* Like a GPU library picking the kernel for the device: each task body is compiled for
  * AVX-512+FMA, AVX2+FMA and baseline x86-64 (DS_CPU_VARIANTS) and the context's level picks
@@ -266,7 +267,9 @@ static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 	int j0 = (int)((int64_t)len * split / ns), j1 = (int)((int64_t)len * (split + 1) / ns);
 	const int32_t *blocks = a->p->b->seqs[a->p->row_seq[m]].blocks;
 	const float scale = 1.0f / sqrtf((float)hd);
-	float *kv = ds_cpu_thread_buf(c, thread); /* (2, hd) */
+	float *kc = ds_cpu_thread_buf(c, thread);   /* (FAST_KB, hd) block keys */
+	float *vc = kc + (size_t)FAST_KB * hd;       /* (FAST_KB, hd) block values */
+	float *sc = vc + (size_t)FAST_KB * hd;       /* (FAST_KB) scores */
 
 	for (int g = 0; g < G; g++) {
 		int h = kvh * G + g;
@@ -276,29 +279,42 @@ static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 		pt[hd] = -INFINITY;
 		pt[hd + 1] = 0.0f;
 	}
-	for (int j = j0; j < j1; j++) {
-		const uint16_t *kr = ds_cpu_kv_at(c, c->kv_k, a->l, blocks, j) + kvh * hd;
-		const uint16_t *vr = ds_cpu_kv_at(c, c->kv_v, a->l, blocks, j) + kvh * hd;
-		for (int d = 0; d < hd; d++) {
-			kv[d] = ds_bf16_to_f32(kr[d]);
-			kv[hd + d] = ds_bf16_to_f32(vr[d]);
+	/* blocks of FAST_KB keys from the split's own start: one rescale per block */
+	for (int b0 = j0; b0 < j1; b0 += FAST_KB) {
+		int n = DS_MIN(FAST_KB, j1 - b0);
+		for (int j = 0; j < n; j++) {
+			const uint16_t *kr = ds_cpu_kv_at(c, c->kv_k, a->l, blocks, b0 + j) + kvh * hd;
+			const uint16_t *vr = ds_cpu_kv_at(c, c->kv_v, a->l, blocks, b0 + j) + kvh * hd;
+			for (int d = 0; d < hd; d++) {
+				kc[(size_t)j * hd + d] = ds_bf16_to_f32(kr[d]);
+				vc[(size_t)j * hd + d] = ds_bf16_to_f32(vr[d]);
+			}
 		}
 		for (int g = 0; g < G; g++) {
 			int h = kvh * G + g;
 			float *pt = a->part + (((size_t)m * cfg->n_head + h) * ns + split) * (hd + 2);
-			float s = fast_dot(a->q + (size_t)m * qd + (size_t)h * hd, kv, hd) * scale;
-			float mx = pt[hd];
-			if (s > mx) { /* rescale the running sums to the new max */
-				float f = expf(mx - s);
+			const float *q = a->q + (size_t)m * qd + (size_t)h * hd;
+			float bm = pt[hd];
+			for (int j = 0; j < n; j++) {
+				sc[j] = fast_dot(q, kc + (size_t)j * hd, hd) * scale;
+				bm = sc[j] > bm ? sc[j] : bm;
+			}
+			if (bm > pt[hd]) { /* rescale the running sums to the new max */
+				float f = expf(pt[hd] - bm);
 				for (int d = 0; d < hd; d++)
 					pt[d] *= f;
 				pt[hd + 1] *= f;
-				pt[hd] = mx = s;
+				pt[hd] = bm;
 			}
-			float e = expf(s - mx);
-			pt[hd + 1] += e;
-			for (int d = 0; d < hd; d++)
-				pt[d] += e * kv[hd + d];
+			float sum = pt[hd + 1];
+			for (int j = 0; j < n; j++) {
+				float e = expf(sc[j] - bm);
+				sum += e;
+				const float *v = vc + (size_t)j * hd;
+				for (int d = 0; d < hd; d++)
+					pt[d] += e * v[d];
+			}
+			pt[hd + 1] = sum;
 		}
 	}
 }
@@ -351,7 +367,7 @@ static enum ds_status fast_attention(struct ds_cpu_ctx *c, const struct ds_cpu_p
 size_t ds_cpu_fast_thread_floats(const struct ds_model_config *cfg)
 {
 	size_t kmax = (size_t)DS_MAX(DS_MAX(cfg->hidden, ds_model_q_dim(cfg)), cfg->ffn);
-	return DS_MAX((size_t)FAST_NT * kmax, 2 * (size_t)cfg->head_dim);
+	return DS_MAX((size_t)FAST_NT * kmax, (2 * (size_t)cfg->head_dim + 1) * FAST_KB);
 }
 
 const struct ds_cpu_kernels ds_cpu_fast_kernels = {
