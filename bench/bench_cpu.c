@@ -40,7 +40,7 @@ static struct span span_start(void)
 static struct span span_end(struct span t0)
 {
 	return (struct span){clock_s(CLOCK_MONOTONIC) - t0.wall,
-			     clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0.cpu};
+	                     clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0.cpu};
 }
 
 static void span_min(struct span *best, struct span t)
@@ -76,11 +76,15 @@ static struct span time_decode(struct bench *bn, enum ds_path path, int B)
 	struct span t0 = span_start();
 	for (int s = 0; s < bn->steps; s++) {
 		for (int i = 0; i < B; i++) {
-			tok[i] = (int32_t)(ds_hash3(7, (uint64_t)i, (uint64_t)s) % (uint64_t)bn->vocab);
+			tok[i] =
+			    (int32_t)(ds_hash3(7, (uint64_t)i, (uint64_t)s) % (uint64_t)bn->vocab);
 			seqs[i] = (struct ds_fwd_seq){
-				.tokens = &tok[i], .n_tokens = 1, .pos0 = bn->ctx + s,
-				.blocks = bn->blocks + (size_t)i * bn->nb_seq, .n_blocks = bn->nb_seq,
-				.sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
+			    .tokens = &tok[i],
+			    .n_tokens = 1,
+			    .pos0 = bn->ctx + s,
+			    .blocks = bn->blocks + (size_t)i * bn->nb_seq,
+			    .n_blocks = bn->nb_seq,
+			    .sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
 		}
 		if (run(bn, path, seqs, B) != 0)
 			return (struct span){-1.0, -1.0};
@@ -90,9 +94,12 @@ static struct span time_decode(struct bench *bn, enum ds_path path, int B)
 
 static struct span time_prefill(struct bench *bn, enum ds_path path)
 {
-	struct ds_fwd_seq s = {.tokens = bn->tokens, .n_tokens = bn->ctx, .pos0 = 0,
-			       .blocks = bn->blocks, .n_blocks = bn->nb_seq,
-			       .sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
+	struct ds_fwd_seq s = {.tokens = bn->tokens,
+	                       .n_tokens = bn->ctx,
+	                       .pos0 = 0,
+	                       .blocks = bn->blocks,
+	                       .n_blocks = bn->nb_seq,
+	                       .sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
 	struct span t0 = span_start();
 	if (run(bn, path, &s, 1) != 0)
 		return (struct span){-1.0, -1.0};
@@ -101,7 +108,7 @@ static struct span time_prefill(struct bench *bn, enum ds_path path)
 
 /* Prints one row of the table and its JSON line. */
 static void report(const char *kind, const char *preset, int threads, int batch, int ctx,
-		   int tokens, const struct span best[2])
+                   int tokens, const struct span best[2])
 {
 	double tf = tokens / best[0].wall, tr = tokens / best[1].wall;
 	double cf = tokens / best[0].cpu, cr = tokens / best[1].cpu;
@@ -110,7 +117,8 @@ static void report(const char *kind, const char *preset, int threads, int batch,
 	else
 		printf("  prefill %4d tok:  ", ctx);
 	printf("fast %8.1f tok/s  ref %8.1f tok/s  ref/fast %.3f   (per CPU-s: fast %.1f ref %.1f "
-	       "ratio %.3f)\n", tf, tr, tr / tf, cf, cr, cr / cf);
+	       "ratio %.3f)\n",
+	       tf, tr, tr / tf, cf, cr, cr / cf);
 	printf("{\"bench\":\"cpu_%s\",\"preset\":\"%s\",\"threads\":%d,\"batch\":%d,\"ctx\":%d,"
 	       "\"tokens\":%d,\"fast_tok_s\":%.2f,\"ref_tok_s\":%.2f,\"ratio_ref_fast\":%.4f,"
 	       "\"fast_tok_cpu_s\":%.2f,\"ref_tok_cpu_s\":%.2f,\"ratio_cpu_ref_fast\":%.4f}\n",
@@ -201,7 +209,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i < BENCH_MAX_BATCH; i++)
 		for (int j = 0; j < ctx_blocks; j++)
 			if (ds_backend_kv_copy_block(&bn.be, bn.blocks[j],
-						     bn.blocks[(size_t)i * bn.nb_seq + j], &err) != DS_OK) {
+			                             bn.blocks[(size_t)i * bn.nb_seq + j],
+			                             &err) != DS_OK) {
 				fprintf(stderr, "bench_cpu: %s\n", err.msg);
 				goto out;
 			}

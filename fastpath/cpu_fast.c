@@ -18,11 +18,11 @@
 #pragma GCC optimize("fp-contract=fast")
 
 #define FAST_LANES 16
-#define FAST_NT 16  /* output columns per task */
-#define FAST_MR 4   /* rows per register block */
-#define FAST_NC 4   /* columns per register block */
-#define FAST_MB 64  /* rows per task when the row count is large */
-#define FAST_KB 32  /* keys per attention block */
+#define FAST_NT 16 /* output columns per task */
+#define FAST_MR 4  /* rows per register block */
+#define FAST_NC 4  /* columns per register block */
+#define FAST_MB 64 /* rows per task when the row count is large */
+#define FAST_KB 32 /* keys per attention block */
 
 /* Like a GPU library picking the kernel for the device: each task body is compiled for
  * AVX-512+FMA, AVX2+FMA and baseline x86-64 (DS_CPU_VARIANTS) and the context's level picks
@@ -55,8 +55,8 @@ static inline DS_CPU_INLINE float fast_dot(const float *x, const float *w, int n
 /* out[r*ldo + c] = dot(x row r, weight column c), nr rows x nc columns (constants at the call
  * site), weights bf16 converted inline or f32. */
 static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const int nr, const int nc,
-					    const uint16_t *w_bf16, const float *w_f32, size_t ldw,
-					    int n, float *out, size_t ldo)
+                                            const uint16_t *w_bf16, const float *w_f32, size_t ldw,
+                                            int n, float *out, size_t ldo)
 {
 	ds_v16f acc[FAST_MR][FAST_NC];
 	for (int r = 0; r < nr; r++)
@@ -67,7 +67,7 @@ static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const in
 		ds_v16f wv[FAST_NC];
 		for (int c = 0; c < nc; c++)
 			wv[c] = w_bf16 ? ds_v16_load_bf16(w_bf16 + c * ldw + k)
-				       : ds_v16_load(w_f32 + c * ldw + k);
+			               : ds_v16_load(w_f32 + c * ldw + k);
 		for (int r = 0; r < nr; r++) {
 			ds_v16f xv = ds_v16_load(x + r * ldx + k);
 			for (int c = 0; c < nc; c++)
@@ -78,8 +78,9 @@ static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const in
 		for (int c = 0; c < nc; c++) {
 			float s = fast_sum16(acc[r][c]);
 			for (int kk = k; kk < n; kk++)
-				s += x[r * ldx + kk] * (w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + kk])
-							       : w_f32[c * ldw + kk]);
+				s +=
+				    x[r * ldx + kk] * (w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + kk])
+				                              : w_f32[c * ldw + kk]);
 			out[r * ldo + c] = s;
 		}
 }
@@ -90,8 +91,8 @@ struct fast_mm {
 	struct ds_cpu_ctx *c;
 	const float *x;
 	const uint16_t *w;
-	float *y;     /* (M, N) when splits == 1 */
-	float *part;  /* (splits, M, N) partial sums otherwise */
+	float *y;    /* (M, N) when splits == 1 */
+	float *part; /* (splits, M, N) partial sums otherwise */
 	int M, N, K;
 	int splits, n_tiles, row_blocks;
 };
@@ -138,14 +139,22 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 			int nc = nt - j >= FAST_NC ? FAST_NC : 1;
 			const uint16_t *wbj = wb ? wb + j * ldw : NULL;
 			const float *wtj = wt ? wt + j * ldw : NULL;
-#define FAST_BLOCK(nr) \
-	(nc == FAST_NC ? fast_block(x, K, nr, FAST_NC, wbj, wtj, ldw, kl, o + j, N) \
-		       : fast_block(x, K, nr, 1, wbj, wtj, ldw, kl, o + j, N))
+#define FAST_BLOCK(nr)                                                                             \
+	(nc == FAST_NC ? fast_block(x, K, nr, FAST_NC, wbj, wtj, ldw, kl, o + j, N)                \
+	               : fast_block(x, K, nr, 1, wbj, wtj, ldw, kl, o + j, N))
 			switch (DS_MIN(FAST_MR, m1 - m)) {
-			case 1: FAST_BLOCK(1); break;
-			case 2: FAST_BLOCK(2); break;
-			case 3: FAST_BLOCK(3); break;
-			default: FAST_BLOCK(FAST_MR); break;
+			case 1:
+				FAST_BLOCK(1);
+				break;
+			case 2:
+				FAST_BLOCK(2);
+				break;
+			case 3:
+				FAST_BLOCK(3);
+				break;
+			default:
+				FAST_BLOCK(FAST_MR);
+				break;
 			}
 #undef FAST_BLOCK
 			j += nc;
@@ -178,7 +187,7 @@ static void fast_reduce_task(void *arg, int task, int thread)
 }
 
 static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, int M, int K,
-				  const struct ds_cpu_mm *mm, int n_mm)
+                                  const struct ds_cpu_mm *mm, int n_mm)
 {
 	DS_ASSERT((size_t)FAST_NT * (size_t)K <= c->thread_buf_len);
 	DS_ASSERT(n_mm >= 1 && n_mm <= DS_CPU_MAX_MM);
@@ -199,9 +208,17 @@ static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, int M, i
 	struct fast_mm_multi mu = {.n_mm = n_mm};
 	for (int i = 0; i < n_mm; i++) {
 		int n_tiles = (mm[i].N + FAST_NT - 1) / FAST_NT;
-		mu.mm[i] = (struct fast_mm){.c = c, .x = x, .w = mm[i].w, .y = mm[i].y, .M = M,
-					    .N = mm[i].N, .K = K, .splits = splits,
-					    .n_tiles = n_tiles, .row_blocks = row_blocks, .part = part};
+		mu.mm[i] = (struct fast_mm){.c = c,
+		                            .x = x,
+		                            .w = mm[i].w,
+		                            .y = mm[i].y,
+		                            .M = M,
+		                            .N = mm[i].N,
+		                            .K = K,
+		                            .splits = splits,
+		                            .n_tiles = n_tiles,
+		                            .row_blocks = row_blocks,
+		                            .part = part};
 		if (part)
 			part += (size_t)splits * M * mm[i].N;
 		mu.task0[i + 1] = mu.task0[i] + n_tiles * splits * row_blocks;
@@ -210,7 +227,8 @@ static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, int M, i
 	if (splits > 1) {
 		for (int i = 0; i < n_mm; i++) {
 			size_t n = (size_t)M * mm[i].N;
-			mu.task0[i + 1] = mu.task0[i] + (int)((n + FAST_REDUCE_CHUNK - 1) / FAST_REDUCE_CHUNK);
+			mu.task0[i + 1] =
+			    mu.task0[i] + (int)((n + FAST_REDUCE_CHUNK - 1) / FAST_REDUCE_CHUNK);
 		}
 		ds_threadpool_run(c->tp, mu.task0[n_mm], fast_reduce_task, &mu);
 	}
@@ -220,7 +238,7 @@ static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, int M, i
 /* ---- rmsnorm ---- */
 
 static enum ds_status fast_rmsnorm(struct ds_cpu_ctx *c, const float *x, const uint16_t *w,
-				   float *y, int M, int n, float eps)
+                                   float *y, int M, int n, float eps)
 {
 	(void)c;
 	for (int m = 0; m < M; m++) {
@@ -267,9 +285,9 @@ static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 	int j0 = (int)((int64_t)len * split / ns), j1 = (int)((int64_t)len * (split + 1) / ns);
 	const int32_t *blocks = a->p->b->seqs[a->p->row_seq[m]].blocks;
 	const float scale = 1.0f / sqrtf((float)hd);
-	float *kc = ds_cpu_thread_buf(c, thread);   /* (FAST_KB, hd) block keys */
-	float *vc = kc + (size_t)FAST_KB * hd;       /* (FAST_KB, hd) block values */
-	float *sc = vc + (size_t)FAST_KB * hd;       /* (FAST_KB) scores */
+	float *kc = ds_cpu_thread_buf(c, thread); /* (FAST_KB, hd) block keys */
+	float *vc = kc + (size_t)FAST_KB * hd;    /* (FAST_KB, hd) block values */
+	float *sc = vc + (size_t)FAST_KB * hd;    /* (FAST_KB) scores */
 
 	for (int g = 0; g < G; g++) {
 		int h = kvh * G + g;
@@ -283,8 +301,10 @@ static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 	for (int b0 = j0; b0 < j1; b0 += FAST_KB) {
 		int n = DS_MIN(FAST_KB, j1 - b0);
 		for (int j = 0; j < n; j++) {
-			const uint16_t *kr = ds_cpu_kv_at(c, c->kv_k, a->l, blocks, b0 + j) + kvh * hd;
-			const uint16_t *vr = ds_cpu_kv_at(c, c->kv_v, a->l, blocks, b0 + j) + kvh * hd;
+			const uint16_t *kr =
+			    ds_cpu_kv_at(c, c->kv_k, a->l, blocks, b0 + j) + kvh * hd;
+			const uint16_t *vr =
+			    ds_cpu_kv_at(c, c->kv_v, a->l, blocks, b0 + j) + kvh * hd;
 			for (int d = 0; d < hd; d++) {
 				kc[(size_t)j * hd + d] = ds_bf16_to_f32(kr[d]);
 				vc[(size_t)j * hd + d] = ds_bf16_to_f32(vr[d]);
@@ -292,7 +312,8 @@ static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 		}
 		for (int g = 0; g < G; g++) {
 			int h = kvh * G + g;
-			float *pt = a->part + (((size_t)m * cfg->n_head + h) * ns + split) * (hd + 2);
+			float *pt =
+			    a->part + (((size_t)m * cfg->n_head + h) * ns + split) * (hd + 2);
 			const float *q = a->q + (size_t)m * qd + (size_t)h * hd;
 			float bm = pt[hd];
 			for (int j = 0; j < n; j++) {
@@ -348,7 +369,7 @@ static void fast_attn_merge(void *arg, int task, int thread)
 }
 
 static enum ds_status fast_attention(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,
-				     const float *q, float *out)
+                                     const float *q, float *out)
 {
 	const struct ds_model_config *cfg = &c->cfg;
 	/* enough (row, kv head, split) work items for about 4 per thread, at most 16 splits */
@@ -371,7 +392,7 @@ size_t ds_cpu_fast_thread_floats(const struct ds_model_config *cfg)
 }
 
 const struct ds_cpu_kernels ds_cpu_fast_kernels = {
-	.matmul = fast_matmul,
-	.rmsnorm = fast_rmsnorm,
-	.attention = fast_attention,
+    .matmul = fast_matmul,
+    .rmsnorm = fast_rmsnorm,
+    .attention = fast_attention,
 };

@@ -113,7 +113,8 @@ static void fill(float *x, size_t n, uint64_t seed)
 static void check_matmul(int M, int N, int K, uint64_t seed)
 {
 	struct ds_cpu_ctx *c = kbe.ctx;
-	float *x = malloc((size_t)M * K * sizeof(float)), *wf = malloc((size_t)N * K * sizeof(float));
+	float *x = malloc((size_t)M * K * sizeof(float)),
+	      *wf = malloc((size_t)N * K * sizeof(float));
 	uint16_t *w = malloc((size_t)N * K * sizeof(uint16_t));
 	float *y[2];
 	for (int p = 0; p < 2; p++)
@@ -137,7 +138,7 @@ static void check_matmul(int M, int N, int K, uint64_t seed)
 		assert_int_equal(kn[p]->matmul(c, x, M, K, mm, 2), DS_OK);
 		for (int m = 0; m < M; m++)
 			assert_memory_equal(y2 + (size_t)m * N2, y[p] + (size_t)m * N,
-					    (size_t)N2 * sizeof(float));
+			                    (size_t)N2 * sizeof(float));
 		for (int g = 0; g < GUARD; g++)
 			assert_true(y2[(size_t)M * N2 + g] == GUARD_VAL);
 		free(y2);
@@ -149,8 +150,9 @@ static void check_matmul(int M, int N, int K, uint64_t seed)
 			float want = scalar_ref_dot(x + (size_t)m * K, wf + (size_t)n * K, K);
 			float ref = y[1][(size_t)m * N + n], fast = y[0][(size_t)m * N + n];
 			if (memcmp(&want, &ref, sizeof(float)) != 0)
-				fail_msg("ref matmul M=%d N=%d K=%d (%d,%d): %.9g, documented order %.9g",
-					 M, N, K, m, n, ref, want);
+				fail_msg("ref matmul M=%d N=%d K=%d (%d,%d): %.9g, documented "
+				         "order %.9g",
+				         M, N, K, m, n, ref, want);
 			double mag = 0;
 			for (int k = 0; k < K; k++)
 				mag += fabs((double)x[(size_t)m * K + k] * wf[(size_t)n * K + k]);
@@ -161,15 +163,15 @@ static void check_matmul(int M, int N, int K, uint64_t seed)
 
 /* Every kernel variant this CPU can run (baseline, AVX2, AVX-512) must meet the same
  * contract; runs body once per level with the context forced to it. */
-#define FOR_EACH_ISA(body)                                                             \
-	do {                                                                           \
-		struct ds_cpu_ctx *c_ = kbe.ctx;                                       \
-		enum ds_cpu_isa best_ = ds_cpu_isa_detect();                           \
-		for (int isa_ = DS_CPU_ISA_BASE; isa_ <= (int)best_; isa_++) {         \
-			c_->isa = (enum ds_cpu_isa)isa_;                               \
-			body;                                                          \
-		}                                                                      \
-		c_->isa = best_;                                                       \
+#define FOR_EACH_ISA(body)                                                                         \
+	do {                                                                                       \
+		struct ds_cpu_ctx *c_ = kbe.ctx;                                                   \
+		enum ds_cpu_isa best_ = ds_cpu_isa_detect();                                       \
+		for (int isa_ = DS_CPU_ISA_BASE; isa_ <= (int)best_; isa_++) {                     \
+			c_->isa = (enum ds_cpu_isa)isa_;                                           \
+			body;                                                                      \
+		}                                                                                  \
+		c_->isa = best_;                                                                   \
 	} while (0)
 
 static void test_matmul_shapes(void **state)
@@ -180,11 +182,10 @@ static void test_matmul_shapes(void **state)
 	const int Ks[] = {1, 15, 16, 17, 40, 100, 515, 1100};
 	uint64_t seed = 1;
 	print_message("    isa levels tested: 0..%d\n", (int)ds_cpu_isa_detect());
-	FOR_EACH_ISA(
-		for (size_t a = 0; a < DS_ARRAY_LEN(Ms); a++)
-			for (size_t b = 0; b < DS_ARRAY_LEN(Ns); b++)
-				for (size_t k = 0; k < DS_ARRAY_LEN(Ks); k++)
-					check_matmul(Ms[a], Ns[b], Ks[k], seed++));
+	FOR_EACH_ISA(for (size_t a = 0; a < DS_ARRAY_LEN(Ms);
+	                  a++) for (size_t b = 0; b < DS_ARRAY_LEN(Ns);
+	                            b++) for (size_t k = 0; k < DS_ARRAY_LEN(Ks); k++)
+	                 check_matmul(Ms[a], Ns[b], Ks[k], seed++));
 }
 
 /* split-K of the fast path, which only kicks in for small M and long K */
@@ -202,13 +203,15 @@ static void check_rmsnorm(void)
 	const int ns[] = {1, 7, 16, 33, 64, 100};
 	for (size_t t = 0; t < DS_ARRAY_LEN(ns); t++) {
 		int n = ns[t], M = 70;
-		float *x = malloc((size_t)M * n * sizeof(float)), *y = malloc(((size_t)M * n + GUARD) * 4);
+		float *x = malloc((size_t)M * n * sizeof(float)),
+		      *y = malloc(((size_t)M * n + GUARD) * 4);
 		uint16_t *w = malloc((size_t)n * 2);
 		fill(x, (size_t)M * n, 50 + t);
 		for (int i = 0; i < n; i++)
 			w[i] = ds_f32_to_bf16(1.0f + 0.1f * (float)(i % 5));
 		for (int p = 0; p < 2; p++) {
-			const struct ds_cpu_kernels *kn = p ? &ds_cpu_ref_kernels : &ds_cpu_fast_kernels;
+			const struct ds_cpu_kernels *kn =
+			    p ? &ds_cpu_ref_kernels : &ds_cpu_fast_kernels;
 			for (int g = 0; g < GUARD; g++)
 				y[(size_t)M * n + g] = GUARD_VAL;
 			assert_int_equal(kn->rmsnorm(c, x, w, y, M, n, 1e-5f), DS_OK);
@@ -216,14 +219,16 @@ static void check_rmsnorm(void)
 				assert_true(y[(size_t)M * n + g] == GUARD_VAL);
 			for (int m = 0; m < M; m++) {
 				const float *xr = x + (size_t)m * n;
-				float inv = 1.0f / sqrtf(scalar_ref_dot(xr, xr, n) / (float)n + 1e-5f);
+				float inv =
+				    1.0f / sqrtf(scalar_ref_dot(xr, xr, n) / (float)n + 1e-5f);
 				for (int i = 0; i < n; i++) {
 					float want = (xr[i] * inv) * ds_bf16_to_f32(w[i]);
 					float got = y[(size_t)m * n + i];
 					if (p)
 						assert_memory_equal(&got, &want, sizeof(float));
 					else
-						assert_true(fabsf(got - want) <= 1e-5f * (fabsf(want) + 1e-3f));
+						assert_true(fabsf(got - want) <=
+						            1e-5f * (fabsf(want) + 1e-3f));
 				}
 			}
 		}
@@ -244,21 +249,32 @@ static void test_ref_forward_every_isa(void **state)
 	struct ds_err err;
 	assert_int_equal(ds_backend_kv_init(&kbe, 16, 16, &err), DS_OK);
 	const int V = kmodel->cfg.vocab_size;
-	int32_t tok[2][70], blocks[2][8] = {{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}};
+	int32_t tok[2][70],
+	    blocks[2][8] = {{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13, 14, 15}};
 	for (int i = 0; i < 70; i++)
 		tok[0][i] = (i * 7 + 3) % V, tok[1][i] = (i * 13 + 1) % V;
 	struct ds_fwd_seq seqs[2] = {
-		{.tokens = tok[0], .n_tokens = 70, .pos0 = 0, .blocks = blocks[0], .n_blocks = 8,
-		 .all_rows = true, .sp = {.top_p = 1.0f}},
-		{.tokens = tok[1], .n_tokens = 45, .pos0 = 0, .blocks = blocks[1], .n_blocks = 8,
-		 .all_rows = true, .sp = {.top_p = 1.0f}},
+	    {.tokens = tok[0],
+	     .n_tokens = 70,
+	     .pos0 = 0,
+	     .blocks = blocks[0],
+	     .n_blocks = 8,
+	     .all_rows = true,
+	     .sp = {.top_p = 1.0f}},
+	    {.tokens = tok[1],
+	     .n_tokens = 45,
+	     .pos0 = 0,
+	     .blocks = blocks[1],
+	     .n_blocks = 8,
+	     .all_rows = true,
+	     .sp = {.top_p = 1.0f}},
 	};
 	int n_out = 115;
 	float *want = malloc((size_t)n_out * V * sizeof(float));
 	float *got = malloc((size_t)n_out * V * sizeof(float));
 	struct ds_fwd_row *rows = calloc((size_t)n_out, sizeof(*rows));
-	struct ds_fwd_batch b = {.path = DS_PATH_REF, .seqs = seqs, .n_seqs = 2, .rows = rows,
-				 .logits = want};
+	struct ds_fwd_batch b = {
+	    .path = DS_PATH_REF, .seqs = seqs, .n_seqs = 2, .rows = rows, .logits = want};
 	struct ds_cpu_ctx *c = kbe.ctx;
 	enum ds_cpu_isa best = ds_cpu_isa_detect();
 	c->isa = DS_CPU_ISA_BASE;
@@ -277,13 +293,13 @@ static void test_ref_forward_every_isa(void **state)
 int main(void)
 {
 	const struct CMUnitTest pool[] = {
-		cmocka_unit_test(test_threadpool_runs_each_task_once),
+	    cmocka_unit_test(test_threadpool_runs_each_task_once),
 	};
 	const struct CMUnitTest kernels[] = {
-		cmocka_unit_test(test_matmul_shapes),
-		cmocka_unit_test(test_matmul_split_k),
-		cmocka_unit_test(test_rmsnorm),
-		cmocka_unit_test(test_ref_forward_every_isa),
+	    cmocka_unit_test(test_matmul_shapes),
+	    cmocka_unit_test(test_matmul_split_k),
+	    cmocka_unit_test(test_rmsnorm),
+	    cmocka_unit_test(test_ref_forward_every_isa),
 	};
 	int rc = cmocka_run_group_tests_name("threadpool", pool, NULL, NULL);
 	rc |= cmocka_run_group_tests_name("cpu_kernels", kernels, kernels_setup, kernels_teardown);
