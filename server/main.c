@@ -81,9 +81,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	memset(&be, 0, sizeof(be));
-	enum ds_status rv = strcmp(cfg.backend, "cuda") == 0
-				    ? ds_backend_cuda_init(&be, model, cfg.device, &err)
-				    : ds_backend_cpu_init(&be, model, cfg.threads, &err);
+	enum ds_status rv;
+	if (strcmp(cfg.backend, "cuda") == 0) {
+#ifdef DS_SERVER_CUDA_BACKEND
+		rv = ds_backend_cuda_init(&be, model, cfg.device, &err);
+#else
+		rv = ds_errf(&err, DS_ERR_UNSUPPORTED, "this build has no CUDA backend");
+#endif
+	} else {
+		rv = ds_backend_cpu_init(&be, model, cfg.threads, &err);
+	}
 	if (rv != DS_OK) {
 		LOG(DS_LOG_ERROR, "backend %s: %s", cfg.backend, err.msg);
 		goto out;
