@@ -8,6 +8,7 @@ Usage: test_client_fake.py DETSERVE_CLI DETSERVE_BENCH SOURCE_ROOT"""
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,6 +139,7 @@ try:
 finally:
     srv.terminate()
     srv.wait(timeout=10)
+    shutil.rmtree(tmp, True)
 
 if failures:
     sys.exit("%d failure(s): %s" % (len(failures), "; ".join(failures)))
