@@ -191,7 +191,8 @@ def write_result(outdir, study, args, result):
     result["backend"] = args.backend
     result["smoke"] = args.smoke
     result["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    result["commit"] = git_commit()
+    # DETSERVE_RESULT_COMMIT describes builds that are not one commit (e.g. a local merge)
+    result["commit"] = os.environ.get("DETSERVE_RESULT_COMMIT") or git_commit()
     p = os.path.join(outdir, study + ".json")
     with open(p, "w") as f:
         json.dump(result, f, indent=2, sort_keys=False)
