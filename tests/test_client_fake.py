@@ -128,6 +128,14 @@ try:
     s3 = json.load(open(summ3))
     check(s3["errors_by_status"] == {"INVALID_ARGUMENT": 1, "DEADLINE_EXCEEDED": 1} and s3["requests"]["ok"] == 1,
           "bench trace: errors by status (%s)" % s3["errors_by_status"])
+    big = os.path.join(tmp, "big.jsonl")
+    with open(big, "w") as f:
+        for i in range(150):  # more than the default --requests: a trace is replayed whole
+            f.write('{"arrival_s": %g, "prompt_len": 3, "max_tokens": 2}\n' % (i * 0.001))
+    summ5 = os.path.join(tmp, "s5.json")
+    subprocess.run([bench, "--addr", addr, "--trace", big, "--summary", summ5, "--quiet", "--no-table"],
+                   check=True, timeout=60)
+    check(json.load(open(summ5))["requests"]["ok"] == 150, "bench replays a whole 150-line trace")
     summ4 = os.path.join(tmp, "s4.json")
     subprocess.run([bench, "--addr", addr, "--users", "4", "--requests", "40", "--connections", "3",
                     "--summary", summ4, "--quiet", "--no-table"], check=True, timeout=60)

@@ -38,6 +38,7 @@ struct bench {
 	const char *records_path, *summary_path;
 	bool record_tokens, quiet, no_table, ignore_eos;
 	int early_verify;
+	bool requests_set;     /* --requests given (a trace is otherwise replayed whole) */
 	int64_t timeout_ms;
 	char label[128];
 	char auth[300];
@@ -316,7 +317,7 @@ static void usage(FILE *f)
 		"  --trace FILE.jsonl     open loop, replay a trace (arrival_s, prompt_ids|prompt|prompt_len,\n"
 		"                         max_tokens, deterministic, seed, temperature, top_k, top_p, tag)\n"
 		"  --users U              closed loop, U users back to back\n"
-		"  --requests N           number of requests (default 100)\n"
+		"  --requests N           number of requests (default 100; a trace: all its lines)\n"
 		"  --duration S           stop generating arrivals after S seconds\n"
 		"traffic mix:\n"
 		"  --det-fraction F       fraction of deterministic requests (default 0)\n"
@@ -368,7 +369,10 @@ static int parse_args(struct bench *b, int argc, char **argv)
 		case O_RATE: b->wo.rate = strtod(optarg, &end); break;
 		case O_TRACE: b->trace = optarg; break;
 		case O_USERS: b->users = (int)strtol(optarg, &end, 10); break;
-		case O_REQS: b->wo.n_requests = (int)strtol(optarg, &end, 10); break;
+		case O_REQS:
+			b->wo.n_requests = (int)strtol(optarg, &end, 10);
+			b->requests_set = true;
+			break;
 		case O_DUR: b->wo.duration_s = strtod(optarg, &end); break;
 		case O_DET: b->wo.det_fraction = strtod(optarg, &end); break;
 		case O_PL:
@@ -450,6 +454,8 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : EXIT_USAGE;
 	rc = 1;
 	vocab_flag = b.wo.vocab;
+	if (b.trace && !b.requests_set)
+		b.wo.n_requests = 0; /* the whole trace */
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_sigint);
 

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Study 2, throughput vs deterministic fraction: the same closed-loop workload at deterministic
 fractions {0, 2, 10, 25, 50, 100}% in mode dvr, against mode fast (no deterministic requests)
-and mode invariant (everything on the reference path), in one run. Reports tok/s and req/s per
-point and the ratio to fast measured in the same run.
+and mode invariant (everything on the reference path), in one run. The three servers run side by
+side (idle when not measured) and the points are measured round-robin, --repeats times, so slow
+drift of a shared machine hits every point alike; each point reports the median tok/s and the
+ratio to fast's median.
 
   throughput_vs_det.py [common flags] [--users U] [--requests N] [--prompt-len D] [--output-len D]
                        [--fractions 0,2,10,25,50,100] [--repeats R]"""
@@ -15,18 +17,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 
-def measure(args, srv, name, out, bench_args, repeats):
-    runs = []
-    for k in range(repeats):
-        s, _ = common.run_bench(args, srv, "%s-r%d" % (name, k), out, bench_args)
-        runs.append(s)
-    tok = statistics.median(r["throughput"]["tok_per_s"] or 0 for r in runs)
-    req = statistics.median(r["throughput"]["req_per_s"] or 0 for r in runs)
-    errs = sum(r["requests"]["errors"] for r in runs)
-    return {"tok_per_s": tok, "req_per_s": req, "errors": errs, "runs": [r["throughput"] for r in runs],
-            "summary": runs[len(runs) // 2]}
-
-
 def main():
     ap = common.add_common_args(argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter))
@@ -35,32 +25,50 @@ def main():
     ap.add_argument("--prompt-len", default=None, help="default uniform:16:64; smoke 16")
     ap.add_argument("--output-len", default=None, help="default 64; smoke 8")
     ap.add_argument("--fractions", default="0,2,10,25,50,100")
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=None, help="round-robin passes (default 3; smoke 1)")
     args = ap.parse_args()
     users = args.users or (8 if args.smoke else 16)
     nreq = args.requests or (16 if args.smoke else 96)
     plen = args.prompt_len or ("16" if args.smoke else "uniform:16:64")
     olen = args.output_len or ("8" if args.smoke else "64")
     fracs = [float(x) for x in args.fractions.split(",")]
+    args.repeats = args.repeats or (1 if args.smoke else 3)
     out = common.out_dir(args, "throughput_vs_det")
     wl = ["--users", users, "--requests", nreq, "--prompt-len", plen, "--output-len", olen]
     res = {"params": {"users": users, "requests": nreq, "prompt_len": plen, "output_len": olen,
                       "repeats": args.repeats}, "points": []}
-    with common.Server(args, mode="fast") as srv:
-        fast = measure(args, srv, "tput-fast", out, wl + ["--det-fraction", 0], args.repeats)
-    res["fast"] = fast
-    with common.Server(args, mode="invariant") as srv:
-        inv = measure(args, srv, "tput-invariant", out, wl + ["--det-fraction", 0], args.repeats)
-    res["invariant"] = inv
+    # (name, server mode, det fraction)
+    points = [("fast", "fast", 0.0), ("invariant", "invariant", 0.0)] + [("dvr-%g" % f, "dvr", f) for f in fracs]
+    runs = {name: [] for name, _, _ in points}
+    with common.Server(args, mode="fast") as s_fast, common.Server(args, mode="invariant") as s_inv, \
+            common.Server(args, mode="dvr") as s_dvr:
+        srv = {"fast": s_fast, "invariant": s_inv, "dvr": s_dvr}
+        for k in range(args.repeats):
+            for name, mode, f in points:
+                s, _ = common.run_bench(args, srv[mode], "tput-%s-r%d" % (name, k), out,
+                                        wl + ["--det-fraction", f / 100.0])
+                runs[name].append(s)
+
+    def point(name):
+        rs = runs[name]
+        rs_sorted = sorted(rs, key=lambda r: r["throughput"]["tok_per_s"] or 0)
+        return {"tok_per_s": statistics.median(r["throughput"]["tok_per_s"] or 0 for r in rs),
+                "req_per_s": statistics.median(r["throughput"]["req_per_s"] or 0 for r in rs),
+                "errors": sum(r["requests"]["errors"] for r in rs),
+                "runs_tok_per_s": [r["throughput"]["tok_per_s"] for r in rs],
+                "summary": rs_sorted[len(rs) // 2]}
+
+    fast, inv = point("fast"), point("invariant")
+    res["fast"], res["invariant"] = fast, inv
     base = fast["tok_per_s"] or float("nan")
     inv["ratio_to_fast"] = inv["tok_per_s"] / base
-    with common.Server(args, mode="dvr") as srv:
-        for f in fracs:
-            p = measure(args, srv, "tput-dvr-%g" % f, out, wl + ["--det-fraction", f / 100.0], args.repeats)
-            p["det_percent"] = f
-            p["ratio_to_fast"] = p["tok_per_s"] / base
-            res["points"].append(p)
-            common.log("dvr %g%% det: %.1f tok/s = %.3f x fast" % (f, p["tok_per_s"], p["ratio_to_fast"]))
+    for f in fracs:
+        p = point("dvr-%g" % f)
+        p["det_percent"] = f
+        p["ratio_to_fast"] = p["tok_per_s"] / base
+        res["points"].append(p)
+        common.log("dvr %g%% det: %.1f tok/s = %.3f x fast (runs %s)" % (
+            f, p["tok_per_s"], p["ratio_to_fast"], ", ".join("%.0f" % x for x in p["runs_tok_per_s"])))
     common.log("fast %.1f tok/s; invariant %.1f tok/s = %.3f x fast" % (base, inv["tok_per_s"],
                                                                            inv["ratio_to_fast"]))
     res["pass"] = all(p["errors"] == 0 for p in res["points"]) and fast["errors"] == 0 and inv["errors"] == 0
