@@ -192,6 +192,8 @@ static bool ends_with(const char *s, const char *suf)
 enum ds_status ds_tokenizer_load(const char *path, struct ds_tokenizer **out, struct ds_err *err)
 {
 	*out = NULL;
+	if (!path)
+		return ds_errf(err, DS_ERR_INVALID, "tokenizer: no path");
 	struct stat st;
 	if (stat(path, &st) != 0)
 		return ds_errf(err, DS_ERR_IO, "%s: %s", path, strerror(errno));
