@@ -2,12 +2,14 @@
  * occupancy-chosen split, and one CUDA graph per decode batch-size bucket.
  *
  * Everything here is free to depend on the batch: cuBLASLt may pick split-K or another
- * algorithm per M, and the attention split count follows the number of rows. That is the point
+ * algorithm per M (decode-sized shapes are autotuned over the heuristic's top 8 on first use),
+ * and the attention split count follows the number of rows. That is the point
  * of the fast path (DESIGN.md section 1); the reference path (refpath/cuda_ref.c) is the one
  * that must not. A bucket's graph is captured on its second use (the first runs eagerly, which
  * also warms the cuBLASLt algorithm cache outside the capture). */
 #include "cuda_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -64,8 +66,47 @@ struct ds_cuda_fast_plans {
 	struct lt_plan p[DS_CUDA_ALGO_CACHE];
 };
 
-static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, int *slot,
-				struct ds_err *err)
+#define AUTOTUNE_MAX_M 256 /* decode-sized GEMMs are timed; larger ones take heuristic #1 */
+#define AUTOTUNE_CANDIDATES 8
+
+/* Times algorithm a on the call's own buffers (the real call overwrites C afterwards). */
+static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMatmulAlgo_t *a,
+		     const uint16_t *A, const uint16_t *W, float *C)
+{
+	const float alpha = 1.0f, beta = 0.0f;
+	cudaEvent_t e0, e1;
+	float best = INFINITY;
+	if (cudaEventCreate(&e0) != cudaSuccess)
+		return best;
+	if (cudaEventCreate(&e1) != cudaSuccess) {
+		cudaEventDestroy(e0);
+		return best;
+	}
+	for (int i = 0; i < 3; i++) {
+		cudaEventRecord(e0, c->stream);
+		cublasStatus_t s = cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta,
+						  C, p->cd, C, p->cd, a, c->fast.workspace,
+						  c->fast.ws_bytes, c->stream);
+		cudaEventRecord(e1, c->stream);
+		if (s != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess) {
+			best = INFINITY;
+			break;
+		}
+		float ms;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (i > 0 && ms < best)
+			best = ms;
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaGetLastError();
+	return best;
+}
+
+/* Finds (or makes) the cache slot for a shape. Decode-sized shapes are autotuned over the
+ * heuristic's top candidates, unless the stream is being captured. */
+static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, const uint16_t *A,
+				const uint16_t *W, float *C, int *slot, struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
 	for (int i = 0; i < f->n_cache; i++)
@@ -88,26 +129,40 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, int 
 		plan_destroy(p);
 		return rv;
 	}
+	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+	cudaStreamIsCapturing(c->stream, &cap);
+	int want = (M <= AUTOTUNE_MAX_M && cap == cudaStreamCaptureStatusNone) ? AUTOTUNE_CANDIDATES : 1;
 	cublasLtMatmulPreference_t pref;
 	LT_TRY(cublasLtMatmulPreferenceCreate(&pref), err);
 	size_t ws = f->ws_bytes;
 	cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
 		pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-	cublasLtMatmulHeuristicResult_t res;
+	cublasLtMatmulHeuristicResult_t res[AUTOTUNE_CANDIDATES];
 	int n_res = 0;
 	if (s == CUBLAS_STATUS_SUCCESS)
-		s = cublasLtMatmulAlgoGetHeuristic(f->lt, p->op, p->a, p->b, p->cd, p->cd, pref, 1,
-						   &res, &n_res);
+		s = cublasLtMatmulAlgoGetHeuristic(f->lt, p->op, p->a, p->b, p->cd, p->cd, pref, want,
+						   res, &n_res);
 	cublasLtMatmulPreferenceDestroy(pref);
 	if (s != CUBLAS_STATUS_SUCCESS || n_res == 0) {
 		plan_destroy(p);
 		return ds_errf(err, DS_ERR_DEVICE, "cublasLt: no algorithm for M=%d N=%d K=%d (status %d)",
 			       M, N, K, (int)s);
 	}
+	int best = 0;
+	if (n_res > 1) {
+		float bt = INFINITY;
+		for (int r = 0; r < n_res; r++) {
+			float t = lt_time(c, p, &res[r].algo, A, W, C);
+			if (t < bt) {
+				bt = t;
+				best = r;
+			}
+		}
+	}
 	f->cache[i].M = M;
 	f->cache[i].N = N;
 	f->cache[i].K = K;
-	f->cache[i].algo = res.algo;
+	f->cache[i].algo = res[best].algo;
 	f->cache[i].ok = true;
 	*slot = i;
 	return DS_OK;
@@ -119,7 +174,7 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	if (M <= 0)
 		return DS_OK;
 	int i = 0;
-	enum ds_status rv = lt_lookup(c, M, N, K, &i, err);
+	enum ds_status rv = lt_lookup(c, M, N, K, A, W, C, &i, err);
 	if (rv != DS_OK)
 		return rv;
 	struct lt_plan *p = plan_of(c, i);
@@ -147,9 +202,11 @@ const struct ds_cuda_path_ops ds_cuda_fast_ops = {
 
 int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
 {
-	/* aim for about 8 blocks per SM; never tiles shorter than 64 positions */
+	/* about 8 blocks per SM, and no block walking more than 8 tiles; the kernel itself never
+	 * makes a range shorter than 2 tiles, so short rows use fewer of the splits */
 	int blocks = T * c->cfg.n_kv_head;
 	int s = (8 * c->n_sm + blocks - 1) / blocks;
+	s = DS_MAX(s, (max_len + 8 * DS_K_ATTN_TILE - 1) / (8 * DS_K_ATTN_TILE));
 	s = DS_MIN(s, (max_len + DS_K_ATTN_TILE - 1) / DS_K_ATTN_TILE);
 	s = DS_MIN(s, 32);
 	s = DS_MAX(s, 1);

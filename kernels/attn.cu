@@ -9,19 +9,21 @@
  *  - Reference: tiles aligned to absolute positions 0, 64, 128, ... whatever the pass shape;
  *    the split (one block per tile + combine, or one block for all tiles) is chosen only by
  *    workspace size and cannot change the result.
- *  - Fast: flash-decoding; each row's KV is cut into n_split ranges (chosen by the caller from
- *    batch and occupancy), each range tiled from its own start, so the bits depend on n_split. */
+ *  - Fast: flash-decoding; each row's KV is cut into at most n_split ranges of whole tiles (at
+ *    least two), the count chosen by the caller from batch and occupancy, so the bits depend
+ *    on n_split. */
 #include "kernels.h"
 #include "cu_common.cuh"
 
 #include <math.h>
 
 #define TILE DS_K_ATTN_TILE
+#define KPAD 8 /* bf16 padding per staged K/V row: rows start 16 bytes apart in the banks */
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
 
 struct attn_smem {
-	uint16_t *ks, *vs; /* (TILE, D) */
+	uint16_t *ks, *vs; /* (TILE, D + KPAD) */
 	float *qs;         /* (G, D) */
 	float *ps;         /* (G, TILE) */
 	float *tm, *tl;    /* (G) tile partial */
@@ -31,7 +33,7 @@ struct attn_smem {
 
 __host__ __device__ static size_t attn_smem_bytes(int G, int D)
 {
-	return (size_t)2 * TILE * D * sizeof(uint16_t) +
+	return (size_t)2 * TILE * (D + KPAD) * sizeof(uint16_t) +
 	       ((size_t)G * D * 3 + (size_t)G * TILE + 4 * (size_t)G) * sizeof(float);
 }
 
@@ -39,8 +41,8 @@ __device__ static struct attn_smem attn_smem_carve(unsigned char *base, int G, i
 {
 	struct attn_smem s;
 	s.ks = (uint16_t *)base;
-	s.vs = s.ks + TILE * D;
-	float *f = (float *)(s.vs + TILE * D);
+	s.vs = s.ks + TILE * (D + KPAD);
+	float *f = (float *)(s.vs + TILE * (D + KPAD));
 	s.qs = f;
 	f += G * D;
 	s.ps = f;
@@ -82,33 +84,58 @@ __device__ __forceinline__ const uint16_t *kv_row(const uint16_t *kv, const int3
 	       (size_t)(pos % d.block_size) * d.head_dim;
 }
 
+__device__ __forceinline__ void att_cp16(void *smem, const void *gmem)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
+}
+
+__device__ __forceinline__ float bf_lo(unsigned u)
+{
+	return __uint_as_float(u << 16);
+}
+
+__device__ __forceinline__ float bf_hi(unsigned u)
+{
+	return __uint_as_float(u & 0xffff0000u);
+}
+
 /* Computes the partial of positions [lo, hi) (1 <= hi - lo <= TILE) into s.tm/s.tl/s.tacc.
- * Requires s.qs loaded. Ends with a barrier. */
+ * Requires s.qs loaded. Each score is one thread's dot product over d in increasing order; each
+ * acc element one thread's sum over positions in increasing order. Ends with a barrier. */
 __device__ void tile_partial(struct attn_smem s, const uint16_t *kv, const int32_t *bt,
 			     struct ds_k_dims d, int kh, int G, float scale, int lo, int hi)
 {
-	int D = d.head_dim, len = hi - lo, vpr = D / 8;
+	int D = d.head_dim, RS = D + KPAD, len = hi - lo, vpr = D / 8;
 	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	size_t vstride = (size_t)d.n_kv * d.block_size * D;
 	for (int i = tid; i < len * vpr; i += ATT_THREADS) {
 		int j = i / vpr, v = i % vpr;
 		const uint16_t *src = kv_row(kv, bt, d, kh, lo + j) + v * 8;
-		*(uint4 *)(s.ks + j * D + v * 8) = *(const uint4 *)src;
-		*(uint4 *)(s.vs + j * D + v * 8) = *(const uint4 *)(src + vstride);
+		att_cp16(s.ks + j * RS + v * 8, src);
+		att_cp16(s.vs + j * RS + v * 8, src + vstride);
 	}
+	asm volatile("cp.async.commit_group;\n" ::);
+	asm volatile("cp.async.wait_group 0;\n" ::);
 	__syncthreads();
-	for (int j = warp; j < len; j += ATT_WARPS) {
-		const uint16_t *kr = s.ks + j * D;
-		for (int g = 0; g < G; g++) {
-			const float *qr = s.qs + g * D;
-			float acc = 0.0f;
-			for (int k = lane; k < D; k += 32)
-				acc = __fmaf_rn(qr[k], ds_bf16_to_f32(kr[k]), acc);
-			for (int o = 16; o > 0; o >>= 1)
-				acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, o));
-			if (lane == 0)
-				s.ps[g * TILE + j] = __fmul_rn(acc, scale);
+	for (int idx = tid; idx < G * len; idx += ATT_THREADS) {
+		int g = idx / len, j = idx % len;
+		const uint16_t *kr = s.ks + j * RS;
+		const float *qr = s.qs + g * D;
+		float acc = 0.0f;
+		for (int k = 0; k < D; k += 8) {
+			uint4 kk = *(const uint4 *)(kr + k);
+			float4 q0 = *(const float4 *)(qr + k), q1 = *(const float4 *)(qr + k + 4);
+			acc = __fmaf_rn(q0.x, bf_lo(kk.x), acc);
+			acc = __fmaf_rn(q0.y, bf_hi(kk.x), acc);
+			acc = __fmaf_rn(q0.z, bf_lo(kk.y), acc);
+			acc = __fmaf_rn(q0.w, bf_hi(kk.y), acc);
+			acc = __fmaf_rn(q1.x, bf_lo(kk.z), acc);
+			acc = __fmaf_rn(q1.y, bf_hi(kk.z), acc);
+			acc = __fmaf_rn(q1.z, bf_lo(kk.w), acc);
+			acc = __fmaf_rn(q1.w, bf_hi(kk.w), acc);
 		}
+		s.ps[g * TILE + j] = __fmul_rn(acc, scale);
 	}
 	__syncthreads();
 	for (int g = warp; g < G; g += ATT_WARPS) {
@@ -132,13 +159,24 @@ __device__ void tile_partial(struct attn_smem s, const uint16_t *kv, const int32
 		}
 	}
 	__syncthreads();
-	for (int idx = tid; idx < G * D; idx += ATT_THREADS) {
-		int g = idx / D, k = idx % D;
+	int q4 = D / 4;
+	for (int idx = tid; idx < G * q4; idx += ATT_THREADS) {
+		int g = idx / q4, k = (idx % q4) * 4;
 		const float *pr = s.ps + g * TILE;
-		float a = 0.0f;
-		for (int j = 0; j < len; j++)
-			a = __fmaf_rn(pr[j], ds_bf16_to_f32(s.vs[j * D + k]), a);
-		s.tacc[idx] = a;
+		float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+		for (int j = 0; j < len; j++) {
+			float p = pr[j];
+			uint2 v = *(const uint2 *)(s.vs + j * RS + k);
+			a0 = __fmaf_rn(p, bf_lo(v.x), a0);
+			a1 = __fmaf_rn(p, bf_hi(v.x), a1);
+			a2 = __fmaf_rn(p, bf_lo(v.y), a2);
+			a3 = __fmaf_rn(p, bf_hi(v.y), a3);
+		}
+		float *t = s.tacc + g * D + k;
+		t[0] = a0;
+		t[1] = a1;
+		t[2] = a2;
+		t[3] = a3;
 	}
 	__syncthreads();
 }
@@ -206,7 +244,7 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 	} else {
 		int len = p + 1;
 		int chunk = (len + nz - 1) / nz;
-		chunk = (chunk + 15) & ~15;
+		chunk = max((chunk + TILE - 1) / TILE * TILE, 2 * TILE);
 		lo = z * chunk;
 		hi = min(lo + chunk, len);
 	}

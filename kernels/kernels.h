@@ -83,8 +83,9 @@ cudaError_t ds_k_gemm_ref_setup(void);
  *  ref:  tiles aligned to absolute positions 0, 64, 128, ... For any split the bits are the
  *        same: split == 0 walks all tiles in one block; split > 0 (>= max chunks) computes one
  *        tile per block into part and merges them in a second kernel.
- *  fast: flash-decoding with n_split ranges per row of ceil(len / n_split) positions (so the
- *        tiling depends on n_split: batch-variant); n_split == 1 runs in one block.
+ *  fast: flash-decoding with up to n_split ranges per row of ceil(len / n_split) positions
+ *        rounded up to whole tiles, at least 2 (so the tiling depends on n_split: batch-
+ *        variant); n_split == 1 runs in one block.
  * part: workspace of T * n_head * splits * (head_dim + 2) floats when splitting. */
 #define DS_K_ATTN_TILE 64
 cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
