@@ -27,6 +27,9 @@ struct ds_gguf_kv {
 	uint64_t arr_len;
 	const uint8_t *data;        /* scalar value, or first array element (strings: first len) */
 	uint64_t data_len;          /* bytes spanned by the value */
+	/* added (issue 8): string arrays only, offset of each element from data (parse-time
+	 * index, so ds_gguf_arr_str is O(1)); NULL otherwise */
+	const uint64_t *str_offs;
 };
 
 struct ds_gguf_tensor {
@@ -48,6 +51,9 @@ struct ds_gguf {
 	uint64_t alignment;
 	const uint8_t *base; /* mapping */
 	size_t size;
+	/* added (issue 8) */
+	uint64_t info_len;    /* bytes of header + metadata + tensor infos (the model identity) */
+	uint64_t data_offset; /* start of the data section (info_len rounded up to alignment) */
 };
 
 /* Maps and parses path. On success *out owns the mapping; free with ds_gguf_close. */
@@ -68,9 +74,19 @@ enum ds_status ds_gguf_get_str(const struct ds_gguf *g, const char *key, struct 
 enum ds_status ds_gguf_arr_str(const struct ds_gguf_kv *kv, uint64_t i, struct ds_gguf_str *out);
 const struct ds_gguf_tensor *ds_gguf_find_tensor(const struct ds_gguf *g, const char *name);
 
+/* added (issue 8): ggml type table. ds_gguf_type_size gives elements and bytes per block
+ * (DS_ERR_UNSUPPORTED for an unknown type); ds_gguf_type_name gives "Q4_1", ... or "unknown". */
+enum ds_status ds_gguf_type_size(uint32_t ggml_type, uint32_t *blck, uint32_t *bytes);
+const char *ds_gguf_type_name(uint32_t ggml_type);
+
 /* Model loading from GGUF (model/gguf_model.c): maps llama.cpp tensor names onto
  * struct ds_model, dequantizing to bf16 and undoing the Q/K RoPE permutation. */
 struct ds_model;
 enum ds_status ds_model_load_gguf(const char *path, struct ds_model **out, struct ds_err *err);
+
+/* added (issue 8): undoes llama.cpp's Q/K row permutation for n_head heads of head_dim rows of
+ * row_len bf16 values: GGUF row h*head_dim + 2j + s -> HF row h*head_dim + s*head_dim/2 + j. */
+void ds_gguf_unpermute_rows(uint16_t *dst, const uint16_t *src, int n_head, int head_dim,
+			    int row_len);
 
 #endif

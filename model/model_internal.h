@@ -27,4 +27,9 @@ void *ds_model_alloc(struct ds_model *m, size_t bytes);
 /* Registers an mmap so ds_model_free unmaps it. */
 enum ds_status ds_model_add_map(struct ds_model *m, void *addr, size_t len);
 
+/* Sets m->identity for a synthetic model from m->cfg, m->synth_seed and the tensor list ts[0..n)
+ * (model/synth.c). ds_model_synth and deferred synthetic directories share it. */
+struct ds_tensor_desc;
+void ds_synth_identity(struct ds_model *m, const struct ds_tensor_desc *ts, int n);
+
 #endif

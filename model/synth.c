@@ -28,8 +28,9 @@ float ds_synth_tied_embd_scale(const struct ds_model_config *cfg)
 	return 3.0f * sqrtf(3.0f / (float)cfg->hidden);
 }
 
-/* XXH128 over the canonical config fields and every tensor descriptor, then the seed. */
-static void synth_identity(struct ds_model *m, const struct ds_tensor_desc *ts, int n)
+/* XXH128 over the canonical config fields and every tensor descriptor, then the seed.
+ * Shared with the loader, which gives deferred synthetic directories the same identity. */
+void ds_synth_identity(struct ds_model *m, const struct ds_tensor_desc *ts, int n)
 {
 	XXH3_state_t *st = XXH3_createState();
 	DS_ASSERT(st != NULL);
@@ -73,9 +74,10 @@ enum ds_status ds_model_synth(const struct ds_model_config *cfg, uint64_t seed,
 		size_t numel = (size_t)ds_tensor_numel(&ts[i]);
 		uint16_t *buf = ds_model_alloc(m, numel * sizeof(uint16_t));
 		if (!buf) {
+			ds_errf(err, DS_ERR_NOMEM, "synth: out of memory for %s", ts[i].name);
 			free(ts);
 			ds_model_free(m);
-			return ds_errf(err, DS_ERR_NOMEM, "synth: out of memory for %s", ts[i].name);
+			return DS_ERR_NOMEM;
 		}
 		float scale = ts[i].synth_scale;
 		if (ts[i].field == DS_T_TOK_EMBD && cfg->tie_embeddings)
@@ -85,7 +87,7 @@ enum ds_status ds_model_synth(const struct ds_model_config *cfg, uint64_t seed,
 	}
 	if (cfg->tie_embeddings)
 		m->w.lm_head = m->w.tok_embd;
-	synth_identity(m, ts, n);
+	ds_synth_identity(m, ts, n);
 	free(ts);
 	*out = m;
 	return DS_OK;

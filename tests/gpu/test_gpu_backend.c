@@ -1,7 +1,8 @@
 /* test_gpu_backend.c - the CUDA backend end to end on synthetic models:
  *  - weights generated on the GPU equal the host generator's (whole-model logits memcmp, and
  *    samples of the 16 GB llama3-8b tensors);
- *  - both paths agree with a double-precision CPU twin within bf16 tolerance;
+ *  - both paths agree with a double-precision CPU twin and with the CPU backend within bf16
+ *    tolerance;
  *  - reference path bit-invariance: whole vs chunked prefill vs token by token, and a row in
  *    batches of 1..256 at any position, with verify windows mixed in (memcmp of logits);
  *  - fast path variance: the same decode row differs in bits across batch sizes, stays close
@@ -218,6 +219,56 @@ static void test_vs_cpu_twin(void **state)
 	twin_case("small");
 }
 
+/* The same model on the CPU backend (branch cpu): both paths of both backends agree within
+ * bf16 tolerance (the CUDA backend rounds GEMM inputs to bf16, the CPU backend does not). */
+static void cpu_backend_case(const char *preset)
+{
+	struct env e;
+	env_init(&e, model_host(preset, 4321), 64);
+	struct ds_backend cpu;
+	struct ds_err err;
+	if (ds_backend_cpu_init(&cpu, e.m, 2, &err) != DS_OK ||
+	    ds_backend_kv_init(&cpu, 64, BS, &err) != DS_OK)
+		fail_msg("cpu backend: %s", err.msg);
+	int V = e.m->cfg.vocab_size, n = 33;
+	int32_t tok[33];
+	random_tokens(tok, n, V, 21);
+	float *want = malloc((size_t)n * V * 4), *got = malloc((size_t)n * V * 4);
+	struct ds_fwd_row rows[33], crows[33];
+	int32_t blk[4] = {0, 1, 2, 3};
+	for (int path = 0; path < 2; path++) {
+		struct ds_fwd_seq s = seq_of(tok, n, 0, blk, n, true);
+		struct ds_fwd_batch b = {(enum ds_path)path, &s, 1, crows, want};
+		if (ds_backend_forward(&cpu, &b, &err) != DS_OK)
+			fail_msg("cpu forward: %s", err.msg);
+		fwd(&e, (enum ds_path)path, &s, 1, got, rows);
+		double maxd = 0, sd = 0;
+		int agree = 0;
+		for (size_t i = 0; i < (size_t)n * V; i++) {
+			maxd = fmax(maxd, fabs((double)got[i] - want[i]));
+			sd += (double)want[i] * want[i];
+		}
+		for (int r = 0; r < n; r++)
+			agree += rows[r].token == crows[r].token;
+		sd = sqrt(sd / ((double)n * V));
+		print_message("%s %s path, CUDA vs CPU backend: max |dlogit| %.4f (logit sd %.2f), "
+			      "greedy tokens agree %d/%d\n", preset, path ? "ref" : "fast", maxd, sd, agree, n);
+		assert_true(maxd < 0.05 * sd + 0.1);
+		assert_true(agree >= n - 3);
+	}
+	free(want);
+	free(got);
+	ds_backend_free(&cpu);
+	env_free(&e);
+}
+
+static void test_vs_cpu_backend(void **state)
+{
+	(void)state;
+	cpu_backend_case("tiny");
+	cpu_backend_case("small");
+}
+
 /* ---- reference bit-invariance ---- */
 
 static void test_ref_invariance(void **state)
@@ -312,7 +363,7 @@ static void test_fast_variance(void **state)
 	(void)state;
 	struct env e;
 	env_init(&e, model_deferred("small", 7), 8192);
-	int V = e.m->cfg.vocab_size, L = 300;
+	int V = e.m->cfg.vocab_size, L = 2000; /* long enough for the split count to matter */
 	int32_t *tok = malloc((size_t)L * 4);
 	random_tokens(tok, L, V, 13);
 	size_t rowb = (size_t)V * 4;
@@ -407,6 +458,7 @@ int main(void)
 		cmocka_unit_test(test_deferred_tiny_small),
 		cmocka_unit_test(test_deferred_llama3_8b_samples),
 		cmocka_unit_test(test_vs_cpu_twin),
+		cmocka_unit_test(test_vs_cpu_backend),
 		cmocka_unit_test(test_ref_invariance),
 		cmocka_unit_test(test_fast_variance),
 		cmocka_unit_test(test_kv_copy_block),

@@ -1,0 +1,89 @@
+/* cpu_internal.h - private state of the CPU backend, shared by its driver (backend/cpu_backend.c)
+ * and its two kernel sets (fastpath/cpu_fast.c, refpath/cpu_ref.c).
+ *
+ * The driver runs the same Llama-family layer sequence for both paths; only the three reducing
+ * kernels differ (matmul, RMSNorm, attention), selected through struct ds_cpu_kernels. Every
+ * other step (embedding, bias, RoPE, SwiGLU, residual adds, KV writes) is element-wise and
+ * shared, so it cannot make the paths' invariance properties differ. */
+#ifndef DS_CPU_INTERNAL_H
+#define DS_CPU_INTERNAL_H
+
+#include "backend.h"
+#include "threadpool.h"
+
+/* Reference attention splits KV into chunks of this many positions, aligned to absolute
+ * positions 0, S, 2S, ... (DESIGN.md section 3). Changing it changes reference bits. */
+#define DS_CPU_REF_KV_CHUNK 32
+
+/* Scratch slots owned by the context; each grows on demand and is reused across calls. */
+enum ds_cpu_ws {
+	DS_WS_X, DS_WS_XN, DS_WS_Q, DS_WS_K, DS_WS_V, DS_WS_ATT, DS_WS_TMP, DS_WS_GATE, DS_WS_UP,
+	DS_WS_OUT, DS_WS_LOGITS, DS_WS_PART, DS_WS_ROWS, DS_WS_SAMPLE, DS_WS_COUNT
+};
+
+struct ds_cpu_ctx {
+	const struct ds_model *model; /* not owned */
+	struct ds_model_config cfg;
+	struct ds_threadpool *tp;
+	int n_threads;
+	int n_blocks, block_size;
+	uint16_t *kv_k; /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
+	uint16_t *kv_v; /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
+	float *rope_cos, *rope_sin; /* (max_pos, head_dim/2) */
+	void *ws[DS_WS_COUNT];
+	size_t ws_cap[DS_WS_COUNT];
+	float *thread_buf;      /* (n_threads, thread_buf_len) per-thread scratch */
+	size_t thread_buf_len;  /* floats per thread */
+};
+
+/* One forward pass, flattened: M rows, each a token of some sequence at an absolute position. */
+struct ds_cpu_pass {
+	const struct ds_fwd_batch *b;
+	int M;
+	const int *row_seq; /* (M) index into b->seqs */
+	const int *row_pos; /* (M) absolute position */
+};
+
+/* Returns ctx's scratch slot grown to at least bytes (NULL on OOM; contents undefined). */
+void *ds_cpu_ws_get(struct ds_cpu_ctx *c, enum ds_cpu_ws slot, size_t bytes);
+
+/* Per-thread scratch of thread t (thread_buf_len floats); sized at init from
+ * ds_cpu_{fast,ref}_thread_floats, so kernels never allocate it. */
+static inline float *ds_cpu_thread_buf(struct ds_cpu_ctx *c, int t)
+{
+	return c->thread_buf + (size_t)t * c->thread_buf_len;
+}
+
+/* Floats of per-thread scratch each kernel set needs for this config. */
+size_t ds_cpu_fast_thread_floats(const struct ds_model_config *cfg);
+size_t ds_cpu_ref_thread_floats(const struct ds_model_config *cfg);
+
+/* KV row (n_kv_head * head_dim) of layer l at absolute position pos of a sequence. */
+static inline uint16_t *ds_cpu_kv_at(struct ds_cpu_ctx *c, uint16_t *pool, int l,
+				     const int32_t *blocks, int pos)
+{
+	int kvd = c->cfg.n_kv_head * c->cfg.head_dim;
+	size_t blk = (size_t)blocks[pos / c->block_size];
+	size_t off = ((size_t)l * (size_t)c->n_blocks + blk) * (size_t)c->block_size +
+		     (size_t)(pos % c->block_size);
+	return pool + off * (size_t)kvd;
+}
+
+/* The three reducing kernels of one path. All return DS_ERR_NOMEM when scratch fails.
+ *  matmul:    y (M, N) = x (M, K) . W^T, W bf16 (N, K) in HF layout.
+ *  rmsnorm:   y (M, n) = x / sqrt(mean(x^2) + eps) * w, w bf16 (n); y may alias x.
+ *  attention: out (M, n_head*head_dim) from q (M, n_head*head_dim), RoPE applied, against
+ *             layer l's KV cache for positions [0, row_pos] of each row's sequence. */
+struct ds_cpu_kernels {
+	enum ds_status (*matmul)(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
+				 int M, int N, int K);
+	enum ds_status (*rmsnorm)(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
+				  int M, int n, float eps);
+	enum ds_status (*attention)(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,
+				    const float *q, float *out);
+};
+
+extern const struct ds_cpu_kernels ds_cpu_fast_kernels; /* fastpath/cpu_fast.c */
+extern const struct ds_cpu_kernels ds_cpu_ref_kernels;  /* refpath/cpu_ref.c */
+
+#endif

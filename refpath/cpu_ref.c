@@ -1,0 +1,246 @@
+/* cpu_ref.c - the CPU reference path's kernels: batch-invariant by construction (DESIGN.md 3).
+ *
+ * Key decision: every reduced value has exactly one arithmetic definition, and threads only
+ * partition outputs, never a reduction.
+ *  - matmul: y[m][n] = tree16(acc), acc[l] = sum over k = l (mod 16) of x[m][k]*w[n][k] in
+ *    increasing k, then a fixed pairwise tree. Threads take column tiles; rows are processed
+ *    in register blocks of REF_MR or one at a time, which executes the same per-element ops.
+ *  - rmsnorm: one row per task, the same 16-lane sum and tree.
+ *  - attention: KV in chunks of DS_CPU_REF_KV_CHUNK aligned to absolute positions; per chunk a
+ *    max / sum / weighted-V pass in position order; chunks merged in increasing order. The same
+ *    code runs for one query row or many, and for cached or freshly written KV.
+ * We build with -std=c11 (no FP contraction) and without -ffast-math, so the compiler may
+ * vectorise across lanes and rows but cannot re-associate a sum. */
+#include "cpu_internal.h"
+
+#include <math.h>
+
+#define REF_LANES 16
+#define REF_NT 8 /* output columns per task (weight tile converted to f32 once) */
+#define REF_MR 4 /* rows per register block */
+
+/* ---- fixed-order reductions ---- */
+
+static inline float ref_tree16(const float *a)
+{
+	float s8[8], s4[4];
+	for (int l = 0; l < 8; l++)
+		s8[l] = a[l] + a[l + 8];
+	for (int l = 0; l < 4; l++)
+		s4[l] = s8[l] + s8[l + 4];
+	return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+/* dot(x, w) over n with the 16-lane order; w already f32. */
+static inline float ref_dot(const float *x, const float *w, int n)
+{
+	float acc[REF_LANES] = {0};
+	int k = 0;
+	for (; k + REF_LANES <= n; k += REF_LANES)
+		for (int l = 0; l < REF_LANES; l++)
+			acc[l] += x[k + l] * w[k + l];
+	for (int l = 0; k + l < n; l++)
+		acc[l] += x[k + l] * w[k + l];
+	return ref_tree16(acc);
+}
+
+/* dot(x, w) for REF_MR rows of x (stride ldx) against one f32 column w; the same per-row ops
+ * as ref_dot, with w loaded once for all rows. */
+static inline void ref_dot_mr(const float *x, size_t ldx, const float *w, int n, float *out)
+{
+	float acc[REF_MR][REF_LANES] = {{0}};
+	int k = 0;
+	for (; k + REF_LANES <= n; k += REF_LANES)
+		for (int r = 0; r < REF_MR; r++)
+			for (int l = 0; l < REF_LANES; l++)
+				acc[r][l] += x[(size_t)r * ldx + k + l] * w[k + l];
+	for (int r = 0; r < REF_MR; r++)
+		for (int l = 0; k + l < n; l++)
+			acc[r][l] += x[(size_t)r * ldx + k + l] * w[k + l];
+	for (int r = 0; r < REF_MR; r++)
+		out[r] = ref_tree16(acc[r]);
+}
+
+static inline void ref_bf16_row(float *dst, const uint16_t *src, int n)
+{
+	for (int i = 0; i < n; i++)
+		dst[i] = ds_bf16_to_f32(src[i]);
+}
+
+/* ---- matmul ---- */
+
+struct ref_mm {
+	struct ds_cpu_ctx *c;
+	const float *x;
+	const uint16_t *w;
+	float *y;
+	int M, N, K;
+};
+
+static void ref_mm_task(void *arg, int task, int thread)
+{
+	struct ref_mm *a = arg;
+	int K = a->K, n0 = task * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
+	float *wt = ds_cpu_thread_buf(a->c, thread); /* (nt, K) */
+	for (int j = 0; j < nt; j++)
+		ref_bf16_row(wt + (size_t)j * K, a->w + (size_t)(n0 + j) * K, K);
+	int m = 0;
+	float out[REF_MR];
+	for (; m + REF_MR <= a->M; m += REF_MR) {
+		const float *xm = a->x + (size_t)m * K;
+		for (int j = 0; j < nt; j++) {
+			ref_dot_mr(xm, (size_t)K, wt + (size_t)j * K, K, out);
+			for (int r = 0; r < REF_MR; r++)
+				a->y[(size_t)(m + r) * a->N + n0 + j] = out[r];
+		}
+	}
+	for (; m < a->M; m++)
+		for (int j = 0; j < nt; j++)
+			a->y[(size_t)m * a->N + n0 + j] =
+				ref_dot(a->x + (size_t)m * K, wt + (size_t)j * K, K);
+}
+
+static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
+				 int M, int N, int K)
+{
+	struct ref_mm a = {.c = c, .x = x, .w = w, .y = y, .M = M, .N = N, .K = K};
+	ds_threadpool_run(c->tp, (N + REF_NT - 1) / REF_NT, ref_mm_task, &a);
+	return DS_OK;
+}
+
+/* ---- rmsnorm ---- */
+
+struct ref_norm {
+	const float *x;
+	const uint16_t *w;
+	float *y;
+	int n;
+	float eps;
+};
+
+static void ref_norm_task(void *arg, int row, int thread)
+{
+	(void)thread;
+	struct ref_norm *a = arg;
+	const float *x = a->x + (size_t)row * a->n;
+	float *y = a->y + (size_t)row * a->n;
+	float inv = 1.0f / sqrtf(ref_dot(x, x, a->n) / (float)a->n + a->eps);
+	for (int i = 0; i < a->n; i++)
+		y[i] = (x[i] * inv) * ds_bf16_to_f32(a->w[i]);
+}
+
+static enum ds_status ref_rmsnorm(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
+				  int M, int n, float eps)
+{
+	struct ref_norm a = {.x = x, .w = w, .y = y, .n = n, .eps = eps};
+	if (M * n < 4096) { /* too small to be worth waking threads; same per-row ops */
+		for (int m = 0; m < M; m++)
+			ref_norm_task(&a, m, 0);
+		return DS_OK;
+	}
+	ds_threadpool_run(c->tp, M, ref_norm_task, &a);
+	return DS_OK;
+}
+
+/* ---- attention ---- */
+
+struct ref_attn {
+	struct ds_cpu_ctx *c;
+	const struct ds_cpu_pass *p;
+	int l;
+	const float *q;
+	float *out;
+};
+
+/* One (row, kv head) task: the G query heads that share the kv head. */
+static void ref_attn_task(void *arg, int task, int thread)
+{
+	struct ref_attn *a = arg;
+	struct ds_cpu_ctx *c = a->c;
+	const struct ds_model_config *cfg = &c->cfg;
+	const int S = DS_CPU_REF_KV_CHUNK, hd = cfg->head_dim, nkv = cfg->n_kv_head;
+	const int G = cfg->n_head / nkv, qd = cfg->n_head * hd;
+	int m = task / nkv, kvh = task % nkv;
+	int pos = a->p->row_pos[m];
+	const int32_t *blocks = a->p->b->seqs[a->p->row_seq[m]].blocks;
+	const float scale = 1.0f / sqrtf((float)hd);
+
+	float *kc = ds_cpu_thread_buf(c, thread); /* (S, hd) chunk keys */
+	float *vc = kc + (size_t)S * hd;           /* (S, hd) chunk values */
+	float *sc = vc + (size_t)S * hd;           /* (S) scores */
+	float *oc = sc + S;                        /* (hd) chunk output */
+	float *acc_o = oc + hd;                    /* (G, hd) running output */
+	float *acc_m = acc_o + (size_t)G * hd;     /* (G) running max */
+	float *acc_l = acc_m + G;                  /* (G) running sum */
+
+	for (int c0 = 0; c0 <= pos; c0 += S) {
+		int n = DS_MIN(S, pos + 1 - c0);
+		for (int j = 0; j < n; j++) {
+			ref_bf16_row(kc + (size_t)j * hd,
+				     ds_cpu_kv_at(c, c->kv_k, a->l, blocks, c0 + j) + kvh * hd, hd);
+			ref_bf16_row(vc + (size_t)j * hd,
+				     ds_cpu_kv_at(c, c->kv_v, a->l, blocks, c0 + j) + kvh * hd, hd);
+		}
+		for (int g = 0; g < G; g++) {
+			const float *q = a->q + (size_t)m * qd + (size_t)(kvh * G + g) * hd;
+			float mx = -INFINITY;
+			for (int j = 0; j < n; j++) {
+				sc[j] = ref_dot(q, kc + (size_t)j * hd, hd) * scale;
+				mx = sc[j] > mx ? sc[j] : mx;
+			}
+			float sum = 0.0f;
+			for (int d = 0; d < hd; d++)
+				oc[d] = 0.0f;
+			for (int j = 0; j < n; j++) {
+				float e = expf(sc[j] - mx);
+				sum += e;
+				const float *v = vc + (size_t)j * hd;
+				for (int d = 0; d < hd; d++)
+					oc[d] += e * v[d];
+			}
+			float *o = acc_o + (size_t)g * hd;
+			if (c0 == 0) {
+				acc_m[g] = mx;
+				acc_l[g] = sum;
+				for (int d = 0; d < hd; d++)
+					o[d] = oc[d];
+			} else {
+				float mn = mx > acc_m[g] ? mx : acc_m[g];
+				float fa = expf(acc_m[g] - mn), fb = expf(mx - mn);
+				acc_m[g] = mn;
+				acc_l[g] = acc_l[g] * fa + sum * fb;
+				for (int d = 0; d < hd; d++)
+					o[d] = o[d] * fa + oc[d] * fb;
+			}
+		}
+	}
+	for (int g = 0; g < G; g++) {
+		float *dst = a->out + (size_t)m * qd + (size_t)(kvh * G + g) * hd;
+		const float *o = acc_o + (size_t)g * hd;
+		for (int d = 0; d < hd; d++)
+			dst[d] = o[d] / acc_l[g];
+	}
+}
+
+static enum ds_status ref_attention(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,
+				    const float *q, float *out)
+{
+	struct ref_attn a = {.c = c, .p = p, .l = l, .q = q, .out = out};
+	ds_threadpool_run(c->tp, p->M * c->cfg.n_kv_head, ref_attn_task, &a);
+	return DS_OK;
+}
+
+size_t ds_cpu_ref_thread_floats(const struct ds_model_config *cfg)
+{
+	size_t kmax = (size_t)DS_MAX(DS_MAX(cfg->hidden, ds_model_q_dim(cfg)), cfg->ffn);
+	size_t hd = (size_t)cfg->head_dim, S = DS_CPU_REF_KV_CHUNK;
+	size_t G = (size_t)(cfg->n_head / cfg->n_kv_head);
+	size_t attn = 2 * S * hd + S + hd + G * hd + 2 * G;
+	return DS_MAX((size_t)REF_NT * kmax, attn);
+}
+
+const struct ds_cpu_kernels ds_cpu_ref_kernels = {
+	.matmul = ref_matmul,
+	.rmsnorm = ref_rmsnorm,
+	.attention = ref_attention,
+};

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""A stand-in detserve.v1 server on Python grpcio, for testing our C client library against a
+real gRPC implementation (framing, trailers, deadlines, cancellation) without the engine.
+
+Stubs are generated at start-up from proto/detserve.proto with grpc_tools. Behaviour:
+- tokens are a pure function of (prompt, seed) for deterministic requests and of a per-process
+  counter otherwise, so tests can tell them apart;
+- prompt id 9001 -> INVALID_ARGUMENT with a message that needs percent-encoding;
+- prompt id 9002 -> streams slowly (50 ms per token) for deadline / cancel tests;
+- prompt id 9003 -> one 300 KB text chunk (reassembly across many DATA frames);
+- prompt id 9004 -> closes with OK before sending a final message.
+Prints "PORT <n>" on stdout when ready. Usage: client_fake_server.py PROTO_DIR [PORT]"""
+import os
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+
+import grpc
+from grpc_tools import protoc
+
+proto_dir = sys.argv[1]
+port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+gen = tempfile.mkdtemp(prefix="ds-fake-")
+rc = protoc.main(["protoc", "-I" + proto_dir, "--python_out=" + gen, "--grpc_python_out=" + gen,
+                  os.path.join(proto_dir, "detserve.proto")])
+if rc != 0:
+    sys.exit("protoc failed")
+sys.path.insert(0, gen)
+import detserve_pb2 as pb  # noqa: E402
+import detserve_pb2_grpc as pbg  # noqa: E402
+
+VOCAB = 256
+lock = threading.Lock()
+counter = [0]
+
+
+def tok(prompt, seed, i):
+    h = (sum(prompt) * 1000003 + seed * 7919 + i * 104729) & 0xFFFFFFFF
+    return (h ^ (h >> 13)) % VOCAB
+
+
+class Svc(pbg.DetserveServicer):
+    def _gen(self, req, ctx):
+        ids = list(req.prompt_ids.ids) if req.WhichOneof("prompt") == "prompt_ids" else [
+            ord(ch) % VOCAB for ch in req.prompt_text]
+        if not ids:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty prompt")
+        if ids[0] == 9001:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad token id 9001 \u2265 vocab 100%")
+        if req.max_tokens <= 0:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "max_tokens must be > 0")
+        seed = req.sampling.seed if req.sampling.WhichOneof("seed_opt") else 42
+        with lock:
+            counter[0] += 1
+            salt = 0 if req.deterministic else counter[0]
+        if ids[0] == 9003:
+            yield pb.GenerateResponse(token_ids=[1], text="x" * 300000)
+        elif ids[0] == 9004:
+            return
+        else:
+            i = 0
+            while i < req.max_tokens:
+                if ids[0] == 9002:
+                    time.sleep(0.05)
+                    if not ctx.is_active():
+                        print("CANCELLED %s" % req.request_id, flush=True)
+                        return
+                n = min(3, req.max_tokens - i)
+                chunk = [tok(ids, seed + salt, i + k) for k in range(n)]
+                r = pb.GenerateResponse(token_ids=chunk)
+                if req.return_logprobs:
+                    r.logprobs.extend([-0.5] * n)
+                yield r
+                i += n
+        fp = "%032x" % (tok(ids, seed, 999) * 0x1000193) if req.deterministic else ""
+        dvr = pb.DvrStats(verify_passes=2, windows=2, rollbacks=1, rolled_back_tokens=3,
+                          recomputed_tokens=req.max_tokens + 1) if req.deterministic else None
+        yield pb.GenerateResponse(final=True, finish_reason=pb.FINISH_REASON_LENGTH,
+                                  usage=pb.Usage(prompt_tokens=len(ids),
+                                                 completion_tokens=req.max_tokens),
+                                  fingerprint=fp, dvr=dvr, seed=seed,
+                                  request_id=req.request_id, deterministic=req.deterministic)
+
+    def Generate(self, req, ctx):
+        yield from self._gen(req, ctx)
+
+    def GenerateUnary(self, req, ctx):
+        out = pb.GenerateResponse()
+        for r in self._gen(req, ctx):
+            out.token_ids.extend(r.token_ids)
+            if r.final:
+                fin = r
+        fin.token_ids.extend(out.token_ids)
+        return fin
+
+    def ServerInfo(self, req, ctx):
+        return pb.ServerInfoResponse(
+            model=pb.ModelInfo(architecture="fake", vocab_size=VOCAB, num_layers=1,
+                               context_length=512, identity="00" * 16, source="fake"),
+            mode="dvr", window=8, group=4, backend="python", version="fake-0", kv_blocks=64,
+            kv_block_size=16)
+
+
+def health(req, ctx):
+    return b"\x08\x01"  # HealthCheckResponse{status: SERVING}
+
+
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=80),
+                     options=[("grpc.max_concurrent_streams", 100)])
+pbg.add_DetserveServicer_to_server(Svc(), server)
+server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("grpc.health.v1.Health", {
+    "Check": grpc.unary_unary_rpc_method_handler(health, request_deserializer=lambda b: b,
+                                                 response_serializer=lambda b: b)})])
+bound = server.add_insecure_port("127.0.0.1:%d" % port)
+server.start()
+print("PORT %d" % bound, flush=True)
+try:
+    server.wait_for_termination()
+except KeyboardInterrupt:
+    pass

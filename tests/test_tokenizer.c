@@ -1,0 +1,602 @@
+/* test_tokenizer.c - unit tests for the byte-level BPE tokenizer (model/tokenizer*.c).
+ *
+ * Real vocabularies are checked against HF `tokenizers` by the integration suite
+ * (tests/tokenizer/run_reference.sh); here: small hand-made vocabularies whose expected
+ * encodings follow from the BPE rules, round trips, the streaming decoder, UTF-8
+ * replacement and every load-time error we promise. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "tokenizer.h"
+#include "tokenizer_internal.h"
+
+/* ---- helpers ---- */
+
+static struct ds_tokenizer *tiny_bytelevel(void)
+{
+	struct ds_model_config cfg;
+	assert_int_equal(ds_model_preset("tiny", &cfg), DS_OK);
+	struct ds_tokenizer *t = NULL;
+	struct ds_err err = { { 0 } };
+	assert_int_equal(ds_tokenizer_init_bytelevel(&cfg, &t, &err), DS_OK);
+	return t;
+}
+
+static size_t enc(const struct ds_tokenizer *t, const char *s, size_t len, bool add, int32_t *out,
+		  size_t cap)
+{
+	int32_t *ids;
+	size_t n;
+	struct ds_err err = { { 0 } };
+	assert_int_equal(ds_tokenizer_encode(t, s, len, add, &ids, &n, &err), DS_OK);
+	assert_true(n <= cap);
+	if (n)
+		memcpy(out, ids, n * sizeof(*ids));
+	free(ids);
+	return n;
+}
+
+static void assert_round_trip(const struct ds_tokenizer *t, const char *s, size_t len)
+{
+	int32_t *ids;
+	size_t n, dl;
+	char *d;
+	struct ds_err err = { { 0 } };
+	assert_int_equal(ds_tokenizer_encode(t, s, len, false, &ids, &n, &err), DS_OK);
+	assert_int_equal(ds_tokenizer_decode(t, ids, n, false, &d, &dl, &err), DS_OK);
+	assert_int_equal(dl, len);
+	assert_memory_equal(d, s, len);
+	free(ids);
+	free(d);
+}
+
+/* A tokenizer.json with the 256 byte tokens at ids 0..255, then one token per merge
+ * result, the given merges and pre_tokenizer (JSON text or NULL), written to a temp dir. */
+static char tmpdir[256];
+
+static const char *write_tok_json(const char *const *merges, size_t n_merges, const char *pretok,
+				  const char *extra_model, const char *added)
+{
+	char path[300];
+	json_t *vocab = json_object();
+	for (int b = 0; b < 256; b++) {
+		char s[4];
+		uint8_t raw = (uint8_t)b;
+		ds_tok_map(&raw, 1, s);
+		json_object_set_new(vocab, s, json_integer(b));
+	}
+	json_t *jm = json_array();
+	int next = 256;
+	for (size_t i = 0; i < n_merges; i++) {
+		char l[64], r[64], lr[128];
+		assert_int_equal(sscanf(merges[i], "%63s %63s", l, r), 2);
+		snprintf(lr, sizeof(lr), "%s%s", l, r);
+		if (!json_object_get(vocab, lr))
+			json_object_set_new(vocab, lr, json_integer(next++));
+		json_array_append_new(jm, json_string(merges[i]));
+	}
+	char buf[8192];
+	snprintf(buf, sizeof(buf),
+		 "{\"version\":\"1.0\",\"added_tokens\":%s,\"normalizer\":null,\"pre_tokenizer\":%s,"
+		 "\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\"},"
+		 "\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]%s}}",
+		 added ? added : "[]", pretok ? pretok : "null", extra_model ? extra_model : "");
+	json_error_t je;
+	json_t *root = json_loads(buf, 0, &je);
+	assert_non_null(root);
+	json_t *model = json_object_get(root, "model");
+	json_object_set_new(model, "vocab", vocab);
+	json_object_set_new(model, "merges", jm);
+	snprintf(path, sizeof(path), "%s/tokenizer.json", tmpdir);
+	assert_int_equal(json_dump_file(root, path, 0), 0);
+	json_decref(root);
+	return tmpdir;
+}
+
+static const char *write_raw(const char *name, const char *text)
+{
+	static char path[300];
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+/* ds_tokenizer_load_json on dir/tokenizer.json (+ dir/tokenizer_config.json) */
+static enum ds_status load_dir(const char *dir, bool with_config, struct ds_tokenizer **t,
+			       struct ds_err *err)
+{
+	char tj[300], tc[300];
+	snprintf(tj, sizeof(tj), "%s/tokenizer.json", dir);
+	snprintf(tc, sizeof(tc), "%s/tokenizer_config.json", dir);
+	return ds_tokenizer_load_json(tj, with_config ? tc : NULL, t, err);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/ds_test_tok_XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- byte-level fallback ---- */
+
+static void test_bytelevel_layout(void **state)
+{
+	(void)state;
+	struct ds_tokenizer *t = tiny_bytelevel();
+	assert_int_equal(ds_tokenizer_vocab_size(t), 259);
+	assert_int_equal(ds_tokenizer_bos_id(t), 256);
+	assert_int_equal(ds_tokenizer_eos_id(t), 257);
+	assert_int_equal(ds_tokenizer_pad_id(t), 258);
+	assert_int_equal(ds_tokenizer_find_added(t, "<|begin_of_text|>"), 256);
+	assert_int_equal(ds_tokenizer_find_added(t, "<|end_of_text|>"), 257);
+	assert_int_equal(ds_tokenizer_find_added(t, "<|nope|>"), -1);
+	assert_true(ds_tokenizer_is_special(t, 257));
+	assert_false(ds_tokenizer_is_special(t, 65));
+	size_t len;
+	const char *p = ds_tokenizer_piece(t, 'A', &len);
+	assert_int_equal(len, 1);
+	assert_int_equal(p[0], 'A');
+	assert_null(ds_tokenizer_piece(t, 259, &len));
+
+	int32_t ids[64];
+	size_t n = enc(t, "hi \xc3\xa9", 5, false, ids, 64);
+	int32_t want[] = { 'h', 'i', ' ', 0xc3, 0xa9 };
+	assert_int_equal(n, 5);
+	assert_memory_equal(ids, want, sizeof(want));
+	n = enc(t, "hi", 2, true, ids, 64); /* add_special: BOS first */
+	assert_int_equal(n, 3);
+	assert_int_equal(ids[0], 256);
+	/* special tokens inside the text are matched whole, before pre-tokenization */
+	const char *s = "a<|end_of_text|>b<|pad|><|begin_of_text";
+	n = enc(t, s, strlen(s), false, ids, 64);
+	assert_int_equal(n, 4 + 15);
+	assert_int_equal(ids[0], 'a');
+	assert_int_equal(ids[1], 257);
+	assert_int_equal(ids[2], 'b');
+	assert_int_equal(ids[3], 258);
+	assert_int_equal(ids[4], '<');
+	ds_tokenizer_free(t);
+}
+
+static void test_bytelevel_large_vocab(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg;
+	assert_int_equal(ds_model_preset("small", &cfg), DS_OK);
+	cfg.bos_id = 3; /* specials below 256 push the bytes up */
+	cfg.eos_ids[0] = 4000;
+	cfg.eos_ids[1] = 4001;
+	cfg.n_eos = 2;
+	struct ds_tokenizer *t;
+	struct ds_err err;
+	assert_int_equal(ds_tokenizer_init_bytelevel(&cfg, &t, &err), DS_OK);
+	assert_int_equal(ds_tokenizer_vocab_size(t), 4096);
+	assert_int_equal(ds_tokenizer_find_added(t, "<|begin_of_text|>"), 3);
+	assert_int_equal(ds_tokenizer_find_added(t, "<|eot_id|>"), 4001);
+	assert_int_equal(ds_tokenizer_find_added(t, "<|reserved_special_token_0|>"), 258);
+	int32_t ids[8];
+	size_t n = enc(t, "\x02\x03\x04", 3, false, ids, 8);
+	assert_int_equal(n, 3);
+	assert_int_equal(ids[0], 2);
+	assert_int_equal(ids[1], 4); /* byte 3 moved to id 4 */
+	assert_int_equal(ids[2], 5);
+	ds_tokenizer_free(t);
+
+	cfg.vocab_size = 257; /* 256 bytes + 3 specials do not fit */
+	assert_int_equal(ds_tokenizer_init_bytelevel(&cfg, &t, &err), DS_ERR_INVALID);
+	assert_null(t);
+	assert_non_null(strstr(err.msg, "vocab_size"));
+}
+
+static void test_bytelevel_json_round_trip(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg;
+	struct ds_err err;
+	assert_int_equal(ds_model_preset("tiny", &cfg), DS_OK);
+	assert_int_equal(ds_tokenizer_write_bytelevel_json(tmpdir, &cfg, &err), DS_OK);
+	struct ds_tokenizer *a = tiny_bytelevel(), *b;
+	assert_int_equal(load_dir(tmpdir, true, &b, &err), DS_OK);
+	assert_int_equal(ds_tokenizer_vocab_size(b), 259);
+	assert_int_equal(ds_tokenizer_bos_id(b), 256);
+	assert_int_equal(ds_tokenizer_eos_id(b), 257);
+	assert_int_equal(ds_tokenizer_pad_id(b), 258);
+	const char *s = "<|begin_of_text|>Hello, w\xc3\xb6rld! \xf0\x9f\x98\x80 \xe4\xb8\xad<|end_of_text|>";
+	int32_t x[128], y[128];
+	size_t nx = enc(a, s, strlen(s), true, x, 128), ny = enc(b, s, strlen(s), true, y, 128);
+	assert_int_equal(nx, ny);
+	assert_memory_equal(x, y, nx * sizeof(*x));
+	assert_int_equal(x[0], 256);
+	assert_int_equal(x[1], 256);
+	assert_round_trip(b, s, strlen(s));
+	ds_tokenizer_free(a);
+	ds_tokenizer_free(b);
+}
+
+/* ---- BPE rules ---- */
+
+static void test_bpe_merge_order(void **state)
+{
+	(void)state;
+	/* ranks: "b c" (0) before "a b" (1): "abcd" -> a + bc + d, never ab + cd */
+	const char *const m1[] = { "b c", "a b", "c d" };
+	struct ds_tokenizer *t;
+	struct ds_err err;
+	assert_int_equal(load_dir(write_tok_json(m1, 3, NULL, NULL, NULL), false, &t, &err), DS_OK);
+	int32_t ids[16];
+	size_t n = enc(t, "abcd", 4, false, ids, 16);
+	assert_int_equal(n, 3);
+	assert_int_equal(ids[0], 'a');
+	assert_int_equal(ids[1], 256);
+	assert_int_equal(ids[2], 'd');
+	size_t len;
+	const char *p = ds_tokenizer_piece(t, ids[1], &len);
+	assert_int_equal(len, 2);
+	assert_memory_equal(p, "bc", 2);
+	ds_tokenizer_free(t);
+	/* equal pairs merge leftmost first: "aaa" with "a a" -> "aa" + "a" */
+	const char *const m2[] = { "a a" };
+	assert_int_equal(load_dir(write_tok_json(m2, 1, NULL, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "aaaaa", 5, false, ids, 16);
+	assert_int_equal(n, 3);
+	assert_int_equal(ids[0], 256);
+	assert_int_equal(ids[1], 256);
+	assert_int_equal(ids[2], 'a');
+	ds_tokenizer_free(t);
+}
+
+static void test_pretokenizer_pipeline(void **state)
+{
+	(void)state;
+	/* with a ByteLevel regex split, a merge never crosses " 1" | "23" boundaries */
+	const char *const m[] = { "Ġ 1", "1 2", "2 3", "a b" };
+	const char *pre = "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
+			  "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}]}";
+	struct ds_tokenizer *t;
+	struct ds_err err;
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre, NULL, NULL), false, &t, &err), DS_OK);
+	int32_t ids[16];
+	/* digits isolated one by one: no "12" or "23" merges, and the space stays alone */
+	size_t n = enc(t, "ab 123", 6, false, ids, 16);
+	assert_int_equal(n, 5);
+	assert_int_equal(ids[1], ' ');
+	assert_int_equal(ids[2], '1');
+	assert_round_trip(t, "ab 123", 6);
+	ds_tokenizer_free(t);
+
+	/* without the Digits step, " 123" is one pre-token: " 1" merges first (rank 0) */
+	const char *pre2 = "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}";
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre2, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "ab 123", 6, false, ids, 16);
+	/* add_prefix_space: " ab" -> Ġ + ab, then " 123" -> Ġ1 + 23 */
+	assert_int_equal(n, 4);
+	assert_int_equal(ids[0], ' ');
+	ds_tokenizer_free(t);
+
+	/* Split with a literal pattern and the Removed behavior drops the delimiter */
+	const char *pre3 = "{\"type\":\"Split\",\"pattern\":{\"String\":\"b\"},\"behavior\":\"Removed\",\"invert\":false}";
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre3, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "abab", 4, false, ids, 16);
+	assert_int_equal(n, 2);
+	assert_int_equal(ids[0], 'a');
+	assert_int_equal(ids[1], 'a');
+	ds_tokenizer_free(t);
+
+	/* MergedWithNext: "b" joins the next piece, so "a|ba|b" style pieces; "a b" cannot merge */
+	const char *pre4 = "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"b\"},\"behavior\":\"MergedWithNext\",\"invert\":false}";
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre4, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "abab", 4, false, ids, 16);
+	assert_int_equal(n, 4);
+	ds_tokenizer_free(t);
+	const char *pre5 = "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"b\"},\"behavior\":\"MergedWithPrevious\",\"invert\":false}";
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre5, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "abab", 4, false, ids, 16);
+	assert_int_equal(n, 2); /* "ab" "ab" */
+	ds_tokenizer_free(t);
+}
+
+static void test_added_tokens_and_ignore_merges(void **state)
+{
+	(void)state;
+	const char *const m[] = { "a b", "ab c" };
+	const char *added = "[{\"id\":300,\"content\":\"<x>\",\"special\":true,\"lstrip\":false,\"rstrip\":true},"
+			    "{\"id\":301,\"content\":\"<x><y>\",\"special\":false}]";
+	struct ds_tokenizer *t;
+	struct ds_err err;
+	assert_int_equal(load_dir(write_tok_json(m, 2, NULL, ",\"ignore_merges\":true", added),
+				  false, &t, &err),
+			 DS_OK);
+	assert_int_equal(ds_tokenizer_vocab_size(t), 302);
+	int32_t ids[16];
+	/* leftmost-longest: "<x><y>" beats "<x>"; rstrip eats the spaces after "<x>" */
+	const char *s = "abc<x><y><x>  abc";
+	size_t n = enc(t, s, strlen(s), false, ids, 16);
+	assert_int_equal(n, 4);
+	assert_int_equal(ids[0], 257);
+	assert_int_equal(ids[1], 301);
+	assert_int_equal(ids[2], 300);
+	assert_int_equal(ids[3], 257);
+	char *d;
+	size_t dl;
+	assert_int_equal(ds_tokenizer_decode(t, ids, n, true, &d, &dl, &err), DS_OK);
+	assert_string_equal(d, "abc<x><y>abc");
+	free(d);
+	ds_tokenizer_free(t);
+}
+
+/* ---- UTF-8 ---- */
+
+static void test_invalid_utf8_replaced(void **state)
+{
+	(void)state;
+	struct ds_tokenizer *t = tiny_bytelevel();
+	/* maximal subparts: F0 9F 98 (truncated) is one U+FFFD, C0 and FF one each,
+	 * E0 80 is two (80 is not a valid second byte after E0) */
+	const char *bad = "a\xf0\x9f\x98" "b\xc0\xff" "c\xe0\x80" "d\xed\xa0\x80";
+	char clean[64];
+	size_t n = ds_utf8_sanitize((const uint8_t *)bad, strlen(bad), clean);
+	const char *want = "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd"
+			   "d\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd";
+	assert_int_equal(n, strlen(want));
+	assert_memory_equal(clean, want, n);
+	int32_t x[64], y[64];
+	size_t nx = enc(t, bad, strlen(bad), false, x, 64), ny = enc(t, want, strlen(want), false, y, 64);
+	assert_int_equal(nx, ny);
+	assert_memory_equal(x, y, nx * sizeof(*x));
+	/* decode of bytes that are not UTF-8 yields replacement characters, never raw bytes */
+	int32_t ids[] = { 'o', 0xe4, 'k', 0xb8 };
+	char *d;
+	size_t dl;
+	struct ds_err err;
+	assert_int_equal(ds_tokenizer_decode(t, ids, 4, false, &d, &dl, &err), DS_OK);
+	assert_string_equal(d, "o\xef\xbf\xbdk\xef\xbf\xbd");
+	free(d);
+	ds_tokenizer_free(t);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ull;
+	uint64_t z = *s;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static size_t put_cp(char *o, uint32_t cp)
+{
+	if (cp < 0x80) {
+		o[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = (char)(0xc0 | (cp >> 6));
+		o[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = (char)(0xe0 | (cp >> 12));
+		o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		o[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	o[0] = (char)(0xf0 | (cp >> 18));
+	o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	o[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+static size_t random_utf8(uint64_t *rs, char *o, size_t n_cp)
+{
+	static const uint32_t pool[] = { ' ', ' ', '\n', '\t', 'a', 'Z', '1', '\'', 0xe9, 0x301,
+					 0x4e2d, 0x6587, 0x1f600, 0x1f1fa, 0x0915, 0x094d, 0xa0, 0x3000 };
+	size_t len = 0;
+	for (size_t i = 0; i < n_cp; i++) {
+		uint64_t r = rng_next(rs);
+		uint32_t cp = (r & 3) ? pool[(r >> 8) % DS_ARRAY_LEN(pool)] : (uint32_t)((r >> 8) % 0x10ffff);
+		if (cp >= 0xd800 && cp < 0xe000)
+			cp = 'x';
+		len += put_cp(o + len, cp ? cp : 'y');
+	}
+	return len;
+}
+
+static void test_round_trip_random(void **state)
+{
+	(void)state;
+	const char *const m[] = { "Ġ Ġ", "ĠĠ ĠĠ", "a a", "ä ¸", "ä¸ Ń", "Ġ a" };
+	const char *pre = "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+			  "\"(?i:'s|'t)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},"
+			  "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false}]}";
+	struct ds_tokenizer *bpe, *bl = tiny_bytelevel();
+	struct ds_err err;
+	assert_int_equal(load_dir(write_tok_json(m, 6, pre, NULL, NULL), false, &bpe, &err), DS_OK);
+	uint64_t rs = 42;
+	char buf[4096];
+	for (int it = 0; it < 300; it++) {
+		size_t len = random_utf8(&rs, buf, 1 + rng_next(&rs) % 200);
+		assert_round_trip(bpe, buf, len);
+		assert_round_trip(bl, buf, len);
+	}
+	/* long runs */
+	memset(buf, ' ', 3000);
+	assert_round_trip(bpe, buf, 3000);
+	memset(buf, '7', 3000);
+	assert_round_trip(bpe, buf, 3000);
+	ds_tokenizer_free(bpe);
+	ds_tokenizer_free(bl);
+}
+
+/* ---- streaming decode ---- */
+
+static void test_stream_utf8_boundaries(void **state)
+{
+	(void)state;
+	struct ds_tokenizer *t = tiny_bytelevel();
+	struct ds_tokenizer_stream s;
+	struct ds_err err;
+	const char *text;
+	size_t len;
+	/* "é😀" fed one byte token at a time: nothing until a character completes */
+	const uint8_t bytes[] = { 0xc3, 0xa9, 0xf0, 0x9f, 0x98, 0x80 };
+	const size_t emit_len[] = { 0, 2, 0, 0, 0, 4 };
+	ds_tokenizer_stream_init(&s, t, false);
+	for (size_t i = 0; i < sizeof(bytes); i++) {
+		assert_int_equal(ds_tokenizer_stream_push(&s, bytes[i], &text, &len, &err), DS_OK);
+		assert_int_equal(len, emit_len[i]);
+	}
+	/* a lead byte followed by ASCII can never complete: U+FFFD then the ASCII */
+	assert_int_equal(ds_tokenizer_stream_push(&s, 0xe4, &text, &len, &err), DS_OK);
+	assert_int_equal(len, 0);
+	assert_int_equal(ds_tokenizer_stream_push(&s, 'z', &text, &len, &err), DS_OK);
+	assert_int_equal(len, 4);
+	assert_memory_equal(text, "\xef\xbf\xbdz", 4);
+	/* an incomplete character at the end comes out of flush as U+FFFD */
+	assert_int_equal(ds_tokenizer_stream_push(&s, 0xe4, &text, &len, &err), DS_OK);
+	assert_int_equal(ds_tokenizer_stream_push(&s, 0xb8, &text, &len, &err), DS_OK);
+	assert_int_equal(len, 0);
+	assert_int_equal(ds_tokenizer_stream_flush(&s, &text, &len, &err), DS_OK);
+	assert_int_equal(len, 3);
+	assert_int_equal(ds_tokenizer_stream_push(&s, 9999, &text, &len, &err), DS_ERR_INVALID);
+	/* skip_special drops specials */
+	ds_tokenizer_stream_free(&s);
+	ds_tokenizer_stream_init(&s, t, true);
+	assert_int_equal(ds_tokenizer_stream_push(&s, 257, &text, &len, &err), DS_OK);
+	assert_int_equal(len, 0);
+	ds_tokenizer_stream_free(&s);
+	ds_tokenizer_free(t);
+}
+
+static bool utf8_complete(const char *s, size_t n)
+{
+	return ds_utf8_sanitize((const uint8_t *)s, n, NULL) == 1;
+}
+
+static void test_stream_equals_decode_random(void **state)
+{
+	(void)state;
+	struct ds_tokenizer *t = tiny_bytelevel();
+	uint64_t rs = 7;
+	struct ds_err err;
+	static const int32_t pool[] = { 0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0xf0, 0x9f, 0x98, 0x80, 'a', ' ', 0xff, 256 };
+	for (int it = 0; it < 2000; it++) {
+		int32_t ids[24];
+		size_t n = 1 + rng_next(&rs) % 24;
+		for (size_t i = 0; i < n; i++)
+			ids[i] = pool[rng_next(&rs) % DS_ARRAY_LEN(pool)];
+		char *d;
+		size_t dl;
+		assert_int_equal(ds_tokenizer_decode(t, ids, n, false, &d, &dl, &err), DS_OK);
+		char acc[512];
+		size_t al = 0;
+		struct ds_tokenizer_stream s;
+		ds_tokenizer_stream_init(&s, t, false);
+		for (size_t i = 0; i < n; i++) {
+			const char *text;
+			size_t len;
+			assert_int_equal(ds_tokenizer_stream_push(&s, ids[i], &text, &len, &err), DS_OK);
+			/* every emitted chunk is whole characters */
+			assert_true(utf8_complete(text, len));
+			memcpy(acc + al, text, len);
+			al += len;
+		}
+		const char *text;
+		size_t len;
+		assert_int_equal(ds_tokenizer_stream_flush(&s, &text, &len, &err), DS_OK);
+		memcpy(acc + al, text, len);
+		al += len;
+		assert_int_equal(al, dl);
+		assert_memory_equal(acc, d, dl);
+		free(d);
+		ds_tokenizer_stream_free(&s);
+	}
+	ds_tokenizer_free(t);
+}
+
+/* ---- load errors ---- */
+
+static void expect_load_error(const char *json, enum ds_status want, const char *msg_part)
+{
+	write_raw("tokenizer.json", json);
+	struct ds_tokenizer *t = (struct ds_tokenizer *)1;
+	struct ds_err err = { { 0 } };
+	assert_int_equal(load_dir(tmpdir, false, &t, &err), want);
+	assert_null(t);
+	if (!strstr(err.msg, msg_part))
+		fail_msg("error \"%s\" lacks \"%s\"", err.msg, msg_part);
+	assert_non_null(strstr(err.msg, "tokenizer.json"));
+}
+
+static void test_load_errors(void **state)
+{
+	(void)state;
+	expect_load_error("{\"model\": {\"type\": \"BPE\", ", DS_ERR_FORMAT, "invalid JSON");
+	expect_load_error("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]},\"decoder\":null}", DS_ERR_UNSUPPORTED,
+			  "Unigram");
+	expect_load_error("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", DS_ERR_UNSUPPORTED, "WordPiece");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"decoder\":{\"type\":\"ByteLevel\"}}",
+			  DS_ERR_FORMAT, "merges");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[]},"
+			  "\"decoder\":{\"type\":\"ByteLevel\"}}",
+			  DS_ERR_FORMAT, "no merges");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]},"
+			  "\"decoder\":{\"type\":\"ByteLevel\"}}",
+			  DS_ERR_FORMAT, "merged token is not in the vocabulary");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"byte_fallback\":true},"
+			  "\"decoder\":{\"type\":\"ByteLevel\"}}",
+			  DS_ERR_UNSUPPORTED, "byte_fallback");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+			  "\"pre_tokenizer\":{\"type\":\"Metaspace\"},\"decoder\":{\"type\":\"ByteLevel\"}}",
+			  DS_ERR_UNSUPPORTED, "Metaspace");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+			  "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},\"behavior\":\"Isolated\"},"
+			  "\"decoder\":{\"type\":\"ByteLevel\"}}",
+			  DS_ERR_UNSUPPORTED, "regex");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+			  "\"decoder\":{\"type\":\"Metaspace\"}}",
+			  DS_ERR_UNSUPPORTED, "ByteLevel");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+			  "\"normalizer\":{\"type\":\"NFKC\"},\"decoder\":{\"type\":\"ByteLevel\"}}",
+			  DS_ERR_UNSUPPORTED, "NFKC");
+	struct ds_tokenizer *t;
+	struct ds_err err;
+	assert_int_equal(load_dir("/nonexistent/tok", false, &t, &err), DS_ERR_IO);
+	assert_null(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bytelevel_layout),
+		cmocka_unit_test(test_bytelevel_large_vocab),
+		cmocka_unit_test(test_bytelevel_json_round_trip),
+		cmocka_unit_test(test_bpe_merge_order),
+		cmocka_unit_test(test_pretokenizer_pipeline),
+		cmocka_unit_test(test_added_tokens_and_ignore_merges),
+		cmocka_unit_test(test_invalid_utf8_replaced),
+		cmocka_unit_test(test_round_trip_random),
+		cmocka_unit_test(test_stream_utf8_boundaries),
+		cmocka_unit_test(test_stream_equals_decode_random),
+		cmocka_unit_test(test_load_errors),
+	};
+	return cmocka_run_group_tests_name("tokenizer", tests, setup, teardown);
+}
