@@ -68,12 +68,17 @@ cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t
 /* ---- reference GEMM (kernels/gemm_ref.cu) ---- */
 
 /* C (M, N) fp32 = A (M, K) . W (N, K)^T, bf16 inputs, fp32 accumulation on tensor cores
- * (mma.sync m16n8k16). One fixed tile (128x128x32), no split-K: every output element's
+ * (wgmma m64n128k16, sm_90a). One fixed tile (128x128x64), no split-K: every output element's
  * K-reduction runs in the same order for any M and any row placement. K % 8 == 0. */
 cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
 			  cudaStream_t st);
 /* Raises the kernel's shared-memory limit; call once per process before launching. */
 cudaError_t ds_k_gemm_ref_setup(void);
+
+/* The same contract on mma.sync (128x128x32), kept only as a benchmark comparison point. */
+cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+			  cudaStream_t st);
+cudaError_t ds_k_gemm_mma_setup(void);
 
 /* ---- paged attention (kernels/attn.cu) ---- */
 

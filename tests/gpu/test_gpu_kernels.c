@@ -261,7 +261,10 @@ static void test_qkv_rope(void **state)
 
 /* ---- reference GEMM ---- */
 
-static void gemm_case(int M, int N, int K)
+typedef cudaError_t (*gemm_fn)(const uint16_t *, const uint16_t *, float *, int, int, int,
+				cudaStream_t);
+
+static void gemm_case(gemm_fn gemm, int M, int N, int K)
 {
 	size_t na = (size_t)M * K, nw = (size_t)N * K, nc = (size_t)M * N;
 	uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
@@ -269,7 +272,7 @@ static void gemm_case(int M, int N, int K)
 	fill_bf16(W, nw, 42 + N, 1.0f);
 	uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
 	float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
-	CK(ds_k_gemm_ref(dA, dW, dC, M, N, K, 0));
+	CK(gemm(dA, dW, dC, M, N, K, 0));
 	CK(cudaDeviceSynchronize());
 	from_dev(C, dC, nc * 4);
 	dev_check_guard(dC, nc * 4);
@@ -291,14 +294,14 @@ static void gemm_case(int M, int N, int K)
 		memcpy(Ar + (size_t)(M - 1 - m) * K, A + (size_t)m * K, (size_t)K * 2);
 	uint16_t *dAr = to_dev(Ar, na * 2);
 	float *dCr = dev_alloc_guarded(nc * 4), *Cr = malloc(nc * 4);
-	CK(ds_k_gemm_ref(dAr, dW, dCr, M, N, K, 0));
+	CK(gemm(dAr, dW, dCr, M, N, K, 0));
 	from_dev(Cr, dCr, nc * 4);
 	for (int m = 0; m < M; m++)
 		assert_memory_equal(C + (size_t)m * N, Cr + (size_t)(M - 1 - m) * N, (size_t)N * 4);
 	int probe[3] = {0, M / 2, M - 1};
 	float *row = malloc((size_t)N * 4);
 	for (int i = 0; i < 3; i++) {
-		CK(ds_k_gemm_ref(dA + (size_t)probe[i] * K, dW, dCr, 1, N, K, 0));
+		CK(gemm(dA + (size_t)probe[i] * K, dW, dCr, 1, N, K, 0));
 		from_dev(row, dCr, (size_t)N * 4);
 		assert_memory_equal(row, C + (size_t)probe[i] * N, (size_t)N * 4);
 	}
@@ -319,12 +322,17 @@ static void test_gemm_ref(void **state)
 {
 	(void)state;
 	CK(ds_k_gemm_ref_setup());
-	gemm_case(1, 128, 64);
-	gemm_case(3, 72, 40);
-	gemm_case(17, 200, 136);
-	gemm_case(130, 264, 512);
-	gemm_case(257, 1000, 1032);
-	gemm_case(64, 512, 4096);
+	CK(ds_k_gemm_mma_setup());
+	gemm_fn fns[2] = {ds_k_gemm_ref, ds_k_gemm_mma};
+	for (int f = 0; f < 2; f++) {
+		gemm_case(fns[f], 1, 128, 64);
+		gemm_case(fns[f], 3, 72, 40);
+		gemm_case(fns[f], 17, 200, 136);
+		gemm_case(fns[f], 130, 264, 512);
+		gemm_case(fns[f], 257, 1000, 1032);
+		gemm_case(fns[f], 64, 512, 4096);
+		gemm_case(fns[f], 300, 384, 200);
+	}
 }
 
 /* ---- attention ---- */
