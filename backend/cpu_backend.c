@@ -411,6 +411,13 @@ enum ds_status ds_backend_cpu_init(struct ds_backend *be, const struct ds_model 
 	c->model = m;
 	c->cfg = m->cfg;
 	c->isa = ds_cpu_isa_detect();
+	/* DS_CPU_ISA=base|avx2 caps the kernel variants (benchmarks, odd machines); the reference
+	 * path gives the same bits at every level, so this never changes deterministic output */
+	const char *cap = getenv("DS_CPU_ISA");
+	if (cap && strcmp(cap, "base") == 0)
+		c->isa = DS_CPU_ISA_BASE;
+	else if (cap && strcmp(cap, "avx2") == 0 && c->isa > DS_CPU_ISA_AVX2)
+		c->isa = DS_CPU_ISA_AVX2;
 	if ((rv = cpu_threads_setup(c, n_threads, err)) != DS_OK)
 		goto fail;
 	if ((rv = cpu_rope_init(c, err)) != DS_OK)
