@@ -265,22 +265,43 @@ static void check_vs_fp64(const struct ds_model_config *cfg, uint64_t seed)
 	rand_tokens(tokens, n, cfg->vocab_size, seed);
 	double *ref = d_forward(m, tokens, n);
 	struct ds_backend be;
-	backend_new(&be, m, 2, 8);
+	backend_new(&be, m, 2, 16);
 	double worst[2] = {0, 0};
+	int32_t other_tok[5][3], other_blk[5] = {8, 9, 10, 11, 12};
 	for (int path = 0; path < 2; path++) {
-		/* prefill in two chunks, then decode: covers fresh and cached KV */
-		int cut[3] = {0, 30, 44};
+		/* prefill in two chunks, then a 2-token window inside a batch of 6 sequences:
+		 * covers fresh and cached KV, and the batch shapes of both paths */
+		int cut[3] = {0, 30, 43};
 		for (int part = 0; part < 3; part++) {
 			int p0 = cut[part], p1 = part < 2 ? cut[part + 1] : n;
-			struct ds_fwd_seq s = seq_make(tokens + p0, p1 - p0, p0, blocks, 8, true);
-			float *lg = run_batch(&be, (enum ds_path)path, &s, 1);
+			struct ds_fwd_seq seqs[6];
+			int n_seqs = 1, at = 0, before = 0;
+			seqs[0] = seq_make(tokens + p0, p1 - p0, p0, blocks, 8, true);
+			if (part == 2) {
+				n_seqs = 6, at = 3;
+				for (int i = 0, j = 0; i < 6; i++) {
+					if (i == at) {
+						seqs[i] = seq_make(tokens + p0, p1 - p0, p0, blocks,
+						                   8, true);
+						continue;
+					}
+					rand_tokens(other_tok[j], 3, cfg->vocab_size,
+					            seed * 10 + (uint64_t)i);
+					seqs[i] = seq_make(other_tok[j], 1 + i % 3, 0,
+					                   &other_blk[j], 1, true);
+					before += i < at ? 1 + i % 3 : 0;
+					j++;
+				}
+			}
+			float *lg = run_batch(&be, (enum ds_path)path, seqs, n_seqs) +
+			            (size_t)before * cfg->vocab_size;
 			for (int t = p0; t < p1; t++) {
 				double e =
 				    rel_err(lg + (size_t)(t - p0) * cfg->vocab_size,
 				            ref + (size_t)t * cfg->vocab_size, cfg->vocab_size);
 				worst[path] = fmax(worst[path], e);
 			}
-			free(lg);
+			free(lg - (size_t)before * cfg->vocab_size);
 		}
 	}
 	print_message("    fp64 check (seed %llu): max rel err fast %.2e ref %.2e\n",
