@@ -19,6 +19,7 @@
 
 #define EXIT_USAGE 64
 #define MAX_CONNS 64
+#define CONN_SLOTS (2 * MAX_CONNS) /* room for draining connections */
 
 static volatile sig_atomic_t interrupted; /* SIGINT: stop sending, cancel, report */
 
@@ -46,7 +47,7 @@ struct bench {
 	int n_md;
 	struct ds_workload_opts wo;
 	/* run */
-	struct ds_grpcc_conn *conns[MAX_CONNS];
+	struct ds_grpcc_conn *conns[CONN_SLOTS];
 	struct ds_bench_req *reqs;
 	struct ds_bench_rec *recs;
 	int n_reqs, next, inflight, done, n_err;
@@ -133,21 +134,32 @@ static void ctx_on_close(struct ds_grpcc_call *call, int code, const char *messa
 
 /* ---- connections ---- */
 
+/* The least loaded usable connection. A connection that got GOAWAY keeps its slot until its
+ * in-flight calls finish (graceful drain), and a fresh one takes its place meanwhile. */
 static struct ds_grpcc_conn *pick_conn(struct bench *b)
 {
 	struct ds_grpcc_conn *best = NULL;
-	for (int i = 0; i < b->n_conns; i++) {
-		if (b->conns[i] && !ds_grpcc_conn_usable(b->conns[i])) {
-			ds_grpcc_conn_free(b->conns[i]);
-			b->conns[i] = NULL;
+	int usable = 0;
+	for (int i = 0; i < CONN_SLOTS; i++) {
+		struct ds_grpcc_conn *c = b->conns[i];
+		if (c && !ds_grpcc_conn_usable(c) && ds_grpcc_conn_active(c) == 0) {
+			ds_grpcc_conn_free(c);
+			b->conns[i] = c = NULL;
 		}
-		if (!b->conns[i]) {
-			struct ds_err err;
-			if (ds_grpcc_conn_connect(&b->conns[i], b->host, b->port, NULL, &err) != DS_OK)
-				continue;
+		if (c && ds_grpcc_conn_usable(c)) {
+			usable++;
+			if (!best || ds_grpcc_conn_active(c) < ds_grpcc_conn_active(best))
+				best = c;
 		}
-		if (!best || ds_grpcc_conn_active(b->conns[i]) < ds_grpcc_conn_active(best))
-			best = b->conns[i];
+	}
+	for (int i = 0; i < CONN_SLOTS && usable < b->n_conns; i++) {
+		struct ds_err err;
+		if (b->conns[i])
+			continue;
+		if (ds_grpcc_conn_connect(&b->conns[i], b->host, b->port, NULL, &err) != DS_OK)
+			break;
+		usable++;
+		best = b->conns[i]; /* idle: the least loaded */
 	}
 	return best;
 }
@@ -225,13 +237,13 @@ static void progress(struct bench *b, bool final)
 
 static void run(struct bench *b)
 {
-	struct pollfd pfds[MAX_CONNS];
+	struct pollfd pfds[CONN_SLOTS];
 	struct ds_err err;
 	b->t0_ns = ds_grpcc_now_ns();
 	while (b->done < b->n_reqs && !(interrupted && b->n_report < b->n_reqs)) {
 		double now = elapsed(b);
 		if (interrupted) {
-			for (int i = 0; i < b->n_conns; i++)
+			for (int i = 0; i < CONN_SLOTS; i++)
 				ds_grpcc_conn_free(b->conns[i]), b->conns[i] = NULL; /* closes open calls: UNAVAILABLE */
 			b->n_report = b->next; /* never sent: leave them out of the stats */
 			break;
@@ -251,7 +263,7 @@ static void run(struct bench *b)
 			timeout = dt <= 0 ? 0 : (int)DS_MIN(dt + 0.999, 250.0);
 		}
 		int np = 0;
-		for (int i = 0; i < b->n_conns; i++) {
+		for (int i = 0; i < CONN_SLOTS; i++) {
 			if (!b->conns[i])
 				continue;
 			int dl = ds_grpcc_conn_next_timeout_ms(b->conns[i]);
@@ -260,14 +272,14 @@ static void run(struct bench *b)
 			ds_grpcc_conn_pollfd(b->conns[i], &pfds[i]);
 			np++;
 		}
-		for (int i = 0; i < b->n_conns; i++)
+		for (int i = 0; i < CONN_SLOTS; i++)
 			if (!b->conns[i])
 				pfds[i] = (struct pollfd){ .fd = -1 };
 		if (np == 0 && b->inflight == 0 && b->next < b->n_reqs && timeout > 0)
 			usleep((useconds_t)timeout * 1000);
-		else if (poll(pfds, (nfds_t)b->n_conns, timeout) < 0 && errno != EINTR)
+		else if (poll(pfds, (nfds_t)CONN_SLOTS, timeout) < 0 && errno != EINTR)
 			break;
-		for (int i = 0; i < b->n_conns; i++)
+		for (int i = 0; i < CONN_SLOTS; i++)
 			if (b->conns[i])
 				ds_grpcc_conn_io(b->conns[i], pfds[i].revents, &err); /* dead conns closed their calls */
 		progress(b, false);
@@ -526,7 +538,7 @@ out:
 	json_decref(server);
 	if (info)
 		detserve__v1__server_info_response__free_unpacked(info, NULL);
-	for (int i = 0; i < MAX_CONNS; i++)
+	for (int i = 0; i < CONN_SLOTS; i++)
 		ds_grpcc_conn_free(b.conns[i]);
 	for (int i = 0; b.recs && i < b.n_reqs; i++)
 		ds_bench_rec_free(&b.recs[i]);
