@@ -302,15 +302,18 @@ void ds_report_table(FILE *f, const json_t *s)
 		fprintf(f, "\n");
 	}
 	const json_t *d = json_object_get(s, "dvr");
-	fprintf(f,
-	        "DVR: %d det requests, %d tokens; windows %d, rollbacks %d (%.2f%% of windows, "
-	        "%.2f per 1k tokens); "
-	        "recompute ratio %.3f; rolled back %.2f%% of tokens\n",
-	        (int)num(d, "requests", NULL), (int)num(d, "tokens", NULL),
-	        (int)num(d, "windows", NULL), (int)num(d, "rollbacks", NULL),
-	        100.0 * num(d, "rollback_rate_per_window", NULL),
-	        num(d, "rollbacks_per_1k_tokens", NULL), num(d, "recompute_ratio", NULL),
-	        100.0 * num(d, "rolled_back_ratio", NULL));
+	if (num(d, "requests", NULL) > 0)
+		fprintf(
+		    f,
+		    "DVR: %d det requests, %d tokens; windows %d, rollbacks %d (%.2f%% of windows, "
+		    "%.2f per 1k tokens); recompute ratio %.3f; rolled back %.2f%% of tokens\n",
+		    (int)num(d, "requests", NULL), (int)num(d, "tokens", NULL),
+		    (int)num(d, "windows", NULL), (int)num(d, "rollbacks", NULL),
+		    100.0 * num(d, "rollback_rate_per_window", NULL),
+		    num(d, "rollbacks_per_1k_tokens", NULL), num(d, "recompute_ratio", NULL),
+		    100.0 * num(d, "rolled_back_ratio", NULL));
+	else
+		fprintf(f, "DVR: no successful deterministic requests\n");
 	const json_t *errs = json_object_get(s, "errors_by_status");
 	if (json_object_size(errs)) {
 		const char *k;
