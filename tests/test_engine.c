@@ -46,6 +46,15 @@ static enum ds_status mk_cpu(struct ds_backend *be, void *arg, bool oracle, stru
 	return ds_backend_cpu_init(be, f->tiny, oracle ? 1 : 2, err);
 }
 
+/* One thread for both: the many-scenario loop stays fast on a loaded 2-core box (fork-join
+ * waits dominate tiny passes); the fast path still picks its splits from the batch shape. */
+static enum ds_status mk_cpu1(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
+{
+	struct fixture *f = arg;
+	(void)oracle;
+	return ds_backend_cpu_init(be, f->tiny, 1, err);
+}
+
 static enum ds_status mk_mock(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
 {
 	struct fixture *f = arg;
@@ -135,7 +144,7 @@ static void test_oracle_cpu(void **state)
 	struct scen_gen_opts g = {.n_req_max = 64, .windows = all_windows, .n_windows = 5,
 				  .invariant_share = 0.1, .det_share = 0.5, .inject = -1};
 	struct totals t = {0};
-	run_scenarios(f, mk_cpu, 1000, n, &g, &t);
+	run_scenarios(f, mk_cpu1, 1000, n, &g, &t);
 	printf("oracle/cpu: %llu scenarios, %llu det requests, %llu windows, %llu rollbacks, "
 	       "%llu preemptions, %llu prefix-hit tokens, %llu cancelled\n",
 	       (unsigned long long)t.scenarios, (unsigned long long)t.det,
