@@ -186,7 +186,7 @@ static void test_rollbacks_inject(void **state)
 {
 	struct fixture *f = *state;
 	struct totals t = {0};
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < SCALE_N(6) + 1; i++)
 		one_config(f, mk_cpu, 7000 + (uint64_t)i, 0.5, 16, &t);
 	printf("inject 0.5: %llu windows, %llu rollbacks\n", (unsigned long long)t.windows,
 	       (unsigned long long)t.rollbacks);
@@ -199,14 +199,14 @@ static void test_rollbacks_fast_path(void **state)
 	struct fixture *f = *state;
 	/* the real batch-variant CPU fast path, no injection */
 	struct totals t = {0};
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < SCALE_N(8) + 1; i++)
 		one_config(f, mk_cpu, 8000 + (uint64_t)i, 0.0, 32, &t);
 	printf("cpu fast path, no injection: %llu windows, %llu rollbacks\n",
 	       (unsigned long long)t.windows, (unsigned long long)t.rollbacks);
 	/* the strict mock's fast path differs by a batch-keyed perturbation */
 	struct totals m = {0};
 	f->mock_bad_reads = 0;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < SCALE_N(8) + 1; i++)
 		one_config(f, mk_mock, 9000 + (uint64_t)i, 0.0, 32, &m);
 	printf("mock fast path, no injection: %llu windows, %llu rollbacks\n",
 	       (unsigned long long)m.windows, (unsigned long long)m.rollbacks);
