@@ -367,8 +367,6 @@ static void test_threaded_mode(void **state)
 	o.inject_mismatch = 0.3;
 	assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
 	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
-	assert_int_equal(ds_engine_start(e, &err), DS_OK);
-	assert_int_equal(ds_engine_step(e, &err), DS_ERR_PRECONDITION);
 	struct scenario s = {0};
 	s.n_req = 16;
 	s.req = calloc((size_t)s.n_req, sizeof(*s.req));
@@ -381,13 +379,24 @@ static void test_threaded_mode(void **state)
 					      .early_verify = true, .ignore_eos = true,
 					      .return_logprobs = true, .user_tag = (uint64_t)i};
 		assert_int_equal(ds_engine_submit(e, &p, &s.req[i].id, &err), DS_OK);
+		if (i == 0) {
+			/* held from the start until cancelled below; the rest arrive while it runs */
+			ds_engine_pause(e, s.req[0].id, true);
+			assert_int_equal(ds_engine_start(e, &err), DS_OK);
+			assert_int_equal(ds_engine_step(e, &err), DS_ERR_PRECONDITION);
+		}
 	}
-	int done = 0;
+	int done = 0, events = 0;
 	struct pollfd pfd = {.fd = ds_engine_event_fd(e), .events = POLLIN};
 	while (done < s.n_req) {
 		assert_true(poll(&pfd, 1, 30000) == 1);
 		struct ds_event *ev;
 		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (++events == 3) {
+				/* cancel from this thread while the engine thread steps */
+				ds_engine_cancel(e, s.req[0].id);
+				ds_engine_cancel(e, s.req[5].id);
+			}
 			struct scen_req *q = &s.req[ev->user_tag];
 			assert_int_equal(ev->req_id, q->id);
 			assert_false(q->n_final);
@@ -405,6 +414,10 @@ static void test_threaded_mode(void **state)
 	}
 	ds_engine_stop(e);
 	assert_true(ds_engine_idle(e));
+	assert_int_equal(s.req[0].finish, DS_FINISH_CANCELLED); /* paused, then cancelled */
+	assert_int_equal(s.req[0].n_out, 0);
+	/* request 5 was running: cancelled, or finished first (its tokens are checked below) */
+	assert_true(s.req[5].finish == DS_FINISH_CANCELLED || s.req[5].finish == DS_FINISH_LENGTH);
 	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
 	char msg[512];
 	if (!scen_check_oracle(&s, mk_cpu, f, msg, sizeof(msg)))
