@@ -22,8 +22,8 @@ struct ds_threadpool {
 	ds_task_fn fn;
 	void *arg;
 	int n_tasks;
-	atomic_int next;     /* next task to hand out */
-	atomic_int pending;  /* workers still inside the current run */
+	atomic_int next;    /* next task to hand out */
+	atomic_int pending; /* workers still inside the current run */
 	atomic_uint generation;
 	bool stop;
 };
@@ -56,8 +56,8 @@ static void *tp_main(void *p)
 			g = atomic_load_explicit(&tp->generation, memory_order_acquire);
 		if (g == seen) {
 			pthread_mutex_lock(&tp->mu);
-			while (!tp->stop &&
-			       (g = atomic_load_explicit(&tp->generation, memory_order_acquire)) == seen)
+			while (!tp->stop && (g = atomic_load_explicit(
+			                         &tp->generation, memory_order_acquire)) == seen)
 				pthread_cond_wait(&tp->cv_start, &tp->mu);
 			bool stop = tp->stop;
 			pthread_mutex_unlock(&tp->mu);
@@ -78,7 +78,8 @@ enum ds_status ds_threadpool_init(struct ds_threadpool **out, int n_threads, str
 {
 	*out = NULL;
 	if (n_threads < 1)
-		return ds_errf(err, DS_ERR_INVALID, "threadpool: n_threads %d must be >= 1", n_threads);
+		return ds_errf(err, DS_ERR_INVALID, "threadpool: n_threads %d must be >= 1",
+		               n_threads);
 	struct ds_threadpool *tp = calloc(1, sizeof(*tp));
 	if (!tp)
 		return ds_errf(err, DS_ERR_NOMEM, "threadpool: out of memory");
@@ -105,7 +106,8 @@ enum ds_status ds_threadpool_init(struct ds_threadpool **out, int n_threads, str
 			free(wa);
 			tp->n_threads = i; /* join the ones that started */
 			ds_threadpool_free(tp);
-			return ds_errf(err, DS_ERR_INTERNAL, "threadpool: cannot start thread %d", i);
+			return ds_errf(err, DS_ERR_INTERNAL, "threadpool: cannot start thread %d",
+			               i);
 		}
 	}
 	*out = tp;
