@@ -21,6 +21,7 @@ struct key {
 #define F(f) offsetof(struct ds_server_config, f), sizeof(((struct ds_server_config *)0)->f)
 static const struct key keys[] = {
 	{"model", K_STR, F(model), 0, 0},
+	{"tokenizer", K_STR, F(tokenizer), 0, 0},
 	{"preset", K_STR, F(preset), 0, 0},
 	{"seed", K_U64, F(seed), 0, 0},
 	{"backend", K_STR, F(backend), 0, 0},
@@ -56,6 +57,7 @@ void ds_server_config_default(struct ds_server_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	snprintf(c->preset, sizeof(c->preset), "tiny");
+	snprintf(c->tokenizer, sizeof(c->tokenizer), "auto");
 	snprintf(c->backend, sizeof(c->backend), "cpu");
 	snprintf(c->mode, sizeof(c->mode), "dvr");
 	c->window = 32;
@@ -305,6 +307,8 @@ const char *ds_server_config_usage(void)
 	       "  --model DIR|FILE        HF directory (config.json + safetensors) or .gguf\n"
 	       "  --preset NAME --seed N  synthetic weights (tiny|small|llama3-8b); default tiny\n"
 	       "  --backend cpu|cuda      default cpu; --device N for cuda; --threads N for cpu\n"
+	       "  --tokenizer auto|none|bytelevel|PATH  auto: the model's tokenizer.json / GGUF\n"
+	       "                          vocabulary, byte-level for presets; none: token ids only\n"
 	       "engine:\n"
 	       "  --mode fast|dvr|invariant|ref-only   default dvr\n"
 	       "  -W N, --window N        verify window (32); -G N, --group N windows per pass (16)\n"

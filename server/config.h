@@ -18,6 +18,7 @@ enum ds_log_level { DS_LOG_ERROR = 0, DS_LOG_WARN, DS_LOG_INFO, DS_LOG_DEBUG };
 struct ds_server_config {
 	/* model */
 	char model[512];        /* --model DIR|FILE; empty = use the preset */
+	char tokenizer[512];    /* --tokenizer auto|none|bytelevel|PATH (default auto) */
 	char preset[32];        /* --preset NAME (default "tiny") */
 	uint64_t seed;          /* --seed N for synthetic weights */
 	char backend[16];       /* --backend cpu|cuda */

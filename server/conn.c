@@ -377,6 +377,8 @@ static void stream_free(struct srv_stream *s)
 	free(s->msg);
 	free(s->acc);
 	free(s->acc_lp);
+	if (s->ts_on)
+		ds_tokenizer_stream_free(&s->ts);
 	free(s);
 }
 

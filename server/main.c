@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "model.h"
 #include "server.h"
+#include "tokenizer.h"
 
 #define LOG(lvl, ...) ds_log(cfg.log_level, (lvl), __VA_ARGS__)
 
@@ -37,6 +38,34 @@ static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_m
 	return DS_OK;
 }
 
+/* --tokenizer: auto uses the model's own (tokenizer.json or GGUF metadata) and falls back to
+ * the byte-level tokenizer for synthetic presets; a model directory without one serves token
+ * ids only. */
+static enum ds_status tokenizer_open(const struct ds_server_config *cfg, const struct ds_model *m,
+				     struct ds_tokenizer **out, struct ds_err *err)
+{
+	const char *t = cfg->tokenizer;
+	*out = NULL;
+	if (!strcmp(t, "none"))
+		return DS_OK;
+	if (!strcmp(t, "bytelevel") || (!strcmp(t, "auto") && !cfg->model[0]))
+		return ds_tokenizer_init_bytelevel(&m->cfg, out, err);
+	enum ds_status rv = ds_tokenizer_load(strcmp(t, "auto") ? t : cfg->model, out, err);
+	if (rv == DS_ERR_IO && !strcmp(t, "auto")) {
+		ds_log(cfg->log_level, DS_LOG_INFO, "no tokenizer with %s (%s): token ids only",
+		       cfg->model, err->msg);
+		return DS_OK;
+	}
+	int tv = rv == DS_OK ? ds_tokenizer_vocab_size(*out) : 0;
+	if (tv > m->cfg.vocab_size) {
+		ds_tokenizer_free(*out);
+		*out = NULL;
+		return ds_errf(err, DS_ERR_INVALID, "tokenizer has %d ids but the model's vocab is %d",
+			       tv, m->cfg.vocab_size);
+	}
+	return rv;
+}
+
 int main(int argc, char **argv)
 {
 	struct ds_server_config cfg;
@@ -47,6 +76,7 @@ int main(int argc, char **argv)
 	struct ds_engine *engine = NULL;
 	struct event_base *base = NULL;
 	struct ds_server *srv = NULL;
+	struct ds_tokenizer *tok = NULL;
 	bool help, version;
 	int code = 1;
 
@@ -78,6 +108,10 @@ int main(int argc, char **argv)
 	}
 	if (model_open(&cfg, &model, &err) != DS_OK) {
 		LOG(DS_LOG_ERROR, "model: %s", err.msg);
+		goto out;
+	}
+	if (tokenizer_open(&cfg, model, &tok, &err) != DS_OK) {
+		LOG(DS_LOG_ERROR, "tokenizer: %s", err.msg);
 		goto out;
 	}
 	memset(&be, 0, sizeof(be));
@@ -135,7 +169,7 @@ int main(int argc, char **argv)
 		LOG(DS_LOG_ERROR, "cannot create the event loop");
 		goto out;
 	}
-	if (ds_server_init(&srv, base, &cfg, engine, &info, NULL, &err) != DS_OK) {
+	if (ds_server_init(&srv, base, &cfg, engine, &info, tok, &err) != DS_OK) {
 		LOG(DS_LOG_ERROR, "server: %s", err.msg);
 		goto out;
 	}
@@ -143,9 +177,10 @@ int main(int argc, char **argv)
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		uint64_t t1 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-		LOG(DS_LOG_INFO, "ready in %llu ms: model=%s identity=%s backend=%s mode=%s W=%d G=%d",
+		LOG(DS_LOG_INFO,
+		    "ready in %llu ms: model=%s identity=%s backend=%s mode=%s W=%d G=%d tokenizer=%s",
 		    (unsigned long long)(t1 - t0), info.source, info.identity, info.backend,
-		    ds_mode_name(mode), cfg.window, cfg.group);
+		    ds_mode_name(mode), cfg.window, cfg.group, tok ? "yes" : "none");
 	}
 	if (ds_server_run(srv, &err) != DS_OK) {
 		LOG(DS_LOG_ERROR, "server: %s", err.msg);
@@ -163,6 +198,7 @@ out:
 		event_base_free(base);
 	if (be_ok)
 		ds_backend_free(&be);
+	ds_tokenizer_free(tok);
 	ds_model_free(model);
 	return code;
 }

@@ -9,6 +9,7 @@
 
 #include "detserve.pb-c.h"
 #include "health.pb-c.h"
+#include "tokenizer.h"
 
 static const struct {
 	const char *path;
@@ -60,17 +61,22 @@ void ds_rpc_gen_free(struct ds_rpc_gen *g)
 	memset(g, 0, sizeof(*g));
 }
 
-/* Encodes text through the codec; FAILED_PRECONDITION without one. */
+/* Encodes text with the tokenizer; FAILED_PRECONDITION without one. add_special adds what
+ * the tokenizer's post-processor asks for (BOS) to prompts, not to stop strings. */
 static enum ds_grpc_code encode_text(const struct ds_rpc_env *env, const char *what,
-				     const char *text, int32_t **ids, int *n, char *errbuf,
-				     size_t errlen)
+				     const char *text, bool add_special, int32_t **ids, int *n,
+				     char *errbuf, size_t errlen)
 {
 	struct ds_err e = {{0}};
-	if (!env->codec)
+	size_t nn = 0;
+	if (!env->tok)
 		return fail(DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
 			    "%s needs a tokenizer and this model has none: send token ids", what);
-	if (env->codec->encode(env->codec->ctx, text, ids, n, &e) != DS_OK)
+	if (ds_tokenizer_encode(env->tok, text, strlen(text), add_special, ids, &nn, &e) != DS_OK)
 		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "%s: %s", what, e.msg);
+	if (nn > (size_t)INT32_MAX)
+		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "%s: too many tokens", what);
+	*n = (int)nn;
 	return DS_GRPC_OK;
 }
 
@@ -101,8 +107,8 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 	case DETSERVE__V1__GENERATE_REQUEST__PROMPT_PROMPT_TEXT:
 		if (!rq->prompt_text[0])
 			break;
-		c = encode_text(env, "prompt_text", rq->prompt_text, &g->prompt, &p->n_prompt, errbuf,
-				errlen);
+		c = encode_text(env, "prompt_text", rq->prompt_text, true, &g->prompt, &p->n_prompt,
+				errbuf, errlen);
 		if (c != DS_GRPC_OK)
 			return c;
 		if (p->n_prompt > cfg->max_pos)
@@ -174,7 +180,7 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 		p->n_stop_ids = (int)rq->n_stop_token_ids;
 	}
 	if (rq->n_stop > 0) {
-		if (!env->codec)
+		if (!env->tok)
 			return fail(DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
 				    "stop strings need a tokenizer and this model has none: use stop_token_ids");
 		g->stop_seqs = calloc(rq->n_stop, sizeof(*g->stop_seqs));
@@ -184,11 +190,14 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 		for (size_t i = 0; i < rq->n_stop; i++) {
 			if (!rq->stop[i][0])
 				return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "stop[%zu] is empty", i);
-			c = encode_text(env, "stop", rq->stop[i], &g->stop_seqs[i], &g->stop_seq_lens[i],
-					errbuf, errlen);
+			c = encode_text(env, "stop", rq->stop[i], false, &g->stop_seqs[i],
+					&g->stop_seq_lens[i], errbuf, errlen);
 			p->n_stop_seqs = (int)i + 1; /* so ds_rpc_gen_free frees what exists */
 			if (c != DS_GRPC_OK)
 				return c;
+			if (g->stop_seq_lens[i] == 0)
+				return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+					    "stop[%zu] encodes to no tokens", i);
 		}
 		p->stop_seqs = (const int32_t *const *)g->stop_seqs;
 		p->stop_seq_lens = g->stop_seq_lens;
@@ -253,14 +262,13 @@ static Detserve__V1__FinishReason finish_reason(enum ds_finish f)
 	}
 }
 
-enum ds_status ds_rpc_gen_encode(const struct ds_rpc_env *env, const int32_t *tokens,
-				 const float *logprobs, int n, const struct ds_event *fin,
+enum ds_status ds_rpc_gen_encode(const int32_t *tokens, const float *logprobs, int n,
+				 const char *text, const struct ds_event *fin,
 				 const char *request_id, struct ds_rpc_buf *out)
 {
 	Detserve__V1__GenerateResponse r = DETSERVE__V1__GENERATE_RESPONSE__INIT;
 	Detserve__V1__Usage usage = DETSERVE__V1__USAGE__INIT;
 	Detserve__V1__DvrStats dvr = DETSERVE__V1__DVR_STATS__INIT;
-	char *text = NULL;
 	char fp[33];
 
 	r.n_token_ids = (size_t)n;
@@ -269,11 +277,8 @@ enum ds_status ds_rpc_gen_encode(const struct ds_rpc_env *env, const int32_t *to
 		r.n_logprobs = (size_t)n;
 		r.logprobs = (float *)logprobs;
 	}
-	if (env->codec && n > 0) {
-		struct ds_err e;
-		if (env->codec->decode(env->codec->ctx, tokens, n, &text, &e) == DS_OK && text)
-			r.text = text;
-	}
+	if (text)
+		r.text = (char *)text;
 	if (request_id)
 		r.request_id = (char *)request_id;
 	if (fin) {
@@ -295,9 +300,7 @@ enum ds_status ds_rpc_gen_encode(const struct ds_rpc_env *env, const int32_t *to
 			r.dvr = &dvr;
 		}
 	}
-	enum ds_status rv = pack_framed(&r.base, out);
-	free(text);
-	return rv;
+	return pack_framed(&r.base, out);
 }
 
 enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_t *msg,

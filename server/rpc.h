@@ -3,9 +3,9 @@
  *
  * Key decision: every row of the bad-input table that does not need the engine's state is
  * decided here, against the model config and the mode, with a message naming the field. The
- * engine re-checks at submit; the two must agree, and the transport never has to guess. The
- * text seam (struct ds_text_codec) is NULL until a tokenizer lands: text prompts and stop
- * strings then get FAILED_PRECONDITION. */
+ * engine re-checks at submit; the two must agree, and the transport never has to guess.
+ * Text goes through the model's tokenizer when there is one (env->tok); without one, text
+ * prompts and stop strings get FAILED_PRECONDITION. */
 #ifndef DS_RPC_H
 #define DS_RPC_H
 
@@ -27,22 +27,13 @@ enum ds_rpc_method {
 enum ds_rpc_method ds_rpc_method_lookup(const char *path, size_t len);
 const char *ds_rpc_method_name(enum ds_rpc_method m);
 
-/* Text seam for a tokenizer (optional; NULL = token ids only). */
-struct ds_text_codec {
-	void *ctx;
-	/* Encodes UTF-8 text to ids (*ids malloc'd). */
-	enum ds_status (*encode)(void *ctx, const char *text, int32_t **ids, int *n,
-				 struct ds_err *err);
-	/* Decodes ids to UTF-8 text (*text malloc'd, NUL-terminated). */
-	enum ds_status (*decode)(void *ctx, const int32_t *ids, int n, char **text,
-				 struct ds_err *err);
-};
+struct ds_tokenizer;
 
 /* What validation needs to know about the server. */
 struct ds_rpc_env {
 	const struct ds_model_config *cfg;
 	enum ds_mode mode;
-	const struct ds_text_codec *codec; /* NULL: no tokenizer */
+	const struct ds_tokenizer *tok;    /* NULL: token ids only */
 	ProtobufCAllocator *alloc;         /* NULL: malloc */
 };
 
@@ -72,10 +63,11 @@ struct ds_rpc_buf {
 	size_t len;
 };
 
-/* Encodes one GenerateResponse. tokens/logprobs may be NULL when n == 0; fin (may be NULL)
- * is the final event, whose fields fill the final message. Returns DS_ERR_NOMEM on failure. */
-enum ds_status ds_rpc_gen_encode(const struct ds_rpc_env *env, const int32_t *tokens,
-				 const float *logprobs, int n, const struct ds_event *fin,
+/* Encodes one GenerateResponse. tokens/logprobs may be NULL when n == 0; text (may be NULL)
+ * is the decoded text of this chunk; fin (may be NULL) is the final event, whose fields fill
+ * the final message. Returns DS_ERR_NOMEM on failure. */
+enum ds_status ds_rpc_gen_encode(const int32_t *tokens, const float *logprobs, int n,
+				 const char *text, const struct ds_event *fin,
 				 const char *request_id, struct ds_rpc_buf *out);
 
 /* Server description for ServerInfo. */

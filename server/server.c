@@ -189,12 +189,57 @@ static enum ds_status unary_append(struct srv_stream *s, const struct ds_event *
 	return DS_OK;
 }
 
+/* The text of a streamed chunk (NULL without a tokenizer). The stream decoder holds bytes of
+ * a UTF-8 character split across tokens until it completes; the final chunk flushes it. */
+static enum ds_status chunk_text(struct srv_stream *s, const int32_t *t, int n, bool final,
+				 char **out)
+{
+	const struct ds_tokenizer *tok = s->conn->srv->env.tok;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	*out = NULL;
+	if (!tok)
+		return DS_OK;
+	if (!s->ts_on) {
+		ds_tokenizer_stream_init(&s->ts, tok, true);
+		s->ts_on = true;
+	}
+	for (int i = 0; i < n || (i == n && final); i++) {
+		const char *piece = NULL;
+		size_t plen = 0;
+		struct ds_err e;
+		enum ds_status rv = i < n ? ds_tokenizer_stream_push(&s->ts, t[i], &piece, &plen, &e)
+					  : ds_tokenizer_stream_flush(&s->ts, &piece, &plen, &e);
+		if (rv == DS_ERR_NOMEM)
+			goto nomem;
+		if (rv != DS_OK || plen == 0)
+			continue; /* an id without a token has no text */
+		if (len + plen + 1 > cap) {
+			size_t ncap = DS_MAX(cap * 2, len + plen + 64);
+			char *nb = realloc(buf, ncap);
+			if (!nb)
+				goto nomem;
+			buf = nb;
+			cap = ncap;
+		}
+		memcpy(buf + len, piece, plen);
+		len += plen;
+		buf[len] = '\0';
+	}
+	*out = buf;
+	return DS_OK;
+nomem:
+	free(buf);
+	return DS_ERR_NOMEM;
+}
+
 static void event_to_stream(struct ds_server *srv, struct srv_stream *s, struct srv_req *r,
 			    const struct ds_event *ev)
 {
 	bool lp = r->return_logprobs && ev->logprobs;
 	bool err = ev->final && ev->finish == DS_FINISH_ERROR;
 	struct ds_rpc_buf buf = {0};
+	char *text = NULL;
 	if (r->unary) {
 		if (unary_append(s, ev, lp) != DS_OK) {
 			srv_stream_cancel_req(s);
@@ -203,14 +248,27 @@ static void event_to_stream(struct ds_server *srv, struct srv_stream *s, struct 
 		}
 		if (!ev->final || err)
 			goto finish;
-		if (ds_rpc_gen_encode(&srv->env, s->acc, r->return_logprobs ? s->acc_lp : NULL, s->acc_n, ev,
-				      s->request_id, &buf) != DS_OK)
+		if (srv->env.tok && s->acc_n > 0) {
+			size_t tlen;
+			struct ds_err e;
+			if (ds_tokenizer_decode(srv->env.tok, s->acc, (size_t)s->acc_n, true, &text, &tlen,
+						&e) == DS_ERR_NOMEM)
+				goto oom;
+		}
+		enum ds_status rv = ds_rpc_gen_encode(s->acc, r->return_logprobs ? s->acc_lp : NULL,
+						      s->acc_n, text, ev, s->request_id, &buf);
+		free(text);
+		if (rv != DS_OK)
 			goto oom;
 		srv_stream_send(s, &buf);
 	} else if (!err && (ev->n_tokens > 0 || ev->final)) {
-		if (ds_rpc_gen_encode(&srv->env, ev->tokens, lp ? ev->logprobs : NULL, ev->n_tokens,
-				      ev->final ? ev : NULL, ev->final ? s->request_id : NULL,
-				      &buf) != DS_OK)
+		if (chunk_text(s, ev->tokens, ev->n_tokens, ev->final, &text) != DS_OK)
+			goto oom;
+		enum ds_status rv = ds_rpc_gen_encode(ev->tokens, lp ? ev->logprobs : NULL, ev->n_tokens,
+						      text, ev->final ? ev : NULL,
+						      ev->final ? s->request_id : NULL, &buf);
+		free(text);
+		if (rv != DS_OK)
 			goto oom;
 		srv_stream_send(s, &buf);
 	}
@@ -342,7 +400,7 @@ static void srv_on_signal(evutil_socket_t sig, short what, void *arg)
 
 enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
 			      const struct ds_server_config *cfg, struct ds_engine *engine,
-			      const struct ds_rpc_info *info, const struct ds_text_codec *codec,
+			      const struct ds_rpc_info *info, const struct ds_tokenizer *tok,
 			      struct ds_err *err)
 {
 	enum ds_status rv = DS_ERR_NOMEM;
@@ -358,10 +416,8 @@ enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
 	srv->info.cfg = &srv->model_cfg;
 	srv->env.cfg = &srv->model_cfg;
 	srv->env.mode = info->mode;
-	if (codec) {
-		srv->codec = *codec;
-		srv->env.codec = &srv->codec;
-	}
+	srv->env.tok = tok;
+	srv->info.has_tokenizer = tok != NULL;
 
 	struct sockaddr_storage ss;
 	int sslen;

@@ -10,6 +10,7 @@
 
 #include "metrics.h"
 #include "server.h"
+#include "tokenizer.h"
 
 /* A request in the engine. Lives from submit until the engine's final event. */
 struct srv_req {
@@ -45,6 +46,8 @@ struct srv_stream {
 	int32_t *acc;     /* unary: (acc_n) tokens so far */
 	float *acc_lp;    /* unary: (acc_n) logprobs or NULL */
 	int acc_n, acc_cap;
+	struct ds_tokenizer_stream ts; /* streaming detokenizer, when ts_on */
+	bool ts_on;
 	uint64_t t_start_ns;
 	struct srv_stream *prev, *next;
 };
@@ -73,7 +76,6 @@ struct ds_server {
 	struct ds_rpc_env env;
 	struct ds_rpc_info info;
 	struct ds_model_config model_cfg;
-	struct ds_text_codec codec;
 	struct ds_metrics *metrics;
 	struct srv_conn *conns;
 	int n_conns;

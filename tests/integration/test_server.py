@@ -140,6 +140,33 @@ class TestRpcs(ServerCase):
         self.assertEqual(list(u.token_ids), list(v.token_ids))
         self.assertEqual(u.seed, v.seed)
 
+    def test_text_prompt(self):
+        # the tiny preset serves the byte-level tokenizer: bytes are ids 0..255, BOS is 256
+        info = self.stub.ServerInfo(pb.ServerInfoRequest(), timeout=10)
+        self.assertTrue(info.model.has_tokenizer)
+        r = pb.GenerateRequest(prompt_text="héllo", max_tokens=12, ignore_eos=True)
+        u = self.stub.GenerateUnary(r, timeout=30)
+        self.assertEqual(u.usage.prompt_tokens, len("héllo".encode()) + 1)
+        ids = req(prompt=[256] + list("héllo".encode()), max_tokens=12)
+        self.assertEqual(list(self.stub.GenerateUnary(ids, timeout=30).token_ids),
+                         list(u.token_ids))
+        streamed = "".join(m.text for m in self.stub.Generate(r, timeout=30))
+        self.assertEqual(streamed, u.text)
+        want = bytes(t for t in u.token_ids if t < 256).decode("utf-8", "replace")
+        self.assertEqual(u.text, want)
+
+    def test_stop_string(self):
+        base = req(prompt=(72, 105, 33), max_tokens=40)
+        toks = list(self.stub.GenerateUnary(base, timeout=30).token_ids)
+        # the first printable ASCII byte that did not occur before it
+        k = next((i for i, t in enumerate(toks) if 0x21 <= t < 0x7f and t not in toks[:i]), None)
+        if k is None:
+            self.skipTest("no printable byte in the greedy output")
+        r = req(prompt=(72, 105, 33), max_tokens=40, stop=[chr(toks[k])])
+        u = self.stub.GenerateUnary(r, timeout=30)
+        self.assertEqual(list(u.token_ids), toks[:k + 1])
+        self.assertEqual(u.finish_reason, pb.FINISH_REASON_STOP_SEQUENCE)
+
     def test_64_concurrent_streams(self):
         n = 64
 
@@ -184,7 +211,7 @@ class TestRpcs(ServerCase):
 
 # ---------------------------------------------------------------------------------------------
 class TestBadInput(ServerCase):
-    server_args = ["--max-message-bytes", "4096"]
+    server_args = ["--max-message-bytes", "4096", "--tokenizer", "none"]
 
     def unary(self, r, **kw):
         return lambda: self.stub.GenerateUnary(r, timeout=30, **kw)
