@@ -560,6 +560,13 @@ class TestConnections(unittest.TestCase):
             live.close()
             self.assertEqual(st["trailers"]["grpc-status"], "0")
 
+    def test_max_streams_advertised(self):
+        with Server(*(PRESET + ["--max-streams", "3"])) as srv:
+            raw = RawH2(srv.port)
+            while raw.conn.remote_settings.max_concurrent_streams != 3:
+                self.assertTrue(raw.pump(1.0))
+            raw.close()
+
     def test_graceful_shutdown(self):
         srv = Server(*PRESET)
         stub = srv.stub()
@@ -590,6 +597,7 @@ class TestConnections(unittest.TestCase):
             bad = Server("--config", f.name, "--window", "zero", expect_fail=True)
             self.assertEqual(bad.proc.wait(30), 2)
             bad.reader.join(10)
+            bad.proc.stderr.close()
             self.assertIn("window", bad.log())
         finally:
             os.unlink(f.name)
@@ -608,6 +616,8 @@ class TestDeterminismOverTheWire(unittest.TestCase):
         self.assertEqual(len(ref.token_ids), 24)
         with Server(*(PRESET + ["-W", "8", "-G", "4"])) as srv:
             stub = srv.stub()
+            self.assertEqual(list(stub.GenerateUnary(target, timeout=300).token_ids),
+                             list(ref.token_ids))
             for load in (0, 8, 32):
                 load = int(load * SCALE) if load else 0
                 seen = set()
@@ -643,6 +653,20 @@ class TestDeterminismOverTheWire(unittest.TestCase):
                 self.assertEqual(list(toks), list(ref.token_ids), "load %d differs from ref-only" % load)
                 self.assertEqual(fp, ref.fingerprint)
                 self.assertEqual(list(lps), list(ref.logprobs))
+
+
+    def test_rollbacks_keep_the_oracle_answer(self):
+        # --inject-mismatch forces half the verify windows to roll back: the committed output
+        # must still be the oracle's, and the final message must report the rollbacks
+        target = req(prompt=(9, 8, 7, 6, 5), max_tokens=40, det=True, seed=99, temperature=0.8)
+        with Server(*(PRESET + ["--mode", "ref-only"])) as oracle:
+            ref = oracle.stub().GenerateUnary(target, timeout=300)
+        with Server(*(PRESET + ["-W", "4", "--inject-mismatch", "0.5"])) as srv:
+            toks, _, last, _ = collect(srv.stub().Generate(target, timeout=300))
+        self.assertEqual(toks, list(ref.token_ids))
+        self.assertEqual(last.fingerprint, ref.fingerprint)
+        self.assertGreater(last.dvr.rollbacks, 0)
+        self.assertGreater(last.dvr.recomputed_tokens, 0)
 
 
 if __name__ == "__main__":
