@@ -16,7 +16,7 @@
 #define LOG(lvl, ...) ds_log(cfg.log_level, (lvl), __VA_ARGS__)
 
 static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_model **out,
-				 struct ds_err *err)
+                                 struct ds_err *err)
 {
 	enum ds_status rv;
 	if (cfg->model[0]) {
@@ -26,7 +26,7 @@ static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_m
 	struct ds_model_config mc;
 	if (ds_model_preset(cfg->preset, &mc) != DS_OK)
 		return ds_errf(err, DS_ERR_NOT_FOUND, "--preset '%s' is not tiny|small|llama3-8b",
-			       cfg->preset);
+		               cfg->preset);
 	ds_log(cfg->log_level, DS_LOG_INFO, "synthesising model preset=%s seed=%llu", cfg->preset,
 	       (unsigned long long)cfg->seed);
 	if ((rv = ds_model_synth(&mc, cfg->seed, out, err)) != DS_OK)
@@ -42,7 +42,7 @@ static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_m
  * the byte-level tokenizer for synthetic presets; a model directory without one serves token
  * ids only. */
 static enum ds_status tokenizer_open(const struct ds_server_config *cfg, const struct ds_model *m,
-				     struct ds_tokenizer **out, struct ds_err *err)
+                                     struct ds_tokenizer **out, struct ds_err *err)
 {
 	const char *t = cfg->tokenizer;
 	*out = NULL;
@@ -60,8 +60,9 @@ static enum ds_status tokenizer_open(const struct ds_server_config *cfg, const s
 	if (tv > m->cfg.vocab_size) {
 		ds_tokenizer_free(*out);
 		*out = NULL;
-		return ds_errf(err, DS_ERR_INVALID, "tokenizer has %d ids but the model's vocab is %d",
-			       tv, m->cfg.vocab_size);
+		return ds_errf(err, DS_ERR_INVALID,
+		               "tokenizer has %d ids but the model's vocab is %d", tv,
+		               m->cfg.vocab_size);
 	}
 	return rv;
 }
@@ -95,7 +96,8 @@ int main(int argc, char **argv)
 	}
 	enum ds_mode mode;
 	if (ds_mode_parse(cfg.mode, &mode) != DS_OK) {
-		fprintf(stderr, "detserve: --mode '%s' is not fast|dvr|invariant|ref-only\n", cfg.mode);
+		fprintf(stderr, "detserve: --mode '%s' is not fast|dvr|invariant|ref-only\n",
+		        cfg.mode);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -178,7 +180,8 @@ int main(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		uint64_t t1 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 		LOG(DS_LOG_INFO,
-		    "ready in %llu ms: model=%s identity=%s backend=%s mode=%s W=%d G=%d tokenizer=%s",
+		    "ready in %llu ms: model=%s identity=%s backend=%s mode=%s W=%d G=%d "
+		    "tokenizer=%s",
 		    (unsigned long long)(t1 - t0), info.source, info.identity, info.backend,
 		    ds_mode_name(mode), cfg.window, cfg.group, tok ? "yes" : "none");
 	}

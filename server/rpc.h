@@ -33,16 +33,16 @@ struct ds_tokenizer;
 struct ds_rpc_env {
 	const struct ds_model_config *cfg;
 	enum ds_mode mode;
-	const struct ds_tokenizer *tok;    /* NULL: token ids only */
-	ProtobufCAllocator *alloc;         /* NULL: malloc */
+	const struct ds_tokenizer *tok; /* NULL: token ids only */
+	ProtobufCAllocator *alloc;      /* NULL: malloc */
 };
 
 /* A decoded, validated Generate request; params points into the owned arrays. */
 struct ds_rpc_gen {
 	struct ds_request_params params;
-	int32_t *prompt;          /* (params.n_prompt) */
-	int32_t *stop_ids;        /* (params.n_stop_ids) */
-	int32_t **stop_seqs;      /* (params.n_stop_seqs) each (stop_seq_lens[i]) */
+	int32_t *prompt;     /* (params.n_prompt) */
+	int32_t *stop_ids;   /* (params.n_stop_ids) */
+	int32_t **stop_seqs; /* (params.n_stop_seqs) each (stop_seq_lens[i]) */
 	int *stop_seq_lens;
 	char request_id[128];
 };
@@ -52,9 +52,8 @@ struct ds_rpc_gen {
  * temperature < 0 or NaN, top_k < 0, top_p outside (0, 1], prompt longer than the context,
  * negative stop id), FAILED_PRECONDITION (deterministic in fast mode; text without a
  * tokenizer), with the reason in errbuf. *out is always safe to pass to ds_rpc_gen_free. */
-enum ds_grpc_code ds_rpc_gen_decode(const struct ds_rpc_env *env, const uint8_t *msg,
-				    size_t len, struct ds_rpc_gen *out, char *errbuf,
-				    size_t errlen);
+enum ds_grpc_code ds_rpc_gen_decode(const struct ds_rpc_env *env, const uint8_t *msg, size_t len,
+                                    struct ds_rpc_gen *out, char *errbuf, size_t errlen);
 void ds_rpc_gen_free(struct ds_rpc_gen *g);
 
 /* A framed message (5-byte prefix + protobuf) in a malloc'd buffer. */
@@ -67,8 +66,8 @@ struct ds_rpc_buf {
  * is the decoded text of this chunk; fin (may be NULL) is the final event, whose fields fill
  * the final message. Returns DS_ERR_NOMEM on failure. */
 enum ds_status ds_rpc_gen_encode(const int32_t *tokens, const float *logprobs, int n,
-				 const char *text, const struct ds_event *fin,
-				 const char *request_id, struct ds_rpc_buf *out);
+                                 const char *text, const struct ds_event *fin,
+                                 const char *request_id, struct ds_rpc_buf *out);
 
 /* Server description for ServerInfo. */
 struct ds_rpc_info {
@@ -82,13 +81,12 @@ struct ds_rpc_info {
 };
 
 /* Decodes a ServerInfoRequest (INVALID_ARGUMENT when malformed) and encodes the reply. */
-enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_t *msg,
-				    size_t len, struct ds_rpc_buf *out, char *errbuf,
-				    size_t errlen);
+enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_t *msg, size_t len,
+                                    struct ds_rpc_buf *out, char *errbuf, size_t errlen);
 
 /* Health/Check: service "" and "detserve.v1.Detserve" report SERVING (or NOT_SERVING while
  * draining); other names get NOT_FOUND, per the health protocol. */
 enum ds_grpc_code ds_rpc_health_reply(bool serving, const uint8_t *msg, size_t len,
-				      struct ds_rpc_buf *out, char *errbuf, size_t errlen);
+                                      struct ds_rpc_buf *out, char *errbuf, size_t errlen);
 
 #endif

@@ -33,18 +33,18 @@ struct srv_stream {
 	size_t msg_len;
 	int n_msgs;
 	/* response */
-	bool responded;   /* response HEADERS submitted */
-	bool closing;     /* status decided: trailers follow the queued data */
-	bool finished;    /* trailers (or a Trailers-Only / HTTP error response) submitted */
-	bool deferred;    /* the data source returned DEFERRED */
+	bool responded; /* response HEADERS submitted */
+	bool closing;   /* status decided: trailers follow the queued data */
+	bool finished;  /* trailers (or a Trailers-Only / HTTP error response) submitted */
+	bool deferred;  /* the data source returned DEFERRED */
 	int code;
-	char message[512]; /* percent-encoded grpc-message */
+	char message[512];    /* percent-encoded grpc-message */
 	struct evbuffer *out; /* framed messages not yet handed to nghttp2 */
 	struct event *deadline;
 	struct srv_req *req;
 	char request_id[128];
-	int32_t *acc;     /* unary: (acc_n) tokens so far */
-	float *acc_lp;    /* unary: (acc_n) logprobs or NULL */
+	int32_t *acc;  /* unary: (acc_n) tokens so far */
+	float *acc_lp; /* unary: (acc_n) logprobs or NULL */
 	int acc_n, acc_cap;
 	struct ds_tokenizer_stream ts; /* streaming detokenizer, when ts_on */
 	bool ts_on;

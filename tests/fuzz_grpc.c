@@ -21,13 +21,13 @@
 #include "rpc.h"
 #include "tokenizer.h"
 
-#define CHECK(x)                                                                   \
-	do {                                                                       \
-		if (!(x)) {                                                        \
-			fprintf(stderr, "fuzz_grpc: property failed: %s (%s:%d)\n", #x, \
-				__FILE__, __LINE__);                                     \
-			abort();                                                   \
-		}                                                                  \
+#define CHECK(x)                                                                                   \
+	do {                                                                                       \
+		if (!(x)) {                                                                        \
+			fprintf(stderr, "fuzz_grpc: property failed: %s (%s:%d)\n", #x, __FILE__,  \
+			        __LINE__);                                                         \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 /* ---- a protobuf-c allocator that fails the n-th allocation ---- */
@@ -104,12 +104,14 @@ static const struct ds_tokenizer *fuzz_tokenizer(const struct ds_model_config *c
 static long n_accepted; /* driver statistics: requests that passed validation */
 
 static void check_generate(const struct ds_model_config *cfg, bool with_tok, int fail_at,
-			   enum ds_mode mode, const uint8_t *p, size_t n)
+                           enum ds_mode mode, const uint8_t *p, size_t n)
 {
 	struct fail_alloc fa = {.left = fail_at, .live = 0};
 	ProtobufCAllocator alloc = {.alloc = fa_alloc, .free = fa_free, .allocator_data = &fa};
-	struct ds_rpc_env env = {.cfg = cfg, .mode = mode, .tok = with_tok ? fuzz_tokenizer(cfg) : NULL,
-				 .alloc = &alloc};
+	struct ds_rpc_env env = {.cfg = cfg,
+	                         .mode = mode,
+	                         .tok = with_tok ? fuzz_tokenizer(cfg) : NULL,
+	                         .alloc = &alloc};
 	struct ds_rpc_gen g;
 	char err[512];
 	enum ds_grpc_code c = ds_rpc_gen_decode(&env, p, n, &g, err, sizeof(err));
@@ -148,10 +150,10 @@ static void check_generate(const struct ds_model_config *cfg, bool with_tok, int
 	      DS_OK);
 	CHECK(out.len >= 5 && out.data[0] == 0);
 	uint32_t blen = (uint32_t)out.data[1] << 24 | (uint32_t)out.data[2] << 16 |
-			(uint32_t)out.data[3] << 8 | out.data[4];
+	                (uint32_t)out.data[3] << 8 | out.data[4];
 	CHECK(blen == out.len - 5);
 	Detserve__V1__GenerateResponse *r =
-		detserve__v1__generate_response__unpack(NULL, out.len - 5, out.data + 5);
+	    detserve__v1__generate_response__unpack(NULL, out.len - 5, out.data + 5);
 	CHECK(r != NULL);
 	CHECK(r->n_token_ids == (size_t)rp->n_prompt);
 	CHECK(memcmp(r->token_ids, rp->prompt, (size_t)rp->n_prompt * sizeof(int32_t)) == 0);
@@ -162,7 +164,7 @@ static void check_generate(const struct ds_model_config *cfg, bool with_tok, int
 }
 
 static void check_reader(const struct ds_model_config *cfg, uint8_t sel, uint8_t chunk_seed,
-			 const uint8_t *p, size_t n)
+                         const uint8_t *p, size_t n)
 {
 	size_t max_len = (sel & 0x40) ? 64 : 1 << 16;
 	struct msgs whole = {0}, parts = {0};
@@ -194,8 +196,8 @@ static void check_reader(const struct ds_model_config *cfg, uint8_t sel, uint8_t
 	for (int i = 0; i < whole.n && i < 4; i++) {
 		struct ds_rpc_buf out = {0};
 		char e2[256];
-		check_generate(cfg, sel & 1, -1, (sel & 2) ? DS_MODE_FAST : DS_MODE_DVR, whole.data[i],
-			       whole.len[i]);
+		check_generate(cfg, sel & 1, -1, (sel & 2) ? DS_MODE_FAST : DS_MODE_DVR,
+		               whole.data[i], whole.len[i]);
 		struct ds_rpc_info info = {.cfg = cfg, .mode = DS_MODE_DVR};
 		if (ds_rpc_info_reply(&info, whole.data[i], whole.len[i], &out, e2, sizeof(e2)) ==
 		    DS_GRPC_OK)
@@ -245,7 +247,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 2:
 		check_generate(&cfg, sel & 4, fail < 64 ? fail : -1,
-			       (sel & 8) ? DS_MODE_FAST : DS_MODE_DVR, p, n);
+		               (sel & 8) ? DS_MODE_FAST : DS_MODE_DVR, p, n);
 		break;
 	default:
 		check_headers(p, n);
@@ -304,7 +306,7 @@ int main(int argc, char **argv)
 		uint8_t msg[512];
 		size_t m = seed_request(msg, sizeof(msg), v);
 		uint8_t *s = seeds[n_seeds];
-		s[0] = (uint8_t)(4 * v);	/* reader mode */
+		s[0] = (uint8_t)(4 * v); /* reader mode */
 		s[1] = (uint8_t)(7 * v + 1);
 		s[2] = 255;
 		ds_grpc_frame_prefix(s + 3, (uint32_t)m);
@@ -318,17 +320,28 @@ int main(int argc, char **argv)
 		memcpy(s + 3, msg, m);
 		seed_len[n_seeds++] = 3 + m;
 	}
-	memcpy(seeds[n_seeds], "\x03\x00\x00" "150m", 7);
+	memcpy(seeds[n_seeds],
+	       "\x03\x00\x00"
+	       "150m",
+	       7);
 	seed_len[n_seeds++] = 7;
-	memcpy(seeds[n_seeds], "\x03\x00\x00" "caf\xc3\xa9 %\n", 11);
+	memcpy(seeds[n_seeds],
+	       "\x03\x00\x00"
+	       "caf\xc3\xa9 %\n",
+	       11);
 	seed_len[n_seeds++] = 11;
 
 	uint8_t buf[CAP];
 	long iters = 0;
-	clock_t t0 = clock();
+	struct timespec ts0, ts1;
+	clock_gettime(CLOCK_MONOTONIC, &ts0); /* wall time: bounded even on a loaded box */
 	for (int i = 0; i < n_seeds; i++)
 		LLVMFuzzerTestOneInput(seeds[i], seed_len[i]);
-	while ((double)(clock() - t0) / CLOCKS_PER_SEC < seconds) {
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &ts1);
+		if ((double)(ts1.tv_sec - ts0.tv_sec) + (ts1.tv_nsec - ts0.tv_nsec) / 1e9 >=
+		    seconds)
+			break;
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
@@ -342,18 +355,34 @@ int main(int argc, char **argv)
 			x ^= x << 17;
 			size_t at = (size_t)(x >> 16) % (n ? n : 1);
 			switch ((x >> 4) % 5) {
-			case 0: buf[at] ^= (uint8_t)(1u << ((x >> 40) % 8)); break;
-			case 1: buf[at] = (uint8_t)(x >> 32); break;
-			case 2: if (n > 4) n -= 1 + (size_t)((x >> 24) % DS_MIN(n - 3, 16)); break;
-			case 3: if (n + 8 < CAP) { memmove(buf + at + 4, buf + at, n - at); memcpy(buf + at, &x, 4); n += 4; } break;
-			default: buf[at] = (uint8_t)"\x00\x01\x7f\x80\xff"[(x >> 50) % 5]; break;
+			case 0:
+				buf[at] ^= (uint8_t)(1u << ((x >> 40) % 8));
+				break;
+			case 1:
+				buf[at] = (uint8_t)(x >> 32);
+				break;
+			case 2:
+				if (n > 4)
+					n -= 1 + (size_t)((x >> 24) % DS_MIN(n - 3, 16));
+				break;
+			case 3:
+				if (n + 8 < CAP) {
+					memmove(buf + at + 4, buf + at, n - at);
+					memcpy(buf + at, &x, 4);
+					n += 4;
+				}
+				break;
+			default:
+				buf[at] = (uint8_t) "\x00\x01\x7f\x80\xff"[(x >> 50) % 5];
+				break;
 			}
 		}
 		LLVMFuzzerTestOneInput(buf, n);
 		iters++;
 	}
 	printf("fuzz_grpc: %ld mutated inputs + %d seeds in %.1f s, %ld valid requests, "
-	       "no property failed\n", iters, n_seeds, seconds, n_accepted);
+	       "no property failed\n",
+	       iters, n_seeds, seconds, n_accepted);
 	return n_accepted > 0 ? 0 : 1;
 }
 #endif
