@@ -157,10 +157,11 @@ static void stream_on_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct srv_stream *s = arg;
 	struct srv_conn *c = s->conn;
+	struct ds_server *srv = c->srv;
 	srv_stream_cancel_req(s);
 	srv_stream_finish(s, DS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
-	if (srv_conn_flush(c))
-		srv_flush_all(c->srv);
+	srv_conn_flush(c); /* may free c */
+	srv_flush_all(srv);
 }
 
 static enum ds_grpc_code stream_on_msg(void *ctx, uint8_t *msg, size_t len, char *errbuf,
@@ -498,8 +499,8 @@ static void conn_on_ping_timer(evutil_socket_t fd, short what, void *arg)
 	c->ping_outstanding = true;
 	nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL);
 	conn_ping_arm(c, srv->cfg.keepalive_timeout_s);
-	if (srv_conn_flush(c))
-		srv_flush_all(srv);
+	srv_conn_flush(c); /* may free c */
+	srv_flush_all(srv);
 }
 
 static void conn_ping_arm(struct srv_conn *c, int secs)
