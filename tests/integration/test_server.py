@@ -585,6 +585,20 @@ class TestConnections(unittest.TestCase):
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", srv.port), timeout=2).recv(1)
 
+    def test_drain_timeout(self):
+        # a request longer than the drain timeout is cut with UNAVAILABLE; the exit is still 0
+        srv = Server(*(PRESET + ["--preset", "small", "--drain-timeout", "1"]))
+        it = srv.stub().Generate(req(max_tokens=3000), timeout=120)
+        next(it)
+        srv.proc.send_signal(15)
+        with self.assertRaises(grpc.RpcError) as cm:
+            collect(it)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(srv.proc.wait(60), 0)
+        rc, log = srv.stop()
+        self.assertEqual(rc, 0)
+        self.assertIn("drain timeout", log)
+
     def test_config_file(self):
         import tempfile
         with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
