@@ -97,6 +97,14 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 			for (int k = 0; k < q->stop_seq_len; k++)
 				q->stop_seq[k] = rint_(&r, 0, cfg->vocab_size - 1);
 		}
+		if (i > 0 && runit(&r) < 0.2) {
+			/* a clone of an earlier request (maybe longer): identical prompts hit the
+			 * cache whole, and identical outputs share generated blocks */
+			const struct scen_req *src = &s->req[rint_(&r, 0, i - 1)];
+			int mt = q->max_tokens;
+			*q = *src;
+			q->max_tokens = runit(&r) < 0.5 ? src->max_tokens : mt;
+		}
 		q->arrive_step = rint_(&r, 0, 30);
 		q->cancel_step = runit(&r) < 0.1 ? q->arrive_step + rint_(&r, 0, 20) : -1;
 		int bs = o->kv_block_size;
