@@ -38,17 +38,16 @@ static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_m
 	return DS_OK;
 }
 
-/* --tokenizer: auto uses the model's own (tokenizer.json or GGUF metadata) and falls back to
- * the byte-level tokenizer for synthetic presets; a model directory without one serves token
- * ids only. */
+/* --tokenizer: auto uses the model's own (tokenizer.json or GGUF metadata); synthetic presets
+ * and model directories without one serve token ids only unless --tokenizer bytelevel. */
 static enum ds_status tokenizer_open(const struct ds_server_config *cfg, const struct ds_model *m,
                                      struct ds_tokenizer **out, struct ds_err *err)
 {
 	const char *t = cfg->tokenizer;
 	*out = NULL;
-	if (!strcmp(t, "none"))
+	if (!strcmp(t, "none") || (!strcmp(t, "auto") && !cfg->model[0]))
 		return DS_OK;
-	if (!strcmp(t, "bytelevel") || (!strcmp(t, "auto") && !cfg->model[0]))
+	if (!strcmp(t, "bytelevel"))
 		return ds_tokenizer_init_bytelevel(&m->cfg, out, err);
 	enum ds_status rv = ds_tokenizer_load(strcmp(t, "auto") ? t : cfg->model, out, err);
 	if (rv == DS_ERR_IO && !strcmp(t, "auto")) {
@@ -119,11 +118,8 @@ int main(int argc, char **argv)
 	memset(&be, 0, sizeof(be));
 	enum ds_status rv;
 	if (strcmp(cfg.backend, "cuda") == 0) {
-#ifdef DS_SERVER_CUDA_BACKEND
+		/* DS_ERR_UNSUPPORTED from the stub in builds without CUDA */
 		rv = ds_backend_cuda_init(&be, model, cfg.device, &err);
-#else
-		rv = ds_errf(&err, DS_ERR_UNSUPPORTED, "this build has no CUDA backend");
-#endif
 	} else {
 		rv = ds_backend_cpu_init(&be, model, cfg.threads, &err);
 	}

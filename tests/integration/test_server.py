@@ -14,7 +14,7 @@ import threading
 import time
 import unittest
 
-from dsharness import (ASAN, FAKE, RawH2, Server, frame, grpc, health_pb2, health_pb2_grpc,
+from dsharness import (ASAN, RawH2, Server, frame, grpc, health_pb2, health_pb2_grpc,
                        pb, unframe)
 
 VOCAB = 259   # the tiny preset
@@ -67,7 +67,7 @@ class ServerCase(unittest.TestCase):
 
 # ---------------------------------------------------------------------------------------------
 class TestRpcs(ServerCase):
-    server_args = ["-W", "8", "-G", "4"]
+    server_args = ["-W", "8", "-G", "4", "--tokenizer", "bytelevel"]
 
     def test_server_info(self):
         info = self.stub.ServerInfo(pb.ServerInfoRequest(), timeout=10)
@@ -211,7 +211,7 @@ class TestRpcs(ServerCase):
 
 # ---------------------------------------------------------------------------------------------
 class TestBadInput(ServerCase):
-    server_args = ["--max-message-bytes", "4096", "--tokenizer", "none"]
+    server_args = ["--max-message-bytes", "4096"]  # presets have no tokenizer by default
 
     def unary(self, r, **kw):
         return lambda: self.stub.GenerateUnary(r, timeout=30, **kw)
