@@ -341,6 +341,60 @@ enum ds_status ds_tok_builder_merge(struct ds_tok_builder *b, const char *l, siz
 	return DS_OK;
 }
 
+/* The patterns come from Oniguruma (HF `tokenizers`), whose \s is exactly Unicode White_Space;
+ * PCRE2's \s with UCP also takes U+180E. \s and \S are therefore spelled out as classes. */
+#define WS_ITEMS "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+
+static char *rewrite_space_classes(const char *p)
+{
+	size_t n = strlen(p), o = 0;
+	char *out = malloc(n * (sizeof(WS_ITEMS) + 3) + 1);
+	if (!out)
+		return NULL;
+	bool in_class = false;
+	for (size_t i = 0; i < n;) {
+		if (p[i] == '\\' && i + 1 < n) {
+			char d = p[i + 1];
+			const char *rep = NULL;
+			if (d == 's')
+				rep = in_class ? WS_ITEMS : "[" WS_ITEMS "]";
+			else if (d == 'S' && !in_class)
+				rep = "[^" WS_ITEMS "]";
+			if (rep) {
+				memcpy(out + o, rep, strlen(rep));
+				o += strlen(rep);
+			} else {
+				out[o++] = p[i];
+				out[o++] = d;
+			}
+			i += 2;
+			continue;
+		}
+		if (p[i] == '[' && !in_class) {
+			in_class = true;
+			out[o++] = p[i++];
+			if (i < n && p[i] == '^')
+				out[o++] = p[i++];
+			if (i < n && p[i] == ']') /* a leading ']' is literal */
+				out[o++] = p[i++];
+			continue;
+		}
+		if (p[i] == '[' && in_class && i + 1 < n && p[i + 1] == ':') { /* [:posix:] */
+			const char *end = strstr(p + i + 2, ":]");
+			size_t l = end ? (size_t)(end - (p + i)) + 2 : n - i;
+			memcpy(out + o, p + i, l);
+			o += l;
+			i += l;
+			continue;
+		}
+		if (p[i] == ']' && in_class)
+			in_class = false;
+		out[o++] = p[i++];
+	}
+	out[o] = 0;
+	return out;
+}
+
 enum ds_status ds_tok_builder_step(struct ds_tok_builder *b, enum ds_tok_step_kind kind,
 				   const char *pattern, bool literal,
 				   enum ds_tok_split_behavior behavior, bool invert,
@@ -357,15 +411,19 @@ enum ds_status ds_tok_builder_step(struct ds_tok_builder *b, enum ds_tok_step_ki
 	s->add_prefix_space = add_prefix_space;
 	if (pattern) {
 		int ec;
-		PCRE2_SIZE eo;
+		PCRE2_SIZE eo; /* offset into the rewritten pattern: not reported */
 		uint32_t opt = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
-		s->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opt, &ec, &eo, NULL);
+		char *re = literal ? NULL : rewrite_space_classes(pattern);
+		if (!literal && !re)
+			return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory", b->src);
+		s->re = pcre2_compile((PCRE2_SPTR)(re ? re : pattern), PCRE2_ZERO_TERMINATED, opt, &ec,
+				      &eo, NULL);
+		free(re);
 		if (!s->re) {
 			PCRE2_UCHAR msg[160];
 			pcre2_get_error_message(ec, msg, sizeof(msg));
-			return ds_errf(err, DS_ERR_UNSUPPORTED,
-				       "%s: pre-tokenizer regex /%s/ at offset %zu: %s", b->src,
-				       pattern, (size_t)eo, (const char *)msg);
+			return ds_errf(err, DS_ERR_UNSUPPORTED, "%s: pre-tokenizer regex /%s/: %s", b->src,
+				       pattern, (const char *)msg);
 		}
 		/* JIT is an optimization; the interpreter gives the same matches */
 		(void)pcre2_jit_compile(s->re, PCRE2_JIT_COMPLETE);

@@ -301,6 +301,19 @@ static void test_pretokenizer_pipeline(void **state)
 	assert_int_equal(ids[1], 'a');
 	ds_tokenizer_free(t);
 
+	/* \s is Unicode White_Space as in Oniguruma (also inside a class): U+0020 and U+3000 are,
+	 * U+180E (MONGOLIAN VOWEL SEPARATOR) is not, although PCRE2's own \s takes it */
+	const char *pre6 = "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+|[^\\\\sab]\"},\"behavior\":\"Removed\",\"invert\":false}";
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre6, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "a \xe3\x80\x80" "b", 6, false, ids, 16); /* U+0020 and U+3000 are \s */
+	assert_int_equal(n, 2);
+	const char *pre7 = "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},\"behavior\":\"Removed\",\"invert\":false}";
+	ds_tokenizer_free(t);
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre7, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "a\xe1\xa0\x8e" "b", 5, false, ids, 16);
+	assert_int_equal(n, 5); /* nothing removed: a, e1, a0, 8e, b */
+	ds_tokenizer_free(t);
+
 	/* MergedWithNext: "b" joins the next piece, so "a|ba|b" style pieces; "a b" cannot merge */
 	const char *pre4 = "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"b\"},\"behavior\":\"MergedWithNext\",\"invert\":false}";
 	assert_int_equal(load_dir(write_tok_json(m, 4, pre4, NULL, NULL), false, &t, &err), DS_OK);

@@ -80,13 +80,16 @@ mkdir -p "$work/bytelevel"
 "$py" "$here/make_corpus.py" "$work/corpus.bin" 1200000 || fail "make_corpus.py"
 # the variants are configurations, not vocabularies: a smaller corpus (same edge cases) will do
 "$py" "$here/make_corpus.py" "$work/small.bin" 200000 || fail "make_corpus.py (small)"
-"$py" "$here/ref_encode.py" "$smol_json/tokenizer.json" "$work/corpus.bin" "$work/smol.ref" || fail "ref_encode smollm2"
-"$py" "$here/ref_encode.py" "$qwen/tokenizer.json" "$work/corpus.bin" "$work/qwen.ref" || fail "ref_encode qwen"
-"$py" "$here/ref_encode.py" --add-special "$work/bytelevel/tokenizer.json" "$work/corpus.bin" "$work/bl.ref" ||
-	fail "ref_encode byte-level"
+# every code point in context (sampled in uniform blocks), for the two real vocabularies
+"$py" "$here/make_corpus.py" --sweep "$work/sweep.bin" || fail "make_corpus.py --sweep"
+ref() {
+	"$py" "$here/ref_encode.py" "$@" || fail "ref_encode.py $*"
+}
+ref "$smol_json/tokenizer.json" "$work/corpus.bin" "$work/smol.ref" "$work/sweep.bin" "$work/smol.sweep"
+ref "$qwen/tokenizer.json" "$work/corpus.bin" "$work/qwen.ref" "$work/sweep.bin" "$work/qwen.sweep"
+ref --add-special "$work/bytelevel/tokenizer.json" "$work/corpus.bin" "$work/bl.ref"
 for v in llama3-style gpt2-prefix-space split-behaviors; do
-	"$py" "$here/ref_encode.py" "$work/var/$v/tokenizer.json" "$work/small.bin" "$work/$v.ref" ||
-		fail "ref_encode $v"
+	ref "$work/var/$v/tokenizer.json" "$work/small.bin" "$work/$v.ref"
 done
 
 # ---- ours against the reference, token for token ----
@@ -95,9 +98,9 @@ run() {
 	echo "== $*"
 	"$checker" "$@" || rc=1
 }
-run "$smol_gguf" "$work/corpus.bin" "$work/smol.ref"
+run "$smol_gguf" "$work/corpus.bin" "$work/smol.ref" "$work/sweep.bin" "$work/smol.sweep"
 run "$smol_json" "$work/corpus.bin" "$work/smol.ref"
-run "$qwen" "$work/corpus.bin" "$work/qwen.ref"
+run "$qwen" "$work/corpus.bin" "$work/qwen.ref" "$work/sweep.bin" "$work/qwen.sweep"
 run --add-special "$work/bytelevel" "$work/corpus.bin" "$work/bl.ref"
 run --add-special bytelevel:small "$work/corpus.bin" "$work/bl.ref"
 run "$work/var/llama3-style" "$work/small.bin" "$work/llama3-style.ref"
