@@ -460,6 +460,57 @@ static void test_round_trip_random(void **state)
 	ds_tokenizer_free(bl);
 }
 
+/* Every truncation and a few thousand byte flips of a valid tokenizer.json load cleanly or
+ * fail with a status, never crash or leak (the ASan build runs this too). */
+static void test_load_corrupt_json(void **state)
+{
+	(void)state;
+	const char *const m[] = { "Ġ t", "h e", "Ġt he", "i n" };
+	const char *added = "[{\"id\":300,\"content\":\"<|x|>\",\"special\":true}]";
+	const char *pre = "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
+			  "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}]}";
+	char path[300];
+	snprintf(path, sizeof(path), "%s/tokenizer.json", write_tok_json(m, 4, pre, NULL, added));
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	static char good[65536];
+	size_t n = fread(good, 1, sizeof(good), f);
+	fclose(f);
+	assert_true(n > 100 && n < sizeof(good));
+	static char bad[65536];
+	static const char junk[] = "{}[]\":,0123456789-\\ae";
+	uint64_t rs = 99;
+	int ok = 0, failed = 0;
+	for (int it = 0; it < 1500; it++) {
+		size_t len = n;
+		memcpy(bad, good, n);
+		if (it < 500) {
+			len = (size_t)it * n / 500; /* truncation */
+		} else {
+			for (int k = 0; k < 1 + it % 3; k++) /* flip a few bytes to JSON-ish characters */
+				bad[rng_next(&rs) % n] = junk[rng_next(&rs) % (sizeof(junk) - 1)];
+		}
+		f = fopen(path, "wb");
+		assert_non_null(f);
+		assert_int_equal(fwrite(bad, 1, len, f), len);
+		fclose(f);
+		struct ds_tokenizer *t = NULL;
+		struct ds_err err = { { 0 } };
+		if (ds_tokenizer_load_json(path, NULL, &t, &err) == DS_OK) {
+			int32_t ids[64];
+			enc(t, "the 12 <|x|> in", 15, true, ids, 64);
+			ds_tokenizer_free(t);
+			ok++;
+		} else {
+			assert_null(t);
+			assert_true(err.msg[0] != 0);
+			failed++;
+		}
+	}
+	assert_true(failed >= 500); /* every strict truncation is invalid JSON */
+	(void)ok;
+}
+
 /* ---- streaming decode ---- */
 
 static void test_stream_utf8_boundaries(void **state)
@@ -766,6 +817,7 @@ int main(void)
 		cmocka_unit_test(test_stream_utf8_boundaries),
 		cmocka_unit_test(test_stream_equals_decode_random),
 		cmocka_unit_test(test_load_errors),
+		cmocka_unit_test(test_load_corrupt_json),
 		cmocka_unit_test(test_gguf_vocab),
 		cmocka_unit_test(test_gguf_errors),
 	};
