@@ -115,4 +115,38 @@ enum ds_status ds_tokenizer_stream_flush(struct ds_tokenizer_stream *s, const ch
 					 size_t *len, struct ds_err *err);
 void ds_tokenizer_stream_free(struct ds_tokenizer_stream *s);
 
+/* ---- stop strings on the decoded text ---- */
+
+/* Watches the decoded text of a token stream for stop strings (the proto's `stop` field), across
+ * token boundaries. Text that might be the start of a stop string is held back until it is
+ * known not to be; a completed stop string ends the stream, and neither it nor anything
+ * after it is emitted (the OpenAI convention; the caller may append stops[*stop] itself). */
+struct ds_tokenizer_stop {
+	struct ds_tokenizer_stream stream; /* the rest is private */
+	char **stops;
+	size_t *stop_lens;
+	int n_stops;
+	char *held;
+	size_t n_held, cap_held;
+	char *out;
+	size_t cap_out;
+	int matched; /* index of the stop string that ended the stream, or -1 */
+};
+
+/* Copies the n_stops stop strings (stop_lens[i] bytes each; NULL stop_lens: NUL-terminated).
+ * DS_ERR_INVALID for an empty stop string, DS_ERR_NOMEM. */
+enum ds_status ds_tokenizer_stop_init(struct ds_tokenizer_stop *s, const struct ds_tokenizer *t,
+				      bool skip_special, const char *const *stops,
+				      const size_t *stop_lens, int n_stops, struct ds_err *err);
+/* Adds one token. text/len: text now safe to show (whole characters, valid until the next
+ * call); *stop: the index of the stop string completed by this token, else -1. After a stop,
+ * further pushes emit nothing and report the same index. */
+enum ds_status ds_tokenizer_stop_push(struct ds_tokenizer_stop *s, int32_t id, const char **text,
+				      size_t *len, int *stop, struct ds_err *err);
+/* End of generation without a stop: releases the held text (and a pending partial character
+ * as U+FFFD). Emits nothing after a stop. */
+enum ds_status ds_tokenizer_stop_flush(struct ds_tokenizer_stop *s, const char **text, size_t *len,
+				       struct ds_err *err);
+void ds_tokenizer_stop_free(struct ds_tokenizer_stop *s);
+
 #endif
