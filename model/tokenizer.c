@@ -606,6 +606,18 @@ enum ds_status ds_tok_build(struct ds_tok_builder *b, struct ds_tokenizer **out,
 	}
 	if ((rv = build_merges(b, t, err)) != DS_OK)
 		goto fail;
+	for (int i = 0; i < b->n_prefix + b->n_suffix; i++) {
+		int32_t id = i < b->n_prefix ? b->prefix[i] : b->suffix[i - b->n_prefix];
+		if (id < 0 || id >= t->n_vocab || !(t->tok[id].flags & DS_TOKF_PRESENT)) {
+			rv = ds_errf(err, DS_ERR_FORMAT, "%s: post-processor adds token id %d, which is not in the vocabulary",
+				     b->src, (int)id);
+			goto fail;
+		}
+	}
+	int *special[] = { &b->bos_id, &b->eos_id, &b->pad_id };
+	for (size_t i = 0; i < DS_ARRAY_LEN(special); i++)
+		if (*special[i] >= t->n_vocab || (*special[i] >= 0 && !(t->tok[*special[i]].flags & DS_TOKF_PRESENT)))
+			*special[i] = -1; /* a BOS/EOS/PAD id without a token: treat as absent */
 	memcpy(t->steps, b->steps, sizeof(b->steps));
 	t->n_steps = b->n_steps;
 	b->n_steps = 0; /* regexes now belong to t */

@@ -888,6 +888,10 @@ static void test_load_errors(void **state)
 	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
 			  "\"normalizer\":{\"type\":\"NFKC\"},\"decoder\":{\"type\":\"ByteLevel\"}}",
 			  DS_ERR_UNSUPPORTED, "NFKC");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"decoder\":{\"type\":\"ByteLevel\"},"
+			  "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},"
+			  "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":{\"ids\":[7]}}}}",
+			  DS_ERR_FORMAT, "post-processor adds token id 7");
 	struct ds_tokenizer *t;
 	struct ds_err err;
 	assert_int_equal(load_dir("/nonexistent/tok", false, &t, &err), DS_ERR_IO);
