@@ -85,6 +85,14 @@ bool ds_tokenizer_is_special(const struct ds_tokenizer *t, int id);
 enum ds_status ds_tokenizer_encode(const struct ds_tokenizer *t, const char *text, size_t len,
 				   bool add_special, int32_t **ids, size_t *n_ids, struct ds_err *err);
 
+/* Like ds_tokenizer_encode, except that special (control) tokens written in the text are not
+ * recognized: their text is encoded like any other (HF `encode_special_tokens = True`);
+ * user-defined added tokens still are. Meant for untrusted text, such as a user's message
+ * placed inside a chat template, which must not be able to forge <|im_end|> and the like. */
+enum ds_status ds_tokenizer_encode_untrusted(const struct ds_tokenizer *t, const char *text,
+					     size_t len, bool add_special, int32_t **ids,
+					     size_t *n_ids, struct ds_err *err);
+
 /* Decodes ids to NUL-terminated valid UTF-8 (*text malloc'd, caller frees; *len excludes
  * the NUL). Invalid byte sequences become U+FFFD. Unknown ids: DS_ERR_INVALID. */
 enum ds_status ds_tokenizer_decode(const struct ds_tokenizer *t, const int32_t *ids, size_t n,

@@ -48,6 +48,7 @@ struct cache_ent {
 
 struct enc {
 	const struct ds_tokenizer *t;
+	bool specials_as_text;
 	struct ds_err *err;
 	int32_t *ids;
 	size_t n_ids, cap_ids;
@@ -525,9 +526,11 @@ static bool is_space(uint8_t c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-/* Finds the leftmost-longest added token in s[from, len): its id and span, or -1. */
+/* Finds the leftmost-longest added token in s[from, len): its id and span, or -1. With
+ * skip_special a special match is passed over whole, as `tokenizers` does (its text is then
+ * plain text; no shorter token inside it is looked for). */
 static int32_t find_added(const struct ds_tokenizer *t, const char *s, size_t from, size_t len,
-			  size_t *ms, size_t *me)
+			  bool skip_special, size_t *ms, size_t *me)
 {
 	for (size_t i = from; i < len; i++) {
 		uint8_t c = (uint8_t)s[i];
@@ -538,11 +541,15 @@ static int32_t find_added(const struct ds_tokenizer *t, const char *s, size_t fr
 			if (l > len - i)
 				continue;
 			int32_t id = ds_tok_added_find(t, s + i, l);
-			if (id >= 0) {
-				*ms = i;
-				*me = i + l;
-				return id;
+			if (id < 0)
+				continue;
+			if (skip_special && (t->tok[id].flags & DS_TOKF_SPECIAL)) {
+				i += l - 1;
+				break;
 			}
+			*ms = i;
+			*me = i + l;
+			return id;
 		}
 	}
 	return -1;
@@ -555,7 +562,7 @@ static enum ds_status encode_text(struct enc *e, const char *s, size_t len)
 	size_t seg = 0;
 	while (seg <= len) {
 		size_t ms = len, me = len;
-		int32_t id = t->n_added ? find_added(t, s, seg, len, &ms, &me) : -1;
+		int32_t id = t->n_added ? find_added(t, s, seg, len, e->specials_as_text, &ms, &me) : -1;
 		if (id >= 0) {
 			uint32_t f = t->tok[id].flags;
 			if (f & DS_TOKF_LSTRIP)
@@ -576,13 +583,14 @@ static enum ds_status encode_text(struct enc *e, const char *s, size_t len)
 	return DS_OK;
 }
 
-enum ds_status ds_tokenizer_encode(const struct ds_tokenizer *t, const char *text, size_t len,
-				   bool add_special, int32_t **ids, size_t *n_ids, struct ds_err *err)
+static enum ds_status encode(const struct ds_tokenizer *t, const char *text, size_t len,
+			     bool add_special, bool specials_as_text, int32_t **ids, size_t *n_ids,
+			     struct ds_err *err)
 {
 	enum ds_status rv = DS_OK;
 	*ids = NULL;
 	*n_ids = 0;
-	struct enc e = { .t = t, .err = err };
+	struct enc e = { .t = t, .err = err, .specials_as_text = specials_as_text };
 	char *clean = NULL;
 	if (!ds_utf8_sanitize((const uint8_t *)text, len, NULL)) {
 		clean = malloc(3 * len + 1);
@@ -621,4 +629,17 @@ out:
 	free(e.heap);
 	free(clean);
 	return rv;
+}
+
+enum ds_status ds_tokenizer_encode(const struct ds_tokenizer *t, const char *text, size_t len,
+				   bool add_special, int32_t **ids, size_t *n_ids, struct ds_err *err)
+{
+	return encode(t, text, len, add_special, false, ids, n_ids, err);
+}
+
+enum ds_status ds_tokenizer_encode_untrusted(const struct ds_tokenizer *t, const char *text,
+					     size_t len, bool add_special, int32_t **ids,
+					     size_t *n_ids, struct ds_err *err)
+{
+	return encode(t, text, len, add_special, true, ids, n_ids, err);
 }

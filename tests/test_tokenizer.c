@@ -174,6 +174,16 @@ static void test_bytelevel_layout(void **state)
 	assert_int_equal(ids[2], 'b');
 	assert_int_equal(ids[3], 258);
 	assert_int_equal(ids[4], '<');
+	/* untrusted text: written specials are plain text, the BOS of add_special is still real */
+	int32_t *u;
+	size_t nu;
+	struct ds_err err;
+	assert_int_equal(ds_tokenizer_encode_untrusted(t, s, strlen(s), true, &u, &nu, &err), DS_OK);
+	assert_int_equal(nu, 1 + strlen(s));
+	assert_int_equal(u[0], 256);
+	for (size_t i = 0; i < strlen(s); i++)
+		assert_int_equal(u[1 + i], (uint8_t)s[i]);
+	free(u);
 	ds_tokenizer_free(t);
 }
 

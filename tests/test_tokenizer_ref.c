@@ -1,10 +1,11 @@
 /* test_tokenizer_ref.c - compares our encoder with Hugging Face `tokenizers` on a corpus.
  *
- * usage: test_tokenizer_ref [--add-special] [--no-round-trip] TOKENIZER CORPUS REFERENCE...
+ * usage: test_tokenizer_ref [--add-special] [--no-round-trip] [--untrusted] TOKENIZER CORPUS REFERENCE...
  *        test_tokenizer_ref --write-bytelevel PRESET DIR
  *   TOKENIZER  a model dir / tokenizer.json / .gguf (anything ds_tokenizer_load takes), or
  *              bytelevel:PRESET for ds_tokenizer_init_bytelevel of a model preset
  *   --add-special  encode with add_special (the reference must have been made the same way)
+ *   --untrusted    encode with ds_tokenizer_encode_untrusted (reference: --encode-special-tokens)
  *   --no-round-trip  skip decode(encode(x)) == x (ByteLevel add_prefix_space adds a space)
  *   --write-bytelevel  writes the byte-level tokenizer.json of PRESET for the reference
  *   CORPUS     records of (u32 length, raw bytes)            (tests/tokenizer/make_corpus.py)
@@ -108,7 +109,7 @@ static void show_mismatch(const struct ds_tokenizer *t, size_t doc, const int32_
 }
 
 struct opts {
-	bool add_special, round_trip;
+	bool add_special, round_trip, untrusted;
 };
 
 struct tally {
@@ -125,7 +126,10 @@ static bool check_doc(const struct ds_tokenizer *t, const struct opts *o, const 
 	int32_t *ids;
 	size_t n;
 	double s = now();
-	if (ds_tokenizer_encode(t, (const char *)text, len, o->add_special, &ids, &n, &err) != DS_OK) {
+	enum ds_status rv = o->untrusted
+				    ? ds_tokenizer_encode_untrusted(t, (const char *)text, len, o->add_special, &ids, &n, &err)
+				    : ds_tokenizer_encode(t, (const char *)text, len, o->add_special, &ids, &n, &err);
+	if (rv != DS_OK) {
 		fprintf(stderr, "encode failed on record %zu: %s\n", y->docs, err.msg);
 		return false;
 	}
@@ -180,8 +184,8 @@ static bool check_doc(const struct ds_tokenizer *t, const struct opts *o, const 
 	for (size_t i = 0; i <= n && same; i++) {
 		const char *piece;
 		size_t pl;
-		enum ds_status rv = i < n ? ds_tokenizer_stream_push(&st, ids[i], &piece, &pl, &err)
-					  : ds_tokenizer_stream_flush(&st, &piece, &pl, &err);
+		rv = i < n ? ds_tokenizer_stream_push(&st, ids[i], &piece, &pl, &err)
+			   : ds_tokenizer_stream_flush(&st, &piece, &pl, &err);
 		same = rv == DS_OK && sl + pl <= dl && memcmp(d + sl, piece, pl) == 0;
 		sl += pl;
 	}
@@ -254,13 +258,15 @@ int main(int argc, char **argv)
 			o.add_special = true;
 		else if (strcmp(argv[1], "--no-round-trip") == 0)
 			o.round_trip = false;
+		else if (strcmp(argv[1], "--untrusted") == 0)
+			o.untrusted = true;
 		else
 			break;
 		argv++;
 		argc--;
 	}
 	if (argc < 4 || argc % 2 != 0) {
-		fprintf(stderr, "usage: test_tokenizer_ref [--add-special] [--no-round-trip] TOKENIZER CORPUS REFERENCE...\n"
+		fprintf(stderr, "usage: test_tokenizer_ref [--add-special] [--no-round-trip] [--untrusted] TOKENIZER CORPUS REFERENCE...\n"
 				"       test_tokenizer_ref --write-bytelevel PRESET DIR\n");
 		return 2;
 	}

@@ -4,7 +4,10 @@ per record: u32 n_ids, n_ids x u32 ids, u32 n_bytes, the decoded text (skip_spec
 Raw bytes are turned into text with errors='replace' (U+FFFD per maximal ill-formed
 subpart), which is what detserve's encoder does to invalid UTF-8.
 
-usage: ref_encode.py [--add-special] TOKENIZER_JSON CORPUS OUT [CORPUS OUT ...]"""
+With --encode-special-tokens, special tokens written in the text are encoded as plain text
+(the reference for ds_tokenizer_encode_untrusted).
+
+usage: ref_encode.py [--add-special] [--encode-special-tokens] TOKENIZER_JSON CORPUS OUT [CORPUS OUT ...]"""
 import struct
 import sys
 
@@ -32,9 +35,11 @@ def encode_file(tok, corpus, out, add_special):
 
 def main():
     args = sys.argv[1:]
-    add_special = args[0] == '--add-special'
-    args = args[add_special:]
+    add_special = '--add-special' in args
+    special_as_text = '--encode-special-tokens' in args
+    args = [a for a in args if a not in ('--add-special', '--encode-special-tokens')]
     tok = Tokenizer.from_file(args[0])
+    tok.encode_special_tokens = special_as_text
     for corpus, out in zip(args[1::2], args[2::2]):
         docs, toks = encode_file(tok, corpus, out, add_special)
         print(f"ref_encode: {args[0]} on {corpus}: {docs} documents, {toks} tokens")

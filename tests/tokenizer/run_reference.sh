@@ -88,6 +88,7 @@ ref() {
 ref "$smol_json/tokenizer.json" "$work/corpus.bin" "$work/smol.ref" "$work/sweep.bin" "$work/smol.sweep"
 ref "$qwen/tokenizer.json" "$work/corpus.bin" "$work/qwen.ref" "$work/sweep.bin" "$work/qwen.sweep"
 ref --add-special "$work/bytelevel/tokenizer.json" "$work/corpus.bin" "$work/bl.ref"
+ref --encode-special-tokens "$qwen/tokenizer.json" "$work/small.bin" "$work/qwen.untrusted"
 for v in llama3-style gpt2-prefix-space split-behaviors; do
 	ref "$work/var/$v/tokenizer.json" "$work/small.bin" "$work/$v.ref"
 done
@@ -101,6 +102,8 @@ run() {
 run "$smol_gguf" "$work/corpus.bin" "$work/smol.ref" "$work/sweep.bin" "$work/smol.sweep"
 run "$smol_json" "$work/corpus.bin" "$work/smol.ref"
 run "$qwen" "$work/corpus.bin" "$work/qwen.ref" "$work/sweep.bin" "$work/qwen.sweep"
+# special tokens written in untrusted text stay text (ds_tokenizer_encode_untrusted)
+run --untrusted "$qwen" "$work/small.bin" "$work/qwen.untrusted"
 run --add-special "$work/bytelevel" "$work/corpus.bin" "$work/bl.ref"
 run --add-special bytelevel:small "$work/corpus.bin" "$work/bl.ref"
 run "$work/var/llama3-style" "$work/small.bin" "$work/llama3-style.ref"
