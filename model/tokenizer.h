@@ -14,7 +14,14 @@
  *
  * Invalid UTF-8 in encode input is replaced by U+FFFD per maximal ill-formed subpart (what
  * Python's bytes.decode('utf-8', 'replace') and Rust's from_utf8_lossy do) before
- * anything else. Decoded text is always valid UTF-8 (the same replacement on output). */
+ * anything else. Decoded text is always valid UTF-8 (the same replacement on output).
+ *
+ * Known differences from `tokenizers`: an added token's single_word flag is ignored and
+ * added tokens with normalized=true are matched on the raw rather than the normalized text
+ * (none of the supported models use either); character classes come from PCRE2's Unicode
+ * tables (Unicode 14 in PCRE2 10.42) where `tokenizers` uses Oniguruma's (Unicode 15), so
+ * the 20 Kaktovik numerals U+1D2C0..U+1D2D3 are not \p{N} here. A sweep over every code
+ * point of planes 0-2 (tests/tokenizer) finds no other difference. */
 #ifndef DS_TOKENIZER_H
 #define DS_TOKENIZER_H
 
