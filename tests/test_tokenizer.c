@@ -4,6 +4,7 @@
  * (tests/tokenizer/run_reference.sh); here: small hand-made vocabularies whose expected
  * encodings follow from the BPE rules, round trips, the streaming decoder, UTF-8
  * replacement and every load-time error we promise. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -853,6 +854,86 @@ static void test_stop_strings(void **state)
 	ds_tokenizer_free(t);
 }
 
+/* ---- concurrency ---- */
+
+struct conc_job {
+	const struct ds_tokenizer *t;
+	const char *const *texts;
+	int n_texts;
+	size_t digest; /* sum over texts of (i+1) * hash of the ids */
+	bool ok;
+};
+
+static size_t ids_hash(const int32_t *ids, size_t n)
+{
+	size_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (size_t)(uint32_t)ids[i]) * 1099511628211ull;
+	return h;
+}
+
+static void *conc_run(void *arg)
+{
+	struct conc_job *j = arg;
+	j->ok = true;
+	j->digest = 0;
+	for (int rep = 0; rep < 20; rep++)
+		for (int i = 0; i < j->n_texts; i++) {
+			int32_t *ids;
+			size_t n;
+			struct ds_err err;
+			if (ds_tokenizer_encode(j->t, j->texts[i], strlen(j->texts[i]), false, &ids, &n, &err) != DS_OK) {
+				j->ok = false;
+				return NULL;
+			}
+			if (rep == 0)
+				j->digest += (size_t)(i + 1) * ids_hash(ids, n);
+			free(ids);
+		}
+	return NULL;
+}
+
+/* Threads share the tokenizer (and its word cache): results equal the single-thread ones. */
+static void test_concurrent_encode(void **state)
+{
+	(void)state;
+	const char *const m[] = { "Ġ t", "h e", "Ġt he", "i n", "Ġ a", "a n", "Ġa n", "Ġan d" };
+	const char *pre = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}";
+	struct ds_tokenizer *t;
+	struct ds_err err;
+	assert_int_equal(load_dir(write_tok_json(m, 8, pre, NULL, NULL), false, &t, &err), DS_OK);
+	static char texts_buf[64][512];
+	const char *texts[64];
+	uint64_t rs = 3;
+	for (int i = 0; i < 64; i++) {
+		size_t l = 0;
+		while (l < 400) {
+			static const char *const words[] = { "the", "and", "in", "an", "then", "hand", "in the" };
+			const char *w = words[rng_next(&rs) % 7];
+			memcpy(texts_buf[i] + l, w, strlen(w));
+			l += strlen(w);
+			texts_buf[i][l++] = ' ';
+		}
+		texts_buf[i][l] = 0;
+		texts[i] = texts_buf[i];
+	}
+	struct conc_job single = { t, texts, 64, 0, false };
+	conc_run(&single);
+	assert_true(single.ok);
+	pthread_t th[4];
+	struct conc_job jobs[4];
+	for (int k = 0; k < 4; k++) {
+		jobs[k] = (struct conc_job){ t, texts, 64, 0, false };
+		assert_int_equal(pthread_create(&th[k], NULL, conc_run, &jobs[k]), 0);
+	}
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(pthread_join(th[k], NULL), 0);
+		assert_true(jobs[k].ok);
+		assert_int_equal(jobs[k].digest, single.digest);
+	}
+	ds_tokenizer_free(t);
+}
+
 /* ---- load errors ---- */
 
 static void expect_load_error(const char *json, enum ds_status want, const char *msg_part)
@@ -922,6 +1003,7 @@ int main(void)
 		cmocka_unit_test(test_stream_utf8_boundaries),
 		cmocka_unit_test(test_stream_equals_decode_random),
 		cmocka_unit_test(test_stop_strings),
+		cmocka_unit_test(test_concurrent_encode),
 		cmocka_unit_test(test_load_errors),
 		cmocka_unit_test(test_load_corrupt_json),
 		cmocka_unit_test(test_gguf_vocab),
