@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "chat_template.h"
 #include "dequant.h"
 #include "gguf.h"
 #include "model.h"
@@ -795,6 +796,18 @@ static void test_smollm2_load(void **state)
 	char hex[33];
 	ds_model_identity_hex(m, hex);
 	print_message("SmolLM2 identity %s\n", hex);
+
+	/* its chat template is ChatML with SmolLM's default system message */
+	struct ds_chat_template ct;
+	assert_int_equal(ds_chat_template_load(&ct, path, &err), DS_OK);
+	assert_int_equal(ct.family, DS_CHAT_CHATML);
+	struct ds_chat_msg msg = {"user", "Hi"};
+	char *text = NULL;
+	assert_int_equal(ds_chat_render(&ct, &msg, 1, true, &text, NULL, &err), DS_OK);
+	assert_string_equal(text, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+				  "trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+				  "<|im_start|>assistant\n");
+	free(text);
 	ds_gguf_close(g);
 	ds_model_free(m);
 }
