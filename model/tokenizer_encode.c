@@ -43,7 +43,7 @@ struct cache_ent {
 	uint32_t woff, wlen, ioff, n;
 };
 
-#define CACHE_SLOTS 65536u
+#define CACHE_SLOTS 262144u
 #define CACHE_MAX_WORD 64
 
 struct enc {
