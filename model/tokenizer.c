@@ -80,6 +80,12 @@ int32_t ds_tok_added_find(const struct ds_tokenizer *t, const char *s, size_t le
 	return bytes_map_find(t, t->amap, t->amap_mask, s, len, true);
 }
 
+void ds_tok_merge_prefetch(const struct ds_tokenizer *t, int32_t l, int32_t r)
+{
+	uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1;
+	__builtin_prefetch(&t->merges[pair_hash(key) & t->merge_mask]);
+}
+
 const struct ds_tok_merge_slot *ds_tok_merge_find(const struct ds_tokenizer *t, int32_t l, int32_t r)
 {
 	uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1;
