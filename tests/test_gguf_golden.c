@@ -9,10 +9,11 @@
  *   - tokens: ours equal transformers' at every step, or the first divergence is at a near-tie:
  *     transformers' top-1 minus top-2 gap is below max(1e-3, one bf16 ulp of the top logit).
  *     The issue asks for 1e-3 alone; that cannot hold for an engine that stores weights and KV
- *     in bf16: rounding moves logits by up to ~0.3 here, and even transformers itself, given
- *     exactly our stored values (make_golden.py --weights-bf16 --kv-bf16), flips a token at a
- *     1.1e-2 gap. One bf16 ulp (0.125 for logits in [16, 32)) is the gap below which bf16
- *     cannot tell two logits apart.
+ *     in bf16: rounding moves logits by up to ~0.3 here. Even against transformers given
+ *     exactly our stored values (make_golden.py --weights-bf16 --kv-bf16) logits still differ
+ *     by up to 0.13 (arithmetic order, amplified through bf16 KV rounding), and our token
+ *     differs from its token at a step whose gap is 1.1e-2. One bf16 ulp (0.125 for logits
+ *     in [16, 32)) is the gap below which bf16 cannot tell two logits apart.
  * After a divergence the continuations differ, so the rest of that prompt is not compared.
  * Before decoding, the prompt ids are rebuilt our way (chat template + tokenizer from the same
  * GGUF) and must equal transformers' ids, so text -> ids -> logits is checked end to end.
