@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -94,6 +95,8 @@ struct tiny_opts {
 	bool untied;           /* write an output.weight */
 	uint32_t alignment;    /* 0 = default (32, no key) */
 	uint32_t version;      /* 0 = 3 */
+	float rope_factor;     /* > 0: add rope_freqs.weight for Llama-3 scaling with this factor;
+				* < 0: add one that matches no configuration */
 };
 
 static const uint32_t type_cycle[] = {DS_GGML_F32, DS_GGML_F16, DS_GGML_BF16, DS_GGML_Q8_0,
@@ -228,7 +231,7 @@ static struct wbuf tiny_gguf(const struct tiny_opts *o)
 	struct wbuf b = {0}, data = {0};
 	w_u32(&b, 0x46554747u);
 	w_u32(&b, o->version ? o->version : 3);
-	int n_written = nt - (o->drop_tensor ? 1 : 0);
+	int n_written = nt - (o->drop_tensor ? 1 : 0) + (o->rope_factor != 0.0f);
 	w_u64(&b, (uint64_t)n_written);
 	w_u64(&b, 13 + (o->alignment ? 1 : 0));
 	kv_str(&b, "general.architecture", o->arch ? o->arch : "llama");
@@ -306,6 +309,28 @@ static struct wbuf tiny_gguf(const struct tiny_opts *o)
 			}
 		}
 		free(v);
+	}
+	if (o->rope_factor != 0.0f) { /* convert_hf_to_gguf.py's Llama-3 rope factors */
+		float f[HD / 2];
+		double factor = fabs(o->rope_factor);
+		for (int i = 0; i < HD / 2; i++) {
+			double wl = 2 * M_PI * pow(50000.0, 2.0 * i / HD);
+			double smooth = (8192.0 / wl - 1.0) / 3.0;
+			f[i] = wl < 2048 ? 1.0f : wl > 8192 ? (float)factor
+				: (float)(1.0 / ((1 - smooth) / factor + smooth));
+		}
+		if (o->rope_factor < 0)
+			f[HD / 2 - 2] *= 1.01f;
+		while (data.len % align) {
+			uint8_t z = 0;
+			w_bytes(&data, &z, 1);
+		}
+		w_str(&b, "rope_freqs.weight");
+		w_u32(&b, 1);
+		w_u64(&b, HD / 2);
+		w_u32(&b, DS_GGML_F32);
+		w_u64(&b, data.len);
+		w_bytes(&data, f, sizeof(f));
 	}
 	while (b.len % align) {
 		uint8_t z = 0;
@@ -447,6 +472,39 @@ static void test_load_tiny(void **state)
 	}
 }
 
+static void test_load_llama3_rope(void **state)
+{
+	(void)state;
+	const float factors[] = {8.0f, 32.0f};
+	for (size_t i = 0; i < DS_ARRAY_LEN(factors); i++) {
+		struct wbuf b = tiny_gguf(&(struct tiny_opts){.rope_factor = factors[i]});
+		char *path = write_tmp(&b);
+		struct ds_model *m = NULL;
+		struct ds_err err = {{0}};
+		if (ds_model_load_gguf(path, &m, &err))
+			fail_msg("%s", err.msg);
+		assert_int_equal(m->cfg.rope_scaling, DS_ROPE_LLAMA3);
+		assert_true(m->cfg.rope_factor == factors[i]);
+		assert_true(m->cfg.rope_low_freq_factor == 1.0f);
+		assert_true(m->cfg.rope_high_freq_factor == 4.0f);
+		assert_int_equal(m->cfg.rope_orig_max_pos, 8192);
+		ds_model_free(m);
+		unlink(path);
+		free(path);
+		free(b.p);
+	}
+	struct wbuf b = tiny_gguf(&(struct tiny_opts){0});
+	char *path = write_tmp(&b);
+	struct ds_model *m = NULL;
+	struct ds_err err;
+	assert_int_equal(ds_model_load_gguf(path, &m, &err), DS_OK);
+	assert_int_equal(m->cfg.rope_scaling, DS_ROPE_NONE);
+	ds_model_free(m);
+	unlink(path);
+	free(path);
+	free(b.p);
+}
+
 static void expect_load_error(const struct tiny_opts *o, enum ds_status want, const char *needle)
 {
 	struct wbuf b = tiny_gguf(o);
@@ -473,6 +531,7 @@ static void test_load_errors(void **state)
 	expect_load_error(&(struct tiny_opts){.force_type = 6 /* Q5_0 */}, DS_ERR_UNSUPPORTED,
 			  "Q5_0");
 	expect_load_error(&(struct tiny_opts){.arch = "gpt2"}, DS_ERR_UNSUPPORTED, "gpt2");
+	expect_load_error(&(struct tiny_opts){.rope_factor = -8.0f}, DS_ERR_UNSUPPORTED, "rope_freqs");
 	struct ds_model *m = NULL;
 	struct ds_err err = {{0}};
 	assert_int_equal(ds_model_load_gguf("/nonexistent/x.gguf", &m, &err), DS_ERR_IO);
@@ -621,6 +680,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_tiny),
 		cmocka_unit_test(test_load_tiny),
+		cmocka_unit_test(test_load_llama3_rope),
 		cmocka_unit_test(test_load_errors),
 		cmocka_unit_test(test_truncate_every_byte),
 		cmocka_unit_test(test_forged_fields),
