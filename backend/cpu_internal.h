@@ -15,6 +15,40 @@
  * positions 0, S, 2S, ... (DESIGN.md section 3). Changing it changes reference bits. */
 #define DS_CPU_REF_KV_CHUNK 32
 
+/* Kernel helpers are forced inline so each target_clones variant of a kernel compiles them
+ * for its own ISA (an out-of-line helper would run the baseline code in every variant). */
+#define DS_CPU_INLINE __attribute__((always_inline))
+
+/* 16-lane float vectors (GCC vector extensions): one AVX-512 register, two AVX2 or four SSE
+ * registers. Element-wise ops on them are the same IEEE ops lane by lane on every target. */
+/* The helpers taking or returning these are always inlined, so no vector ever crosses a call
+ * boundary and the psABI note about 64-byte vectors without AVX-512 does not apply. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float ds_v16f __attribute__((vector_size(64)));
+typedef uint32_t ds_v16u __attribute__((vector_size(64)));
+typedef uint16_t ds_v16h __attribute__((vector_size(32)));
+
+static inline DS_CPU_INLINE ds_v16f ds_v16_load(const float *p)
+{
+	ds_v16f v;
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline DS_CPU_INLINE void ds_v16_store(float *p, ds_v16f v)
+{
+	memcpy(p, &v, sizeof(v));
+}
+
+/* 16 bf16 values widened to f32 (exact). */
+static inline DS_CPU_INLINE ds_v16f ds_v16_load_bf16(const uint16_t *p)
+{
+	ds_v16h h;
+	memcpy(&h, p, sizeof(h));
+	ds_v16u u = __builtin_convertvector(h, ds_v16u) << 16;
+	return (ds_v16f)u;
+}
+
 /* Scratch slots owned by the context; each grows on demand and is reused across calls. */
 enum ds_cpu_ws {
 	DS_WS_X, DS_WS_XN, DS_WS_Q, DS_WS_K, DS_WS_V, DS_WS_ATT, DS_WS_TMP, DS_WS_GATE, DS_WS_UP,

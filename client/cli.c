@@ -111,7 +111,7 @@ static int parse_ids(const char *s, int32_t **out, int *n)
 
 static int fail_status(int code, const char *msg)
 {
-	fprintf(stderr, "error: %s: %s\n", ds_grpc_code_name(code), msg);
+	fprintf(stderr, "error: %s: %s\n", ds_grpcc_code_name(code), msg);
 	return code == 0 ? 1 : code;
 }
 
@@ -152,7 +152,7 @@ static void print_final(const Detserve__V1__GenerateResponse *f)
 		printf("request_id: %s\n", f->request_id);
 }
 
-static int gen_on_message(struct ds_grpc_call *call, const uint8_t *msg, size_t len, void *ud)
+static int gen_on_message(struct ds_grpcc_call *call, const uint8_t *msg, size_t len, void *ud)
 {
 	(void)call;
 	struct cli *c = ud;
@@ -173,7 +173,7 @@ static int gen_on_message(struct ds_grpc_call *call, const uint8_t *msg, size_t 
 	return 0;
 }
 
-static void gen_on_close(struct ds_grpc_call *call, int code, const char *message, void *ud)
+static void gen_on_close(struct ds_grpcc_call *call, int code, const char *message, void *ud)
 {
 	(void)call;
 	struct cli *c = ud;
@@ -182,10 +182,10 @@ static void gen_on_close(struct ds_grpc_call *call, int code, const char *messag
 	snprintf(c->message, sizeof(c->message), "%s", message);
 }
 
-static int cmd_generate(struct cli *c, struct ds_grpc_conn *conn, const struct ds_grpc_md *md, int n_md)
+static int cmd_generate(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_grpcc_md *md, int n_md)
 {
-	static const struct ds_grpc_call_cbs cbs = { .on_message = gen_on_message, .on_close = gen_on_close };
-	struct ds_grpc_call *call;
+	static const struct ds_grpcc_call_cbs cbs = { .on_message = gen_on_message, .on_close = gen_on_close };
+	struct ds_grpcc_call *call;
 	struct ds_err err = { { 0 } };
 	uint8_t *buf;
 	size_t len;
@@ -195,25 +195,25 @@ static int cmd_generate(struct cli *c, struct ds_grpc_conn *conn, const struct d
 		fprintf(stderr, "detserve-cli: %s\n", err.msg);
 		return EXIT_USAGE;
 	}
-	enum ds_status rv = ds_grpc_call_start(conn, c->unary ? DS_PATH_GENERATE_UNARY : DS_PATH_GENERATE, buf, len,
+	enum ds_status rv = ds_grpcc_call_start(conn, c->unary ? DS_PATH_GENERATE_UNARY : DS_PATH_GENERATE, buf, len,
 					       c->timeout_ms, md, n_md, &cbs, c, &call, &err);
 	free(buf);
 	if (rv != DS_OK)
-		return fail_status(DS_GRPC_UNAVAILABLE, err.msg);
+		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
 	while (!c->done) {
 		if (interrupted) {
-			ds_grpc_call_cancel(call);
-			ds_grpc_conn_run(conn, 0, &err); /* flush the RST_STREAM */
+			ds_grpcc_call_cancel(call);
+			ds_grpcc_conn_run(conn, 0, &err); /* flush the RST_STREAM */
 			break;
 		}
-		ds_grpc_conn_run(conn, 100, &err);
+		ds_grpcc_conn_run(conn, 100, &err);
 	}
-	if (c->code != DS_GRPC_OK) {
+	if (c->code != DS_GRPCC_OK) {
 		if (c->n_tokens)
 			printf("\n");
 		rc = fail_status(c->code, c->message);
 	} else if (!c->final) {
-		rc = fail_status(DS_GRPC_INTERNAL, "the stream ended without a final message");
+		rc = fail_status(DS_GRPCC_INTERNAL, "the stream ended without a final message");
 	} else {
 		print_final(c->final);
 		rc = 0;
@@ -225,14 +225,14 @@ static int cmd_generate(struct cli *c, struct ds_grpc_conn *conn, const struct d
 
 /* ---- info, health ---- */
 
-static int cmd_info(struct cli *c, struct ds_grpc_conn *conn, const struct ds_grpc_md *md, int n_md)
+static int cmd_info(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_grpcc_md *md, int n_md)
 {
 	Detserve__V1__ServerInfoResponse *r;
 	struct ds_client_status st;
 	struct ds_err err = { { 0 } };
 	if (ds_client_server_info(conn, c->timeout_ms, md, n_md, &r, &st, &err) != DS_OK)
-		return fail_status(DS_GRPC_UNAVAILABLE, err.msg);
-	if (st.code != DS_GRPC_OK)
+		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
+	if (st.code != DS_GRPCC_OK)
 		return fail_status(st.code, st.message);
 	printf("version: %s\nbackend: %s\nmode: %s\nwindow: %d\ngroup: %d\nkv_blocks: %d\nkv_block_size: %d\n",
 	       r->version, r->backend, r->mode, r->window, r->group, r->kv_blocks, r->kv_block_size);
@@ -250,14 +250,14 @@ static int cmd_info(struct cli *c, struct ds_grpc_conn *conn, const struct ds_gr
 	return 0;
 }
 
-static int cmd_health(struct cli *c, struct ds_grpc_conn *conn)
+static int cmd_health(struct cli *c, struct ds_grpcc_conn *conn)
 {
 	struct ds_client_status st;
 	struct ds_err err = { { 0 } };
 	int serving;
 	if (ds_client_health(conn, "", c->timeout_ms, &serving, &st, &err) != DS_OK)
-		return fail_status(DS_GRPC_UNAVAILABLE, err.msg);
-	if (st.code != DS_GRPC_OK)
+		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
+	if (st.code != DS_GRPCC_OK)
 		return fail_status(st.code, st.message);
 	printf("%s\n", ds_client_serving_name(serving));
 	return serving == 1 ? 0 : 1;
@@ -340,9 +340,9 @@ fail:
 int main(int argc, char **argv)
 {
 	struct cli c = { .timeout_ms = 0 };
-	struct ds_grpc_conn *conn = NULL;
+	struct ds_grpcc_conn *conn = NULL;
 	struct ds_err err = { { 0 } };
-	struct ds_grpc_md md[1];
+	struct ds_grpcc_md md[1];
 	int n_md = 0, i = 1, rc;
 	const char *env = getenv("DETSERVE_ADDR");
 
@@ -396,8 +396,8 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, on_sigint);
 	signal(SIGPIPE, SIG_IGN);
-	if (ds_grpc_conn_connect(&conn, c.host, c.port, NULL, &err) != DS_OK) {
-		rc = fail_status(DS_GRPC_UNAVAILABLE, err.msg);
+	if (ds_grpcc_conn_connect(&conn, c.host, c.port, NULL, &err) != DS_OK) {
+		rc = fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
 		goto out;
 	}
 	if (!strcmp(cmd, "generate"))
@@ -409,7 +409,7 @@ int main(int argc, char **argv)
 	if (interrupted)
 		rc = 1;
 out:
-	ds_grpc_conn_free(conn);
+	ds_grpcc_conn_free(conn);
 	free(c.ids);
 	free((void *)c.req.stop_ids);
 	return rc;

@@ -73,7 +73,7 @@ struct unary_state {
 	struct ds_client_status *st;
 };
 
-static int unary_on_message(struct ds_grpc_call *call, const uint8_t *msg, size_t len, void *ud)
+static int unary_on_message(struct ds_grpcc_call *call, const uint8_t *msg, size_t len, void *ud)
 {
 	(void)call;
 	struct unary_state *u = ud;
@@ -89,7 +89,7 @@ static int unary_on_message(struct ds_grpc_call *call, const uint8_t *msg, size_
 	return 0;
 }
 
-static void unary_on_close(struct ds_grpc_call *call, int code, const char *message, void *ud)
+static void unary_on_close(struct ds_grpcc_call *call, int code, const char *message, void *ud)
 {
 	(void)call;
 	struct unary_state *u = ud;
@@ -98,23 +98,23 @@ static void unary_on_close(struct ds_grpc_call *call, int code, const char *mess
 	snprintf(u->st->message, sizeof(u->st->message), "%s", message);
 }
 
-enum ds_status ds_client_unary(struct ds_grpc_conn *c, const char *path, const uint8_t *req, size_t len,
-			       int64_t timeout_ms, const struct ds_grpc_md *md, int n_md, uint8_t **resp,
+enum ds_status ds_client_unary(struct ds_grpcc_conn *c, const char *path, const uint8_t *req, size_t len,
+			       int64_t timeout_ms, const struct ds_grpcc_md *md, int n_md, uint8_t **resp,
 			       size_t *resp_len, struct ds_client_status *st, struct ds_err *err)
 {
 	struct unary_state u = { .st = st };
-	static const struct ds_grpc_call_cbs cbs = { .on_message = unary_on_message, .on_close = unary_on_close };
+	static const struct ds_grpcc_call_cbs cbs = { .on_message = unary_on_message, .on_close = unary_on_close };
 	enum ds_status rv;
 
 	*resp = NULL;
 	*resp_len = 0;
-	st->code = DS_GRPC_UNKNOWN;
+	st->code = DS_GRPCC_UNKNOWN;
 	st->message[0] = '\0';
-	rv = ds_grpc_call_start(c, path, req, len, timeout_ms, md, n_md, &cbs, &u, NULL, err);
+	rv = ds_grpcc_call_start(c, path, req, len, timeout_ms, md, n_md, &cbs, &u, NULL, err);
 	if (rv != DS_OK)
 		return rv;
 	while (!u.done) {
-		rv = ds_grpc_conn_run(c, -1, err);
+		rv = ds_grpcc_conn_run(c, -1, err);
 		if (rv != DS_OK && !u.done)
 			goto fail;
 	}
@@ -126,12 +126,12 @@ enum ds_status ds_client_unary(struct ds_grpc_conn *c, const char *path, const u
 		rv = ds_errf(err, DS_ERR_FORMAT, "%s: %d replies to a unary call", path, u.n_msgs);
 		goto fail;
 	}
-	if (st->code != DS_GRPC_OK) {
+	if (st->code != DS_GRPCC_OK) {
 		free(u.resp);
 		return DS_OK;
 	}
 	if (u.n_msgs == 0) {
-		st->code = DS_GRPC_INTERNAL;
+		st->code = DS_GRPCC_INTERNAL;
 		snprintf(st->message, sizeof(st->message), "%s: OK status without a reply", path);
 		return DS_OK;
 	}
@@ -143,7 +143,7 @@ fail:
 	return rv;
 }
 
-enum ds_status ds_client_server_info(struct ds_grpc_conn *c, int64_t timeout_ms, const struct ds_grpc_md *md,
+enum ds_status ds_client_server_info(struct ds_grpcc_conn *c, int64_t timeout_ms, const struct ds_grpcc_md *md,
 				     int n_md, Detserve__V1__ServerInfoResponse **out,
 				     struct ds_client_status *st, struct ds_err *err)
 {
@@ -152,7 +152,7 @@ enum ds_status ds_client_server_info(struct ds_grpc_conn *c, int64_t timeout_ms,
 	*out = NULL;
 	/* ServerInfoRequest is empty: zero bytes */
 	enum ds_status rv = ds_client_unary(c, DS_PATH_SERVER_INFO, NULL, 0, timeout_ms, md, n_md, &resp, &n, st, err);
-	if (rv != DS_OK || st->code != DS_GRPC_OK)
+	if (rv != DS_OK || st->code != DS_GRPCC_OK)
 		return rv;
 	*out = detserve__v1__server_info_response__unpack(NULL, n, resp);
 	free(resp);
@@ -220,7 +220,7 @@ enum ds_status ds_client_health_resp_decode(const uint8_t *msg, size_t len, int 
 	return DS_OK;
 }
 
-enum ds_status ds_client_health(struct ds_grpc_conn *c, const char *service, int64_t timeout_ms,
+enum ds_status ds_client_health(struct ds_grpcc_conn *c, const char *service, int64_t timeout_ms,
 				int *serving, struct ds_client_status *st, struct ds_err *err)
 {
 	size_t sl = strlen(service);
@@ -232,7 +232,7 @@ enum ds_status ds_client_health(struct ds_grpc_conn *c, const char *service, int
 	enum ds_status rv = ds_client_unary(c, DS_PATH_HEALTH_CHECK, req, rl, timeout_ms, NULL, 0, &resp, &n, st, err);
 	free(req);
 	*serving = 0;
-	if (rv != DS_OK || st->code != DS_GRPC_OK)
+	if (rv != DS_OK || st->code != DS_GRPCC_OK)
 		return rv;
 	rv = ds_client_health_resp_decode(resp, n, serving);
 	free(resp);

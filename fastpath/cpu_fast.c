@@ -14,43 +14,99 @@
 
 #include <math.h>
 
-#define FAST_LANES 8
+/* The fast path may fuse multiply-adds (FMA where the CPU has it), like cuBLAS. */
+#pragma GCC optimize("fp-contract=fast")
+
+#define FAST_LANES 16
 #define FAST_NT 16  /* output columns per task */
 #define FAST_MR 4   /* rows per register block */
+#define FAST_NC 4   /* columns per register block */
 #define FAST_MB 64  /* rows per task when the row count is large */
 
-static inline float fast_tree8(const float *a)
+/* Like a GPU library picking the kernel for the device: each task body is compiled for
+ * AVX-512+FMA, AVX2+FMA and baseline x86-64, and FAST_PICK chooses by CPU features at run
+ * time. Results may differ between machines; this path promises nothing. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define FAST_VARIANTS(fn)                                                                     \
+	__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void fn##_avx512(          \
+		void *arg, int task, int thread)                                              \
+	{                                                                                     \
+		fn(arg, task, thread);                                                        \
+	}                                                                                     \
+	__attribute__((target("avx2,fma"))) static void fn##_avx2(void *arg, int task,         \
+								   int thread)                \
+	{                                                                                     \
+		fn(arg, task, thread);                                                        \
+	}                                                                                     \
+	static ds_task_fn fn##_pick(void)                                                     \
+	{                                                                                     \
+		if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f"))       \
+			return fn##_avx512;                                                   \
+		if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))          \
+			return fn##_avx2;                                                     \
+		return fn;                                                                    \
+	}
+#else
+#define FAST_VARIANTS(fn)                                                                     \
+	static ds_task_fn fn##_pick(void)                                                     \
+	{                                                                                     \
+		return fn;                                                                    \
+	}
+#endif
+
+/* adjacent-pairs tree (the reference path folds halves instead) */
+static inline DS_CPU_INLINE float fast_sum16(ds_v16f a)
 {
-	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+	float s8[8], s4[4];
+	for (int l = 0; l < 8; l++)
+		s8[l] = a[2 * l] + a[2 * l + 1];
+	for (int l = 0; l < 4; l++)
+		s4[l] = s8[2 * l] + s8[2 * l + 1];
+	return (s4[0] + s4[1]) + (s4[2] + s4[3]);
 }
 
-static inline float fast_dot(const float *x, const float *w, int n)
+static inline DS_CPU_INLINE float fast_dot(const float *x, const float *w, int n)
 {
-	float acc[FAST_LANES] = {0};
+	ds_v16f acc = {0};
 	int k = 0;
 	for (; k + FAST_LANES <= n; k += FAST_LANES)
-		for (int l = 0; l < FAST_LANES; l++)
-			acc[l] += x[k + l] * w[k + l];
-	float s = fast_tree8(acc);
+		acc += ds_v16_load(x + k) * ds_v16_load(w + k);
+	float s = fast_sum16(acc);
 	for (; k < n; k++)
 		s += x[k] * w[k];
 	return s;
 }
 
-static inline void fast_dot_mr(const float *x, size_t ldx, const float *w, int n, float *out)
+/* out[r*ldo + c] = dot(x row r, weight column c), nr rows x nc columns (constants at the call
+ * site), weights bf16 converted inline or f32. */
+static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const int nr, const int nc,
+					    const uint16_t *w_bf16, const float *w_f32, size_t ldw,
+					    int n, float *out, size_t ldo)
 {
-	float acc[FAST_MR][FAST_LANES] = {{0}};
+	ds_v16f acc[FAST_MR][FAST_NC];
+	for (int r = 0; r < nr; r++)
+		for (int c = 0; c < nc; c++)
+			acc[r][c] = (ds_v16f){0};
 	int k = 0;
-	for (; k + FAST_LANES <= n; k += FAST_LANES)
-		for (int r = 0; r < FAST_MR; r++)
-			for (int l = 0; l < FAST_LANES; l++)
-				acc[r][l] += x[(size_t)r * ldx + k + l] * w[k + l];
-	for (int r = 0; r < FAST_MR; r++) {
-		float s = fast_tree8(acc[r]);
-		for (int kk = k; kk < n; kk++)
-			s += x[(size_t)r * ldx + kk] * w[kk];
-		out[r] = s;
+	for (; k + FAST_LANES <= n; k += FAST_LANES) {
+		ds_v16f wv[FAST_NC];
+		for (int c = 0; c < nc; c++)
+			wv[c] = w_bf16 ? ds_v16_load_bf16(w_bf16 + c * ldw + k)
+				       : ds_v16_load(w_f32 + c * ldw + k);
+		for (int r = 0; r < nr; r++) {
+			ds_v16f xv = ds_v16_load(x + r * ldx + k);
+			for (int c = 0; c < nc; c++)
+				acc[r][c] += xv * wv[c];
+		}
 	}
+	for (int r = 0; r < nr; r++)
+		for (int c = 0; c < nc; c++) {
+			float s = fast_sum16(acc[r][c]);
+			for (int kk = k; kk < n; kk++)
+				s += x[r * ldx + kk] * (w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + kk])
+							       : w_f32[c * ldw + kk]);
+			out[r * ldo + c] = s;
+		}
 }
 
 /* ---- matmul ---- */
@@ -65,7 +121,7 @@ struct fast_mm {
 	int splits, n_tiles, row_blocks;
 };
 
-static void fast_mm_task(void *arg, int task, int thread)
+static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 {
 	struct fast_mm *a = arg;
 	int tile = task % a->n_tiles, rest = task / a->n_tiles;
@@ -76,28 +132,41 @@ static void fast_mm_task(void *arg, int task, int thread)
 	int m0 = rb * FAST_MB, m1 = a->row_blocks > 1 ? DS_MIN(a->M, m0 + FAST_MB) : a->M;
 	float *y = a->splits > 1 ? a->part + (size_t)split * a->M * a->N : a->y;
 
-	float *wt = ds_cpu_thread_buf(a->c, thread); /* (nt, kl) */
-	for (int j = 0; j < nt; j++) {
-		const uint16_t *src = a->w + (size_t)(n0 + j) * a->K + k0;
-		float *dst = wt + (size_t)j * kl;
-		for (int k = 0; k < kl; k++)
-			dst[k] = ds_bf16_to_f32(src[k]);
-	}
-	int m = m0;
-	float out[FAST_MR];
-	for (; m + FAST_MR <= m1; m += FAST_MR) {
-		const float *xm = a->x + (size_t)m * a->K + k0;
+	const float *wt = NULL;
+	if (m1 - m0 > FAST_MR) { /* enough rows to pay for converting the tile once */
+		float *buf = ds_cpu_thread_buf(a->c, thread); /* (nt, kl) */
 		for (int j = 0; j < nt; j++) {
-			fast_dot_mr(xm, (size_t)a->K, wt + (size_t)j * kl, kl, out);
-			for (int r = 0; r < FAST_MR; r++)
-				y[(size_t)(m + r) * a->N + n0 + j] = out[r];
+			const uint16_t *src = a->w + (size_t)(n0 + j) * a->K + k0;
+			for (int k = 0; k < kl; k++)
+				buf[(size_t)j * kl + k] = ds_bf16_to_f32(src[k]);
+		}
+		wt = buf;
+	}
+	size_t K = (size_t)a->K, N = (size_t)a->N, ldw = wt ? (size_t)kl : K;
+	const uint16_t *wb = wt ? NULL : a->w + (size_t)n0 * K + k0;
+	for (int m = m0; m < m1; m += FAST_MR) {
+		const float *x = a->x + (size_t)m * K + k0;
+		float *o = y + (size_t)m * N + n0;
+		for (int j = 0; j < nt;) {
+			int nc = nt - j >= FAST_NC ? FAST_NC : 1;
+			const uint16_t *wbj = wb ? wb + j * ldw : NULL;
+			const float *wtj = wt ? wt + j * ldw : NULL;
+#define FAST_BLOCK(nr) \
+	(nc == FAST_NC ? fast_block(x, K, nr, FAST_NC, wbj, wtj, ldw, kl, o + j, N) \
+		       : fast_block(x, K, nr, 1, wbj, wtj, ldw, kl, o + j, N))
+			switch (DS_MIN(FAST_MR, m1 - m)) {
+			case 1: FAST_BLOCK(1); break;
+			case 2: FAST_BLOCK(2); break;
+			case 3: FAST_BLOCK(3); break;
+			default: FAST_BLOCK(FAST_MR); break;
+			}
+#undef FAST_BLOCK
+			j += nc;
 		}
 	}
-	for (; m < m1; m++)
-		for (int j = 0; j < nt; j++)
-			y[(size_t)m * a->N + n0 + j] =
-				fast_dot(a->x + (size_t)m * a->K + k0, wt + (size_t)j * kl, kl);
 }
+
+FAST_VARIANTS(fast_mm_task)
 
 struct fast_reduce {
 	const float *part;
@@ -122,15 +191,12 @@ static void fast_reduce_task(void *arg, int task, int thread)
 static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w,
 				  float *y, int M, int N, int K)
 {
+	DS_ASSERT((size_t)FAST_NT * (size_t)K <= c->thread_buf_len);
 	int n_tiles = (N + FAST_NT - 1) / FAST_NT;
 	/* split K when the column tiles alone would leave threads idle or the tiles too thin */
-	int splits = 1;
-	if (M <= 4)
-		splits = DS_MAX(4, c->n_threads);
-	else if (M <= 16)
-		splits = 2;
-	while (splits > 1 && K / splits < 64)
-		splits--;
+	int splits = M <= 4 ? 4 : M <= 16 ? 2 : 1;
+	while (splits > 1 && K / splits < 512) /* short K slices defeat the prefetcher */
+		splits /= 2;
 	int row_blocks = M > 2 * FAST_MB ? (M + FAST_MB - 1) / FAST_MB : 1;
 	struct fast_mm a = {.c = c, .x = x, .w = w, .y = y, .M = M, .N = N, .K = K,
 			    .splits = splits, .n_tiles = n_tiles, .row_blocks = row_blocks};
@@ -139,7 +205,7 @@ static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, const ui
 		if (!a.part)
 			return DS_ERR_NOMEM;
 	}
-	ds_threadpool_run(c->tp, n_tiles * splits * row_blocks, fast_mm_task, &a);
+	ds_threadpool_run(c->tp, n_tiles * splits * row_blocks, fast_mm_task_pick(), &a);
 	if (splits > 1) {
 		struct fast_reduce r = {.part = a.part, .y = y, .n = (size_t)M * N, .splits = splits};
 		ds_threadpool_run(c->tp, (int)((r.n + 4095) / 4096), fast_reduce_task, &r);
@@ -156,7 +222,16 @@ static enum ds_status fast_rmsnorm(struct ds_cpu_ctx *c, const float *x, const u
 	for (int m = 0; m < M; m++) {
 		const float *xr = x + (size_t)m * n;
 		float *yr = y + (size_t)m * n;
-		float inv = 1.0f / sqrtf(fast_dot(xr, xr, n) / (float)n + eps);
+		float acc[8] = {0}, ss = 0.0f;
+		int i = 0;
+		for (; i + 8 <= n; i += 8)
+			for (int l = 0; l < 8; l++)
+				acc[l] += xr[i + l] * xr[i + l];
+		for (int l = 0; l < 8; l++)
+			ss += acc[l];
+		for (; i < n; i++)
+			ss += xr[i] * xr[i];
+		float inv = 1.0f / sqrtf(ss / (float)n + eps);
 		for (int i = 0; i < n; i++)
 			yr[i] = (xr[i] * inv) * ds_bf16_to_f32(w[i]);
 	}
@@ -175,7 +250,7 @@ struct fast_attn {
 	int splits;
 };
 
-static void fast_attn_task(void *arg, int task, int thread)
+static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 {
 	struct fast_attn *a = arg;
 	struct ds_cpu_ctx *c = a->c;
@@ -225,6 +300,8 @@ static void fast_attn_task(void *arg, int task, int thread)
 	}
 }
 
+FAST_VARIANTS(fast_attn_task)
+
 static void fast_attn_merge(void *arg, int task, int thread)
 {
 	(void)thread;
@@ -263,7 +340,7 @@ static enum ds_status fast_attention(struct ds_cpu_ctx *c, const struct ds_cpu_p
 	a.part = ds_cpu_ws_get(c, DS_WS_PART, n * sizeof(float));
 	if (!a.part)
 		return DS_ERR_NOMEM;
-	ds_threadpool_run(c->tp, items * splits, fast_attn_task, &a);
+	ds_threadpool_run(c->tp, items * splits, fast_attn_task_pick(), &a);
 	ds_threadpool_run(c->tp, p->M * cfg->n_head, fast_attn_merge, &a);
 	return DS_OK;
 }

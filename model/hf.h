@@ -49,7 +49,8 @@ struct ds_hf_write_opts {
  * Output is a pure function of (cfg, seed, opts): the same inputs give byte-identical files.
  * Each file is written to a temporary name and renamed; config.json is written last, so its
  * presence means the directory is complete. Stale weight files of the other layout (single vs
- * sharded vs deferred) are removed. seed must be < 2^63 (it is stored as a JSON integer).
+ * sharded vs deferred) are removed. The byte-level tokenizer (tokenizer.json and
+ * tokenizer_config.json, ds_tokenizer_write_bytelevel_json) is written too. seed must be < 2^63 (it is stored as a JSON integer).
  * Returns DS_ERR_INVALID (bad cfg/opts), DS_ERR_IO naming the file, DS_ERR_NOMEM. */
 enum ds_status ds_model_write_hf(const struct ds_model_config *cfg, uint64_t seed, const char *dir,
                                  const struct ds_hf_write_opts *opts, struct ds_err *err);

@@ -5,6 +5,7 @@
  * file goes to a temporary name first and is renamed into place; config.json comes last, so a
  * directory with a config.json is complete. */
 #include "hf.h"
+#include "tokenizer.h"
 #include "safetensors.h"
 #include "synth.h"
 
@@ -313,6 +314,9 @@ enum ds_status ds_model_write_hf(const struct ds_model_config *cfg, uint64_t see
 		if (rv == DS_OK)
 			rv = hf_write_index(dir, ts, n, start, k, opts->dtype, err);
 	}
+	/* the byte-level fallback tokenizer, so text prompts work on synthetic models */
+	if (rv == DS_OK)
+		rv = ds_tokenizer_write_bytelevel_json(dir, cfg, err);
 	if (rv == DS_OK)
 		rv = hf_write_text(dir, DS_HF_CONFIG, config, strlen(config), err);
 out:

@@ -29,32 +29,29 @@ static bool byte_is_direct(unsigned b)
 	return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
 }
 
+/* The bytes that are not printable stand in for themselves shifted to U+0100.. in order:
+ * 0..32 -> U+0100..U+0120, 127..160 -> U+0121..U+0142, 173 -> U+0143. */
 uint32_t ds_tok_byte_to_cp(uint8_t b)
 {
 	if (byte_is_direct(b))
 		return b;
-	unsigned n = 0;
-	for (unsigned i = 0; i < b; i++)
-		n += !byte_is_direct(i);
-	return 256 + n;
+	if (b <= 32)
+		return 256u + b;
+	if (b <= 160)
+		return 256u + 33u + (b - 127u);
+	return 256u + 67u; /* 173 */
 }
 
-/* Inverse for code points < 324 (the mapping's image is within [33, 323]). */
 static int cp_to_byte(uint32_t cp)
 {
 	if (cp < 256)
 		return byte_is_direct(cp) ? (int)cp : -1;
-	if (cp >= 256 + 68)
-		return -1;
-	unsigned n = cp - 256;
-	for (unsigned b = 0; b < 256; b++) {
-		if (!byte_is_direct(b)) {
-			if (n == 0)
-				return (int)b;
-			n--;
-		}
-	}
-	return -1;
+	uint32_t n = cp - 256;
+	if (n <= 32)
+		return (int)n;
+	if (n <= 66)
+		return (int)(127 + n - 33);
+	return n == 67 ? 173 : -1;
 }
 
 bool ds_tok_unmap(const char *s, size_t len, char *out, size_t *out_len)
@@ -563,6 +560,7 @@ enum ds_status ds_tok_build(struct ds_tok_builder *b, struct ds_tokenizer **out,
 	t->bos_id = b->bos_id;
 	t->eos_id = b->eos_id;
 	t->pad_id = b->pad_id;
+	t->cache = ds_tok_cache_new();
 	ds_tok_builder_free(b);
 	*out = t;
 	return DS_OK;
@@ -583,6 +581,7 @@ void ds_tokenizer_free(struct ds_tokenizer *t)
 	free(t->vmap);
 	free(t->amap);
 	free(t->merges);
+	ds_tok_cache_free(t->cache);
 	free(t);
 }
 

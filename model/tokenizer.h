@@ -7,8 +7,8 @@
  * rest is NFC-normalized when asked, pre-tokenized (Split regex / Digits / ByteLevel, PCRE2
  * with UTF+UCP and JIT) and merged with a rank-ordered heap, as `tokenizers` does.
  *
- * Key decision: the loaded tokenizer is immutable, so encode/decode may run concurrently
- * from any number of threads; scratch space and the repeated-word cache live in each call.
+ * Key decision: the loaded tokenizer is immutable apart from a try-locked word cache, so
+ * encode/decode may run concurrently from any number of threads; scratch lives in each call.
  * Token pieces are kept as raw bytes (the GPT-2 byte<->unicode mapping is undone at load
  * time), so BPE works on bytes and decoding is a concatenation.
  *

@@ -98,7 +98,13 @@ struct ds_tokenizer {
 	int32_t prefix[DS_TOK_MAX_AFFIX], suffix[DS_TOK_MAX_AFFIX];
 	int n_prefix, n_suffix;
 	int bos_id, eos_id, pad_id;
+
+	struct ds_tok_cache *cache; /* the only mutable part; has its own lock; may be NULL */
 };
+
+/* The repeated-word cache (tokenizer_encode.c). NULL on OOM (encoding works without). */
+struct ds_tok_cache *ds_tok_cache_new(void);
+void ds_tok_cache_free(struct ds_tok_cache *c);
 
 /* ---- building ---- */
 

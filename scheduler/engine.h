@@ -158,4 +158,9 @@ struct ds_event *ds_engine_poll(struct ds_engine *e);
 void ds_engine_get_stats(struct ds_engine *e, struct ds_engine_stats *out);
 const struct ds_engine_opts *ds_engine_get_opts(const struct ds_engine *e);
 
+/* Checks the KV block manager's internal invariants and, when the engine is idle, that no
+ * block is still referenced (cached blocks may stay). Call from the stepping thread (or with
+ * the engine thread stopped). DS_ERR_INTERNAL with detail when broken. (added by the scheduler) */
+enum ds_status ds_engine_kv_check(struct ds_engine *e, struct ds_err *err);
+
 #endif

@@ -18,7 +18,7 @@ static void test_len_dist(void **state)
 	(void)state;
 	struct ds_len_dist d;
 	struct ds_err err;
-	struct ds_rng r = { 3 };
+	struct ds_bench_rng r = { 3 };
 	char buf[64];
 	assert_int_equal(ds_len_dist_parse("x", "17", &d, &err), DS_OK);
 	assert_int_equal(ds_len_dist_draw(&d, &r), 17);

@@ -143,7 +143,7 @@ static void test_layout_switch_removes_stale_files(void **state)
 	write_lib("tiny", "llama", false, 1, a, DS_HF_BF16, 1, true);
 	char l[1024];
 	listing(a, l, sizeof(l));
-	assert_string_equal(l, "config.json\ndetserve_synth.json\n");
+	assert_string_equal(l, "config.json\ndetserve_synth.json\ntokenizer.json\ntokenizer_config.json\n");
 	rmrf(a);
 	rmrf(b);
 }
@@ -206,7 +206,7 @@ static void test_tool_matches_library(void **state)
 	assert_int_equal(run_tool(argv2), 0);
 	char l[1024];
 	listing(c, l, sizeof(l));
-	assert_string_equal(l, "config.json\ndetserve_synth.json\n");
+	assert_string_equal(l, "config.json\ndetserve_synth.json\ntokenizer.json\ntokenizer_config.json\n");
 	size_t n;
 	uint8_t *s = slurp(c, "detserve_synth.json", &n);
 	s[n] = 0;

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "gguf.h"
 #include "tokenizer.h"
 #include "tokenizer_internal.h"
 
@@ -532,6 +533,161 @@ static void test_stream_equals_decode_random(void **state)
 	ds_tokenizer_free(t);
 }
 
+
+/* ---- GGUF metadata ---- */
+
+struct gbuf {
+	uint8_t p[65536];
+	size_t n;
+	uint64_t n_kv;
+};
+
+static void g_raw(struct gbuf *g, const void *x, size_t n)
+{
+	assert_true(g->n + n <= sizeof(g->p));
+	memcpy(g->p + g->n, x, n);
+	g->n += n;
+}
+
+static void g_u32(struct gbuf *g, uint32_t v) { g_raw(g, &v, 4); }
+static void g_u64(struct gbuf *g, uint64_t v) { g_raw(g, &v, 8); }
+
+static void g_str(struct gbuf *g, const char *s)
+{
+	g_u64(g, strlen(s));
+	g_raw(g, s, strlen(s));
+}
+
+static void g_kv_str(struct gbuf *g, const char *key, const char *v)
+{
+	g_str(g, key);
+	g_u32(g, DS_GGUF_STRING);
+	g_str(g, v);
+	g->n_kv++;
+}
+
+static void g_kv_u32(struct gbuf *g, const char *key, uint32_t v)
+{
+	g_str(g, key);
+	g_u32(g, DS_GGUF_UINT32);
+	g_u32(g, v);
+	g->n_kv++;
+}
+
+static void g_kv_bool(struct gbuf *g, const char *key, bool v)
+{
+	uint8_t b = v;
+	g_str(g, key);
+	g_u32(g, DS_GGUF_BOOL);
+	g_raw(g, &b, 1);
+	g->n_kv++;
+}
+
+/* A gpt2 tokenizer: the 256 bytes, "ab", "<|ctl|>" (CONTROL), "<u>" (USER_DEFINED). */
+static void g_vocab(struct gbuf *g, const char *model, const char *pre, const char *merge)
+{
+	g_kv_str(g, "tokenizer.ggml.model", model);
+	if (pre)
+		g_kv_str(g, "tokenizer.ggml.pre", pre);
+	g_str(g, "tokenizer.ggml.tokens");
+	g_u32(g, DS_GGUF_ARRAY);
+	g_u32(g, DS_GGUF_STRING);
+	g_u64(g, 259);
+	for (int b = 0; b < 256; b++) {
+		char m[4];
+		uint8_t raw = (uint8_t)b;
+		ds_tok_map(&raw, 1, m);
+		g_str(g, m);
+	}
+	g_str(g, "ab");
+	g_str(g, "<|ctl|>");
+	g_str(g, "<u>");
+	g->n_kv++;
+	g_str(g, "tokenizer.ggml.token_type");
+	g_u32(g, DS_GGUF_ARRAY);
+	g_u32(g, DS_GGUF_INT32);
+	g_u64(g, 259);
+	for (int i = 0; i < 259; i++)
+		g_u32(g, i == 257 ? 3 : i == 258 ? 4 : 1);
+	g->n_kv++;
+	if (merge) {
+		g_str(g, "tokenizer.ggml.merges");
+		g_u32(g, DS_GGUF_ARRAY);
+		g_u32(g, DS_GGUF_STRING);
+		g_u64(g, 1);
+		g_str(g, merge);
+		g->n_kv++;
+	}
+}
+
+static enum ds_status g_load(struct gbuf *g, struct ds_tokenizer **t, struct ds_err *err)
+{
+	static uint8_t file[sizeof(g->p) + 64];
+	memcpy(file, "GGUF", 4);
+	uint32_t version = 3;
+	uint64_t n_tensors = 0;
+	memcpy(file + 4, &version, 4);
+	memcpy(file + 8, &n_tensors, 8);
+	memcpy(file + 16, &g->n_kv, 8);
+	memcpy(file + 24, g->p, g->n);
+	struct ds_gguf *gg;
+	enum ds_status rv = ds_gguf_parse(file, 24 + g->n, "mem.gguf", &gg, err);
+	assert_int_equal(rv, DS_OK);
+	rv = ds_tokenizer_load_gguf(gg, t, err);
+	ds_gguf_close(gg);
+	return rv;
+}
+
+static void test_gguf_vocab(void **state)
+{
+	(void)state;
+	static struct gbuf g;
+	memset(&g, 0, sizeof(g));
+	g_vocab(&g, "gpt2", "smollm", "a b");
+	g_kv_u32(&g, "tokenizer.ggml.bos_token_id", 257);
+	g_kv_u32(&g, "tokenizer.ggml.eos_token_id", 257);
+	g_kv_bool(&g, "tokenizer.ggml.add_bos_token", true);
+	struct ds_tokenizer *t;
+	struct ds_err err;
+	if (g_load(&g, &t, &err) != DS_OK)
+		fail_msg("%s", err.msg);
+	assert_int_equal(ds_tokenizer_vocab_size(t), 259);
+	assert_int_equal(ds_tokenizer_bos_id(t), 257);
+	assert_true(ds_tokenizer_is_special(t, 257));
+	assert_false(ds_tokenizer_is_special(t, 258));
+	int32_t ids[16];
+	/* smollm: digits one by one, then the GPT-2 regex; control and user tokens matched */
+	size_t n = enc(t, "ab12<|ctl|><u>", 14, true, ids, 16);
+	int32_t want[] = { 257, 256, '1', '2', 257, 258 };
+	assert_int_equal(n, 6);
+	assert_memory_equal(ids, want, sizeof(want));
+	ds_tokenizer_free(t);
+}
+
+static void expect_gguf_error(const char *model, const char *pre, const char *merge,
+			      enum ds_status want, const char *msg_part)
+{
+	static struct gbuf g;
+	memset(&g, 0, sizeof(g));
+	g_vocab(&g, model, pre, merge);
+	struct ds_tokenizer *t = (struct ds_tokenizer *)1;
+	struct ds_err err = { { 0 } };
+	assert_int_equal(g_load(&g, &t, &err), want);
+	assert_null(t);
+	if (!strstr(err.msg, msg_part) || !strstr(err.msg, "mem.gguf"))
+		fail_msg("error \"%s\" lacks \"%s\" or the file name", err.msg, msg_part);
+}
+
+static void test_gguf_errors(void **state)
+{
+	(void)state;
+	expect_gguf_error("llama", "default", "a b", DS_ERR_UNSUPPORTED, "tokenizer.ggml.model");
+	expect_gguf_error("gpt2", "falcon", "a b", DS_ERR_UNSUPPORTED, "falcon");
+	expect_gguf_error("gpt2", "llama-bpe", NULL, DS_ERR_FORMAT, "merges");
+	expect_gguf_error("gpt2", "qwen2", "a z", DS_ERR_FORMAT, "merged token");
+	expect_gguf_error("gpt2", "gpt2", "ab", DS_ERR_FORMAT, "left right");
+}
+
 /* ---- load errors ---- */
 
 static void expect_load_error(const char *json, enum ds_status want, const char *msg_part)
@@ -597,6 +753,8 @@ int main(void)
 		cmocka_unit_test(test_stream_utf8_boundaries),
 		cmocka_unit_test(test_stream_equals_decode_random),
 		cmocka_unit_test(test_load_errors),
+		cmocka_unit_test(test_gguf_vocab),
+		cmocka_unit_test(test_gguf_errors),
 	};
 	return cmocka_run_group_tests_name("tokenizer", tests, setup, teardown);
 }

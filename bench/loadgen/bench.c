@@ -38,14 +38,15 @@ struct bench {
 	const char *records_path, *summary_path;
 	bool record_tokens, quiet, no_table, ignore_eos;
 	int early_verify;
+	bool requests_set;     /* --requests given (a trace is otherwise replayed whole) */
 	int64_t timeout_ms;
 	char label[128];
 	char auth[300];
-	struct ds_grpc_md md[1];
+	struct ds_grpcc_md md[1];
 	int n_md;
 	struct ds_workload_opts wo;
 	/* run */
-	struct ds_grpc_conn *conns[MAX_CONNS];
+	struct ds_grpcc_conn *conns[MAX_CONNS];
 	struct ds_bench_req *reqs;
 	struct ds_bench_rec *recs;
 	int n_reqs, next, inflight, done, n_err;
@@ -58,7 +59,7 @@ struct bench {
 
 static double elapsed(const struct bench *b)
 {
-	return (double)(ds_grpc_now_ns() - b->t0_ns) * 1e-9;
+	return (double)(ds_grpcc_now_ns() - b->t0_ns) * 1e-9;
 }
 
 /* ---- call callbacks ---- */
@@ -69,7 +70,7 @@ struct call_ctx {
 	struct ds_bench_rec *r;
 };
 
-static int ctx_on_message(struct ds_grpc_call *call, const uint8_t *msg, size_t len, void *ud)
+static int ctx_on_message(struct ds_grpcc_call *call, const uint8_t *msg, size_t len, void *ud)
 {
 	(void)call;
 	struct call_ctx *x = ud;
@@ -106,7 +107,7 @@ static int ctx_on_message(struct ds_grpc_call *call, const uint8_t *msg, size_t 
 	return 0;
 }
 
-static void ctx_on_close(struct ds_grpc_call *call, int code, const char *message, void *ud)
+static void ctx_on_close(struct ds_grpcc_call *call, int code, const char *message, void *ud)
 {
 	(void)call;
 	struct call_ctx *x = ud;
@@ -115,15 +116,15 @@ static void ctx_on_close(struct ds_grpc_call *call, int code, const char *messag
 	r->done = true;
 	r->t_end = elapsed(b);
 	r->code = code;
-	if (code != DS_GRPC_OK || !r->message[0])
+	if (code != DS_GRPCC_OK || !r->message[0])
 		snprintf(r->message, sizeof(r->message), "%s", message);
-	if (code == DS_GRPC_OK && !r->got_final) {
-		r->code = DS_GRPC_INTERNAL;
+	if (code == DS_GRPCC_OK && !r->got_final) {
+		r->code = DS_GRPCC_INTERNAL;
 		snprintf(r->message, sizeof(r->message), "stream ended without a final message");
 	}
 	b->inflight--;
 	b->done++;
-	if (r->code != DS_GRPC_OK)
+	if (r->code != DS_GRPCC_OK)
 		b->n_err++;
 	else
 		b->tokens += (uint64_t)r->n_tokens;
@@ -132,20 +133,20 @@ static void ctx_on_close(struct ds_grpc_call *call, int code, const char *messag
 
 /* ---- connections ---- */
 
-static struct ds_grpc_conn *pick_conn(struct bench *b)
+static struct ds_grpcc_conn *pick_conn(struct bench *b)
 {
-	struct ds_grpc_conn *best = NULL;
+	struct ds_grpcc_conn *best = NULL;
 	for (int i = 0; i < b->n_conns; i++) {
-		if (b->conns[i] && !ds_grpc_conn_usable(b->conns[i])) {
-			ds_grpc_conn_free(b->conns[i]);
+		if (b->conns[i] && !ds_grpcc_conn_usable(b->conns[i])) {
+			ds_grpcc_conn_free(b->conns[i]);
 			b->conns[i] = NULL;
 		}
 		if (!b->conns[i]) {
 			struct ds_err err;
-			if (ds_grpc_conn_connect(&b->conns[i], b->host, b->port, NULL, &err) != DS_OK)
+			if (ds_grpcc_conn_connect(&b->conns[i], b->host, b->port, NULL, &err) != DS_OK)
 				continue;
 		}
-		if (!best || ds_grpc_conn_active(b->conns[i]) < ds_grpc_conn_active(best))
+		if (!best || ds_grpcc_conn_active(b->conns[i]) < ds_grpcc_conn_active(best))
 			best = b->conns[i];
 	}
 	return best;
@@ -171,22 +172,22 @@ static void start_request(struct bench *b, int i)
 	r->t_sched = b->users > 0 ? r->t_sent : q->arrival_s;
 	b->inflight++;
 	struct call_ctx *x = malloc(sizeof(*x));
-	static const struct ds_grpc_call_cbs cbs = { .on_message = ctx_on_message, .on_close = ctx_on_close };
-	int code = DS_GRPC_INTERNAL;
+	static const struct ds_grpcc_call_cbs cbs = { .on_message = ctx_on_message, .on_close = ctx_on_close };
+	int code = DS_GRPCC_INTERNAL;
 	if (!x || ds_client_gen_req_pack(&g, &buf, &len, &err) != DS_OK) {
 		snprintf(err.msg, sizeof(err.msg), "no memory");
 		goto fail;
 	}
 	x->b = b;
 	x->r = r;
-	struct ds_grpc_conn *c = pick_conn(b);
+	struct ds_grpcc_conn *c = pick_conn(b);
 	if (!c) {
-		code = DS_GRPC_UNAVAILABLE;
+		code = DS_GRPCC_UNAVAILABLE;
 		snprintf(err.msg, sizeof(err.msg), "cannot connect to %s:%d", b->host, b->port);
 		goto fail;
 	}
-	if (ds_grpc_call_start(c, DS_PATH_GENERATE, buf, len, b->timeout_ms, b->md, b->n_md, &cbs, x, NULL, &err) != DS_OK) {
-		code = DS_GRPC_UNAVAILABLE;
+	if (ds_grpcc_call_start(c, DS_PATH_GENERATE, buf, len, b->timeout_ms, b->md, b->n_md, &cbs, x, NULL, &err) != DS_OK) {
+		code = DS_GRPCC_UNAVAILABLE;
 		goto fail;
 	}
 	free(buf);
@@ -226,12 +227,12 @@ static void run(struct bench *b)
 {
 	struct pollfd pfds[MAX_CONNS];
 	struct ds_err err;
-	b->t0_ns = ds_grpc_now_ns();
+	b->t0_ns = ds_grpcc_now_ns();
 	while (b->done < b->n_reqs && !(interrupted && b->n_report < b->n_reqs)) {
 		double now = elapsed(b);
 		if (interrupted) {
 			for (int i = 0; i < b->n_conns; i++)
-				ds_grpc_conn_free(b->conns[i]), b->conns[i] = NULL; /* closes open calls: UNAVAILABLE */
+				ds_grpcc_conn_free(b->conns[i]), b->conns[i] = NULL; /* closes open calls: UNAVAILABLE */
 			b->n_report = b->next; /* never sent: leave them out of the stats */
 			break;
 		}
@@ -253,10 +254,10 @@ static void run(struct bench *b)
 		for (int i = 0; i < b->n_conns; i++) {
 			if (!b->conns[i])
 				continue;
-			int dl = ds_grpc_conn_next_timeout_ms(b->conns[i]);
+			int dl = ds_grpcc_conn_next_timeout_ms(b->conns[i]);
 			if (dl >= 0 && dl < timeout)
 				timeout = dl;
-			ds_grpc_conn_pollfd(b->conns[i], &pfds[i]);
+			ds_grpcc_conn_pollfd(b->conns[i], &pfds[i]);
 			np++;
 		}
 		for (int i = 0; i < b->n_conns; i++)
@@ -268,7 +269,7 @@ static void run(struct bench *b)
 			break;
 		for (int i = 0; i < b->n_conns; i++)
 			if (b->conns[i])
-				ds_grpc_conn_io(b->conns[i], pfds[i].revents, &err); /* dead conns closed their calls */
+				ds_grpcc_conn_io(b->conns[i], pfds[i].revents, &err); /* dead conns closed their calls */
 		progress(b, false);
 	}
 	progress(b, true);
@@ -316,7 +317,7 @@ static void usage(FILE *f)
 		"  --trace FILE.jsonl     open loop, replay a trace (arrival_s, prompt_ids|prompt|prompt_len,\n"
 		"                         max_tokens, deterministic, seed, temperature, top_k, top_p, tag)\n"
 		"  --users U              closed loop, U users back to back\n"
-		"  --requests N           number of requests (default 100)\n"
+		"  --requests N           number of requests (default 100; a trace: all its lines)\n"
 		"  --duration S           stop generating arrivals after S seconds\n"
 		"traffic mix:\n"
 		"  --det-fraction F       fraction of deterministic requests (default 0)\n"
@@ -368,7 +369,10 @@ static int parse_args(struct bench *b, int argc, char **argv)
 		case O_RATE: b->wo.rate = strtod(optarg, &end); break;
 		case O_TRACE: b->trace = optarg; break;
 		case O_USERS: b->users = (int)strtol(optarg, &end, 10); break;
-		case O_REQS: b->wo.n_requests = (int)strtol(optarg, &end, 10); break;
+		case O_REQS:
+			b->wo.n_requests = (int)strtol(optarg, &end, 10);
+			b->requests_set = true;
+			break;
 		case O_DUR: b->wo.duration_s = strtod(optarg, &end); break;
 		case O_DET: b->wo.det_fraction = strtod(optarg, &end); break;
 		case O_PL:
@@ -396,7 +400,7 @@ static int parse_args(struct bench *b, int argc, char **argv)
 		case O_TMO: b->timeout_ms = strtoll(optarg, &end, 10); break;
 		case O_KEY:
 			snprintf(b->auth, sizeof(b->auth), "Bearer %s", optarg);
-			b->md[0] = (struct ds_grpc_md){ "authorization", b->auth };
+			b->md[0] = (struct ds_grpcc_md){ "authorization", b->auth };
 			b->n_md = 1;
 			break;
 		case O_REC: b->records_path = optarg; break;
@@ -450,17 +454,19 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : EXIT_USAGE;
 	rc = 1;
 	vocab_flag = b.wo.vocab;
+	if (b.trace && !b.requests_set)
+		b.wo.n_requests = 0; /* the whole trace */
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_sigint);
 
-	if (ds_grpc_conn_connect(&b.conns[0], b.host, b.port, NULL, &err) != DS_OK) {
+	if (ds_grpcc_conn_connect(&b.conns[0], b.host, b.port, NULL, &err) != DS_OK) {
 		fprintf(stderr, "detserve-bench: error: UNAVAILABLE: %s\n", err.msg);
-		return DS_GRPC_UNAVAILABLE;
+		return DS_GRPCC_UNAVAILABLE;
 	}
-	if (ds_client_server_info(b.conns[0], 10000, b.md, b.n_md, &info, &st, &err) != DS_OK || st.code != DS_GRPC_OK) {
+	if (ds_client_server_info(b.conns[0], 10000, b.md, b.n_md, &info, &st, &err) != DS_OK || st.code != DS_GRPCC_OK) {
 		fprintf(stderr, "detserve-bench: error: ServerInfo: %s: %s\n",
-			ds_grpc_code_name(st.code), err.msg[0] ? err.msg : st.message);
-		rc = st.code ? st.code : DS_GRPC_UNAVAILABLE;
+			ds_grpcc_code_name(st.code), err.msg[0] ? err.msg : st.message);
+		rc = st.code ? st.code : DS_GRPCC_UNAVAILABLE;
 		goto out;
 	}
 	server = server_json(info);
@@ -478,9 +484,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (int i = 1; i < b.n_conns; i++)
-		if (ds_grpc_conn_connect(&b.conns[i], b.host, b.port, NULL, &err) != DS_OK) {
+		if (ds_grpcc_conn_connect(&b.conns[i], b.host, b.port, NULL, &err) != DS_OK) {
 			fprintf(stderr, "detserve-bench: error: UNAVAILABLE: %s\n", err.msg);
-			rc = DS_GRPC_UNAVAILABLE;
+			rc = DS_GRPCC_UNAVAILABLE;
 			goto out;
 		}
 
@@ -521,7 +527,7 @@ out:
 	if (info)
 		detserve__v1__server_info_response__free_unpacked(info, NULL);
 	for (int i = 0; i < MAX_CONNS; i++)
-		ds_grpc_conn_free(b.conns[i]);
+		ds_grpcc_conn_free(b.conns[i]);
 	for (int i = 0; b.recs && i < b.n_reqs; i++)
 		ds_bench_rec_free(&b.recs[i]);
 	free(b.recs);

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-uint64_t ds_rng_next(struct ds_rng *r)
+uint64_t ds_bench_rng_next(struct ds_bench_rng *r)
 {
 	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -16,9 +16,9 @@ uint64_t ds_rng_next(struct ds_rng *r)
 	return z ^ (z >> 31);
 }
 
-double ds_rng_uniform(struct ds_rng *r)
+double ds_bench_rng_uniform(struct ds_bench_rng *r)
 {
-	return (double)(ds_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+	return (double)(ds_bench_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 enum ds_status ds_len_dist_parse(const char *what, const char *s, struct ds_len_dist *d, struct ds_err *err)
@@ -50,11 +50,11 @@ bad:
 		       what, s);
 }
 
-int ds_len_dist_draw(const struct ds_len_dist *d, struct ds_rng *r)
+int ds_len_dist_draw(const struct ds_len_dist *d, struct ds_bench_rng *r)
 {
 	if (d->kind == DS_LEN_FIXED)
 		return d->a;
-	return d->a + (int)(ds_rng_next(r) % (uint64_t)(d->b - d->a + 1));
+	return d->a + (int)(ds_bench_rng_next(r) % (uint64_t)(d->b - d->a + 1));
 }
 
 void ds_len_dist_format(const struct ds_len_dist *d, char *buf, size_t cap)
@@ -88,20 +88,20 @@ void ds_workload_free(struct ds_bench_req *reqs, int n)
 	free(reqs);
 }
 
-static enum ds_status random_prompt(struct ds_bench_req *q, int len, int vocab, struct ds_rng *r)
+static enum ds_status random_prompt(struct ds_bench_req *q, int len, int vocab, struct ds_bench_rng *r)
 {
 	q->prompt = malloc(sizeof(int32_t) * (size_t)len);
 	if (!q->prompt)
 		return DS_ERR_NOMEM;
 	for (int i = 0; i < len; i++)
-		q->prompt[i] = (int32_t)(ds_rng_next(r) % (uint64_t)vocab);
+		q->prompt[i] = (int32_t)(ds_bench_rng_next(r) % (uint64_t)vocab);
 	q->n_prompt = len;
 	return DS_OK;
 }
 
-static void req_defaults(struct ds_bench_req *q, const struct ds_workload_opts *o, struct ds_rng *r)
+static void req_defaults(struct ds_bench_req *q, const struct ds_workload_opts *o, struct ds_bench_rng *r)
 {
-	q->seed = ds_rng_next(r) >> 11; /* < 2^53: exact in any JSON reader */
+	q->seed = ds_bench_rng_next(r) >> 11; /* < 2^53: exact in any JSON reader */
 	q->temperature = o->temperature;
 	q->top_k = o->top_k;
 	q->top_p = o->top_p;
@@ -118,17 +118,17 @@ enum ds_status ds_workload_poisson(const struct ds_workload_opts *o, struct ds_b
 	if (!reqs)
 		return ds_errf(err, DS_ERR_NOMEM, "workload: no memory for %d requests", o->n_requests);
 	/* separate streams, so changing the det fraction does not change arrivals or prompts */
-	struct ds_rng arr = { o->seed ^ 0xa5a5a5a5ull }, mix = { o->seed ^ 0x5a5a5a5aull }, body = { o->seed };
+	struct ds_bench_rng arr = { o->seed ^ 0xa5a5a5a5ull }, mix = { o->seed ^ 0x5a5a5a5aull }, body = { o->seed };
 	double t = 0;
 	int k = 0;
 	for (; k < o->n_requests; k++) {
 		if (o->rate > 0 && k > 0)
-			t += -log(1.0 - ds_rng_uniform(&arr)) / o->rate;
+			t += -log(1.0 - ds_bench_rng_uniform(&arr)) / o->rate;
 		if (o->duration_s > 0 && t > o->duration_s)
 			break;
 		struct ds_bench_req *q = &reqs[k];
 		q->arrival_s = t;
-		q->deterministic = ds_rng_uniform(&mix) < o->det_fraction;
+		q->deterministic = ds_bench_rng_uniform(&mix) < o->det_fraction;
 		req_defaults(q, o, &body);
 		q->max_tokens = ds_len_dist_draw(&o->output_len, &body);
 		int plen = ds_len_dist_draw(&o->prompt_len, &body);
@@ -157,7 +157,7 @@ static int cmp_arrival(const void *a, const void *b)
 }
 
 static enum ds_status trace_line(json_t *j, struct ds_bench_req *q, const struct ds_workload_opts *o,
-				 struct ds_rng *r, const char *where, struct ds_err *err)
+				 struct ds_bench_rng *r, const char *where, struct ds_err *err)
 {
 	json_t *v;
 	if (!json_is_object(j))
@@ -242,7 +242,7 @@ enum ds_status ds_workload_trace(const char *path, const struct ds_workload_opts
 	size_t lcap = 0;
 	int cap = 0, k = 0, lineno = 0;
 	struct ds_bench_req *reqs = NULL;
-	struct ds_rng r = { o->seed };
+	struct ds_bench_rng r = { o->seed };
 	enum ds_status rv = DS_OK;
 
 	*out = NULL;

@@ -8,12 +8,12 @@
 #include "ds_common.h"
 
 /* Small seeded generator (splitmix64). */
-struct ds_rng {
+struct ds_bench_rng {
 	uint64_t s;
 };
-uint64_t ds_rng_next(struct ds_rng *r);
+uint64_t ds_bench_rng_next(struct ds_bench_rng *r);
 /* Uniform in [0, 1). */
-double ds_rng_uniform(struct ds_rng *r);
+double ds_bench_rng_uniform(struct ds_bench_rng *r);
 
 enum ds_len_kind { DS_LEN_FIXED = 0, DS_LEN_UNIFORM };
 
@@ -24,7 +24,7 @@ struct ds_len_dist {
 
 /* Parses "N", "fixed:N" or "uniform:A:B" (1 <= A <= B). DS_ERR_INVALID with a message naming what. */
 enum ds_status ds_len_dist_parse(const char *what, const char *s, struct ds_len_dist *out, struct ds_err *err);
-int ds_len_dist_draw(const struct ds_len_dist *d, struct ds_rng *r);
+int ds_len_dist_draw(const struct ds_len_dist *d, struct ds_bench_rng *r);
 /* "fixed:N" / "uniform:A:B" into buf. */
 void ds_len_dist_format(const struct ds_len_dist *d, char *buf, size_t cap);
 

@@ -1,0 +1,163 @@
+/* cuda_internal.h - private state of the CUDA backend, shared by its driver
+ * (backend/cuda_backend.c, backend/cuda_weights.c) and its two paths (fastpath/cuda_fast.c,
+ * refpath/cuda_ref.c).
+ *
+ * The driver runs the same Llama-family layer sequence for both paths; only the GEMM and the
+ * attention differ (struct ds_cuda_path_ops). Everything else (embedding, RMSNorm with the
+ * residual add, q/k/v epilogue with RoPE and the paged KV write, SiLU*mul, sampling) is one
+ * row at a time with a fixed reduction tree, so the paths share those kernels. A forward call is
+ * cut into passes of at most cap_tokens tokens and cap_rows output rows; every buffer below is
+ * allocated once at kv_init, so pointers never move and decode passes can be graph-captured. */
+#ifndef DS_CUDA_INTERNAL_H
+#define DS_CUDA_INTERNAL_H
+
+#include "backend.h"
+#include "ds_cuda.h"
+#include "kernels.h"
+
+#include <cublasLt.h>
+
+#define DS_CUDA_MAX_DECODE 256 /* largest graph-captured decode batch */
+#define DS_CUDA_N_BUCKETS 9    /* 1, 2, 4, ..., 256 */
+#define DS_CUDA_ALGO_CACHE 128
+
+struct ds_cuda_layer {
+	uint16_t *attn_norm; /* (hidden) */
+	uint16_t *wqkv;      /* (q_dim + 2 kv_dim, hidden): wq, wk, wv stacked */
+	uint16_t *bqkv;      /* (q_dim + 2 kv_dim) or NULL */
+	uint16_t *q_norm;    /* (head_dim) or NULL */
+	uint16_t *k_norm;    /* (head_dim) or NULL */
+	uint16_t *wo;        /* (hidden, q_dim) */
+	uint16_t *ffn_norm;  /* (hidden) */
+	uint16_t *w_gu;      /* (2 ffn, hidden): gate, up stacked */
+	uint16_t *w_down;    /* (hidden, ffn) */
+};
+
+struct ds_cuda_algo {
+	int M, N, K;
+	bool ok;
+	cublasLtMatmulAlgo_t algo;
+};
+
+struct ds_cuda_fast_plans; /* private to fastpath/cuda_fast.c */
+
+/* Fast path state (fastpath/cuda_fast.c). */
+struct ds_cuda_fast {
+	cublasLtHandle_t lt;
+	void *workspace;
+	size_t ws_bytes;
+	struct ds_cuda_algo cache[DS_CUDA_ALGO_CACHE];
+	int n_cache, next_evict;
+	struct ds_cuda_fast_plans *plans; /* (DS_CUDA_ALGO_CACHE) descriptors, parallel to cache */
+	cudaGraphExec_t graph[DS_CUDA_N_BUCKETS];
+	bool warm[DS_CUDA_N_BUCKETS];
+	bool use_graphs;
+};
+
+/* Host mirrors (pinned) and device copies of one pass's metadata. */
+struct ds_cuda_meta {
+	int32_t *ids, *pos, *seq, *bt_off, *bt, *out_tok; /* (cap_tokens) except bt (cap_bt) */
+	struct ds_k_sample_row *sp;                        /* (cap_rows) */
+	struct ds_k_sample_out *out;                       /* (cap_rows) */
+};
+
+/* One pass: T tokens of n_seq (sub-)sequences, R output rows. */
+struct ds_cuda_pass {
+	int T, n_seq, n_bt, R;
+	int max_pos; /* largest query position in the pass */
+};
+
+struct ds_cuda_ctx {
+	const struct ds_model *model; /* not owned */
+	struct ds_model_config cfg;
+	int device, n_sm;
+	char dev_name[128];
+	cudaStream_t stream;
+
+	/* weights: one device allocation */
+	void *wbuf;
+	size_t wbytes;
+	uint16_t *tok_embd; /* (vocab, hidden) */
+	uint16_t *out_norm; /* (hidden) */
+	uint16_t *lm_head;  /* (vocab, hidden); == tok_embd when tied */
+	struct ds_cuda_layer *layers; /* (n_layer) host array of device pointers */
+	float *rope_cs;               /* (max_pos, head_dim/2, {cos, sin}) */
+
+	/* paged KV: (n_layer, n_blocks, 2, n_kv_head, block_size, head_dim) bf16 */
+	uint16_t *kv;
+	int n_blocks, block_size;
+	size_t kv_layer_elems;
+
+	/* pass capacity and activations */
+	int cap_tokens, cap_rows, cap_bt;
+	float *x;      /* (cap_tokens, hidden) residual stream */
+	float *dlt;    /* (cap_tokens, hidden) o_proj / down_proj output */
+	float *big;    /* (cap_tokens, max(qkv_dim, 2 ffn)) */
+	uint16_t *h;   /* (cap_tokens, max(hidden, ffn)) bf16 GEMM input */
+	uint16_t *q;   /* (cap_tokens, q_dim) */
+	uint16_t *att; /* (cap_tokens, q_dim) attention output */
+	float *logits; /* (cap_rows, vocab) */
+	float *part;   /* attention partials */
+	size_t part_floats;
+	struct ds_cuda_meta hm, dm; /* host (pinned) and device */
+
+	struct ds_cuda_fast fast;
+};
+
+static inline struct ds_k_tokmeta ds_cuda_tokmeta(const struct ds_cuda_ctx *c)
+{
+	struct ds_k_tokmeta tm = {c->dm.pos, c->dm.seq, c->dm.bt_off, c->dm.bt};
+	return tm;
+}
+
+static inline struct ds_k_dims ds_cuda_dims(const struct ds_cuda_ctx *c)
+{
+	struct ds_k_dims d = {c->cfg.n_head, c->cfg.n_kv_head, c->cfg.head_dim,
+			      c->block_size, c->n_blocks, c->cfg.rms_eps};
+	return d;
+}
+
+/* ---- weights (backend/cuda_weights.c) ---- */
+
+/* Allocates the weights on the device and fills them: generated from the seed for deferred
+ * synthetic models, else copied from the host model through pinned staging buffers. Also
+ * builds the RoPE table. */
+enum ds_status ds_cuda_weights_init(struct ds_cuda_ctx *c, struct ds_err *err);
+void ds_cuda_weights_free(struct ds_cuda_ctx *c);
+
+/* ---- the two paths ---- */
+
+/* The path-specific steps of a pass. */
+struct ds_cuda_path_ops {
+	/* C (M, N) fp32 = A (M, K) . W (N, K)^T */
+	enum ds_status (*gemm)(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+			       float *C, int M, int N, int K, struct ds_err *err);
+	/* attention of the pass's T rows against layer kv; n_split is the fast path's split
+	 * (ignored by the reference path, which picks its own from workspace size only) */
+	enum ds_status (*attention)(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
+				    const uint16_t *kv, int n_split, struct ds_err *err);
+};
+
+extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */
+extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
+
+/* Runs the layers, final norm, lm_head and sampling for the pass whose metadata is already on
+ * the device (backend/cuda_backend.c). Launches only: capturable. */
+enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
+				const struct ds_cuda_pass *p, int n_split, struct ds_err *err);
+
+/* Copies the pass's host metadata to the device (async on c->stream). */
+enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
+				   struct ds_err *err);
+
+/* fast path extras (fastpath/cuda_fast.c) */
+enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err);
+void ds_cuda_fast_free(struct ds_cuda_ctx *c);
+/* The flash-decoding split for T rows whose longest context is max_len positions. */
+int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len);
+/* A decode pass (every sequence one token, n_seq <= DS_CUDA_MAX_DECODE) with the host metadata
+ * filled: pads to the batch bucket and replays (capturing on second use) that bucket's graph. */
+enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
+				   struct ds_err *err);
+
+#endif

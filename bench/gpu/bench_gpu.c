@@ -1,0 +1,504 @@
+/* bench_gpu.c - GPU benchmarks of the CUDA backend on the llama3-8b preset (weights generated
+ * on the device). Each section writes one JSON file and prints its ratio to a baseline
+ * measured in the same run:
+ *   copy    device-to-device copy bandwidth (the memory roofline)
+ *   decode  fast/ref decode step time at batch 1..256, context 512/2048, vs the roofline
+ *           (weight bytes + KV bytes over the copy bandwidth)
+ *   gemm    reference GEMM vs cuBLASLt (the fast path's GEMM) at M = 1..8192 on the model's
+ *           shapes, and cuBLAS row invariance (row 0 at M = 1 vs M = 2048)
+ *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
+ *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
+ * Usage: bench_gpu OUTDIR [sections...] (default: all). */
+#include "cuda_internal.h"
+#include "model_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CK(x)                                                                            \
+	do {                                                                             \
+		cudaError_t e_ = (x);                                                    \
+		if (e_ != cudaSuccess) {                                                 \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,       \
+				cudaGetErrorString(e_));                                 \
+			return 1;                                                        \
+		}                                                                        \
+	} while (0)
+
+#define BS 16
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_d);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static FILE *json_open(const char *dir, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/gpu-%s.json", dir, name);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		fprintf(stderr, "bench: cannot write %s\n", path);
+	return f;
+}
+
+struct bench {
+	const char *out;
+	struct ds_model *m;
+	struct ds_backend be;
+	struct ds_cuda_ctx *c;
+	double copy_bw; /* bytes/s, read + write */
+	char dev[128];
+	int next_block;
+};
+
+/* ---- copy roofline ---- */
+
+static int bench_copy(struct bench *b)
+{
+	size_t n = (size_t)2 << 30;
+	void *src, *dst;
+	CK(cudaMalloc(&src, n));
+	CK(cudaMalloc(&dst, n));
+	CK(cudaMemset(src, 1, n));
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	double t[20];
+	for (int i = -3; i < 20; i++) {
+		CK(cudaEventRecord(e0, 0));
+		CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, 0));
+		CK(cudaEventRecord(e1, 0));
+		CK(cudaEventSynchronize(e1));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms * 1e-3;
+	}
+	double s = median(t, 20);
+	b->copy_bw = 2.0 * (double)n / s;
+	printf("copy: %.2f GB moved in %.3f ms: %.0f GB/s (read + write)\n", 2.0 * n / 1e9, s * 1e3,
+	       b->copy_bw / 1e9);
+	FILE *f = json_open(b->out, "copy");
+	if (f) {
+		fprintf(f, "{\"bench\": \"copy\", \"device\": \"%s\", \"bytes_moved\": %.0f, "
+			   "\"median_s\": %.6g, \"bandwidth_GBps\": %.1f}\n",
+			b->dev, 2.0 * n, s, b->copy_bw / 1e9);
+		fclose(f);
+	}
+	cudaFree(src);
+	cudaFree(dst);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return 0;
+}
+
+/* ---- decode step ---- */
+
+static size_t decode_weight_bytes(const struct ds_model_config *c, int B)
+{
+	size_t h = (size_t)c->hidden, qd = (size_t)ds_model_q_dim(c);
+	size_t kvd = (size_t)ds_model_kv_dim(c), f = (size_t)c->ffn;
+	size_t layer = (qd + 2 * kvd) * h + h * qd + 3 * f * h + 2 * h;
+	return 2 * (layer * c->n_layer + (size_t)c->vocab_size * h + h + (size_t)B * h);
+}
+
+static size_t kv_bytes(const struct ds_model_config *c, int B, int ctx)
+{
+	return (size_t)B * ctx * c->n_layer * 2 * ds_model_kv_dim(c) * 2;
+}
+
+/* Times one forward of B decode rows at position ctx (KV holds random values). */
+static int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps,
+		       double *out_s)
+{
+	int nb = (ctx + 1 + BS - 1) / BS;
+	struct ds_fwd_seq *ss = calloc((size_t)B, sizeof(*ss));
+	int32_t *blocks = malloc((size_t)B * nb * 4), *tok = malloc((size_t)B * 4);
+	struct ds_fwd_row *rows = malloc((size_t)B * sizeof(*rows));
+	for (int i = 0; i < B; i++) {
+		for (int j = 0; j < nb; j++)
+			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
+		tok[i] = (int32_t)(ds_hash3(B, ctx, i) % (uint64_t)b->m->cfg.vocab_size);
+		ss[i] = (struct ds_fwd_seq){tok + i, 1, ctx, blocks + (size_t)i * nb, nb, false,
+					    {0.0f, 0, 1.0f, 1}};
+	}
+	struct ds_fwd_batch fb = {path, ss, B, rows, NULL};
+	struct ds_err err;
+	double *t = malloc((size_t)reps * sizeof(double));
+	int rc = 0;
+	for (int i = -3; i < reps && rc == 0; i++) {
+		double t0 = now_s();
+		if (ds_backend_forward(&b->be, &fb, &err) != DS_OK) {
+			fprintf(stderr, "decode B=%d ctx=%d: %s\n", B, ctx, err.msg);
+			rc = 1;
+		}
+		if (i >= 0)
+			t[i] = now_s() - t0;
+	}
+	if (rc == 0)
+		*out_s = median(t, reps);
+	free(t);
+	free(ss);
+	free(blocks);
+	free(tok);
+	free(rows);
+	return rc;
+}
+
+static int bench_decode(struct bench *b)
+{
+	const struct ds_model_config *c = &b->m->cfg;
+	int batches[] = {1, 8, 32, 64, 128, 256}, ctxs[] = {512, 2048};
+	FILE *f = json_open(b->out, "decode");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"bench\": \"decode\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
+		   "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"points\": [\n",
+		b->dev, b->copy_bw / 1e9);
+	printf("decode step, llama3-8b (fast = cuBLASLt + flash-decoding + graphs; ref = invariant)\n");
+	printf("%6s %6s %10s %10s %10s %8s %8s\n", "batch", "ctx", "roof_ms", "fast_ms", "ref_ms",
+	       "fast/roof", "ref/fast");
+	int first = 1;
+	for (size_t ci = 0; ci < DS_ARRAY_LEN(ctxs); ci++)
+		for (size_t bi = 0; bi < DS_ARRAY_LEN(batches); bi++) {
+			int B = batches[bi], ctx = ctxs[ci];
+			double tf = 0, tr = 0;
+			if (decode_time(b, DS_PATH_FAST, B, ctx, 15, &tf) ||
+			    decode_time(b, DS_PATH_REF, B, ctx, 7, &tr))
+				return 1;
+			double bytes = (double)decode_weight_bytes(c, B) + (double)kv_bytes(c, B, ctx + 1);
+			double roof = bytes / b->copy_bw;
+			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f\n", B, ctx, roof * 1e3, tf * 1e3,
+			       tr * 1e3, 100.0 * roof / tf, tr / tf);
+			fprintf(f, "%s  {\"batch\": %d, \"ctx\": %d, \"bytes\": %.0f, \"roofline_ms\": %.4f, "
+				   "\"fast_ms\": %.4f, \"ref_ms\": %.4f, \"fast_fraction_of_roofline\": %.4f, "
+				   "\"ref_over_fast\": %.3f, \"fast_tokens_per_s\": %.1f}",
+				first ? "" : ",\n", B, ctx, bytes, roof * 1e3, tf * 1e3, tr * 1e3, roof / tf,
+				tr / tf, B / tf);
+			first = 0;
+			fflush(stdout);
+		}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	return 0;
+}
+
+/* ---- reference GEMM vs cuBLASLt ---- */
+
+/* ref: 0 = cuBLASLt (fast path), 1 = reference (wgmma), 2 = the older mma.sync kernel */
+static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t *W, float *C,
+		     int M, int N, int K, double *out_s)
+{
+	struct ds_cuda_ctx *c = b->c;
+	struct ds_err err;
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	int reps = M >= 2048 ? 10 : 30;
+	double *t = malloc((size_t)reps * sizeof(double));
+	for (int i = -2; i < reps; i++) {
+		CK(cudaEventRecord(e0, c->stream));
+		enum ds_status rv = DS_OK;
+		if (ref == 2) {
+			if (ds_k_gemm_mma(A, W, C, M, N, K, c->stream) != cudaSuccess)
+				rv = ds_errf(&err, DS_ERR_DEVICE, "mma gemm launch failed");
+		} else {
+			rv = ref ? ds_cuda_ref_ops.gemm(c, A, W, C, M, N, K, &err)
+				 : ds_cuda_fast_ops.gemm(c, A, W, C, M, N, K, &err);
+		}
+		if (rv != DS_OK) {
+			fprintf(stderr, "gemm %d %d %d: %s\n", M, N, K, err.msg);
+			return 1;
+		}
+		CK(cudaEventRecord(e1, c->stream));
+		CK(cudaEventSynchronize(e1));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms * 1e-3;
+	}
+	*out_s = median(t, reps);
+	free(t);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return 0;
+}
+
+static int bench_gemm(struct bench *b)
+{
+	const struct ds_model_config *c = &b->m->cfg;
+	int H = c->hidden, qd = ds_model_q_dim(c), kvd = ds_model_kv_dim(c), F = c->ffn;
+	struct { const char *name; int N, K; } shapes[] = {
+		{"qkv_proj", qd + 2 * kvd, H}, {"o_proj", H, qd}, {"gate_up_proj", 2 * F, H},
+		{"down_proj", H, F}, {"lm_head", c->vocab_size, H},
+	};
+	int Ms[] = {1, 16, 64, 512, 2048, 8192};
+	size_t maxA = (size_t)8192 * F, maxW = (size_t)c->vocab_size * H;
+	size_t maxC = (size_t)8192 * c->vocab_size;
+	uint16_t *A, *W;
+	float *C, *C2;
+	CK(cudaMalloc((void **)&A, maxA * 2));
+	CK(cudaMalloc((void **)&W, maxW * 2));
+	CK(cudaMalloc((void **)&C, maxC * 4));
+	CK(cudaMalloc((void **)&C2, (size_t)H * 4));
+	CK(ds_k_synth_fill(A, maxA, 0, 1, 2, 1.0f, 0.0f, 0));
+	CK(ds_k_synth_fill(W, maxW, 0, 3, 4, 0.02f, 0.0f, 0));
+	CK(cudaDeviceSynchronize());
+	FILE *f = json_open(b->out, "gemm");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"bench\": \"gemm\", \"device\": \"%s\", \"ref\": \"wgmma m64n128k16, 128x128x64 tile, 3 stages, "
+		   "no split-K\", \"mma_sync\": \"older reference kernel, mma.sync 128x128x32\", \"baseline\": \"cuBLASLt heuristic (fast path)\", \"points\": [\n",
+		b->dev);
+	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference vs cuBLASLt\n");
+	CK(ds_k_gemm_mma_setup());
+	printf("%-13s %6s %7s %6s %10s %10s %10s %8s\n", "shape", "M", "N", "K", "ref_TF/s", "mma_TF/s",
+	       "cublas_TF/s", "ref/cublas");
+	int first = 1;
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
+			int M = Ms[mi], N = shapes[si].N, K = shapes[si].K;
+			double tr, tc, tm;
+			if (time_gemm(b, 1, A, W, C, M, N, K, &tr) || time_gemm(b, 0, A, W, C, M, N, K, &tc) ||
+			    time_gemm(b, 2, A, W, C, M, N, K, &tm))
+				return 1;
+			double fl = 2.0 * M * (double)N * K;
+			printf("%-13s %6d %7d %6d %10.1f %10.1f %10.1f %8.2f\n", shapes[si].name, M, N, K,
+			       fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			fprintf(f, "%s  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"ref_ms\": %.5f, "
+				   "\"mma_sync_ms\": %.5f, \"cublas_ms\": %.5f, \"ref_TFLOPs\": %.2f, "
+				   "\"mma_sync_TFLOPs\": %.2f, \"cublas_TFLOPs\": %.2f, "
+				   "\"ref_over_cublas_speed\": %.3f}",
+				first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3, tc * 1e3,
+				fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			first = 0;
+			fflush(stdout);
+		}
+	fprintf(f, "\n], \"row0_invariance_M1_vs_M2048\": {");
+	/* row 0 of the product at M = 1 and at M = 2048, for both GEMMs */
+	struct ds_err err;
+	float *r1 = malloc((size_t)F * 4), *r2 = malloc((size_t)F * 4);
+	for (int si = 1; si <= 3; si += 2) {
+		int N = shapes[si].N, K = shapes[si].K;
+		for (int ref = 0; ref < 2; ref++) {
+			const struct ds_cuda_path_ops *ops = ref ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
+			if (ops->gemm(b->c, A, W, C2, 1, N, K, &err) != DS_OK ||
+			    ops->gemm(b->c, A, W, C, 2048, N, K, &err) != DS_OK) {
+				fprintf(stderr, "gemm invariance: %s\n", err.msg);
+				return 1;
+			}
+			CK(cudaStreamSynchronize(b->c->stream));
+			CK(cudaMemcpy(r1, C2, (size_t)N * 4, cudaMemcpyDeviceToHost));
+			CK(cudaMemcpy(r2, C, (size_t)N * 4, cudaMemcpyDeviceToHost));
+			int same = memcmp(r1, r2, (size_t)N * 4) == 0;
+			printf("%s %s: row 0 at M=1 %s row 0 at M=2048\n", ref ? "reference" : "cuBLASLt",
+			       shapes[si].name, same ? "==" : "!=");
+			fprintf(f, "%s\"%s_%s\": %s", (si == 1 && ref == 0) ? "" : ", ",
+				ref ? "ref" : "cublas", shapes[si].name, same ? "true" : "false");
+		}
+	}
+	fprintf(f, "}}\n");
+	fclose(f);
+	free(r1);
+	free(r2);
+	cudaFree(A);
+	cudaFree(W);
+	cudaFree(C);
+	cudaFree(C2);
+	return 0;
+}
+
+/* ---- attention bandwidth ---- */
+
+static int bench_attn(struct bench *b)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &b->m->cfg;
+	struct { int B, ctx; } pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512}};
+	FILE *f = json_open(b->out, "attn");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"bench\": \"attn\", \"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, "
+		   "\"points\": [\n", b->dev, b->copy_bw / 1e9);
+	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth)\n");
+	printf("%5s %6s %6s %10s %10s %8s %8s\n", "batch", "ctx", "split", "fast_GB/s", "ref_GB/s",
+	       "fast/roof", "ref/roof");
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	for (size_t pi = 0; pi < DS_ARRAY_LEN(pts); pi++) {
+		int B = pts[pi].B, ctx = pts[pi].ctx, nb = (ctx + 1 + BS - 1) / BS;
+		for (int i = 0; i < B; i++) {
+			c->hm.ids[i] = 1;
+			c->hm.pos[i] = ctx;
+			c->hm.seq[i] = i;
+			c->hm.bt_off[i] = i * nb;
+			c->hm.out_tok[i] = i;
+			for (int j = 0; j < nb; j++)
+				c->hm.bt[i * nb + j] = (i * nb + j) % c->n_blocks;
+		}
+		struct ds_cuda_pass p = {B, B, B * nb, B, ctx};
+		struct ds_err err;
+		if (ds_cuda_meta_upload(c, &p, &err) != DS_OK) {
+			fprintf(stderr, "attn: %s\n", err.msg);
+			return 1;
+		}
+		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f, c->stream));
+		double tt[2];
+		int split = ds_cuda_fast_split(c, B, ctx + 1);
+		for (int ref = 0; ref < 2; ref++) {
+			double t[20];
+			for (int i = -2; i < 20; i++) {
+				CK(cudaEventRecord(e0, c->stream));
+				enum ds_status rv = ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
+							: ds_cuda_fast_ops.attention(c, &p, c->kv, split, &err);
+				if (rv != DS_OK) {
+					fprintf(stderr, "attn: %s\n", err.msg);
+					return 1;
+				}
+				CK(cudaEventRecord(e1, c->stream));
+				CK(cudaEventSynchronize(e1));
+				float ms;
+				CK(cudaEventElapsedTime(&ms, e0, e1));
+				if (i >= 0)
+					t[i] = ms * 1e-3;
+			}
+			tt[ref] = median(t, 20);
+		}
+		double bytes = (double)B * (ctx + 1) * 2 * ds_model_kv_dim(cfg) * 2;
+		printf("%5d %6d %6d %10.0f %10.0f %7.1f%% %7.1f%%\n", B, ctx, split, bytes / tt[0] / 1e9,
+		       bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
+		       100 * bytes / tt[1] / b->copy_bw);
+		fprintf(f, "%s  {\"batch\": %d, \"ctx\": %d, \"fast_split\": %d, \"kv_bytes\": %.0f, "
+			   "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
+			   "\"ref_fraction_of_roofline\": %.4f}",
+			pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
+			bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw);
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return 0;
+}
+
+/* ---- verify pass vs W decode steps ---- */
+
+static int bench_verify(struct bench *b)
+{
+	int G = 16, W = 32, ctx = 512, nb = (ctx + W + BS) / BS;
+	struct ds_fwd_seq ss[16];
+	int32_t *blocks = malloc((size_t)G * nb * 4), *tok = malloc((size_t)G * W * 4);
+	struct ds_fwd_row *rows = malloc((size_t)G * W * sizeof(*rows));
+	for (int i = 0; i < G; i++) {
+		for (int j = 0; j < nb; j++)
+			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
+		for (int j = 0; j < W; j++)
+			tok[i * W + j] = (int32_t)(ds_hash3(i, j, 9) % (uint64_t)b->m->cfg.vocab_size);
+		ss[i] = (struct ds_fwd_seq){tok + i * W, W, ctx, blocks + (size_t)i * nb, nb, true,
+					    {0.0f, 0, 1.0f, 1}};
+	}
+	struct ds_fwd_batch fb = {DS_PATH_REF, ss, G, rows, NULL};
+	struct ds_err err;
+	double t[10];
+	for (int i = -2; i < 10; i++) {
+		double t0 = now_s();
+		if (ds_backend_forward(&b->be, &fb, &err) != DS_OK) {
+			fprintf(stderr, "verify: %s\n", err.msg);
+			return 1;
+		}
+		if (i >= 0)
+			t[i] = now_s() - t0;
+	}
+	double tv = median(t, 10), td = 0;
+	if (decode_time(b, DS_PATH_FAST, 64, ctx, 15, &td))
+		return 1;
+	printf("verify pass G=%d x W=%d (ref path, ctx %d): %.3f ms; %d fast decode steps at batch 64: "
+	       "%.3f ms; ratio %.3f\n", G, W, ctx, tv * 1e3, W, W * td * 1e3, tv / (W * td));
+	FILE *f = json_open(b->out, "verify");
+	if (f) {
+		fprintf(f, "{\"bench\": \"verify\", \"device\": \"%s\", \"G\": %d, \"W\": %d, \"ctx\": %d, "
+			   "\"verify_ms\": %.4f, \"decode_step_b64_ms\": %.4f, \"W_decode_steps_ms\": %.4f, "
+			   "\"verify_over_W_steps\": %.4f, \"graph_captured\": false}\n",
+			b->dev, G, W, ctx, tv * 1e3, td * 1e3, W * td * 1e3, tv / (W * td));
+		fclose(f);
+	}
+	free(blocks);
+	free(tok);
+	free(rows);
+	return 0;
+}
+
+static bool want(int argc, char **argv, const char *s)
+{
+	if (argc <= 2)
+		return true;
+	for (int i = 2; i < argc; i++)
+		if (strcmp(argv[i], s) == 0)
+			return true;
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: bench_gpu OUTDIR [copy decode gemm attn verify]\n");
+		return 2;
+	}
+	struct bench b;
+	memset(&b, 0, sizeof(b));
+	b.out = argv[1];
+	struct ds_model_config cfg;
+	struct ds_err err;
+	ds_model_preset("llama3-8b", &cfg);
+	if (ds_model_new(&cfg, &b.m, &err) != DS_OK)
+		return 1;
+	b.m->synthetic = b.m->deferred = true;
+	b.m->synth_seed = 42;
+	double t0 = now_s();
+	if (ds_backend_cuda_init(&b.be, b.m, 0, &err) != DS_OK) {
+		fprintf(stderr, "bench: %s\n", err.msg);
+		return 1;
+	}
+	printf("llama3-8b weights generated on the device in %.2f s\n", now_s() - t0);
+	/* KV for batch 256 at context 2048 (+ the verify pass) */
+	int n_blocks = 256 * ((2048 + 1 + BS - 1) / BS) + 64;
+	if (ds_backend_kv_init(&b.be, n_blocks, BS, &err) != DS_OK) {
+		fprintf(stderr, "bench: %s\n", err.msg);
+		return 1;
+	}
+	b.c = b.be.ctx;
+	snprintf(b.dev, sizeof(b.dev), "%s", b.c->dev_name);
+	/* random KV everywhere (decode time does not depend on the values, but no zeros) */
+	size_t kv_elems = b.c->kv_layer_elems * (size_t)cfg.n_layer;
+	CK(ds_k_synth_fill(b.c->kv, kv_elems, 0, 7, 8, 1.0f, 0.0f, b.c->stream));
+	CK(cudaStreamSynchronize(b.c->stream));
+	int rc = bench_copy(&b);
+	if (!rc && want(argc, argv, "gemm"))
+		rc = bench_gemm(&b);
+	if (!rc && want(argc, argv, "attn"))
+		rc = bench_attn(&b);
+	if (!rc && want(argc, argv, "decode"))
+		rc = bench_decode(&b);
+	if (!rc && want(argc, argv, "verify"))
+		rc = bench_verify(&b);
+	ds_backend_free(&b.be);
+	ds_model_free(b.m);
+	return rc;
+}

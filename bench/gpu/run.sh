@@ -1,0 +1,40 @@
+#!/bin/bash
+# run.sh - the one script a GPU run executes: the gpu test suite, then every GPU benchmark.
+# Runs from a staged folder (bench/gpu/stage.sh) holding bin/ (test and bench executables),
+# devlib/ (runtime libraries the GPU machine lacks) and this script. Writes logs and JSON to
+# $OUT (at most 8 files come back): tests.log, bench.log, gpu-*.json.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/out}
+mkdir -p "$out"
+libs=$here/devlib
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13.0/lib64; do
+  [ -d "$d" ] && libs=$libs:$d
+done
+if ! ldconfig -p | grep -q libcublasLt.so.13; then
+  lt=$(find /usr /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+  [ -n "$lt" ] && libs=$libs:$(dirname "$lt")
+fi
+run() { LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+  echo "commit: $(cat "$here/COMMIT" 2>/dev/null)"
+} > "$out/tests.log" 2>&1
+
+status=0
+for t in test_gpu_kernels test_gpu_backend; do
+  echo "=== $t" >> "$out/tests.log"
+  s=$(date +%s)
+  run timeout 300 "$here/bin/$t" >> "$out/tests.log" 2>&1
+  rc=$?
+  echo "=== $t rc=$rc ($(( $(date +%s) - s )) s)" >> "$out/tests.log"
+  [ $rc -ne 0 ] && status=1
+done
+grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|=== test|ERROR|FAIL" "$out/tests.log"
+
+run timeout ${BENCH_TIMEOUT:-360} "$here/bin/bench_gpu" "$out" ${BENCH_SECTIONS:-} 2>&1 | tee "$out/bench.log"
+[ ${PIPESTATUS[0]} -ne 0 ] && status=1
+echo "run.sh: tests and benches done, status $status"
+exit $status

@@ -1,0 +1,230 @@
+/* offline.c - bench_offline: the price of determinism, offline. N seeded requests run to
+ * completion on one engine per configuration: fast, dvr with 0/10/50/100% deterministic
+ * requests, and invariant (everything on the reference path). For each it prints generated
+ * tokens per second and the ratio to the fast run measured in the same process, plus the
+ * rollback rate per window and per 1000 deterministic tokens and the recompute ratio (reference
+ * rows spent on verification and re-prefill per committed deterministic token).
+ *
+ * The box is shared and noisy: compare ratios, not absolute numbers. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "engine.h"
+
+struct cfg {
+	const char *name;
+	enum ds_mode mode;
+	int det_pct;
+};
+
+struct result {
+	double secs, tok_s;
+	uint64_t tokens, det_tokens, windows, rollbacks, rolled_back, recomputed, preempt;
+	uint64_t ref_calls, fast_calls;
+};
+
+struct bench_opts {
+	int n_req, prompt_max, max_tokens, threads, window, group, kv_blocks;
+	float temperature, margin;
+	double inject;
+	uint64_t seed;
+};
+
+static enum ds_status run_one(const struct ds_model *m, const struct bench_opts *bo,
+			      const struct cfg *c, struct result *res, struct ds_err *err)
+{
+	struct ds_backend be;
+	struct ds_engine *e = NULL;
+	enum ds_status rv = ds_backend_cpu_init(&be, m, bo->threads, err);
+	if (rv != DS_OK)
+		return rv;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.mode = c->mode;
+	o.window = bo->window;
+	o.group = bo->group;
+	o.inject_mismatch = bo->inject;
+	o.margin_threshold = bo->margin;
+	o.kv_blocks = bo->kv_blocks;
+	if ((rv = ds_engine_init(&e, &be, &o, err)) != DS_OK)
+		goto out;
+	uint64_t h = bo->seed;
+	int vocab = m->cfg.vocab_size;
+	int32_t *prompt = malloc((size_t)bo->prompt_max * sizeof(int32_t));
+	if (!prompt) {
+		rv = ds_errf(err, DS_ERR_NOMEM, "bench: out of memory");
+		goto out;
+	}
+	uint64_t t0 = 0;
+	for (int i = 0; i < bo->n_req; i++) {
+		int n = bo->prompt_max / 2 + (int)((h = ds_mix64(h)) % (uint64_t)(bo->prompt_max / 2 + 1));
+		n = DS_MAX(n, 1);
+		for (int k = 0; k < n; k++)
+			prompt[k] = (int32_t)((h = ds_mix64(h)) % (uint64_t)vocab);
+		/* the same requests in every configuration; only who is deterministic changes */
+		bool det = c->mode != DS_MODE_FAST && (int)(ds_mix64(bo->seed ^ (uint64_t)i) % 100) < c->det_pct;
+		struct ds_request_params p = {
+			.prompt = prompt, .n_prompt = n, .max_tokens = bo->max_tokens,
+			.sampling = {.temperature = bo->temperature, .top_p = 1.0f,
+				     .seed = ds_mix64(bo->seed + (uint64_t)i)},
+			.has_seed = true, .ignore_eos = true, .deterministic = det, .early_verify = true,
+		};
+		uint64_t id;
+		if ((rv = ds_engine_submit(e, &p, &id, err)) != DS_OK)
+			break;
+	}
+	free(prompt);
+	if (rv != DS_OK)
+		goto out;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	memset(res, 0, sizeof(*res));
+	while (!ds_engine_idle(e)) {
+		if ((rv = ds_engine_step(e, err)) != DS_OK)
+			goto out;
+		struct ds_event *ev;
+		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (ev->final && ev->finish == DS_FINISH_ERROR) {
+				rv = ds_errf(err, ev->status, "bench: request failed: %s", ev->error);
+				ds_event_free(ev);
+				goto out;
+			}
+			ds_event_free(ev);
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	res->secs = (double)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0) * 1e-9;
+	struct ds_engine_stats st;
+	ds_engine_get_stats(e, &st);
+	res->tokens = st.tokens[0] + st.tokens[1];
+	res->det_tokens = st.tokens[1];
+	res->tok_s = (double)res->tokens / res->secs;
+	res->windows = st.windows;
+	res->rollbacks = st.rollbacks;
+	res->rolled_back = st.rolled_back;
+	res->recomputed = st.recomputed;
+	res->preempt = st.preemptions;
+	res->ref_calls = st.ref_forward_calls;
+	res->fast_calls = st.fast_forward_calls;
+out:
+	ds_engine_free(e);
+	ds_backend_free(&be);
+	return rv;
+}
+
+static void usage(FILE *fp)
+{
+	fprintf(fp, "usage: bench_offline [--preset small] [--requests N] [--prompt-max N]\n"
+		    "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
+		    "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n");
+}
+
+static bool num(const char *s, long long lo, long long hi, long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"preset", required_argument, NULL, 'p'}, {"requests", required_argument, NULL, 'n'},
+		{"prompt-max", required_argument, NULL, 'l'}, {"max-tokens", required_argument, NULL, 'm'},
+		{"threads", required_argument, NULL, 't'}, {"window", required_argument, NULL, 'w'},
+		{"group", required_argument, NULL, 'g'}, {"kv-blocks", required_argument, NULL, 'k'},
+		{"temperature", required_argument, NULL, 'T'}, {"margin", required_argument, NULL, 'M'},
+		{"inject", required_argument, NULL, 'i'}, {"seed", required_argument, NULL, 's'},
+		{"only", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct bench_opts bo = {.n_req = 32, .prompt_max = 48, .max_tokens = 32, .threads = 0,
+				.window = 32, .group = 16, .kv_blocks = 1024, .temperature = 0.7f,
+				.margin = 0.5f, .inject = 0.0, .seed = 42};
+	const char *preset = "small", *only = NULL;
+	long long v;
+	int c;
+	bool ok = true;
+	while (ok && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'p': preset = optarg; break;
+		case 'o': only = optarg; break;
+		case 'n': ok = num(optarg, 1, 100000, &v); bo.n_req = (int)v; break;
+		case 'l': ok = num(optarg, 2, 100000, &v); bo.prompt_max = (int)v; break;
+		case 'm': ok = num(optarg, 1, 100000, &v); bo.max_tokens = (int)v; break;
+		case 't': ok = num(optarg, 0, 1024, &v); bo.threads = (int)v; break;
+		case 'w': ok = num(optarg, 1, 4096, &v); bo.window = (int)v; break;
+		case 'g': ok = num(optarg, 1, 4096, &v); bo.group = (int)v; break;
+		case 'k': ok = num(optarg, 1, 1 << 24, &v); bo.kv_blocks = (int)v; break;
+		case 's': ok = num(optarg, 0, LLONG_MAX, &v); bo.seed = (uint64_t)v; break;
+		case 'T': bo.temperature = strtof(optarg, NULL); break;
+		case 'M': bo.margin = strtof(optarg, NULL); break;
+		case 'i': bo.inject = strtod(optarg, NULL); break;
+		case 'h': usage(stdout); return 0;
+		default: ok = false;
+		}
+	}
+	if (!ok || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	struct ds_model_config mc;
+	struct ds_model *m = NULL;
+	struct ds_err err = {{0}};
+	if (ds_model_preset(preset, &mc) != DS_OK) {
+		fprintf(stderr, "bench_offline: unknown preset %s\n", preset);
+		return 2;
+	}
+	enum ds_status rv = ds_model_synth(&mc, 1, &m, &err);
+	if (rv != DS_OK) {
+		fprintf(stderr, "bench_offline: %s\n", err.msg);
+		return 1;
+	}
+	static const struct cfg cfgs[] = {
+		{"fast", DS_MODE_FAST, 0},       {"dvr-0%", DS_MODE_DVR, 0},
+		{"dvr-10%", DS_MODE_DVR, 10},    {"dvr-50%", DS_MODE_DVR, 50},
+		{"dvr-100%", DS_MODE_DVR, 100},  {"invariant", DS_MODE_INVARIANT, 100},
+	};
+	printf("bench_offline: preset %s, %d requests, prompts %d..%d, %d new tokens each, T=%.2f, "
+	       "W=%d G=%d margin=%.2f inject=%.2f\n",
+	       preset, bo.n_req, bo.prompt_max / 2, bo.prompt_max, bo.max_tokens, bo.temperature,
+	       bo.window, bo.group, bo.margin, bo.inject);
+	printf("%-10s %8s %9s %7s %8s %9s %10s %11s %9s %7s %7s\n", "config", "secs", "tok/s",
+	       "x fast", "windows", "rollbacks", "rb/window", "rb/1k det", "recompute", "refcall",
+	       "preempt");
+	double fast_tps = 0;
+	int rc = 0;
+	for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
+		if (only && strcmp(only, cfgs[i].name) != 0 && strcmp(cfgs[i].name, "fast") != 0)
+			continue;
+		struct result r;
+		rv = run_one(m, &bo, &cfgs[i], &r, &err);
+		if (rv != DS_OK) {
+			fprintf(stderr, "bench_offline: %s: %s\n", cfgs[i].name, err.msg);
+			rc = 1;
+			break;
+		}
+		if (i == 0)
+			fast_tps = r.tok_s;
+		printf("%-10s %8.2f %9.1f %7.3f %8" PRIu64 " %9" PRIu64 " %10.4f %11.3f %9.3f %7" PRIu64
+		       " %7" PRIu64 "\n",
+		       cfgs[i].name, r.secs, r.tok_s, fast_tps > 0 ? r.tok_s / fast_tps : 0.0, r.windows,
+		       r.rollbacks, r.windows ? (double)r.rollbacks / (double)r.windows : 0.0,
+		       r.det_tokens ? 1000.0 * (double)r.rollbacks / (double)r.det_tokens : 0.0,
+		       r.det_tokens ? (double)r.recomputed / (double)r.det_tokens : 0.0, r.ref_calls,
+		       r.preempt);
+		fflush(stdout);
+	}
+	ds_model_free(m);
+	return rc;
+}

@@ -1,0 +1,309 @@
+/* cuda_fast.c - the CUDA fast path: cuBLASLt GEMMs chosen by heuristics, flash-decoding with an
+ * occupancy-chosen split, and one CUDA graph per decode batch-size bucket.
+ *
+ * Everything here is free to depend on the batch: cuBLASLt may pick split-K or another
+ * algorithm per M (decode-sized shapes are autotuned over the heuristic's top 8 on first use),
+ * and the attention split count follows the number of rows. That is the point
+ * of the fast path (DESIGN.md section 1); the reference path (refpath/cuda_ref.c) is the one
+ * that must not. A bucket's graph is captured on its second use (the first runs eagerly, which
+ * also warms the cuBLASLt algorithm cache outside the capture). */
+#include "cuda_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define WORKSPACE_BYTES ((size_t)64 << 20)
+
+#define LT_TRY(expr, err)                                                                  \
+	do {                                                                               \
+		cublasStatus_t ds_lt_s_ = (expr);                                          \
+		if (ds_lt_s_ != CUBLAS_STATUS_SUCCESS)                                     \
+			return ds_errf((err), DS_ERR_DEVICE, "cublasLt: %s: status %d (%s:%d)", \
+				       #expr, (int)ds_lt_s_, __FILE__, __LINE__);          \
+	} while (0)
+
+/* Cached per-shape descriptors and algorithm. */
+struct lt_plan {
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t a, b, cd;
+};
+
+/* The cache lives in the algo slots of struct ds_cuda_fast; plans beside them. */
+static struct lt_plan *plan_of(struct ds_cuda_ctx *c, int i);
+
+static void plan_destroy(struct lt_plan *p)
+{
+	if (p->op)
+		cublasLtMatmulDescDestroy(p->op);
+	if (p->a)
+		cublasLtMatrixLayoutDestroy(p->a);
+	if (p->b)
+		cublasLtMatrixLayoutDestroy(p->b);
+	if (p->cd)
+		cublasLtMatrixLayoutDestroy(p->cd);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Row-major C (M, N) = A (M, K) . W (N, K)^T is column-major C^T (N, M) = W^T' . A^T: W is a
+ * column-major (K, N) matrix used transposed, A a column-major (K, M) matrix. */
+static enum ds_status plan_make(struct lt_plan *p, int M, int N, int K, struct ds_err *err)
+{
+	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), err);
+	LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
+	       err);
+	LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
+	       err);
+	LT_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K), err);
+	LT_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K), err);
+	LT_TRY(cublasLtMatrixLayoutCreate(&p->cd, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N), err);
+	return DS_OK;
+}
+
+/* Plans are kept in a table parallel to fast.cache (same index). */
+struct ds_cuda_fast_plans {
+	struct lt_plan p[DS_CUDA_ALGO_CACHE];
+};
+
+#define AUTOTUNE_MAX_M 256 /* decode-sized GEMMs are timed; larger ones take heuristic #1 */
+#define AUTOTUNE_CANDIDATES 8
+
+/* Times algorithm a on the call's own buffers (the real call overwrites C afterwards). */
+static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMatmulAlgo_t *a,
+		     const uint16_t *A, const uint16_t *W, float *C)
+{
+	const float alpha = 1.0f, beta = 0.0f;
+	cudaEvent_t e0, e1;
+	float best = INFINITY;
+	if (cudaEventCreate(&e0) != cudaSuccess)
+		return best;
+	if (cudaEventCreate(&e1) != cudaSuccess) {
+		cudaEventDestroy(e0);
+		return best;
+	}
+	for (int i = 0; i < 3; i++) {
+		cudaEventRecord(e0, c->stream);
+		cublasStatus_t s = cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta,
+						  C, p->cd, C, p->cd, a, c->fast.workspace,
+						  c->fast.ws_bytes, c->stream);
+		cudaEventRecord(e1, c->stream);
+		if (s != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess) {
+			best = INFINITY;
+			break;
+		}
+		float ms;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (i > 0 && ms < best)
+			best = ms;
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaGetLastError();
+	return best;
+}
+
+/* Finds (or makes) the cache slot for a shape. Decode-sized shapes are autotuned over the
+ * heuristic's top candidates, unless the stream is being captured. */
+static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, const uint16_t *A,
+				const uint16_t *W, float *C, int *slot, struct ds_err *err)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	for (int i = 0; i < f->n_cache; i++)
+		if (f->cache[i].ok && f->cache[i].M == M && f->cache[i].N == N && f->cache[i].K == K) {
+			*slot = i;
+			return DS_OK;
+		}
+	int i;
+	if (f->n_cache < DS_CUDA_ALGO_CACHE) {
+		i = f->n_cache++;
+	} else {
+		i = f->next_evict;
+		f->next_evict = (f->next_evict + 1) % DS_CUDA_ALGO_CACHE;
+	}
+	struct lt_plan *p = plan_of(c, i);
+	plan_destroy(p);
+	f->cache[i].ok = false;
+	enum ds_status rv = plan_make(p, M, N, K, err);
+	if (rv != DS_OK) {
+		plan_destroy(p);
+		return rv;
+	}
+	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+	cudaStreamIsCapturing(c->stream, &cap);
+	int want = (M <= AUTOTUNE_MAX_M && cap == cudaStreamCaptureStatusNone) ? AUTOTUNE_CANDIDATES : 1;
+	cublasLtMatmulPreference_t pref;
+	LT_TRY(cublasLtMatmulPreferenceCreate(&pref), err);
+	size_t ws = f->ws_bytes;
+	cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+		pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+	cublasLtMatmulHeuristicResult_t res[AUTOTUNE_CANDIDATES];
+	int n_res = 0;
+	if (s == CUBLAS_STATUS_SUCCESS)
+		s = cublasLtMatmulAlgoGetHeuristic(f->lt, p->op, p->a, p->b, p->cd, p->cd, pref, want,
+						   res, &n_res);
+	cublasLtMatmulPreferenceDestroy(pref);
+	if (s != CUBLAS_STATUS_SUCCESS || n_res == 0) {
+		plan_destroy(p);
+		return ds_errf(err, DS_ERR_DEVICE, "cublasLt: no algorithm for M=%d N=%d K=%d (status %d)",
+			       M, N, K, (int)s);
+	}
+	int best = 0;
+	if (n_res > 1) {
+		float bt = INFINITY;
+		for (int r = 0; r < n_res; r++) {
+			float t = lt_time(c, p, &res[r].algo, A, W, C);
+			if (t < bt) {
+				bt = t;
+				best = r;
+			}
+		}
+	}
+	f->cache[i].M = M;
+	f->cache[i].N = N;
+	f->cache[i].K = K;
+	f->cache[i].algo = res[best].algo;
+	f->cache[i].ok = true;
+	*slot = i;
+	return DS_OK;
+}
+
+static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+				float *C, int M, int N, int K, struct ds_err *err)
+{
+	if (M <= 0)
+		return DS_OK;
+	int i = 0;
+	enum ds_status rv = lt_lookup(c, M, N, K, A, W, C, &i, err);
+	if (rv != DS_OK)
+		return rv;
+	struct lt_plan *p = plan_of(c, i);
+	const float alpha = 1.0f, beta = 0.0f;
+	LT_TRY(cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C, p->cd,
+			      &c->fast.cache[i].algo, c->fast.workspace, c->fast.ws_bytes,
+			      c->stream),
+	       err);
+	return DS_OK;
+}
+
+static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
+				     const uint16_t *kv, int n_split, struct ds_err *err)
+{
+	DS_CUDA_TRY(ds_k_attn_fast(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
+				   n_split < 1 ? 1 : n_split, c->part, c->att, c->stream),
+		    err);
+	return DS_OK;
+}
+
+const struct ds_cuda_path_ops ds_cuda_fast_ops = {
+	.gemm = fast_gemm,
+	.attention = fast_attention,
+};
+
+int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
+{
+	/* about 8 blocks per SM, and no block walking more than 8 tiles; the kernel itself never
+	 * makes a range shorter than 2 tiles, so short rows use fewer of the splits */
+	int blocks = T * c->cfg.n_kv_head;
+	int s = (8 * c->n_sm + blocks - 1) / blocks;
+	s = DS_MAX(s, (max_len + 8 * DS_K_ATTN_TILE - 1) / (8 * DS_K_ATTN_TILE));
+	s = DS_MIN(s, (max_len + DS_K_ATTN_TILE - 1) / DS_K_ATTN_TILE);
+	s = DS_MIN(s, 32);
+	s = DS_MAX(s, 1);
+	size_t row = (size_t)c->cfg.n_head * (c->cfg.head_dim + 2);
+	while (s > 1 && (size_t)T * row * s > c->part_floats)
+		s--;
+	return s;
+}
+
+/* ---- decode graphs ---- */
+
+enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
+				   struct ds_err *err)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	int n = p->T, bi = 0;
+	while ((1 << bi) < n)
+		bi++;
+	int B = 1 << bi;
+	DS_ASSERT(bi < DS_CUDA_N_BUCKETS && p->R == n);
+	for (int r = n; r < B; r++) {
+		c->hm.ids[r] = 0;
+		c->hm.pos[r] = -1;
+		c->hm.seq[r] = 0;
+		c->hm.out_tok[r] = r;
+		memset(&c->hm.sp[r], 0, sizeof(c->hm.sp[r]));
+		c->hm.sp[r].top_p = 1.0f;
+	}
+	struct ds_cuda_pass pb = *p;
+	pb.T = pb.R = B;
+	enum ds_status rv = ds_cuda_meta_upload(c, &pb, err);
+	if (rv != DS_OK)
+		return rv;
+	int n_split = ds_cuda_fast_split(c, B, c->cfg.max_pos);
+	if (f->graph[bi]) {
+		DS_CUDA_TRY(cudaGraphLaunch(f->graph[bi], c->stream), err);
+		return DS_OK;
+	}
+	if (!f->use_graphs || !f->warm[bi]) {
+		f->warm[bi] = true;
+		return ds_cuda_pass_run(c, &ds_cuda_fast_ops, &pb, n_split, err);
+	}
+	cudaGraph_t g = NULL;
+	DS_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), err);
+	rv = ds_cuda_pass_run(c, &ds_cuda_fast_ops, &pb, n_split, err);
+	cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+	if (rv != DS_OK) {
+		if (g)
+			cudaGraphDestroy(g);
+		return rv;
+	}
+	DS_CUDA_TRY(e, err);
+	e = cudaGraphInstantiate(&f->graph[bi], g, 0);
+	cudaGraphDestroy(g);
+	if (e != cudaSuccess) {
+		f->graph[bi] = NULL;
+		DS_CUDA_TRY(e, err);
+	}
+	DS_CUDA_TRY(cudaGraphLaunch(f->graph[bi], c->stream), err);
+	return DS_OK;
+}
+
+/* ---- lifetime ---- */
+
+static struct lt_plan *plan_of(struct ds_cuda_ctx *c, int i)
+{
+	struct ds_cuda_fast_plans *pl = c->fast.plans;
+	return &pl->p[i];
+}
+
+enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	f->plans = calloc(1, sizeof(struct ds_cuda_fast_plans));
+	if (!f->plans)
+		return ds_errf(err, DS_ERR_NOMEM, "cuda: out of memory");
+	LT_TRY(cublasLtCreate(&f->lt), err);
+	f->ws_bytes = WORKSPACE_BYTES;
+	DS_CUDA_TRY(cudaMalloc(&f->workspace, f->ws_bytes), err);
+	const char *g = getenv("DS_CUDA_GRAPHS");
+	f->use_graphs = !(g && strcmp(g, "0") == 0);
+	return DS_OK;
+}
+
+void ds_cuda_fast_free(struct ds_cuda_ctx *c)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
+		if (f->graph[i])
+			cudaGraphExecDestroy(f->graph[i]);
+	if (f->plans)
+		for (int i = 0; i < DS_CUDA_ALGO_CACHE; i++)
+			plan_destroy(plan_of(c, i));
+	free(f->plans);
+	if (f->workspace)
+		cudaFree(f->workspace);
+	if (f->lt)
+		cublasLtDestroy(f->lt);
+	memset(f, 0, sizeof(*f));
+}

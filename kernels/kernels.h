@@ -1,0 +1,133 @@
+/* kernels.h - extern "C" launchers for every CUDA kernel of both paths (the .cu files in kernels/).
+ *
+ * Launchers take raw device pointers, dimensions and an explicit stream, launch, and return
+ * cudaGetLastError(). Nothing here allocates or synchronizes, so every launcher can be
+ * captured in a CUDA graph. C code never sees C++: this header is plain C.
+ *
+ * Conventions: activations of the residual stream are fp32; GEMM inputs are bf16 (uint16_t
+ * raw bits); GEMM outputs are fp32; weights are bf16 in HF layout (out, in). The paged KV
+ * cache of one layer is (n_blocks, 2 [K,V], n_kv_head, block_size, head_dim) bf16. */
+#ifndef DS_KERNELS_H
+#define DS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- synthetic weights (kernels/synth.cu) ---- */
+
+/* dst[i] = bf16(offset + scale * ds_hash_unit_pm1(ds_hash3(seed, key, first + i))), i < n:
+ * bit-identical to ds_synth_fill on the host. */
+cudaError_t ds_k_synth_fill(uint16_t *dst, size_t n, uint64_t first, uint64_t seed,
+			    uint64_t key, float scale, float offset, cudaStream_t st);
+
+/* ---- element-wise and per-row kernels (kernels/rows.cu) ---- */
+
+/* x (T, hidden) fp32 = tab[ids[t]]; tab bf16 (vocab, hidden). */
+cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T, int hidden, float *x,
+		       cudaStream_t st);
+
+/* One row per block, fixed reduction tree (batch-invariant). For each row r:
+ *   src = rows ? rows[r] : r;  if (delta) x[src] += delta[src];
+ *   out[r] = bf16(x[src] / sqrt(mean(x[src]^2) + eps) * w). */
+cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
+			 int n_rows, int hidden, float eps, uint16_t *out, cudaStream_t st);
+
+/* out (T, ffn) bf16 = silu(gu[:, :ffn]) * gu[:, ffn:], gu fp32 (T, 2*ffn). */
+cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *out, cudaStream_t st);
+
+/* Per-pass token metadata on the device. pos[t] < 0 marks a padding row (no KV write,
+ * zero attention output). Token t belongs to sequence seq[t], whose block table is
+ * bt[bt_off[seq[t]] ...]. */
+struct ds_k_tokmeta {
+	const int32_t *pos;
+	const int32_t *seq;
+	const int32_t *bt_off;
+	const int32_t *bt;
+};
+
+struct ds_k_dims {
+	int n_head, n_kv, head_dim;
+	int block_size, n_blocks;
+	float eps; /* for q/k norm */
+};
+
+/* qkv (T, (n_head + 2 n_kv) * head_dim) fp32 from the fused projection: adds bias (optional,
+ * bf16), applies per-head RMSNorm (q_norm/k_norm optional), RoPE (rotate_half, table cs
+ * (max_pos, head_dim/2, {cos,sin})) to q and k, writes q bf16 (T, n_head*head_dim) and K/V bf16
+ * into this layer's paged cache kv. */
+cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
+			  const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm, int T,
+			  struct ds_k_dims d, uint16_t *q, uint16_t *kv, cudaStream_t st);
+
+/* ---- reference GEMM (kernels/gemm_ref.cu) ---- */
+
+/* C (M, N) fp32 = A (M, K) . W (N, K)^T, bf16 inputs, fp32 accumulation on tensor cores
+ * (wgmma m64n128k16, sm_90a). One fixed tile (128x128x64), no split-K: every output element's
+ * K-reduction runs in the same order for any M and any row placement. K % 8 == 0. */
+cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+			  cudaStream_t st);
+/* Raises the kernel's shared-memory limit; call once per process before launching. */
+cudaError_t ds_k_gemm_ref_setup(void);
+
+/* The same contract on mma.sync (128x128x32), kept only as a benchmark comparison point. */
+cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+			  cudaStream_t st);
+cudaError_t ds_k_gemm_mma_setup(void);
+
+/* ---- paged attention (kernels/attn.cu) ---- */
+
+/* Causal attention of T query rows (row t at position pos[t] attends to [0, pos[t]]) against
+ * the paged cache. KV is processed in tiles of DS_K_ATTN_TILE positions; tile partials
+ * (max, sum, acc) are merged in increasing position order.
+ *  ref:  tiles aligned to absolute positions 0, 64, 128, ... For any split the bits are the
+ *        same: split == 0 walks all tiles in one block; split > 0 (>= max chunks) computes one
+ *        tile per block into part and merges them in a second kernel.
+ *  fast: flash-decoding with up to n_split ranges per row of ceil(len / n_split) positions
+ *        rounded up to whole tiles, at least 2 (so the tiling depends on n_split: batch-
+ *        variant); n_split == 1 runs in one block.
+ * part: workspace of T * n_head * splits * (head_dim + 2) floats when splitting. */
+#define DS_K_ATTN_TILE 64
+cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
+			  struct ds_k_dims d, int split, float *part, uint16_t *out,
+			  cudaStream_t st);
+cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+			   int T, struct ds_k_dims d, int n_split, float *part, uint16_t *out,
+			   cudaStream_t st);
+/* Raises the attention kernels' shared-memory limit for d; call once before launching. */
+cudaError_t ds_k_attn_setup(struct ds_k_dims d);
+
+/* ---- sampling (kernels/sample.cu) ---- */
+
+struct ds_k_sample_row {
+	float temperature;
+	int32_t top_k;
+	float top_p;
+	int32_t pad;
+	uint64_t seed;
+	int64_t pos; /* absolute position of the token being produced */
+};
+
+struct ds_k_sample_out {
+	int32_t token;
+	float logprob;
+	float margin;
+};
+
+/* One block per row of logits (n_rows, vocab): the same function as ds_sample (common/
+ * sample.c): greedy argmax (ties to the lowest id), Gumbel-max with ds_sample_key for
+ * temperature, top-k / top-p as a prefix of the (logit desc, id asc) order. */
+cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
+			const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
+			cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

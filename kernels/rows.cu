@@ -1,0 +1,193 @@
+/* rows.cu - per-row and element-wise kernels shared by both paths: embedding, RMSNorm (with the
+ * residual add fused), SiLU*mul, and the q/k/v epilogue (bias, q/k norm, RoPE, paged KV write).
+ *
+ * Each of these computes a row from that row alone, with a fixed thread mapping and a fixed
+ * reduction tree, so they are batch-invariant by construction and both paths share them. */
+#include "kernels.h"
+#include "cu_common.cuh"
+
+#define ROW_THREADS 256
+
+/* Fixed-order block sum: each warp reduces by a shuffle tree, then warp 0 reduces the warp
+ * sums the same way. All threads get the result. */
+__device__ float block_sum(float v, float *sh)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	if (lane == 0)
+		sh[warp] = v;
+	__syncthreads();
+	int nw = blockDim.x >> 5;
+	float s = lane < nw ? sh[lane] : 0.0f;
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	__syncthreads();
+	return s;
+}
+
+__global__ void embed_kernel(const uint16_t *tab, const int32_t *ids, int hidden, float *x)
+{
+	int t = blockIdx.x;
+	const uint16_t *src = tab + (size_t)ids[t] * hidden;
+	float *dst = x + (size_t)t * hidden;
+	for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+		dst[i] = ds_bf16_to_f32(src[i]);
+}
+
+extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T, int hidden,
+				  float *x, cudaStream_t st)
+{
+	if (T <= 0)
+		return cudaSuccess;
+	embed_kernel<<<T, ROW_THREADS, 0, st>>>(tab, ids, hidden, x);
+	return cudaGetLastError();
+}
+
+__global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows,
+			       const uint16_t *w, int hidden, float eps, uint16_t *out)
+{
+	__shared__ float sh[32];
+	int r = blockIdx.x;
+	size_t src = rows ? (size_t)rows[r] : (size_t)r;
+	float *xr = x + src * hidden;
+	float ss = 0.0f;
+	if (delta) {
+		const float *dr = delta + src * hidden;
+		for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+			float v = xr[i] + dr[i];
+			xr[i] = v;
+			ss = __fmaf_rn(v, v, ss);
+		}
+	} else {
+		for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+			float v = xr[i];
+			ss = __fmaf_rn(v, v, ss);
+		}
+	}
+	ss = block_sum(ss, sh);
+	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
+	uint16_t *o = out + (size_t)r * hidden;
+	for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+		o[i] = ds_f32_to_bf16(__fmul_rn(__fmul_rn(xr[i], inv), ds_bf16_to_f32(w[i])));
+}
+
+extern "C" cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows,
+				    const uint16_t *w, int n_rows, int hidden, float eps,
+				    uint16_t *out, cudaStream_t st)
+{
+	if (n_rows <= 0)
+		return cudaSuccess;
+	rmsnorm_kernel<<<n_rows, ROW_THREADS, 0, st>>>(x, delta, rows, w, hidden, eps, out);
+	return cudaGetLastError();
+}
+
+__global__ void silu_mul_kernel(const float *gu, int ffn, uint16_t *out)
+{
+	int t = blockIdx.y;
+	const float *g = gu + (size_t)t * 2 * ffn, *u = g + ffn;
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < ffn) {
+		float a = g[i];
+		float s = __fdiv_rn(a, 1.0f + expf(-a));
+		out[(size_t)t * ffn + i] = ds_f32_to_bf16(__fmul_rn(s, u[i]));
+	}
+}
+
+extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *out,
+				     cudaStream_t st)
+{
+	if (T <= 0)
+		return cudaSuccess;
+	dim3 grid((unsigned)((ffn + 255) / 256), (unsigned)T);
+	silu_mul_kernel<<<grid, 256, 0, st>>>(gu, ffn, out);
+	return cudaGetLastError();
+}
+
+/* ---- q/k/v epilogue: one block per token, one warp per head ---- */
+
+#define QKV_WARPS 4
+
+__global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
+				const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
+				struct ds_k_dims d, uint16_t *q, uint16_t *kv)
+{
+	extern __shared__ float sh_qkv[]; /* (QKV_WARPS, head_dim) */
+	int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int D = d.head_dim, half = D / 2;
+	int n_all = d.n_head + 2 * d.n_kv;
+	int pos = tm.pos[t];
+	float *buf = sh_qkv + warp * D;
+	const float *row = qkv + (size_t)t * n_all * D;
+	size_t kv_head_stride = (size_t)d.block_size * D;
+	uint16_t *kblk = NULL;
+	if (pos >= 0) {
+		int blk = tm.bt[tm.bt_off[tm.seq[t]] + pos / d.block_size];
+		kblk = kv + (size_t)blk * 2 * d.n_kv * kv_head_stride +
+		       (size_t)(pos % d.block_size) * D;
+	}
+	for (int h = warp; h < n_all; h += QKV_WARPS) {
+		const float *src = row + (size_t)h * D;
+		for (int i = lane; i < D; i += 32) {
+			float v = src[i];
+			if (bias)
+				v = __fadd_rn(v, ds_bf16_to_f32(bias[h * D + i]));
+			buf[i] = v;
+		}
+		__syncwarp();
+		bool is_q = h < d.n_head, is_k = !is_q && h < d.n_head + d.n_kv;
+		const uint16_t *nw = is_q ? q_norm : is_k ? k_norm : NULL;
+		if (nw) {
+			float ss = 0.0f;
+			for (int i = lane; i < D; i += 32)
+				ss = __fmaf_rn(buf[i], buf[i], ss);
+			for (int o = 16; o > 0; o >>= 1)
+				ss += __shfl_xor_sync(0xffffffffu, ss, o);
+			float inv = 1.0f / sqrtf(ss / (float)D + d.eps);
+			__syncwarp();
+			for (int i = lane; i < D; i += 32)
+				buf[i] = __fmul_rn(__fmul_rn(buf[i], inv), ds_bf16_to_f32(nw[i]));
+			__syncwarp();
+		}
+		uint16_t *dst;
+		if (is_q)
+			dst = q + ((size_t)t * d.n_head + h) * D;
+		else if (pos < 0)
+			dst = NULL;
+		else if (is_k)
+			dst = kblk + (size_t)(h - d.n_head) * kv_head_stride;
+		else
+			dst = kblk + (size_t)(d.n_kv + h - d.n_head - d.n_kv) * kv_head_stride;
+		if (dst) {
+			if (!is_q && !is_k) {
+				for (int i = lane; i < D; i += 32)
+					dst[i] = ds_f32_to_bf16(buf[i]);
+			} else if (pos < 0) {
+				for (int i = lane; i < D; i += 32)
+					dst[i] = 0;
+			} else {
+				const float *c = cs + (size_t)pos * half * 2;
+				for (int i = lane; i < half; i += 32) {
+					float x1 = buf[i], x2 = buf[i + half];
+					float co = c[2 * i], si = c[2 * i + 1];
+					dst[i] = ds_f32_to_bf16(__fsub_rn(__fmul_rn(x1, co), __fmul_rn(x2, si)));
+					dst[i + half] =
+						ds_f32_to_bf16(__fadd_rn(__fmul_rn(x2, co), __fmul_rn(x1, si)));
+				}
+			}
+		}
+		__syncwarp();
+	}
+}
+
+extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias,
+				     const uint16_t *q_norm, const uint16_t *k_norm,
+				     const float *cs, struct ds_k_tokmeta tm, int T,
+				     struct ds_k_dims d, uint16_t *q, uint16_t *kv, cudaStream_t st)
+{
+	if (T <= 0)
+		return cudaSuccess;
+	size_t shm = (size_t)QKV_WARPS * d.head_dim * sizeof(float);
+	qkv_rope_kernel<<<T, QKV_WARPS * 32, shm, st>>>(qkv, bias, q_norm, k_norm, cs, tm, d, q, kv);
+	return cudaGetLastError();
+}

@@ -1,0 +1,513 @@
+/* sched_step.c - one scheduler iteration: drain the inbox, admit, plan one REF pass and one
+ * FAST pass under a token budget (preempting the newest requests when KV runs out), run them,
+ * then commit / roll back (DESIGN.md section 4) and emit events.
+ *
+ * Key decision: one uniform bookkeeping for every request: tokens[0, C) are committed,
+ * tokens[C, L) are unverified fast candidates (DVR only), KV is written for [0, n_kv). A
+ * "compute" runs tokens[n_kv, L) (chunked) and its last row produces the token at L; a
+ * "verify" replays tokens[C-1, L) on REF with every row, so prefill, decode, resume after
+ * preemption and verification all reduce to the same commit rule: a REF row for position C
+ * either confirms the candidate there or replaces it, and everything after is dropped. */
+#include "engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <xxhash.h>
+
+/* ---- lists ---- */
+
+static void list_insert_sorted(struct ds_req ***arr, int *n, int *cap, struct ds_req *r)
+{
+	if (*n == *cap) {
+		int nc = *cap ? *cap * 2 : 16;
+		struct ds_req **na = realloc(*arr, (size_t)nc * sizeof(**arr));
+		if (!na)
+			DS_ABORT("engine: out of memory for the request list");
+		*arr = na;
+		*cap = nc;
+	}
+	int i = *n;
+	while (i > 0 && (*arr)[i - 1]->arrival > r->arrival) {
+		(*arr)[i] = (*arr)[i - 1];
+		i--;
+	}
+	(*arr)[i] = r;
+	(*n)++;
+}
+
+static void list_remove_at(struct ds_req **arr, int *n, int i)
+{
+	memmove(arr + i, arr + i + 1, (size_t)(*n - i - 1) * sizeof(*arr));
+	(*n)--;
+}
+
+static int list_find(struct ds_req **arr, int n, uint64_t id)
+{
+	for (int i = 0; i < n; i++)
+		if (arr[i]->id == id)
+			return i;
+	return -1;
+}
+
+/* ---- inbox ---- */
+
+static void drain_inbox(struct ds_engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	struct ds_cmd *c = e->inbox_head;
+	e->inbox_head = e->inbox_tail = NULL;
+	pthread_mutex_unlock(&e->mu);
+	while (c) {
+		struct ds_cmd *next = c->next;
+		if (c->kind == CMD_SUBMIT) {
+			list_insert_sorted(&e->waiting, &e->n_waiting, &e->cap_waiting, c->req);
+		} else {
+			int wi = list_find(e->waiting, e->n_waiting, c->id);
+			int ri = wi < 0 ? list_find(e->running, e->n_running, c->id) : -1;
+			struct ds_req *r = wi >= 0 ? e->waiting[wi] : ri >= 0 ? e->running[ri] : NULL;
+			if (r && c->kind == CMD_PAUSE) {
+				r->paused = c->flag;
+			} else if (r && c->kind == CMD_CANCEL) {
+				if (wi >= 0) {
+					list_remove_at(e->waiting, &e->n_waiting, wi);
+					pthread_mutex_lock(&e->mu);
+					e->n_queued--;
+					pthread_mutex_unlock(&e->mu);
+				} else {
+					list_remove_at(e->running, &e->n_running, ri);
+				}
+				r->finish = DS_FINISH_CANCELLED;
+				r->status = DS_ERR_CANCELLED;
+				r->L = r->C;
+				ds_engine_retire(e, r);
+			}
+		}
+		free(c);
+		c = next;
+	}
+}
+
+/* ---- admission and preemption ---- */
+
+static int req_prefix_limit(const struct ds_engine *e, const struct ds_req *r)
+{
+	/* leave at least the last known token to compute: its row yields the next token, and
+	 * it keeps writes out of shared blocks */
+	return (r->C - 1) / e->o.kv_block_size;
+}
+
+static void admit(struct ds_engine *e)
+{
+	int bs = e->o.kv_block_size;
+	while (e->n_waiting > 0 && e->n_running < e->o.max_running) {
+		struct ds_req *r = e->waiting[0];
+		DS_ASSERT(r->kv.n == 0 && r->L == r->C);
+		int hit = 0;
+		if (e->o.prefix_cache)
+			hit = ds_kv_seq_match(e->pool, &r->kv, r->tokens, r->C, req_prefix_limit(e, r),
+					      r->det);
+		int need = (r->C + bs - 1) / bs - r->kv.n;
+		if (need > ds_kv_pool_n_free(e->pool)) {
+			ds_kv_seq_release(e->pool, &r->kv);
+			break; /* first come, first served: no overtaking */
+		}
+		r->n_kv = hit;
+		e->st.prefix_hit_tokens += (uint64_t)hit;
+		list_remove_at(e->waiting, &e->n_waiting, 0);
+		pthread_mutex_lock(&e->mu);
+		e->n_queued--;
+		pthread_mutex_unlock(&e->mu);
+		list_insert_sorted(&e->running, &e->n_running, &e->cap_running, r);
+	}
+}
+
+static void preempt(struct ds_engine *e, int ri)
+{
+	struct ds_req *r = e->running[ri];
+	list_remove_at(e->running, &e->n_running, ri);
+	ds_kv_seq_release(e->pool, &r->kv);
+	r->L = r->C; /* unverified candidates are dropped; committed tokens are recomputed */
+	r->n_kv = 0;
+	r->verify_now = false;
+	r->preempted = true;
+	e->st.preemptions++;
+	list_insert_sorted(&e->waiting, &e->n_waiting, &e->cap_waiting, r);
+	pthread_mutex_lock(&e->mu);
+	e->n_queued++;
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- stop conditions ---- */
+
+static enum ds_finish stop_check(const struct ds_engine *e, const struct ds_req *r, int p)
+{
+	int32_t t = r->tokens[p];
+	const struct ds_model_config *c = &e->model->cfg;
+	if (!r->ignore_eos)
+		for (int i = 0; i < c->n_eos; i++)
+			if (t == c->eos_ids[i])
+				return DS_FINISH_EOS;
+	for (int i = 0; i < r->n_stop_ids; i++)
+		if (t == r->stop_ids[i])
+			return DS_FINISH_EOS;
+	int n_out = p + 1 - r->n_prompt;
+	for (int i = 0; i < r->n_stop_seqs; i++) {
+		int m = r->stop_seq_lens[i];
+		if (m <= n_out && memcmp(r->tokens + p + 1 - m, r->stop_seqs[i],
+					 (size_t)m * sizeof(int32_t)) == 0)
+			return DS_FINISH_STOP_SEQ;
+	}
+	if (n_out >= r->max_tokens)
+		return DS_FINISH_LENGTH;
+	return DS_FINISH_NONE;
+}
+
+static bool is_stop_token(const struct ds_engine *e, const struct ds_req *r, int32_t t)
+{
+	const struct ds_model_config *c = &e->model->cfg;
+	for (int i = 0; !r->ignore_eos && i < c->n_eos; i++)
+		if (t == c->eos_ids[i])
+			return true;
+	for (int i = 0; i < r->n_stop_ids; i++)
+		if (t == r->stop_ids[i])
+			return true;
+	return false;
+}
+
+/* Commits token t with logprob lp at position C; returns true when the request finished. */
+static bool commit_token(struct ds_engine *e, struct ds_req *r, int32_t t, float lp)
+{
+	DS_ASSERT(r->C < r->cap && r->C - r->n_prompt < r->max_tokens);
+	r->tokens[r->C] = t;
+	r->logprobs[r->C - r->n_prompt] = lp;
+	if (r->det)
+		ds_fp_update(&r->fp, &t, 1);
+	r->C++;
+	r->st.committed++;
+	enum ds_finish f = stop_check(e, r, r->C - 1);
+	if (f != DS_FINISH_NONE)
+		r->finish = f;
+	return f != DS_FINISH_NONE;
+}
+
+/* ---- planning ---- */
+
+/* Candidates a DVR window may hold: W, but never so many that a full match plus the bonus
+ * would pass max_tokens. */
+static int window_cap(const struct ds_engine *e, const struct ds_req *r)
+{
+	int remaining = r->max_tokens - (r->C - r->n_prompt);
+	return DS_MIN(e->o.window, remaining - 1);
+}
+
+static bool window_ready(const struct ds_engine *e, const struct ds_req *r)
+{
+	return r->L - r->C >= window_cap(e, r) || r->verify_now;
+}
+
+static uint64_t inject_hash(const struct ds_engine *e, const struct ds_req *r, uint64_t salt)
+{
+	return ds_hash3(e->o.inject_seed, r->id, r->st.windows * 4 + salt);
+}
+
+/* Study mode: corrupt one candidate of a fraction P of windows, decided by a hash of
+ * (inject_seed, request id, window index), so a rollback happens at a random position. */
+static void maybe_inject(struct ds_engine *e, struct ds_req *r)
+{
+	int k = r->L - r->C;
+	if (e->o.inject_mismatch <= 0.0 || k < 1)
+		return;
+	double u = ds_hash_unit_open(inject_hash(e, r, 0));
+	if (u >= e->o.inject_mismatch)
+		return;
+	int j = (int)(inject_hash(e, r, 1) % (uint64_t)k);
+	int vocab = e->model->cfg.vocab_size;
+	int32_t *t = &r->tokens[r->C + j];
+	*t = (int32_t)(((int64_t)*t + 1 + (int64_t)(inject_hash(e, r, 2) % (uint64_t)(vocab - 1))) %
+		       vocab);
+}
+
+/* Plans one request: which path, which tokens. Returns false when nothing is to be done. */
+static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_verify,
+		     enum ds_path *path, struct ds_plan_item *it)
+{
+	bool ref_all = e->o.mode == DS_MODE_INVARIANT || e->o.mode == DS_MODE_REF_ONLY;
+	it->r = r;
+	if (r->paused || budget <= 0)
+		return false;
+	if (r->dvr && r->n_kv >= r->C - 1 && window_ready(e, r)) {
+		if (*n_verify >= e->o.group)
+			return false; /* ready windows wait for the next pass rather than grow */
+		int n = r->L - r->C + 1;
+		if (n > budget && budget < e->o.max_step_tokens)
+			return false;
+		it->kind = PLAN_VERIFY;
+		it->pos0 = r->C - 1;
+		it->n = n;
+		*path = DS_PATH_REF;
+		return true;
+	}
+	it->kind = PLAN_COMPUTE;
+	it->pos0 = r->n_kv;
+	it->n = DS_MIN(r->L - r->n_kv, budget);
+	DS_ASSERT(it->n >= 1);
+	/* DVR requests catch up (prefill, resume) on REF and propose on FAST */
+	*path = ref_all || (r->dvr && r->n_kv < r->C - 1) ? DS_PATH_REF : DS_PATH_FAST;
+	return true;
+}
+
+static void plan(struct ds_engine *e)
+{
+	int budget = e->o.max_step_tokens;
+	int n_verify = 0;
+	e->n_plan[0] = e->n_plan[1] = 0;
+	for (int i = 0; i < e->n_running; i++)
+		e->running[i]->planned = false;
+	for (int i = 0; i < e->n_running; i++) {
+		struct ds_req *r = e->running[i];
+		struct ds_plan_item it;
+		enum ds_path path;
+		if (!plan_one(e, r, budget, &n_verify, &path, &it))
+			continue;
+		if (it.kind == PLAN_VERIFY)
+			maybe_inject(e, r);
+		/* make room: preempt the newest unplanned requests, this one last */
+		bool self = false;
+		while (!ds_kv_seq_reserve(e->pool, &r->kv, it.pos0 + it.n)) {
+			int victim = e->n_running - 1;
+			DS_ASSERT(victim >= i);
+			if (victim == i) {
+				self = true;
+				break;
+			}
+			preempt(e, victim);
+		}
+		if (self) {
+			preempt(e, i);
+			break; /* everything after it was preempted already */
+		}
+		if (it.kind == PLAN_VERIFY)
+			n_verify++;
+		r->planned = true;
+		budget -= it.n;
+		e->plan[path][e->n_plan[path]++] = it;
+	}
+}
+
+/* ---- forward ---- */
+
+static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, struct ds_err *err)
+{
+	int n = e->n_plan[path];
+	int rows = 0;
+	for (int i = 0; i < n; i++) {
+		struct ds_plan_item *it = &e->plan[path][i];
+		struct ds_req *r = it->r;
+		bool all = it->kind == PLAN_VERIFY;
+		e->seqs[i] = (struct ds_fwd_seq){
+			.tokens = r->tokens + it->pos0,
+			.n_tokens = it->n,
+			.pos0 = it->pos0,
+			.blocks = r->kv.blocks,
+			.n_blocks = r->kv.n,
+			.all_rows = all,
+			.sp = r->sp,
+		};
+		it->row0 = rows;
+		rows += all ? it->n : 1;
+	}
+	if (rows > e->cap_rows) {
+		struct ds_fwd_row *nr = realloc(e->rows, (size_t)rows * sizeof(*nr));
+		if (!nr)
+			return ds_errf(err, DS_ERR_NOMEM, "engine: out of memory for %d output rows", rows);
+		e->rows = nr;
+		e->cap_rows = rows;
+	}
+	struct ds_fwd_batch b = {
+		.path = path, .seqs = e->seqs, .n_seqs = n, .rows = e->rows, .logits = NULL};
+	return ds_backend_forward(e->be, &b, err);
+}
+
+/* ---- commit / rollback ---- */
+
+static void after_verify(struct ds_engine *e, struct ds_plan_item *it)
+{
+	struct ds_req *r = it->r;
+	const struct ds_fwd_row *rows = e->rows + it->row0;
+	int k = r->L - r->C; /* candidates */
+	r->st.windows++;
+	r->st.verify_passes++;
+	r->st.recomputed += (uint64_t)it->n;
+	r->verify_now = false;
+	/* compare by hash first; find the first mismatch only when they differ */
+	int j = 0;
+	int32_t ref[64], *refbuf = k <= 64 ? ref : malloc((size_t)k * sizeof(int32_t));
+	if (!refbuf)
+		DS_ABORT("engine: out of memory for a verify window");
+	for (int i = 0; i < k; i++)
+		refbuf[i] = rows[i].token;
+	size_t bytes = (size_t)k * sizeof(int32_t);
+	if (XXH3_64bits(refbuf, bytes) == XXH3_64bits(r->tokens + r->C, bytes) &&
+	    memcmp(refbuf, r->tokens + r->C, bytes) == 0)
+		j = k;
+	else
+		while (j < k && refbuf[j] == r->tokens[r->C + j])
+			j++;
+	if (refbuf != ref)
+		free(refbuf);
+	r->L = r->C; /* candidates become committed one by one below */
+	bool done = false;
+	int kept = 0;
+	for (int i = 0; i < j && !done; i++, kept++)
+		done = commit_token(e, r, rows[i].token, rows[i].logprob);
+	if (!done)
+		commit_token(e, r, rows[j].token, rows[j].logprob); /* r_j or the bonus */
+	uint64_t dropped = (uint64_t)(k - kept);
+	bool rollback = !done && j < k;
+	r->st.rollbacks += rollback;
+	r->st.rolled_back += dropped;
+	e->st.windows++;
+	e->st.rollbacks += rollback;
+	e->st.rolled_back += dropped;
+	e->st.recomputed += (uint64_t)it->n;
+	r->L = r->C;
+	/* REF rewrote the window's KV; only what the commits kept is valid */
+	r->n_kv = r->C - 1;
+	ds_kv_seq_truncate(e->pool, &r->kv, (r->C + e->o.kv_block_size - 1) / e->o.kv_block_size);
+}
+
+static void after_compute(struct ds_engine *e, enum ds_path path, struct ds_plan_item *it)
+{
+	struct ds_req *r = it->r;
+	const struct ds_fwd_row *row = &e->rows[it->row0];
+	int end = it->pos0 + it->n;
+	if (path == DS_PATH_REF && r->det) {
+		r->st.verify_passes++;
+		if (it->pos0 < r->kv_hi) {
+			uint64_t n = (uint64_t)(DS_MIN(end, r->kv_hi) - it->pos0);
+			r->st.recomputed += n;
+			e->st.recomputed += n;
+		}
+	}
+	r->n_kv = end;
+	r->kv_hi = DS_MAX(r->kv_hi, end);
+	if (end < r->L)
+		return; /* a prefill chunk: no output yet */
+	if (r->dvr && path == DS_PATH_FAST) {
+		/* a candidate: not committed, not streamed */
+		r->tokens[r->L++] = row->token;
+		if (r->early_verify && row->margin < e->o.margin_threshold)
+			r->verify_now = true;
+		if (is_stop_token(e, r, row->token))
+			r->verify_now = true; /* nothing after a stop can be kept */
+		return;
+	}
+	commit_token(e, r, row->token, row->logprob);
+	r->L = r->C;
+}
+
+static void fail_pass(struct ds_engine *e, enum ds_path path, enum ds_status rv,
+		      const struct ds_err *err)
+{
+	for (int i = 0; i < e->n_plan[path]; i++) {
+		struct ds_req *r = e->plan[path][i].r;
+		r->finish = DS_FINISH_ERROR;
+		r->status = rv;
+		snprintf(r->error, sizeof(r->error), "%.*s", (int)sizeof(r->error) - 1, err->msg);
+	}
+}
+
+/* ---- the step ---- */
+
+static void update_snapshot(struct ds_engine *e)
+{
+	e->st.ref_forward_calls = e->be->counters.calls[DS_PATH_REF] - e->calls0[DS_PATH_REF];
+	e->st.fast_forward_calls = e->be->counters.calls[DS_PATH_FAST] - e->calls0[DS_PATH_FAST];
+	e->st.running = e->n_running;
+	e->st.kv_blocks_used = ds_kv_pool_n_used(e->pool);
+	pthread_mutex_lock(&e->mu);
+	e->st.waiting = e->n_queued; /* including those still in the inbox */
+	e->snap = e->st;
+	pthread_mutex_unlock(&e->mu);
+}
+
+enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
+{
+	enum ds_status status = DS_OK;
+	drain_inbox(e);
+	admit(e);
+	plan(e);
+	e->did_work = e->n_plan[0] + e->n_plan[1] > 0;
+	if (e->did_work)
+		e->st.steps++;
+	/* REF first: verification and deterministic prefill */
+	static const enum ds_path order[2] = {DS_PATH_REF, DS_PATH_FAST};
+	for (int o = 0; o < 2; o++) {
+		enum ds_path path = order[o];
+		if (e->n_plan[path] == 0)
+			continue;
+		struct ds_err perr = {{0}};
+		enum ds_status rv = run_pass(e, path, &perr);
+		if (rv != DS_OK) {
+			fail_pass(e, path, rv, &perr);
+			if (status == DS_OK) {
+				status = rv;
+				if (err)
+					*err = perr;
+			}
+			continue;
+		}
+		int n_verify = 0;
+		for (int i = 0; i < e->n_plan[path]; i++) {
+			struct ds_plan_item *it = &e->plan[path][i];
+			if (it->kind == PLAN_VERIFY) {
+				after_verify(e, it);
+				n_verify++;
+			} else {
+				after_compute(e, path, it);
+			}
+		}
+		if (n_verify > 0) {
+			e->st.verify_passes++;
+		}
+	}
+	/* publish stable full blocks, stream, retire */
+	for (int i = 0; i < e->n_running;) {
+		struct ds_req *r = e->running[i];
+		if (r->finish == DS_FINISH_NONE && e->o.prefix_cache) {
+			bool ref = r->dvr || e->o.mode == DS_MODE_INVARIANT ||
+				   e->o.mode == DS_MODE_REF_ONLY;
+			/* DVR: KV is reference-written for every committed position but the last */
+			int stable = r->dvr ? DS_MIN(r->n_kv, r->C - 1) : r->n_kv;
+			ds_kv_seq_publish(e->pool, &r->kv, r->tokens, stable, ref);
+		}
+		if (r->finish != DS_FINISH_NONE) {
+			list_remove_at(e->running, &e->n_running, i);
+			ds_engine_retire(e, r);
+			continue;
+		}
+		ds_engine_emit(e, r);
+		i++;
+	}
+	update_snapshot(e);
+	return status;
+}
+
+void ds_sched_drop_all(struct ds_engine *e)
+{
+	drain_inbox(e);
+	while (e->n_running > 0) {
+		struct ds_req *r = e->running[--e->n_running];
+		r->finish = DS_FINISH_ERROR;
+		r->status = DS_ERR_CANCELLED;
+		snprintf(r->error, sizeof(r->error), "engine shut down");
+		ds_engine_retire(e, r);
+	}
+	while (e->n_waiting > 0) {
+		struct ds_req *r = e->waiting[--e->n_waiting];
+		r->finish = DS_FINISH_ERROR;
+		r->status = DS_ERR_CANCELLED;
+		snprintf(r->error, sizeof(r->error), "engine shut down");
+		ds_engine_retire(e, r);
+	}
+}

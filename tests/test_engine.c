@@ -1,0 +1,452 @@
+/* test_engine.c - the scheduler against the oracle (DESIGN.md section 2): randomized
+ * scenarios on the tiny model with the real CPU backend (and on a strict mock backend that
+ * detects wrong block tables and reference reads of fast-written KV), rollbacks with the
+ * batch-variant fast path and with injection, zero reference calls without deterministic
+ * traffic, rejections, cancellation, the threaded mode and window independence. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine.h"
+#include "test_engine_harness.h"
+#include "test_engine_mockbe.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+#ifdef UNDER_ASAN
+#define SCALE_N(n) ((n) / 4)
+#else
+#define SCALE_N(n) (n)
+#endif
+
+static const int all_windows[] = {1, 4, 16, 32, 64};
+
+struct fixture {
+	struct ds_model *tiny;
+	uint64_t mock_bad_reads;
+};
+
+static enum ds_status mk_cpu(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
+{
+	struct fixture *f = arg;
+	/* the oracle runs on one thread, the engine under test on two: the reference path must
+	 * not care */
+	return ds_backend_cpu_init(be, f->tiny, oracle ? 1 : 2, err);
+}
+
+static enum ds_status mk_mock(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
+{
+	struct fixture *f = arg;
+	(void)oracle;
+	struct mockbe_opts o = {.fast_noise = 0.05f, .logit_scale = 4.0f,
+				.bad_reads = &f->mock_bad_reads};
+	return mockbe_init(be, f->tiny, &o, err);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct ds_model_config cfg;
+	struct ds_err err;
+	if (!f || ds_model_preset("tiny", &cfg) != DS_OK ||
+	    ds_model_synth(&cfg, 1234, &f->tiny, &err) != DS_OK)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	ds_model_free(f->tiny);
+	free(f);
+	return 0;
+}
+
+static int env_int(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : dflt;
+}
+
+struct totals {
+	uint64_t windows, rollbacks, preemptions, prefix_hits, cancelled, det, scenarios;
+	uint64_t ref_calls;
+};
+
+static void add_totals(struct totals *t, const struct scenario *s, const struct ds_engine_stats *st)
+{
+	t->windows += st->windows;
+	t->rollbacks += st->rollbacks;
+	t->preemptions += st->preemptions;
+	t->prefix_hits += st->prefix_hit_tokens;
+	t->ref_calls += st->ref_forward_calls;
+	t->scenarios++;
+	for (int i = 0; i < s->n_req; i++) {
+		t->cancelled += s->req[i].finish == DS_FINISH_CANCELLED;
+		t->det += s->req[i].det;
+	}
+}
+
+static void run_scenarios(struct fixture *f, scen_backend_fn mk, uint64_t seed0, int n,
+			  const struct scen_gen_opts *g, struct totals *t)
+{
+	char msg[512];
+	for (int i = 0; i < n; i++) {
+		struct scenario s;
+		uint64_t seed = seed0 + (uint64_t)i;
+		scen_generate(&s, seed, &f->tiny->cfg, g);
+		struct ds_engine_stats st;
+		if (!scen_run(&s, mk, f, &st, msg, sizeof(msg)))
+			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s): run: %s",
+				 (unsigned long long)seed, s.opts.window, s.opts.group,
+				 s.opts.inject_mismatch, ds_mode_name(s.opts.mode), msg);
+		if (!scen_check_oracle(&s, mk, f, msg, sizeof(msg)))
+			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s): oracle: %s",
+				 (unsigned long long)seed, s.opts.window, s.opts.group,
+				 s.opts.inject_mismatch, ds_mode_name(s.opts.mode), msg);
+		add_totals(t, &s, &st);
+		scen_free(&s);
+	}
+}
+
+/* ---- 1. oracle equality ---- */
+
+static void test_oracle_cpu(void **state)
+{
+	struct fixture *f = *state;
+#ifdef UNDER_ASAN
+	int n = env_int("DS_ORACLE_SCENARIOS", 40);
+#else
+	int n = DS_MAX(200, env_int("DS_ORACLE_SCENARIOS", 200));
+#endif
+	struct scen_gen_opts g = {.n_req_max = 64, .windows = all_windows, .n_windows = 5,
+				  .invariant_share = 0.1, .det_share = 0.5, .inject = -1};
+	struct totals t = {0};
+	run_scenarios(f, mk_cpu, 1000, n, &g, &t);
+	printf("oracle/cpu: %llu scenarios, %llu det requests, %llu windows, %llu rollbacks, "
+	       "%llu preemptions, %llu prefix-hit tokens, %llu cancelled\n",
+	       (unsigned long long)t.scenarios, (unsigned long long)t.det,
+	       (unsigned long long)t.windows, (unsigned long long)t.rollbacks,
+	       (unsigned long long)t.preemptions, (unsigned long long)t.prefix_hits,
+	       (unsigned long long)t.cancelled);
+	/* the mix really exercised what it claims to */
+	assert_true(t.rollbacks > 0);
+	assert_true(t.preemptions > 0);
+	assert_true(t.prefix_hits > 0);
+	assert_true(t.cancelled > 0);
+}
+
+static void test_oracle_mock(void **state)
+{
+	struct fixture *f = *state;
+	struct scen_gen_opts g = {.n_req_max = 64, .windows = all_windows, .n_windows = 5,
+				  .invariant_share = 0.1, .det_share = 0.6, .inject = -1};
+	struct totals t = {0};
+	f->mock_bad_reads = 0;
+	run_scenarios(f, mk_mock, 50000, SCALE_N(100), &g, &t);
+	assert_int_equal(f->mock_bad_reads, 0); /* no wrong / fast-written KV reads */
+	assert_true(t.rollbacks > 0 && t.preemptions > 0 && t.prefix_hits > 0);
+}
+
+/* ---- 2. rollbacks happen, and the output still equals the oracle ---- */
+
+static void one_config(struct fixture *f, scen_backend_fn mk, uint64_t seed, double inject,
+		       int window, struct totals *t)
+{
+	static int w[1];
+	w[0] = window;
+	struct scen_gen_opts g = {.n_req_max = 48, .windows = w, .n_windows = 1,
+				  .invariant_share = 0.0, .det_share = 1.0, .inject = inject};
+	run_scenarios(f, mk, seed, 1, &g, t);
+}
+
+static void test_rollbacks_inject(void **state)
+{
+	struct fixture *f = *state;
+	struct totals t = {0};
+	for (int i = 0; i < 6; i++)
+		one_config(f, mk_cpu, 7000 + (uint64_t)i, 0.5, 16, &t);
+	printf("inject 0.5: %llu windows, %llu rollbacks\n", (unsigned long long)t.windows,
+	       (unsigned long long)t.rollbacks);
+	assert_true(t.rollbacks > 0);
+	assert_true(t.rollbacks < t.windows); /* some windows are untouched */
+}
+
+static void test_rollbacks_fast_path(void **state)
+{
+	struct fixture *f = *state;
+	/* the real batch-variant CPU fast path, no injection */
+	struct totals t = {0};
+	for (int i = 0; i < 8; i++)
+		one_config(f, mk_cpu, 8000 + (uint64_t)i, 0.0, 32, &t);
+	printf("cpu fast path, no injection: %llu windows, %llu rollbacks\n",
+	       (unsigned long long)t.windows, (unsigned long long)t.rollbacks);
+	/* the strict mock's fast path differs by a batch-keyed perturbation */
+	struct totals m = {0};
+	f->mock_bad_reads = 0;
+	for (int i = 0; i < 8; i++)
+		one_config(f, mk_mock, 9000 + (uint64_t)i, 0.0, 32, &m);
+	printf("mock fast path, no injection: %llu windows, %llu rollbacks\n",
+	       (unsigned long long)m.windows, (unsigned long long)m.rollbacks);
+	assert_true(m.rollbacks > 0);
+	assert_int_equal(f->mock_bad_reads, 0);
+}
+
+/* ---- 3. the flag costs nothing when unused ---- */
+
+static struct scen_req simple_req(int n_prompt, int max_tokens, bool det, float temp, uint64_t seed)
+{
+	struct scen_req q;
+	memset(&q, 0, sizeof(q));
+	q.n_prompt = n_prompt;
+	for (int i = 0; i < n_prompt; i++)
+		q.prompt[i] = (int32_t)((i * 37 + 11) % 256);
+	q.max_tokens = max_tokens;
+	q.det = det;
+	q.sp = (struct ds_sample_params){.temperature = temp, .top_p = 1.0f, .seed = seed};
+	q.has_seed = true;
+	q.early_verify = true;
+	q.ignore_eos = true;
+	q.cancel_step = -1;
+	return q;
+}
+
+static void test_no_ref_calls_without_det(void **state)
+{
+	struct fixture *f = *state;
+	struct scenario s = {0};
+	ds_engine_opts_default(&s.opts);
+	s.n_req = 12;
+	s.req = calloc((size_t)s.n_req, sizeof(*s.req));
+	for (int i = 0; i < s.n_req; i++) {
+		s.req[i] = simple_req(5 + i, 10, false, i % 2 ? 0.8f : 0.0f, (uint64_t)i);
+		s.req[i].arrive_step = i;
+	}
+	struct ds_engine_stats st;
+	char msg[512];
+	assert_true(scen_run(&s, mk_cpu, f, &st, msg, sizeof(msg)));
+	assert_int_equal(st.ref_forward_calls, 0);
+	assert_true(st.fast_forward_calls > 0);
+	assert_int_equal(st.tokens[0], 120);
+	/* one deterministic request among them does call the reference path */
+	s.req[3].det = true;
+	assert_true(scen_run(&s, mk_cpu, f, &st, msg, sizeof(msg)));
+	assert_true(st.ref_forward_calls > 0);
+	scen_free(&s);
+}
+
+/* ---- rejections, cancellation, threads, window independence ---- */
+
+static void test_submit_rejections(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_err err;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.mode = DS_MODE_FAST;
+	o.kv_blocks = 8;
+	o.kv_block_size = 16;
+	o.max_queue = 2;
+	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	int32_t prompt[4] = {1, 2, 3, 4};
+	struct ds_request_params p = {.prompt = prompt, .n_prompt = 4, .max_tokens = 4,
+				      .sampling = {.top_p = 1.0f}};
+	uint64_t id;
+	p.deterministic = true;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_PRECONDITION);
+	p.deterministic = false;
+	p.max_tokens = 8 * 16; /* 4 + 128 positions > 8 blocks of 16 */
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_TOO_LONG);
+	assert_non_null(strstr(err.msg, "KV blocks"));
+	p.max_tokens = 0;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	p.max_tokens = 4;
+	prompt[2] = 100000;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	prompt[2] = 3;
+	p.sampling.top_p = 0.0f;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	p.sampling.top_p = 1.0f;
+	p.sampling.temperature = -1.0f;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	p.sampling.temperature = 0.0f;
+	p.n_prompt = 0;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	p.n_prompt = 4;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_FULL);
+	ds_engine_free(e); /* outstanding requests are dropped without leaks */
+	ds_backend_free(&be);
+	assert_int_equal(ds_mode_parse("ref-only", &o.mode), DS_OK);
+	assert_int_equal(o.mode, DS_MODE_REF_ONLY);
+	assert_int_equal(ds_mode_parse("bogus", &o.mode), DS_ERR_INVALID);
+}
+
+static void test_cancel_frees_within_one_step(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_err err;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.kv_blocks = 64;
+	o.kv_block_size = 4;
+	o.prefix_cache = false;
+	assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	struct scen_req q = simple_req(20, 60, true, 0.0f, 1);
+	const int32_t *seqs[1] = {q.stop_seq};
+	(void)seqs;
+	struct ds_request_params p = {.prompt = q.prompt, .n_prompt = 20, .max_tokens = 60,
+				      .sampling = q.sp, .has_seed = true, .deterministic = true,
+				      .ignore_eos = true};
+	uint64_t id;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(ds_engine_step(e, &err), DS_OK);
+	struct ds_engine_stats st;
+	ds_engine_get_stats(e, &st);
+	assert_true(st.kv_blocks_used >= 5);
+	ds_engine_cancel(e, id);
+	assert_int_equal(ds_engine_step(e, &err), DS_OK);
+	ds_engine_get_stats(e, &st);
+	assert_int_equal(st.kv_blocks_used, 0);
+	assert_true(ds_engine_idle(e));
+	struct ds_event *ev, *last = NULL;
+	while ((ev = ds_engine_poll(e)) != NULL) {
+		if (last)
+			ds_event_free(last);
+		last = ev;
+	}
+	assert_non_null(last);
+	assert_true(last->final);
+	assert_int_equal(last->finish, DS_FINISH_CANCELLED);
+	ds_event_free(last);
+	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+}
+
+static void test_threaded_mode(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_err err;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.window = 8;
+	o.group = 4;
+	o.inject_mismatch = 0.3;
+	assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	assert_int_equal(ds_engine_start(e, &err), DS_OK);
+	assert_int_equal(ds_engine_step(e, &err), DS_ERR_PRECONDITION);
+	struct scenario s = {0};
+	s.n_req = 16;
+	s.req = calloc((size_t)s.n_req, sizeof(*s.req));
+	for (int i = 0; i < s.n_req; i++) {
+		s.req[i] = simple_req(3 + i, 12 + i, i % 2 == 0, i % 4 < 2 ? 0.0f : 1.0f, (uint64_t)i * 7);
+		s.req[i].seed = s.req[i].sp.seed;
+		struct ds_request_params p = {.prompt = s.req[i].prompt, .n_prompt = s.req[i].n_prompt,
+					      .max_tokens = s.req[i].max_tokens, .sampling = s.req[i].sp,
+					      .has_seed = true, .deterministic = s.req[i].det,
+					      .early_verify = true, .ignore_eos = true,
+					      .return_logprobs = true, .user_tag = (uint64_t)i};
+		assert_int_equal(ds_engine_submit(e, &p, &s.req[i].id, &err), DS_OK);
+	}
+	int done = 0;
+	struct pollfd pfd = {.fd = ds_engine_event_fd(e), .events = POLLIN};
+	while (done < s.n_req) {
+		assert_true(poll(&pfd, 1, 30000) == 1);
+		struct ds_event *ev;
+		while ((ev = ds_engine_poll(e)) != NULL) {
+			struct scen_req *q = &s.req[ev->user_tag];
+			assert_int_equal(ev->req_id, q->id);
+			assert_false(q->n_final);
+			memcpy(q->out + q->n_out, ev->tokens, (size_t)ev->n_tokens * sizeof(int32_t));
+			memcpy(q->lp + q->n_out, ev->logprobs, (size_t)ev->n_tokens * sizeof(float));
+			q->n_out += ev->n_tokens;
+			if (ev->final) {
+				q->n_final = 1;
+				q->finish = ev->finish;
+				memcpy(q->fp, ev->fingerprint, sizeof(q->fp));
+				done++;
+			}
+			ds_event_free(ev);
+		}
+	}
+	ds_engine_stop(e);
+	assert_true(ds_engine_idle(e));
+	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
+	char msg[512];
+	if (!scen_check_oracle(&s, mk_cpu, f, msg, sizeof(msg)))
+		fail_msg("threaded: %s", msg);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+	scen_free(&s);
+}
+
+static void test_window_independence_and_fingerprint(void **state)
+{
+	struct fixture *f = *state;
+	static const int ws[] = {1, 4, 64};
+	char fps[3][33];
+	int32_t toks[3][SCEN_MAX_OUT];
+	char msg[512];
+	for (int i = 0; i < 3; i++) {
+		struct ds_backend be;
+		struct ds_engine *e;
+		struct ds_err err;
+		struct ds_engine_opts o;
+		ds_engine_opts_default(&o);
+		o.window = ws[i];
+		o.inject_mismatch = 0.3;
+		assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
+		assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+		struct scen_req q = simple_req(9, 40, true, 1.0f, 99);
+		assert_true(scen_run_one(e, &q, msg, sizeof(msg)));
+		assert_int_equal(q.n_out, 40);
+		memcpy(fps[i], q.fp, 33);
+		memcpy(toks[i], q.out, sizeof(toks[i]));
+		assert_int_equal(strlen(q.fp), 32);
+		ds_engine_free(e);
+		ds_backend_free(&be);
+	}
+	assert_string_equal(fps[0], fps[1]);
+	assert_string_equal(fps[0], fps[2]);
+	assert_memory_equal(toks[0], toks[2], sizeof(toks[0]));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_submit_rejections),
+		cmocka_unit_test(test_cancel_frees_within_one_step),
+		cmocka_unit_test(test_no_ref_calls_without_det),
+		cmocka_unit_test(test_window_independence_and_fingerprint),
+		cmocka_unit_test(test_threaded_mode),
+		cmocka_unit_test(test_rollbacks_inject),
+		cmocka_unit_test(test_rollbacks_fast_path),
+		cmocka_unit_test(test_oracle_mock),
+		cmocka_unit_test(test_oracle_cpu),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
