@@ -233,7 +233,7 @@ static struct wbuf tiny_gguf(const struct tiny_opts *o)
 	w_u32(&b, o->version ? o->version : 3);
 	int n_written = nt - (o->drop_tensor ? 1 : 0) + (o->rope_factor != 0.0f);
 	w_u64(&b, (uint64_t)n_written);
-	w_u64(&b, 13 + (o->alignment ? 1 : 0));
+	w_u64(&b, 14 + (o->alignment ? 1 : 0));
 	kv_str(&b, "general.architecture", o->arch ? o->arch : "llama");
 	kv_u32(&b, "llama.context_length", 256);
 	kv_u32(&b, "llama.embedding_length", H);
@@ -257,6 +257,11 @@ static struct wbuf tiny_gguf(const struct tiny_opts *o)
 		snprintf(tok, sizeof(tok), i == 0 ? "" : "tok%d", i); /* an empty string too */
 		w_str(&b, tok);
 	}
+	/* an empty string array */
+	w_str(&b, "general.tags");
+	w_u32(&b, DS_GGUF_ARRAY);
+	w_u32(&b, DS_GGUF_STRING);
+	w_u64(&b, 0);
 	/* a scalar array */
 	w_str(&b, "tokenizer.ggml.token_type");
 	w_u32(&b, DS_GGUF_ARRAY);
@@ -363,7 +368,7 @@ static void test_parse_tiny(void **state)
 	struct ds_err err = {{0}};
 	assert_int_equal(ds_gguf_parse(b.p, b.len, "tiny.gguf", &g, &err), DS_OK);
 	assert_int_equal(g->version, 3);
-	assert_int_equal(g->n_kv, 13);
+	assert_int_equal(g->n_kv, 14);
 	assert_int_equal(g->alignment, 32);
 	assert_int_equal(g->data_offset % 32, 0);
 	uint64_t u;
@@ -388,6 +393,9 @@ static void test_parse_tiny(void **state)
 	assert_int_equal(s.len, 5);
 	assert_memory_equal(s.p, "tok39", 5);
 	assert_int_equal(ds_gguf_arr_str(toks, 40, &s), DS_ERR_NOT_FOUND);
+	const struct ds_gguf_kv *tags = ds_gguf_find(g, "general.tags");
+	assert_int_equal(tags->arr_len, 0);
+	assert_int_equal(ds_gguf_arr_str(tags, 0, &s), DS_ERR_NOT_FOUND);
 	assert_int_equal(ds_gguf_arr_str(ds_gguf_find(g, "tokenizer.ggml.token_type"), 0, &s),
 			 DS_ERR_FORMAT);
 	const struct ds_gguf_tensor *t = ds_gguf_find_tensor(g, "blk.1.ffn_down.weight");

@@ -137,6 +137,13 @@ static void test_smollm2_load(void **state)
 	ds_model_identity_hex(m, hex);
 	print_message("SmolLM2 identity %s\n", hex);
 
+	/* the generic loader dispatches .gguf here: same model identity */
+	struct ds_model *m2 = NULL;
+	if (ds_model_load(path, &m2, &err))
+		fail_msg("ds_model_load: %s", err.msg);
+	assert_memory_equal(m2->identity, m->identity, 16);
+	ds_model_free(m2);
+
 	/* its chat template is ChatML with SmolLM's default system message */
 	struct ds_chat_template ct;
 	assert_int_equal(ds_chat_template_load(&ct, path, &err), DS_OK);
