@@ -17,14 +17,16 @@ static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const u
 	return DS_OK;
 }
 
-/* n_split < 0: one block walks all tiles (graph capture: the grid may not depend on positions).
- * Otherwise the tiles are spread over blocks when the partials fit the workspace. */
+/* The tiles are spread over blocks when the partials fit the workspace, else one block walks
+ * them all (same bits). n_split < 0 (graph capture, where the grid may not depend on the
+ * positions): plan for the longest context. */
 static enum ds_status ref_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
 				    const uint16_t *kv, int n_split, struct ds_err *err)
 {
-	int chunks = p->max_pos / DS_K_ATTN_TILE + 1;
+	int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;
+	int chunks = top / DS_K_ATTN_TILE + 1;
 	size_t need = (size_t)p->T * c->cfg.n_head * chunks * (c->cfg.head_dim + 2);
-	int split = n_split >= 0 && need <= c->part_floats ? chunks : 0;
+	int split = need <= c->part_floats ? chunks : 0;
 	DS_CUDA_TRY(ds_k_attn_ref(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c), split,
 				  c->part, c->att, c->stream),
 		    err);
