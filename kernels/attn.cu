@@ -31,8 +31,8 @@ struct attn_smem {
 	float *tacc, *sacc; /* (G, D) */
 };
 
-/* nbuf: K/V tile buffers (2 when a block walks several tiles: the next tile loads while the
- * current one is computed). */
+/* nbuf: K/V tile buffers (the kernel supports 2, loading the next tile while computing the
+ * current one, but uses 1: see attn_kernel). */
 __host__ __device__ static size_t attn_smem_bytes(int G, int D, int nbuf)
 {
 	return (size_t)2 * nbuf * TILE * (D + KPAD) * sizeof(uint16_t) +
@@ -236,7 +236,9 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	int D = d.head_dim, G = d.n_head / d.n_kv;
 	int p = tm.pos[t];
-	const int nbuf = MODE == 1 ? 1 : 2;
+	/* One K/V buffer: double-buffering a block's tiles measured slower on the H200 (2 instead
+	 * of 5 resident blocks per SM; bench/results/gpu-*-2026-11-29.json). */
+	const int nbuf = 1;
 	struct attn_smem s = attn_smem_carve(att_smem, G, D, nbuf);
 	size_t prow = (size_t)(D + 2);
 	bool direct = MODE == 0 || (MODE == 2 && nz == 1);
@@ -266,8 +268,8 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 	for (int idx = threadIdx.x; idx < G * D; idx += ATT_THREADS)
 		s.qs[idx] = ds_bf16_to_f32(q[((size_t)t * d.n_head + kh * G) * D + idx]);
 	state_reset(s, G, D);
-	/* tiles start at lo (ref: a multiple of TILE); the next tile's copies are in flight while
-	 * the current one is computed */
+	/* tiles start at lo (ref: a multiple of TILE); with two buffers the next tile's copies
+	 * would be in flight while the current one is computed */
 	if (lo < hi)
 		tile_load(s, 0, kv, bt, d, kh, lo, min(lo + TILE, hi));
 	for (int a = lo, i = 0; a < hi; a += TILE, i++) {
@@ -334,7 +336,7 @@ __global__ void attn_combine_kernel(const float *part, struct ds_k_tokmeta tm, s
 extern "C" cudaError_t ds_k_attn_setup(struct ds_k_dims d)
 {
 	int G = d.n_head / d.n_kv;
-	int shm = (int)attn_smem_bytes(G, d.head_dim, 2);
+	int shm = (int)attn_smem_bytes(G, d.head_dim, 1);
 	cudaError_t e;
 	if ((e = cudaFuncSetAttribute(attn_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 				      shm)) != cudaSuccess)
@@ -361,7 +363,7 @@ extern "C" cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv,
 	int G = d.n_head / d.n_kv;
 	float scale = 1.0f / sqrtf((float)d.head_dim);
 	if (split <= 0) {
-		attn_kernel<0><<<dim3(T, d.n_kv, 1), ATT_THREADS, attn_smem_bytes(G, d.head_dim, 2),
+		attn_kernel<0><<<dim3(T, d.n_kv, 1), ATT_THREADS, attn_smem_bytes(G, d.head_dim, 1),
 				 st>>>(q, kv, tm, d, scale, NULL, out);
 		return cudaGetLastError();
 	}
@@ -384,7 +386,7 @@ extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv,
 	if (!attn_dims_ok(d) || n_split < 1)
 		return cudaErrorInvalidValue;
 	int G = d.n_head / d.n_kv;
-	size_t shm = attn_smem_bytes(G, d.head_dim, 2);
+	size_t shm = attn_smem_bytes(G, d.head_dim, 1);
 	float scale = 1.0f / sqrtf((float)d.head_dim);
 	attn_kernel<2><<<dim3(T, d.n_kv, n_split), ATT_THREADS, shm, st>>>(q, kv, tm, d, scale,
 									    part, out);

@@ -1,14 +1,14 @@
 /* gemv.cu - the fast path's skinny GEMM for decode batches of 1..4 rows.
  *
  * C (M, N) fp32 = A (M, K) . W (N, K)^T for M <= 4, bound by reading W once. One warp per
- * output column streams its row of W with 16-byte loads, four in flight per lane, and keeps M
+ * output column streams its row of W with 16-byte loads, eight in flight per lane, and keeps M
  * accumulators; A (a few KB) stays in L1/L2. cuBLASLt leaves a third of the bandwidth unused on
  * these shapes (N of 4096..6144 gives it too few tiles). Batch-variant by design: the fast
  * path picks this kernel or cuBLASLt by M. */
 #include "kernels.h"
 
 #define GEMV_WARPS 8
-#define GEMV_UNROLL 4
+#define GEMV_UNROLL 8
 
 __device__ __forceinline__ void unpack8(uint4 v, float *f)
 {
