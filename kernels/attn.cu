@@ -274,6 +274,8 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 		tile_load(s, 0, kv, bt, d, kh, lo, min(lo + TILE, hi));
 	for (int a = lo, i = 0; a < hi; a += TILE, i++) {
 		int next = a + TILE;
+		if (nbuf == 1 && i > 0) /* the previous tile's compute has finished with the buffer */
+			tile_load(s, 0, kv, bt, d, kh, a, min(a + TILE, hi));
 		if (nbuf == 2 && next < hi) {
 			tile_load(s, (i + 1) & 1, kv, bt, d, kh, next, min(next + TILE, hi));
 			asm volatile("cp.async.wait_group 1;\n" ::);
