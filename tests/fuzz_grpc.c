@@ -337,6 +337,20 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &ts0); /* wall time: bounded even on a loaded box */
 	for (int i = 0; i < n_seeds; i++)
 		LLVMFuzzerTestOneInput(seeds[i], seed_len[i]);
+	/* every allocation of protobuf-c's unpack fails once, for each seed request (STYLE.md:
+	 * the injected allocator): no crash, no leak, a clean error */
+	{
+		struct ds_model_config cfg;
+		DS_ASSERT(ds_model_preset("tiny", &cfg) == DS_OK);
+		for (int v = 0; v < 5; v++) {
+			uint8_t msg[512];
+			size_t m = seed_request(msg, sizeof(msg), v);
+			for (int at = 0; at < 32; at++) {
+				check_generate(&cfg, true, at, DS_MODE_DVR, msg, m);
+				check_generate(&cfg, false, at, DS_MODE_FAST, msg, m);
+			}
+		}
+	}
 	for (;;) {
 		clock_gettime(CLOCK_MONOTONIC, &ts1);
 		if ((double)(ts1.tv_sec - ts0.tv_sec) + (ts1.tv_nsec - ts0.tv_nsec) / 1e9 >=
