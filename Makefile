@@ -32,6 +32,9 @@ test-asan: deps $(ASAN)/build.ninja
 	ninja -C $(ASAN)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	meson test -C $(ASAN) --print-errorlogs --suite unit
+	# the gRPC server under ASan+UBSan: leak check at each server's graceful exit
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	meson test -C $(ASAN) --print-errorlogs server fuzz_grpc_driver
 
 # libFuzzer (clang) on the gRPC framing and request decoding, 60 s (tests/fuzz_grpc.c)
 fuzz: deps

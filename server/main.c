@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "model.h"
 #include "server.h"
+#include "chat_template.h"
 #include "tokenizer.h"
 
 #define LOG(lvl, ...) ds_log(cfg.log_level, (lvl), __VA_ARGS__)
@@ -77,6 +78,8 @@ int main(int argc, char **argv)
 	struct event_base *base = NULL;
 	struct ds_server *srv = NULL;
 	struct ds_tokenizer *tok = NULL;
+	struct ds_chat_template chat;
+	bool have_chat = false;
 	bool help, version;
 	int code = 1;
 
@@ -114,6 +117,13 @@ int main(int argc, char **argv)
 	if (tokenizer_open(&cfg, model, &tok, &err) != DS_OK) {
 		LOG(DS_LOG_ERROR, "tokenizer: %s", err.msg);
 		goto out;
+	}
+	if (tok && cfg.model[0]) {
+		struct ds_err cerr = {{0}};
+		have_chat = ds_chat_template_load(&chat, cfg.model, &cerr) == DS_OK;
+		if (!have_chat)
+			LOG(DS_LOG_INFO, "no chat template (%s): messages requests are refused",
+			    cerr.msg);
 	}
 	memset(&be, 0, sizeof(be));
 	enum ds_status rv;
@@ -167,7 +177,8 @@ int main(int argc, char **argv)
 		LOG(DS_LOG_ERROR, "cannot create the event loop");
 		goto out;
 	}
-	if (ds_server_init(&srv, base, &cfg, engine, &info, tok, &err) != DS_OK) {
+	if (ds_server_init(&srv, base, &cfg, engine, &info, tok, have_chat ? &chat : NULL, &err) !=
+	    DS_OK) {
 		LOG(DS_LOG_ERROR, "server: %s", err.msg);
 		goto out;
 	}
@@ -179,7 +190,8 @@ int main(int argc, char **argv)
 		    "ready in %llu ms: model=%s identity=%s backend=%s mode=%s W=%d G=%d "
 		    "tokenizer=%s",
 		    (unsigned long long)(t1 - t0), info.source, info.identity, info.backend,
-		    ds_mode_name(mode), cfg.window, cfg.group, tok ? "yes" : "none");
+		    ds_mode_name(mode), cfg.window, cfg.group,
+		    tok ? (have_chat ? "yes+chat" : "yes") : "none");
 	}
 	if (ds_server_run(srv, &err) != DS_OK) {
 		LOG(DS_LOG_ERROR, "server: %s", err.msg);

@@ -9,6 +9,7 @@
 
 #include "detserve.pb-c.h"
 #include "health.pb-c.h"
+#include "chat_template.h"
 #include "tokenizer.h"
 
 static const struct {
@@ -85,6 +86,44 @@ static enum ds_grpc_code encode_text(const struct ds_rpc_env *env, const char *w
 	return DS_GRPC_OK;
 }
 
+/* Renders chat messages with the model's template (plus the assistant header) and tokenizes
+ * the text; the template writes any BOS itself, so no specials are added. */
+static enum ds_grpc_code chat_prompt(const struct ds_rpc_env *env,
+                                     const Detserve__V1__ChatMessages *cm, struct ds_rpc_gen *g,
+                                     char *errbuf, size_t errlen)
+{
+	struct ds_err e = {{0}};
+	char *text = NULL;
+	if (!env->chat || !env->tok)
+		return fail(
+		    DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
+		    "messages: this model has no chat template; send prompt_ids or prompt_text");
+	if (!cm || cm->n_messages == 0)
+		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "messages is empty");
+	if (cm->n_messages > 4096)
+		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "messages: more than 4096");
+	struct ds_chat_msg *msgs = calloc(cm->n_messages, sizeof(*msgs));
+	if (!msgs)
+		return fail(DS_GRPC_RESOURCE_EXHAUSTED, errbuf, errlen, "out of memory");
+	for (size_t i = 0; i < cm->n_messages; i++) {
+		msgs[i].role = cm->messages[i]->role;
+		msgs[i].content = cm->messages[i]->content;
+	}
+	enum ds_status rv =
+	    ds_chat_render(env->chat, msgs, (int)cm->n_messages, true, &text, NULL, &e);
+	free(msgs);
+	if (rv != DS_OK)
+		return fail(ds_grpc_code_from_status(rv), errbuf, errlen, "messages: %s", e.msg);
+	enum ds_grpc_code c = encode_text(env, "messages", text, false, &g->prompt,
+	                                  &g->params.n_prompt, errbuf, errlen);
+	free(text);
+	if (c == DS_GRPC_OK && g->params.n_prompt > env->cfg->max_pos)
+		c = fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+		         "messages: prompt of %d tokens is longer than the context (%d)",
+		         g->params.n_prompt, env->cfg->max_pos);
+	return c;
+}
+
 static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
                                   const Detserve__V1__GenerateRequest *rq, struct ds_rpc_gen *g,
                                   char *errbuf, size_t errlen)
@@ -124,8 +163,10 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 			    p->n_prompt, cfg->max_pos);
 		break;
 	case DETSERVE__V1__GENERATE_REQUEST__PROMPT_MESSAGES:
-		return fail(DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
-		            "messages: this model has no chat template; send prompt_ids");
+		c = chat_prompt(env, rq->messages, g, errbuf, errlen);
+		if (c != DS_GRPC_OK)
+			return c;
+		break;
 	default:
 		break;
 	}

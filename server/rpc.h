@@ -28,13 +28,15 @@ enum ds_rpc_method ds_rpc_method_lookup(const char *path, size_t len);
 const char *ds_rpc_method_name(enum ds_rpc_method m);
 
 struct ds_tokenizer;
+struct ds_chat_template;
 
 /* What validation needs to know about the server. */
 struct ds_rpc_env {
 	const struct ds_model_config *cfg;
 	enum ds_mode mode;
-	const struct ds_tokenizer *tok; /* NULL: token ids only */
-	ProtobufCAllocator *alloc;      /* NULL: malloc */
+	const struct ds_tokenizer *tok;      /* NULL: token ids only */
+	const struct ds_chat_template *chat; /* NULL: no chat messages (needs tok too) */
+	ProtobufCAllocator *alloc;           /* NULL: malloc */
 };
 
 /* A decoded, validated Generate request; params points into the owned arrays. */

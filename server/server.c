@@ -411,7 +411,7 @@ static void srv_on_signal(evutil_socket_t sig, short what, void *arg)
 enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
                               const struct ds_server_config *cfg, struct ds_engine *engine,
                               const struct ds_rpc_info *info, const struct ds_tokenizer *tok,
-                              struct ds_err *err)
+                              const struct ds_chat_template *chat, struct ds_err *err)
 {
 	enum ds_status rv = DS_ERR_NOMEM;
 	struct ds_server *srv = calloc(1, sizeof(*srv));
@@ -427,6 +427,7 @@ enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
 	srv->env.cfg = &srv->model_cfg;
 	srv->env.mode = info->mode;
 	srv->env.tok = tok;
+	srv->env.chat = tok ? chat : NULL;
 	srv->info.has_tokenizer = tok != NULL;
 
 	struct sockaddr_storage ss;

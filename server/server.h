@@ -18,13 +18,13 @@
 struct ds_server;
 
 /* Binds the gRPC listener (and the metrics port) and registers everything on base. The
- * engine must already run in threaded mode; it is not owned, nor is tok (NULL = token ids
- * only), which must outlive the server. cfg and info are copied. Errors: DS_ERR_IO
- * (bind/listen), DS_ERR_INVALID (address), DS_ERR_NOMEM. */
+ * engine must already run in threaded mode; it is not owned, nor are tok (NULL = token ids
+ * only) and chat (NULL = no chat messages), which must outlive the server. cfg and info are copied.
+ * Errors: DS_ERR_IO (bind/listen), DS_ERR_INVALID (address), DS_ERR_NOMEM. */
 enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
                               const struct ds_server_config *cfg, struct ds_engine *engine,
                               const struct ds_rpc_info *info, const struct ds_tokenizer *tok,
-                              struct ds_err *err);
+                              const struct ds_chat_template *chat, struct ds_err *err);
 /* The bound gRPC and metrics ports (useful with port 0). Metrics is -1 when off. */
 int ds_server_port(const struct ds_server *s);
 int ds_server_metrics_port(const struct ds_server *s);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "chat_template.h"
 #include "detserve.pb-c.h"
 #include "grpc_frame.h"
 #include "rpc.h"
@@ -101,6 +102,20 @@ static const struct ds_tokenizer *fuzz_tokenizer(const struct ds_model_config *c
 	return tok;
 }
 
+static const struct ds_chat_template *fuzz_chat(void)
+{
+	static struct ds_chat_template chat; /* ChatML, built once */
+	static int state;                    /* 0 untried, 1 ok, 2 failed */
+	static const char tmpl[] = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+	                           "{{ m['content'] }}<|im_end|>\n{% endfor %}";
+	if (state == 0) {
+		struct ds_err e;
+		state =
+		    ds_chat_template_init(&chat, tmpl, sizeof(tmpl) - 1, NULL, &e) == DS_OK ? 1 : 2;
+	}
+	return state == 1 ? &chat : NULL;
+}
+
 static long n_accepted; /* driver statistics: requests that passed validation */
 
 static void check_generate(const struct ds_model_config *cfg, bool with_tok, int fail_at,
@@ -111,6 +126,7 @@ static void check_generate(const struct ds_model_config *cfg, bool with_tok, int
 	struct ds_rpc_env env = {.cfg = cfg,
 	                         .mode = mode,
 	                         .tok = with_tok ? fuzz_tokenizer(cfg) : NULL,
+	                         .chat = with_tok ? fuzz_chat() : NULL,
 	                         .alloc = &alloc};
 	struct ds_rpc_gen g;
 	char err[512];
@@ -271,6 +287,17 @@ static size_t seed_request(uint8_t *buf, size_t cap, int variant)
 	ids.ids = prompt;
 	rq.prompt_case = DETSERVE__V1__GENERATE_REQUEST__PROMPT_PROMPT_IDS;
 	rq.prompt_ids = &ids;
+	Detserve__V1__ChatMessage m0 = DETSERVE__V1__CHAT_MESSAGE__INIT;
+	Detserve__V1__ChatMessage *mp[1] = {&m0};
+	Detserve__V1__ChatMessages msgs = DETSERVE__V1__CHAT_MESSAGES__INIT;
+	if (variant == 5) {
+		m0.role = "user";
+		m0.content = "hi";
+		msgs.n_messages = 1;
+		msgs.messages = mp;
+		rq.prompt_case = DETSERVE__V1__GENERATE_REQUEST__PROMPT_MESSAGES;
+		rq.messages = &msgs;
+	}
 	if (variant == 2) {
 		rq.prompt_case = DETSERVE__V1__GENERATE_REQUEST__PROMPT_PROMPT_TEXT;
 		rq.prompt_text = "hello";
@@ -302,7 +329,7 @@ int main(int argc, char **argv)
 	static size_t seed_len[16];
 	int n_seeds = 0;
 	/* framed and raw valid requests, two messages in one buffer, headers */
-	for (int v = 0; v < 5; v++) {
+	for (int v = 0; v < 6; v++) {
 		uint8_t msg[512];
 		size_t m = seed_request(msg, sizeof(msg), v);
 		uint8_t *s = seeds[n_seeds];
@@ -337,6 +364,20 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &ts0); /* wall time: bounded even on a loaded box */
 	for (int i = 0; i < n_seeds; i++)
 		LLVMFuzzerTestOneInput(seeds[i], seed_len[i]);
+	/* every allocation of protobuf-c's unpack fails once, for each seed request (STYLE.md:
+	 * the injected allocator): no crash, no leak, a clean error */
+	{
+		struct ds_model_config cfg;
+		DS_ASSERT(ds_model_preset("tiny", &cfg) == DS_OK);
+		for (int v = 0; v < 6; v++) {
+			uint8_t msg[512];
+			size_t m = seed_request(msg, sizeof(msg), v);
+			for (int at = 0; at < 32; at++) {
+				check_generate(&cfg, true, at, DS_MODE_DVR, msg, m);
+				check_generate(&cfg, false, at, DS_MODE_FAST, msg, m);
+			}
+		}
+	}
 	for (;;) {
 		clock_gettime(CLOCK_MONOTONIC, &ts1);
 		if ((double)(ts1.tv_sec - ts0.tv_sec) + (ts1.tv_nsec - ts0.tv_nsec) / 1e9 >=

@@ -14,7 +14,7 @@ import threading
 import time
 import unittest
 
-from dsharness import (ASAN, RawH2, Server, frame, grpc, health_pb2, health_pb2_grpc,
+from dsharness import (ASAN, BIN as BIN_PATH, RawH2, Server, frame, grpc, health_pb2, health_pb2_grpc,
                        pb, unframe)
 
 VOCAB = 259   # the tiny preset
@@ -376,6 +376,47 @@ class TestBadInput(ServerCase):
         s2.close()
         self.assertEqual(len(ok.GenerateUnary(req(max_tokens=2), timeout=30).token_ids), 2)
         self.assertTrue(self.srv.wait_log(r"bad HTTP/2 input"))
+
+
+class TestChatMessages(unittest.TestCase):
+    """messages requests render the model's chat template (here ChatML, from the model
+    directory's tokenizer_config.json) and tokenize it; the byte-level tokenizer makes the
+    rendered text's bytes the prompt."""
+
+    TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+    def test_messages(self):
+        import json
+        import subprocess
+        import tempfile
+        mkmodel = os.path.join(os.path.dirname(os.path.dirname(BIN_PATH)), "tools",
+                               "detserve-mkmodel")
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([mkmodel, "--preset", "tiny", "--seed", "5", "--out", d], check=True,
+                           capture_output=True)
+            with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+                json.dump({"chat_template": self.TEMPLATE}, f)
+            with Server("--model", d, "--tokenizer", "bytelevel", "--threads", "1") as srv:
+                stub = srv.stub()
+                msgs = pb.ChatMessages(messages=[pb.ChatMessage(role="user", content="hi")])
+                r = pb.GenerateRequest(messages=msgs, max_tokens=6, ignore_eos=True)
+                u = stub.GenerateUnary(r, timeout=60)
+                rendered = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n".encode()
+                self.assertEqual(u.usage.prompt_tokens, len(rendered))
+                same = stub.GenerateUnary(req(prompt=list(rendered), max_tokens=6), timeout=60)
+                self.assertEqual(list(u.token_ids), list(same.token_ids))
+                with self.assertRaises(grpc.RpcError) as cm:
+                    stub.GenerateUnary(pb.GenerateRequest(messages=pb.ChatMessages(),
+                                                          max_tokens=2), timeout=30)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        # without a template: FAILED_PRECONDITION
+        with Server(*(PRESET + ["--tokenizer", "bytelevel"])) as srv:
+            with self.assertRaises(grpc.RpcError) as cm:
+                srv.stub().GenerateUnary(pb.GenerateRequest(messages=msgs, max_tokens=2),
+                                         timeout=30)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
 
 
 class TestFastMode(ServerCase):
