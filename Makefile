@@ -44,4 +44,4 @@ fuzz: deps
 	meson test -C build-fuzz --no-rebuild --suite fuzz --print-errorlogs
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) build-fuzz
