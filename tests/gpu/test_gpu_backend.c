@@ -6,7 +6,8 @@
  *  - reference path bit-invariance: whole vs chunked prefill vs token by token, and a row in
  *    batches of 1..256 at any position, with verify windows mixed in (memcmp of logits);
  *  - fast path variance: the same decode row differs in bits across batch sizes, stays close
- *    to the reference, and replays (CUDA graphs) are run-to-run identical. */
+ *    to the reference, and replays (CUDA graphs) are run-to-run identical;
+ *  - forwards larger than one pass, KV block copies, and refused bad input. */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "cuda_internal.h"
@@ -463,6 +464,62 @@ static void test_fast_variance(void **state)
 	free(ref);
 	free(blk);
 	free(tok);
+	env_free(&e);
+}
+
+/* A forward larger than one pass (1300 output rows > 1024 per pass) is cut into passes; the
+ * reference rows still equal a chunked prefill's, bit for bit. */
+static void test_multi_pass(void **state)
+{
+	(void)state;
+	struct env e;
+	env_init(&e, model_deferred("small", 5), 1024);
+	int V = e.m->cfg.vocab_size, L = 1300;
+	int32_t *tok = malloc((size_t)L * 4);
+	random_tokens(tok, L, V, 31);
+	size_t rowb = (size_t)V * 4;
+	float *a = malloc(L * rowb), *b = malloc(L * rowb);
+	struct ds_fwd_row *rows = malloc((size_t)L * sizeof(*rows));
+	int32_t *b1 = blocks_new(&e, L), *b2 = blocks_new(&e, L);
+	struct ds_fwd_seq s = seq_of(tok, L, 0, b1, L, true);
+	fwd(&e, DS_PATH_REF, &s, 1, a, rows);
+	int cuts[4] = {0, 500, 501, L};
+	for (int i = 0; i < 3; i++) {
+		s = seq_of(tok + cuts[i], cuts[i + 1] - cuts[i], cuts[i], b2, cuts[i + 1], true);
+		fwd(&e, DS_PATH_REF, &s, 1, b + (size_t)cuts[i] * V, rows);
+	}
+	assert_memory_equal(a, b, L * rowb);
+	free(b1);
+	free(b2);
+	free(tok);
+	free(a);
+	free(b);
+	free(rows);
+	env_free(&e);
+}
+
+/* Bad input: a config the kernels cannot run is refused before touching the device, and a
+ * second kv_init is an error, not a leak. */
+static void test_bad_input(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg;
+	struct ds_err err;
+	assert_int_equal(ds_model_preset("tiny", &cfg), DS_OK);
+	cfg.head_dim = 12; /* not a multiple of 8 */
+	struct ds_model *m = NULL;
+	assert_int_equal(ds_model_new(&cfg, &m, &err), DS_OK);
+	m->synthetic = m->deferred = true;
+	struct ds_backend be;
+	assert_int_equal(ds_backend_cuda_init(&be, m, 0, &err), DS_ERR_UNSUPPORTED);
+	assert_non_null(strstr(err.msg, "head_dim"));
+	ds_model_free(m);
+	m = model_deferred("tiny", 1);
+	assert_int_equal(ds_backend_cuda_init(&be, m, 99, &err), DS_ERR_INVALID); /* no device 99 */
+	ds_model_free(m);
+	struct env e;
+	env_init(&e, model_deferred("tiny", 1), 16);
+	assert_int_equal(ds_backend_kv_init(&e.be, 16, BS, &err), DS_ERR_INVALID);
 	env_free(&e);
 }
 
