@@ -559,6 +559,8 @@ int main(void)
 	    cmocka_unit_test(test_ref_invariance),
 	    cmocka_unit_test(test_fast_variance),
 	    cmocka_unit_test(test_kv_copy_block),
+	    cmocka_unit_test(test_multi_pass),
+	    cmocka_unit_test(test_bad_input),
 	};
 	return cmocka_run_group_tests_name("gpu_backend", tests, NULL, NULL);
 }
