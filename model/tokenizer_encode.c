@@ -7,8 +7,11 @@
  * (merge rank, position), validating stale entries on pop, exactly like `tokenizers`'
  * Word::merge_all, so equal ranks and overlapping pairs resolve the same way.
  *
- * All scratch (pieces, symbols, heap, a repeated-word cache) belongs to one call, so the
- * tokenizer itself stays read-only and thread-safe. */
+ * All scratch (pieces, symbols, heap) belongs to one call. The one shared mutable part is
+ * the repeated-word cache (word bytes -> ids), behind a mutex that encode only ever
+ * try-locks: a busy cache is skipped, never waited for, and a cached result is by
+ * construction the result BPE would compute, so concurrency cannot change an encoding. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <utf8proc.h>
 #include <xxhash.h>
@@ -32,6 +35,7 @@ struct sym {
 
 struct heap_ent {
 	int32_t rank, pos, new_id;
+	int32_t l_id, r_id; /* the pair when pushed: an entry is stale once either changed */
 };
 
 struct cache_ent {
@@ -39,11 +43,12 @@ struct cache_ent {
 	uint32_t woff, wlen, ioff, n;
 };
 
-#define CACHE_SLOTS 16384u
+#define CACHE_SLOTS 262144u
 #define CACHE_MAX_WORD 64
 
 struct enc {
 	const struct ds_tokenizer *t;
+	bool specials_as_text;
 	struct ds_err *err;
 	int32_t *ids;
 	size_t n_ids, cap_ids;
@@ -59,12 +64,40 @@ struct enc {
 	struct sym *sym;
 	struct heap_ent *heap;
 	size_t cap_sym;
-	struct cache_ent *cache;
-	char *cw;       /* cached words */
-	int32_t *cids;  /* cached ids */
-	size_t n_cw, n_cids, n_cache;
-	bool use_cache; /* long inputs only: the cache costs more than it saves on a prompt */
 };
+
+struct ds_tok_cache {
+	pthread_mutex_t mu;
+	struct cache_ent *slots; /* (CACHE_SLOTS) */
+	char *cw;                /* cached words */
+	int32_t *cids;           /* cached ids */
+	size_t n_cw, n_cids, n, cap_cw, cap_cids;
+};
+
+struct ds_tok_cache *ds_tok_cache_new(void)
+{
+	struct ds_tok_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->slots = calloc(CACHE_SLOTS, sizeof(*c->slots));
+	if (!c->slots || pthread_mutex_init(&c->mu, NULL) != 0) {
+		free(c->slots);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void ds_tok_cache_free(struct ds_tok_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_destroy(&c->mu);
+	free(c->slots);
+	free(c->cw);
+	free(c->cids);
+	free(c);
+}
 
 #define GROW(ptr, cap, need)                                                     \
 	do {                                                                     \
@@ -132,20 +165,100 @@ static void push_pair(const struct ds_tokenizer *t, struct sym *sy, struct heap_
 {
 	const struct ds_tok_merge_slot *m = ds_tok_merge_find(t, sy[pos].id, sy[sy[pos].next].id);
 	if (m)
-		heap_push(h, nh, (struct heap_ent){ m->rank, pos, m->new_id });
+		heap_push(h, nh, (struct heap_ent){ m->rank, pos, m->new_id, sy[pos].id, sy[sy[pos].next].id });
 }
 
-static struct cache_ent *cache_slot(struct enc *e, const char *w, size_t n, uint64_t h)
+static void ds_tok_cache_prefetch(const struct ds_tok_cache *c, uint64_t h)
 {
-	uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
-	for (;; i = (i + 1) & (CACHE_SLOTS - 1)) {
-		struct cache_ent *c = &e->cache[i];
-		if (c->h == 0 || (c->h == h && c->wlen == n && memcmp(e->cw + c->woff, w, n) == 0))
-			return c;
+	__builtin_prefetch(&c->slots[(uint32_t)h & (CACHE_SLOTS - 1)]);
+}
+
+static struct cache_ent *cache_slot(struct ds_tok_cache *c, const uint8_t *w, size_t n, uint64_t h)
+{
+	for (uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
+		struct cache_ent *ce = &c->slots[i];
+		if (ce->h == 0 || (ce->h == h && ce->wlen == n && memcmp(c->cw + ce->woff, w, n) == 0))
+			return ce;
 	}
 }
 
-static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n)
+/* Appends the cached ids of w to e->ids: 1 when found, 0 when not (or busy), <0 on OOM. */
+static int cache_get(struct enc *e, struct ds_tok_cache *c, const uint8_t *w, size_t n, uint64_t h)
+{
+	if (pthread_mutex_trylock(&c->mu) != 0)
+		return 0;
+	int found = 0;
+	struct cache_ent *ce = cache_slot(c, w, n, h);
+	if (ce->h) {
+		found = 1;
+		size_t need = e->n_ids + ce->n;
+		if (need > e->cap_ids) {
+			size_t nc = e->cap_ids ? e->cap_ids : 64;
+			while (nc < need)
+				nc *= 2;
+			int32_t *p = realloc(e->ids, nc * sizeof(*p));
+			if (p) {
+				e->ids = p;
+				e->cap_ids = nc;
+			} else {
+				found = -1;
+			}
+		}
+		if (found > 0) {
+			memcpy(e->ids + e->n_ids, c->cids + ce->ioff, ce->n * sizeof(int32_t));
+			e->n_ids += ce->n;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return found;
+}
+
+static bool grow_bytes(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return true;
+	size_t nc = *cap ? *cap : 4096;
+	while (nc < need)
+		nc *= 2;
+	void *np = realloc(*p, nc * elem);
+	if (!np)
+		return false;
+	*p = np;
+	*cap = nc;
+	return true;
+}
+
+static void cache_put(struct ds_tok_cache *c, const uint8_t *w, size_t n, uint64_t h,
+		      const int32_t *ids, size_t cnt)
+{
+	if (pthread_mutex_trylock(&c->mu) != 0)
+		return;
+	if (c->n >= CACHE_SLOTS / 2) { /* full: start over rather than evict */
+		memset(c->slots, 0, CACHE_SLOTS * sizeof(*c->slots));
+		c->n = c->n_cw = c->n_cids = 0;
+	}
+	struct cache_ent *ce = cache_slot(c, w, n, h);
+	if (!ce->h && grow_bytes((void **)&c->cw, &c->cap_cw, c->n_cw + n, 1) &&
+	    grow_bytes((void **)&c->cids, &c->cap_cids, c->n_cids + cnt, sizeof(int32_t))) {
+		memcpy(c->cw + c->n_cw, w, n);
+		memcpy(c->cids + c->n_cids, ids, cnt * sizeof(int32_t));
+		*ce = (struct cache_ent){ h, (uint32_t)c->n_cw, (uint32_t)n, (uint32_t)c->n_cids,
+					  (uint32_t)cnt };
+		c->n_cw += n;
+		c->n_cids += cnt;
+		c->n++;
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* The word cache hash of a piece, 0 when the piece is not cached. */
+static uint64_t cache_hash(const struct ds_tokenizer *t, const uint8_t *w, size_t n)
+{
+	return n > 1 && n <= CACHE_MAX_WORD && t->cache ? XXH3_64bits(w, n) | 1 : 0;
+}
+
+/* h: cache_hash(w, n), computed ahead by the caller */
+static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n, uint64_t h)
 {
 	const struct ds_tokenizer *t = e->t;
 	if (n == 1)
@@ -155,24 +268,11 @@ static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n)
 		if (id >= 0)
 			return push_id(e, id);
 	}
-	struct cache_ent *ce = NULL;
-	uint64_t h = 0;
-	if (n <= CACHE_MAX_WORD && e->use_cache) {
-		if (!e->cache) {
-			e->cache = calloc(CACHE_SLOTS, sizeof(*e->cache));
-			e->cw = malloc((size_t)CACHE_SLOTS / 2 * CACHE_MAX_WORD);
-			e->cids = malloc((size_t)CACHE_SLOTS / 2 * CACHE_MAX_WORD * sizeof(int32_t));
-			if (!e->cache || !e->cw || !e->cids)
-				return ds_errf(e->err, DS_ERR_NOMEM, "encode: out of memory");
-		}
-		h = XXH3_64bits(w, n) | 1;
-		ce = cache_slot(e, (const char *)w, n, h);
-		if (ce->h) {
-			GROW(e->ids, e->cap_ids, e->n_ids + ce->n);
-			memcpy(e->ids + e->n_ids, e->cids + ce->ioff, ce->n * sizeof(int32_t));
-			e->n_ids += ce->n;
-			return DS_OK;
-		}
+	bool cacheable = h != 0;
+	if (cacheable) {
+		int r = cache_get(e, t->cache, w, n, h);
+		if (r != 0)
+			return r > 0 ? DS_OK : ds_errf(e->err, DS_ERR_NOMEM, "encode: out of memory");
 	}
 
 	if (n > e->cap_sym) {
@@ -195,16 +295,20 @@ static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n)
 	if (ns == 0)
 		return DS_OK;
 	sy[ns - 1].next = -1;
+	if (t->n_merges == 0)
+		goto emit;
 	size_t nh = 0;
+	/* the first lookups are independent: let their cache misses overlap */
+	for (int32_t i = 0; i + 1 < ns; i++)
+		ds_tok_merge_prefetch(t, sy[i].id, sy[i + 1].id);
 	for (int32_t i = 0; i + 1 < ns; i++)
 		push_pair(t, sy, e->heap, &nh, i);
 	while (nh > 0) {
 		struct heap_ent top = heap_pop(e->heap, &nh);
 		struct sym *s = &sy[top.pos];
-		if (s->len == 0 || s->next < 0)
-			continue;
-		const struct ds_tok_merge_slot *m = ds_tok_merge_find(t, s->id, sy[s->next].id);
-		if (!m || m->new_id != top.new_id)
+		/* `tokenizers` re-looks the pair up and compares the merged id; as symbols only
+		 * grow by whole merges, that is the same as both ids being unchanged */
+		if (s->len == 0 || s->next < 0 || s->id != top.l_id || sy[s->next].id != top.r_id)
 			continue;
 		int32_t right = s->next;
 		s->id = top.new_id;
@@ -218,28 +322,15 @@ static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n)
 		if (s->next >= 0)
 			push_pair(t, sy, e->heap, &nh, top.pos);
 	}
+emit:;
 	size_t first = e->n_ids;
 	for (int32_t i = 0; i >= 0; i = sy[i].next) {
 		enum ds_status rv = push_id(e, sy[i].id);
 		if (rv != DS_OK)
 			return rv;
 	}
-	if (ce) {
-		size_t cnt = e->n_ids - first;
-		if (e->n_cache >= CACHE_SLOTS / 2) {
-			/* full: start over rather than evict */
-			memset(e->cache, 0, CACHE_SLOTS * sizeof(*e->cache));
-			e->n_cache = e->n_cw = e->n_cids = 0;
-			ce = cache_slot(e, (const char *)w, n, h);
-		}
-		memcpy(e->cw + e->n_cw, w, n);
-		memcpy(e->cids + e->n_cids, e->ids + first, cnt * sizeof(int32_t));
-		*ce = (struct cache_ent){ h, (uint32_t)e->n_cw, (uint32_t)n, (uint32_t)e->n_cids,
-					  (uint32_t)cnt };
-		e->n_cw += n;
-		e->n_cids += cnt;
-		e->n_cache++;
-	}
+	if (cacheable)
+		cache_put(t->cache, w, n, h, e->ids + first, e->n_ids - first);
 	return DS_OK;
 }
 
@@ -412,10 +503,12 @@ static enum ds_status encode_segment(struct enc *e, const char *s, size_t len)
 		return DS_OK;
 	utf8proc_uint8_t *nfc = NULL;
 	if (t->nfc) {
-		bool ascii = true;
-		for (size_t i = 0; i < len && ascii; i++)
-			ascii = (uint8_t)s[i] < 0x80;
-		if (!ascii) {
+		/* every code point below U+0300 is NFC_Quick_Check=Yes and starts no composition:
+		 * the bytes C0..CB lead exactly those code points */
+		bool stable = true;
+		for (size_t i = 0; i < len && stable; i++)
+			stable = (uint8_t)s[i] < 0xcc;
+		if (!stable) {
 			utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len,
 							  &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
 			if (r < 0)
@@ -430,8 +523,20 @@ static enum ds_status encode_segment(struct enc *e, const char *s, size_t len)
 	size_t np = 1;
 	for (int i = 0; i < t->n_steps && rv == DS_OK; i++)
 		rv = run_step(e, &t->steps[i], &np);
-	for (size_t i = 0; i < np && rv == DS_OK; i++)
-		rv = bpe_word(e, (const uint8_t *)e->pa[i].p, e->pa[i].len);
+	/* hash the pieces LOOKAHEAD ahead of their BPE so that the cache slot misses overlap */
+	enum { LOOKAHEAD = 8 };
+	uint64_t hs[LOOKAHEAD];
+	for (size_t i = 0; i < np + LOOKAHEAD && rv == DS_OK; i++) {
+		if (i >= LOOKAHEAD) { /* first use the slot that piece i is about to take */
+			size_t k = i - LOOKAHEAD;
+			rv = bpe_word(e, (const uint8_t *)e->pa[k].p, e->pa[k].len, hs[k % LOOKAHEAD]);
+		}
+		if (i < np) {
+			hs[i % LOOKAHEAD] = cache_hash(t, (const uint8_t *)e->pa[i].p, e->pa[i].len);
+			if (hs[i % LOOKAHEAD])
+				ds_tok_cache_prefetch(t->cache, hs[i % LOOKAHEAD]);
+		}
+	}
 	for (size_t i = 0; i < e->n_bufs; i++)
 		free(e->bufs[i]);
 	e->n_bufs = 0;
@@ -446,9 +551,11 @@ static bool is_space(uint8_t c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-/* Finds the leftmost-longest added token in s[from, len): its id and span, or -1. */
+/* Finds the leftmost-longest added token in s[from, len): its id and span, or -1. With
+ * skip_special a special match is passed over whole, as `tokenizers` does (its text is then
+ * plain text; no shorter token inside it is looked for). */
 static int32_t find_added(const struct ds_tokenizer *t, const char *s, size_t from, size_t len,
-			  size_t *ms, size_t *me)
+			  bool skip_special, size_t *ms, size_t *me)
 {
 	for (size_t i = from; i < len; i++) {
 		uint8_t c = (uint8_t)s[i];
@@ -459,11 +566,15 @@ static int32_t find_added(const struct ds_tokenizer *t, const char *s, size_t fr
 			if (l > len - i)
 				continue;
 			int32_t id = ds_tok_added_find(t, s + i, l);
-			if (id >= 0) {
-				*ms = i;
-				*me = i + l;
-				return id;
+			if (id < 0)
+				continue;
+			if (skip_special && (t->tok[id].flags & DS_TOKF_SPECIAL)) {
+				i += l - 1;
+				break;
 			}
+			*ms = i;
+			*me = i + l;
+			return id;
 		}
 	}
 	return -1;
@@ -476,7 +587,7 @@ static enum ds_status encode_text(struct enc *e, const char *s, size_t len)
 	size_t seg = 0;
 	while (seg <= len) {
 		size_t ms = len, me = len;
-		int32_t id = t->n_added ? find_added(t, s, seg, len, &ms, &me) : -1;
+		int32_t id = t->n_added ? find_added(t, s, seg, len, e->specials_as_text, &ms, &me) : -1;
 		if (id >= 0) {
 			uint32_t f = t->tok[id].flags;
 			if (f & DS_TOKF_LSTRIP)
@@ -497,13 +608,14 @@ static enum ds_status encode_text(struct enc *e, const char *s, size_t len)
 	return DS_OK;
 }
 
-enum ds_status ds_tokenizer_encode(const struct ds_tokenizer *t, const char *text, size_t len,
-				   bool add_special, int32_t **ids, size_t *n_ids, struct ds_err *err)
+static enum ds_status encode(const struct ds_tokenizer *t, const char *text, size_t len,
+			     bool add_special, bool specials_as_text, int32_t **ids, size_t *n_ids,
+			     struct ds_err *err)
 {
 	enum ds_status rv = DS_OK;
 	*ids = NULL;
 	*n_ids = 0;
-	struct enc e = { .t = t, .err = err, .use_cache = len >= 4096 };
+	struct enc e = { .t = t, .err = err, .specials_as_text = specials_as_text };
 	char *clean = NULL;
 	if (!ds_utf8_sanitize((const uint8_t *)text, len, NULL)) {
 		clean = malloc(3 * len + 1);
@@ -540,9 +652,19 @@ out:
 	free(e.bufs);
 	free(e.sym);
 	free(e.heap);
-	free(e.cache);
-	free(e.cw);
-	free(e.cids);
 	free(clean);
 	return rv;
+}
+
+enum ds_status ds_tokenizer_encode(const struct ds_tokenizer *t, const char *text, size_t len,
+				   bool add_special, int32_t **ids, size_t *n_ids, struct ds_err *err)
+{
+	return encode(t, text, len, add_special, false, ids, n_ids, err);
+}
+
+enum ds_status ds_tokenizer_encode_untrusted(const struct ds_tokenizer *t, const char *text,
+					     size_t len, bool add_special, int32_t **ids,
+					     size_t *n_ids, struct ds_err *err)
+{
+	return encode(t, text, len, add_special, true, ids, n_ids, err);
 }

@@ -98,7 +98,13 @@ struct ds_tokenizer {
 	int32_t prefix[DS_TOK_MAX_AFFIX], suffix[DS_TOK_MAX_AFFIX];
 	int n_prefix, n_suffix;
 	int bos_id, eos_id, pad_id;
+
+	struct ds_tok_cache *cache; /* the only mutable part; has its own lock; may be NULL */
 };
+
+/* The repeated-word cache (tokenizer_encode.c). NULL on OOM (encoding works without). */
+struct ds_tok_cache *ds_tok_cache_new(void);
+void ds_tok_cache_free(struct ds_tok_cache *c);
 
 /* ---- building ---- */
 
@@ -141,6 +147,8 @@ enum ds_status ds_tok_build(struct ds_tok_builder *b, struct ds_tokenizer **out,
 int32_t ds_tok_vocab_find(const struct ds_tokenizer *t, const char *s, size_t len);
 int32_t ds_tok_added_find(const struct ds_tokenizer *t, const char *s, size_t len);
 const struct ds_tok_merge_slot *ds_tok_merge_find(const struct ds_tokenizer *t, int32_t l, int32_t r);
+/* Starts loading the merge table slot of (l, r): the table is far larger than the caches. */
+void ds_tok_merge_prefetch(const struct ds_tokenizer *t, int32_t l, int32_t r);
 
 /* ---- helpers shared by the loaders and encode ---- */
 

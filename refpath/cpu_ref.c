@@ -16,12 +16,19 @@
 #include <math.h>
 
 #define REF_LANES 16
-#define REF_NT 8 /* output columns per task (weight tile converted to f32 once) */
-#define REF_MR 4 /* rows per register block */
+#define REF_NT 16 /* output columns per task (weight tile converted to f32 once) */
+#define REF_MR 4  /* rows per register block */
+#define REF_NC 4  /* columns per register block */
+
+/* Hot task bodies are compiled for AVX-512, AVX2 and baseline x86-64 (DS_CPU_VARIANTS). All
+ * run the same IEEE single-precision ops per lane: no FMA (-std=c11 turns contraction off and
+ * the targets below do not enable it), and tests/test_cpu_kernels.c checks every level against
+ * a scalar rendition, so they give the same bits; wider vectors only run more lanes at once. */
+#define REF_VARIANTS(fn) DS_CPU_VARIANTS(fn, "avx512f,avx512vl,avx2", "avx2")
 
 /* ---- fixed-order reductions ---- */
 
-static inline float ref_tree16(const float *a)
+static inline DS_CPU_INLINE float ref_tree16(ds_v16f a)
 {
 	float s8[8], s4[4];
 	for (int l = 0; l < 8; l++)
@@ -31,37 +38,54 @@ static inline float ref_tree16(const float *a)
 	return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
-/* dot(x, w) over n with the 16-lane order; w already f32. */
-static inline float ref_dot(const float *x, const float *w, int n)
+/* dot(x, w) over n in the reference order; w already f32. */
+static inline DS_CPU_INLINE float ref_dot(const float *x, const float *w, int n)
 {
-	float acc[REF_LANES] = {0};
+	ds_v16f acc = {0};
 	int k = 0;
 	for (; k + REF_LANES <= n; k += REF_LANES)
-		for (int l = 0; l < REF_LANES; l++)
-			acc[l] += x[k + l] * w[k + l];
+		acc += ds_v16_load(x + k) * ds_v16_load(w + k);
 	for (int l = 0; k + l < n; l++)
 		acc[l] += x[k + l] * w[k + l];
 	return ref_tree16(acc);
 }
 
-/* dot(x, w) for REF_MR rows of x (stride ldx) against one f32 column w; the same per-row ops
- * as ref_dot, with w loaded once for all rows. */
-static inline void ref_dot_mr(const float *x, size_t ldx, const float *w, int n, float *out)
+/* out[r*ldo + c] = dot(x row r, weight column c) for nr rows (stride ldx) and nc columns;
+ * w_bf16 (nc rows, stride ldw) is converted on the fly, or w_f32 (stride ldw) is used. Call
+ * with constant nr/nc so the accumulators live in registers. Every element gets exactly the
+ * ops of ref_dot, whatever nr, nc or the weight format (bf16 -> f32 is exact). */
+static inline DS_CPU_INLINE void ref_block(const float *x, size_t ldx, const int nr, const int nc,
+                                           const uint16_t *w_bf16, const float *w_f32, size_t ldw,
+                                           int n, float *out, size_t ldo)
 {
-	float acc[REF_MR][REF_LANES] = {{0}};
+	ds_v16f acc[REF_MR][REF_NC];
+	for (int r = 0; r < nr; r++)
+		for (int c = 0; c < nc; c++)
+			acc[r][c] = (ds_v16f){0};
 	int k = 0;
-	for (; k + REF_LANES <= n; k += REF_LANES)
-		for (int r = 0; r < REF_MR; r++)
-			for (int l = 0; l < REF_LANES; l++)
-				acc[r][l] += x[(size_t)r * ldx + k + l] * w[k + l];
-	for (int r = 0; r < REF_MR; r++)
-		for (int l = 0; k + l < n; l++)
-			acc[r][l] += x[(size_t)r * ldx + k + l] * w[k + l];
-	for (int r = 0; r < REF_MR; r++)
-		out[r] = ref_tree16(acc[r]);
+	for (; k + REF_LANES <= n; k += REF_LANES) {
+		ds_v16f wv[REF_NC];
+		for (int c = 0; c < nc; c++)
+			wv[c] = w_bf16 ? ds_v16_load_bf16(w_bf16 + c * ldw + k)
+			               : ds_v16_load(w_f32 + c * ldw + k);
+		for (int r = 0; r < nr; r++) {
+			ds_v16f xv = ds_v16_load(x + r * ldx + k);
+			for (int c = 0; c < nc; c++)
+				acc[r][c] += xv * wv[c];
+		}
+	}
+	for (int r = 0; r < nr; r++)
+		for (int c = 0; c < nc; c++) {
+			for (int l = 0; k + l < n; l++) {
+				float wl = w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + k + l])
+				                  : w_f32[c * ldw + k + l];
+				acc[r][c][l] += x[r * ldx + k + l] * wl;
+			}
+			out[r * ldo + c] = ref_tree16(acc[r][c]);
+		}
 }
 
-static inline void ref_bf16_row(float *dst, const uint16_t *src, int n)
+static inline DS_CPU_INLINE void ref_bf16_row(float *dst, const uint16_t *src, int n)
 {
 	for (int i = 0; i < n; i++)
 		dst[i] = ds_bf16_to_f32(src[i]);
@@ -77,34 +101,82 @@ struct ref_mm {
 	int M, N, K;
 };
 
-static void ref_mm_task(void *arg, int task, int thread)
+/* a fused matmul: column tiles of every weight form one task space */
+struct ref_mm_multi {
+	struct ref_mm mm[DS_CPU_MAX_MM];
+	int tile0[DS_CPU_MAX_MM + 1]; /* first task of each weight */
+	int n_mm;
+};
+
+/* rows [m, m+nr) of one column tile, REF_NC columns at a time; nr is 1..REF_MR */
+static inline DS_CPU_INLINE void ref_mm_rows(const struct ref_mm *a, int m, const int nr, int n0,
+                                             int nt, const float *wt)
 {
-	struct ref_mm *a = arg;
-	int K = a->K, n0 = task * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
+	size_t K = (size_t)a->K, N = (size_t)a->N;
+	const float *x = a->x + (size_t)m * K;
+	float *y = a->y + (size_t)m * N + n0;
+	const uint16_t *wb = wt ? NULL : a->w + (size_t)n0 * K;
+	int j = 0;
+	for (; j + REF_NC <= nt; j += REF_NC)
+		ref_block(x, K, nr, REF_NC, wb ? wb + j * K : NULL, wt ? wt + j * K : NULL, K, a->K,
+		          y + j, N);
+	for (; j < nt; j++)
+		ref_block(x, K, nr, 1, wb ? wb + j * K : NULL, wt ? wt + j * K : NULL, K, a->K,
+		          y + j, N);
+}
+
+static inline DS_CPU_INLINE void ref_mm_rows_any(const struct ref_mm *a, int m, int nr, int n0,
+                                                 int nt, const float *wt)
+{
+	switch (nr) {
+	case 1:
+		ref_mm_rows(a, m, 1, n0, nt, wt);
+		break;
+	case 2:
+		ref_mm_rows(a, m, 2, n0, nt, wt);
+		break;
+	case 3:
+		ref_mm_rows(a, m, 3, n0, nt, wt);
+		break;
+	default:
+		ref_mm_rows(a, m, REF_MR, n0, nt, wt);
+		break;
+	}
+}
+
+static inline DS_CPU_INLINE void ref_mm_task(void *arg, int task, int thread)
+{
+	struct ref_mm_multi *mu = arg;
+	int i = 0;
+	while (task >= mu->tile0[i + 1])
+		i++;
+	const struct ref_mm *a = &mu->mm[i];
+	int K = a->K, n0 = (task - mu->tile0[i]) * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
+	if (a->M < REF_MR) { /* too few rows to pay for converting the tile */
+		ref_mm_rows_any(a, 0, a->M, n0, nt, NULL);
+		return;
+	}
 	float *wt = ds_cpu_thread_buf(a->c, thread); /* (nt, K) */
 	for (int j = 0; j < nt; j++)
 		ref_bf16_row(wt + (size_t)j * K, a->w + (size_t)(n0 + j) * K, K);
-	int m = 0;
-	float out[REF_MR];
-	for (; m + REF_MR <= a->M; m += REF_MR) {
-		const float *xm = a->x + (size_t)m * K;
-		for (int j = 0; j < nt; j++) {
-			ref_dot_mr(xm, (size_t)K, wt + (size_t)j * K, K, out);
-			for (int r = 0; r < REF_MR; r++)
-				a->y[(size_t)(m + r) * a->N + n0 + j] = out[r];
-		}
-	}
-	for (; m < a->M; m++)
-		for (int j = 0; j < nt; j++)
-			a->y[(size_t)m * a->N + n0 + j] =
-				ref_dot(a->x + (size_t)m * K, wt + (size_t)j * K, K);
+	for (int m = 0; m < a->M; m += REF_MR)
+		ref_mm_rows_any(a, m, DS_MIN(REF_MR, a->M - m), n0, nt, wt);
 }
 
-static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
-				 int M, int N, int K)
+REF_VARIANTS(ref_mm_task)
+
+static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, int M, int K,
+                                 const struct ds_cpu_mm *mm, int n_mm)
 {
-	struct ref_mm a = {.c = c, .x = x, .w = w, .y = y, .M = M, .N = N, .K = K};
-	ds_threadpool_run(c->tp, (N + REF_NT - 1) / REF_NT, ref_mm_task, &a);
+	DS_ASSERT((size_t)REF_NT * (size_t)K <= c->thread_buf_len);
+	DS_ASSERT(n_mm >= 1 && n_mm <= DS_CPU_MAX_MM);
+	struct ref_mm_multi mu = {.n_mm = n_mm};
+	for (int i = 0; i < n_mm; i++) {
+		mu.mm[i] = (struct ref_mm){
+		    .c = c, .x = x, .w = mm[i].w, .y = mm[i].y, .M = M, .N = mm[i].N, .K = K};
+		mu.tile0[i + 1] = mu.tile0[i] + (mm[i].N + REF_NT - 1) / REF_NT;
+	}
+	ds_threadpool_run(c->tp, mu.tile0[n_mm], ref_mm_task_pick(c), &mu);
 	return DS_OK;
 }
 
@@ -118,7 +190,7 @@ struct ref_norm {
 	float eps;
 };
 
-static void ref_norm_task(void *arg, int row, int thread)
+static inline DS_CPU_INLINE void ref_norm_task(void *arg, int row, int thread)
 {
 	(void)thread;
 	struct ref_norm *a = arg;
@@ -129,16 +201,19 @@ static void ref_norm_task(void *arg, int row, int thread)
 		y[i] = (x[i] * inv) * ds_bf16_to_f32(a->w[i]);
 }
 
+REF_VARIANTS(ref_norm_task)
+
 static enum ds_status ref_rmsnorm(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
-				  int M, int n, float eps)
+                                  int M, int n, float eps)
 {
 	struct ref_norm a = {.x = x, .w = w, .y = y, .n = n, .eps = eps};
 	if (M * n < 4096) { /* too small to be worth waking threads; same per-row ops */
+		ds_task_fn fn = ref_norm_task_pick(c);
 		for (int m = 0; m < M; m++)
-			ref_norm_task(&a, m, 0);
+			fn(&a, m, 0);
 		return DS_OK;
 	}
-	ds_threadpool_run(c->tp, M, ref_norm_task, &a);
+	ds_threadpool_run(c->tp, M, ref_norm_task_pick(c), &a);
 	return DS_OK;
 }
 
@@ -153,7 +228,7 @@ struct ref_attn {
 };
 
 /* One (row, kv head) task: the G query heads that share the kv head. */
-static void ref_attn_task(void *arg, int task, int thread)
+static inline DS_CPU_INLINE void ref_attn_task(void *arg, int task, int thread)
 {
 	struct ref_attn *a = arg;
 	struct ds_cpu_ctx *c = a->c;
@@ -166,20 +241,20 @@ static void ref_attn_task(void *arg, int task, int thread)
 	const float scale = 1.0f / sqrtf((float)hd);
 
 	float *kc = ds_cpu_thread_buf(c, thread); /* (S, hd) chunk keys */
-	float *vc = kc + (size_t)S * hd;           /* (S, hd) chunk values */
-	float *sc = vc + (size_t)S * hd;           /* (S) scores */
-	float *oc = sc + S;                        /* (hd) chunk output */
-	float *acc_o = oc + hd;                    /* (G, hd) running output */
-	float *acc_m = acc_o + (size_t)G * hd;     /* (G) running max */
-	float *acc_l = acc_m + G;                  /* (G) running sum */
+	float *vc = kc + (size_t)S * hd;          /* (S, hd) chunk values */
+	float *sc = vc + (size_t)S * hd;          /* (S) scores */
+	float *oc = sc + S;                       /* (hd) chunk output */
+	float *acc_o = oc + hd;                   /* (G, hd) running output */
+	float *acc_m = acc_o + (size_t)G * hd;    /* (G) running max */
+	float *acc_l = acc_m + G;                 /* (G) running sum */
 
 	for (int c0 = 0; c0 <= pos; c0 += S) {
 		int n = DS_MIN(S, pos + 1 - c0);
 		for (int j = 0; j < n; j++) {
 			ref_bf16_row(kc + (size_t)j * hd,
-				     ds_cpu_kv_at(c, c->kv_k, a->l, blocks, c0 + j) + kvh * hd, hd);
+			             ds_cpu_kv_at(c, c->kv_k, a->l, blocks, c0 + j) + kvh * hd, hd);
 			ref_bf16_row(vc + (size_t)j * hd,
-				     ds_cpu_kv_at(c, c->kv_v, a->l, blocks, c0 + j) + kvh * hd, hd);
+			             ds_cpu_kv_at(c, c->kv_v, a->l, blocks, c0 + j) + kvh * hd, hd);
 		}
 		for (int g = 0; g < G; g++) {
 			const float *q = a->q + (size_t)m * qd + (size_t)(kvh * G + g) * hd;
@@ -222,11 +297,13 @@ static void ref_attn_task(void *arg, int task, int thread)
 	}
 }
 
+REF_VARIANTS(ref_attn_task)
+
 static enum ds_status ref_attention(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,
-				    const float *q, float *out)
+                                    const float *q, float *out)
 {
 	struct ref_attn a = {.c = c, .p = p, .l = l, .q = q, .out = out};
-	ds_threadpool_run(c->tp, p->M * c->cfg.n_kv_head, ref_attn_task, &a);
+	ds_threadpool_run(c->tp, p->M * c->cfg.n_kv_head, ref_attn_task_pick(c), &a);
 	return DS_OK;
 }
 
@@ -240,7 +317,7 @@ size_t ds_cpu_ref_thread_floats(const struct ds_model_config *cfg)
 }
 
 const struct ds_cpu_kernels ds_cpu_ref_kernels = {
-	.matmul = ref_matmul,
-	.rmsnorm = ref_rmsnorm,
-	.attention = ref_attention,
+    .matmul = ref_matmul,
+    .rmsnorm = ref_rmsnorm,
+    .attention = ref_attention,
 };

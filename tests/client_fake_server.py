@@ -9,8 +9,15 @@ Stubs are generated at start-up from proto/detserve.proto with grpc_tools. Behav
 - prompt id 9002 -> streams slowly (50 ms per token) for deadline / cancel tests;
 - prompt id 9003 -> one 300 KB text chunk (reassembly across many DATA frames);
 - prompt id 9004 -> closes with OK before sending a final message.
-Prints "PORT <n>" on stdout when ready. Usage: client_fake_server.py PROTO_DIR [PORT]"""
+It also takes detserve-like flags (--port, --mode, --window, --group, --inject-mismatch; others are
+ignored) so the study scripts can be exercised without the engine: in mode fast a deterministic
+request gets FAILED_PRECONDITION, and non-deterministic outputs vary from call to call.
+Prints "PORT <n>" on stdout when ready. Usage: client_fake_server.py PROTO_DIR [PORT] [flags]"""
+import argparse
+import atexit
 import os
+import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -20,9 +27,20 @@ from concurrent import futures
 import grpc
 from grpc_tools import protoc
 
-proto_dir = sys.argv[1]
-port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+ap = argparse.ArgumentParser()
+ap.add_argument("proto_dir")
+ap.add_argument("port_pos", nargs="?", type=int, default=0)
+ap.add_argument("--port", type=int, default=None)
+ap.add_argument("--mode", default="dvr")
+ap.add_argument("--window", type=int, default=8)
+ap.add_argument("--group", type=int, default=4)
+ap.add_argument("--inject-mismatch", type=float, default=0.0)
+args, _unknown = ap.parse_known_args()
+proto_dir = args.proto_dir
+port = args.port if args.port is not None else args.port_pos
 gen = tempfile.mkdtemp(prefix="ds-fake-")
+atexit.register(shutil.rmtree, gen, True)
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))  # so atexit runs
 rc = protoc.main(["protoc", "-I" + proto_dir, "--python_out=" + gen, "--grpc_python_out=" + gen,
                   os.path.join(proto_dir, "detserve.proto")])
 if rc != 0:
@@ -49,6 +67,8 @@ class Svc(pbg.DetserveServicer):
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty prompt")
         if ids[0] == 9001:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad token id 9001 \u2265 vocab 100%")
+        if req.deterministic and args.mode == "fast":
+            ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, "deterministic requests need mode dvr")
         if req.max_tokens <= 0:
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "max_tokens must be > 0")
         seed = req.sampling.seed if req.sampling.WhichOneof("seed_opt") else 42
@@ -75,8 +95,15 @@ class Svc(pbg.DetserveServicer):
                 yield r
                 i += n
         fp = "%032x" % (tok(ids, seed, 999) * 0x1000193) if req.deterministic else ""
+        windows = (req.max_tokens + args.window - 1) // args.window
+        rb = 1 if args.inject_mismatch == 0 else max(1, int(windows * args.inject_mismatch + 0.5))
         dvr = pb.DvrStats(verify_passes=2, windows=2, rollbacks=1, rolled_back_tokens=3,
                           recomputed_tokens=req.max_tokens + 1) if req.deterministic else None
+        if req.deterministic and args.mode != "dvr":
+            dvr = pb.DvrStats()
+        elif req.deterministic and (args.window, args.group) != (8, 4):
+            dvr = pb.DvrStats(verify_passes=windows, windows=windows, rollbacks=rb,
+                              rolled_back_tokens=rb * 2, recomputed_tokens=req.max_tokens + rb * 2)
         yield pb.GenerateResponse(final=True, finish_reason=pb.FINISH_REASON_LENGTH,
                                   usage=pb.Usage(prompt_tokens=len(ids),
                                                  completion_tokens=req.max_tokens),
@@ -99,7 +126,7 @@ class Svc(pbg.DetserveServicer):
         return pb.ServerInfoResponse(
             model=pb.ModelInfo(architecture="fake", vocab_size=VOCAB, num_layers=1,
                                context_length=512, identity="00" * 16, source="fake"),
-            mode="dvr", window=8, group=4, backend="python", version="fake-0", kv_blocks=64,
+            mode=args.mode, window=args.window, group=args.group, backend="python", version="fake-0", kv_blocks=64,
             kv_block_size=16)
 
 
@@ -115,6 +142,8 @@ server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("grpc.heal
                                                  response_serializer=lambda b: b)})])
 bound = server.add_insecure_port("127.0.0.1:%d" % port)
 server.start()
+# SIGUSR1: graceful stop (GOAWAY, in-flight calls finish), to test the client's drain handling
+signal.signal(signal.SIGUSR1, lambda *a: server.stop(10))
 print("PORT %d" % bound, flush=True)
 try:
     server.wait_for_termination()

@@ -7,10 +7,13 @@ cancellation (RST_STREAM seen by the server), 300 KB messages reassembled across
 Usage: test_client_fake.py DETSERVE_CLI DETSERVE_BENCH SOURCE_ROOT"""
 import json
 import os
+import queue
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 cli, bench, root = sys.argv[1:4]
@@ -36,6 +39,8 @@ try:
     if not line.startswith("PORT "):
         sys.exit("fake server did not start: %r" % line)
     addr = "127.0.0.1:" + line.split()[1]
+    srv_lines = queue.Queue()
+    threading.Thread(target=lambda: [srv_lines.put(x.strip()) for x in srv.stdout], daemon=True).start()
 
     r = run("health")
     check(r.returncode == 0 and r.stdout.strip() == "SERVING", "health SERVING")
@@ -75,8 +80,13 @@ try:
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=10)
     check(p.returncode == 1 and "CANCELLED" in err, "Ctrl-C -> CANCELLED, exit 1")
-    # (the deadline test above also cancelled a call: its line comes first, with no request id)
-    seen = [srv.stdout.readline().strip() for _ in range(2)]
+    # (the deadline test above may also have logged a cancelled call, with no request id)
+    seen, until = [], time.time() + 5
+    while "CANCELLED cancel-me" not in seen and time.time() < until:
+        try:
+            seen.append(srv_lines.get(timeout=0.2))
+        except queue.Empty:
+            pass
     check("CANCELLED cancel-me" in seen, "server saw the cancel (%r)" % seen)
 
     # bench: 64 concurrent streams on one connection (all arrive at t = 0)
@@ -118,17 +128,42 @@ try:
     s3 = json.load(open(summ3))
     check(s3["errors_by_status"] == {"INVALID_ARGUMENT": 1, "DEADLINE_EXCEEDED": 1} and s3["requests"]["ok"] == 1,
           "bench trace: errors by status (%s)" % s3["errors_by_status"])
+    big = os.path.join(tmp, "big.jsonl")
+    with open(big, "w") as f:
+        for i in range(150):  # more than the default --requests: a trace is replayed whole
+            f.write('{"arrival_s": %g, "prompt_len": 3, "max_tokens": 2}\n' % (i * 0.001))
+    summ5 = os.path.join(tmp, "s5.json")
+    subprocess.run([bench, "--addr", addr, "--trace", big, "--summary", summ5, "--quiet", "--no-table"],
+                   check=True, timeout=60)
+    check(json.load(open(summ5))["requests"]["ok"] == 150, "bench replays a whole 150-line trace")
     summ4 = os.path.join(tmp, "s4.json")
     subprocess.run([bench, "--addr", addr, "--users", "4", "--requests", "40", "--connections", "3",
                     "--summary", summ4, "--quiet", "--no-table"], check=True, timeout=60)
     check(json.load(open(summ4))["requests"]["ok"] == 40, "bench closed loop, 3 connections")
 
     v = subprocess.run(["/usr/bin/python3", os.path.join(root, "bench", "studies", "validate_summary.py"),
-                        summ, summ2, summ3, summ4], capture_output=True, text=True)
+                        summ, summ2, summ3, summ4, summ5], capture_output=True, text=True)
     check(v.returncode == 0, "summaries validate against the schema " + v.stderr.strip())
+
+    # last: graceful server stop (GOAWAY) while 4 slow calls run; they finish OK, later arrivals
+    # cannot connect and are counted UNAVAILABLE
+    trace = os.path.join(tmp, "drain.jsonl")
+    with open(trace, "w") as f:
+        for i in range(4):
+            f.write('{"arrival_s": 0, "prompt_ids": [9002], "max_tokens": 12}\n')
+        for i in range(3):
+            f.write('{"arrival_s": 1.5, "prompt_len": 3, "max_tokens": 2}\n')
+    recs = os.path.join(tmp, "drain.jsonl.out")
+    p = subprocess.Popen([bench, "--addr", addr, "--trace", trace, "--records", recs, "--quiet", "--no-table"])
+    time.sleep(0.3)
+    srv.send_signal(signal.SIGUSR1)
+    p.wait(timeout=30)
+    st = [json.loads(x)["status"] for x in open(recs)]
+    check(st == ["OK"] * 4 + ["UNAVAILABLE"] * 3, "GOAWAY: in-flight calls drain OK, later ones UNAVAILABLE (%s)" % st)
 finally:
     srv.terminate()
     srv.wait(timeout=10)
+    shutil.rmtree(tmp, True)
 
 if failures:
     sys.exit("%d failure(s): %s" % (len(failures), "; ".join(failures)))

@@ -4,7 +4,7 @@ set -eu
 pkgs="meson ninja-build pkg-config gcc clang libclang-rt-14-dev libjansson-dev libxxhash-dev
  libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev libevent-dev libcmocka-dev libpcre2-dev
  libutf8proc-dev python3 python3-pip python3-grpcio python3-grpc-tools python3-protobuf
- protobuf-compiler nghttp2-client gnuplot-nox python3-jsonschema"
+ protobuf-compiler protobuf-compiler-grpc python3-h2 nghttp2-client gnuplot-nox python3-jsonschema"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
