@@ -23,11 +23,11 @@
 #define ATT_WARPS (ATT_THREADS / 32)
 
 struct attn_smem {
-	uint16_t *ks, *vs; /* (nbuf, TILE, D + KPAD) */
-	float *qs;         /* (G, D) */
-	float *ps;         /* (G, TILE) */
-	float *tm, *tl;    /* (G) tile partial */
-	float *sm, *sl;    /* (G) running state */
+	uint16_t *ks, *vs;  /* (nbuf, TILE, D + KPAD) */
+	float *qs;          /* (G, D) */
+	float *ps;          /* (G, TILE) */
+	float *tm, *tl;     /* (G) tile partial */
+	float *sm, *sl;     /* (G) running state */
 	float *tacc, *sacc; /* (G, D) */
 };
 
@@ -79,7 +79,7 @@ __device__ __forceinline__ float finalize(float acc, float l)
 
 /* Where position pos of KV head kh lives (K; V is n_kv * block_size * D further). */
 __device__ __forceinline__ const uint16_t *kv_row(const uint16_t *kv, const int32_t *bt,
-						  struct ds_k_dims d, int kh, int pos)
+                                                  struct ds_k_dims d, int kh, int pos)
 {
 	int blk = bt[pos / d.block_size];
 	return kv + ((size_t)blk * 2 * d.n_kv + kh) * d.block_size * d.head_dim +
@@ -106,7 +106,7 @@ __device__ __forceinline__ float bf_hi(unsigned u)
  * element one thread's sum over positions in increasing order (s.qs must be loaded). */
 /* Issues (and commits as one group) the cp.async copies of positions [lo, hi) into buffer buf. */
 __device__ void tile_load(struct attn_smem s, int buf, const uint16_t *kv, const int32_t *bt,
-			  struct ds_k_dims d, int kh, int lo, int hi)
+                          struct ds_k_dims d, int kh, int lo, int hi)
 {
 	int D = d.head_dim, RS = D + KPAD, len = hi - lo, vpr = D / 8;
 	size_t vstride = (size_t)d.n_kv * d.block_size * D;
@@ -123,7 +123,7 @@ __device__ void tile_load(struct attn_smem s, int buf, const uint16_t *kv, const
 /* Computes the partial of a loaded tile of len positions in buffer buf into s.tm/s.tl/s.tacc.
  * The caller has waited for the tile's copies. Begins and ends with a barrier. */
 __device__ void tile_partial(struct attn_smem s, int buf, struct ds_k_dims d, int G, float scale,
-			     int len)
+                             int len)
 {
 	int D = d.head_dim, RS = D + KPAD;
 	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -229,8 +229,8 @@ __device__ void state_reset(struct attn_smem s, int G, int D)
  * mode 2: fast, range blockIdx.z of gridDim.z (gridDim.z == 1: write out directly). */
 template <int MODE>
 __global__ void __launch_bounds__(ATT_THREADS)
-attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
-	    float scale, float *part, uint16_t *out)
+    attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
+                float scale, float *part, uint16_t *out)
 {
 	extern __shared__ __align__(16) unsigned char att_smem[];
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
@@ -274,7 +274,8 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 		tile_load(s, 0, kv, bt, d, kh, lo, min(lo + TILE, hi));
 	for (int a = lo, i = 0; a < hi; a += TILE, i++) {
 		int next = a + TILE;
-		if (nbuf == 1 && i > 0) /* the previous tile's compute has finished with the buffer */
+		if (nbuf == 1 &&
+		    i > 0) /* the previous tile's compute has finished with the buffer */
 			tile_load(s, 0, kv, bt, d, kh, a, min(a + TILE, hi));
 		if (nbuf == 2 && next < hi) {
 			tile_load(s, (i + 1) & 1, kv, bt, d, kh, next, min(next + TILE, hi));
@@ -288,7 +289,7 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 	if (direct) {
 		for (int idx = threadIdx.x; idx < G * D; idx += ATT_THREADS)
 			out[((size_t)t * d.n_head + kh * G) * D + idx] =
-				ds_f32_to_bf16(finalize(s.sacc[idx], s.sl[idx / D]));
+			    ds_f32_to_bf16(finalize(s.sacc[idx], s.sl[idx / D]));
 		return;
 	}
 	for (int g = 0; g < G; g++) {
@@ -305,7 +306,7 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 /* Merges the stored partials of each (row, head) in increasing order. nz_fixed == 0: the
  * reference layout (tile count from the position). */
 __global__ void attn_combine_kernel(const float *part, struct ds_k_tokmeta tm, struct ds_k_dims d,
-				    int nz, int ref, uint16_t *out)
+                                    int nz, int ref, uint16_t *out)
 {
 	int t = blockIdx.x, h = blockIdx.y, D = d.head_dim;
 	int p = tm.pos[t];
@@ -341,12 +342,13 @@ extern "C" cudaError_t ds_k_attn_setup(struct ds_k_dims d)
 	int shm = (int)attn_smem_bytes(G, d.head_dim, 1);
 	cudaError_t e;
 	if ((e = cudaFuncSetAttribute(attn_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				      shm)) != cudaSuccess)
+	                              shm)) != cudaSuccess)
 		return e;
 	if ((e = cudaFuncSetAttribute(attn_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				      shm)) != cudaSuccess)
+	                              shm)) != cudaSuccess)
 		return e;
-	return cudaFuncSetAttribute(attn_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm);
+	return cudaFuncSetAttribute(attn_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                            shm);
 }
 
 static bool attn_dims_ok(struct ds_k_dims d)
@@ -354,9 +356,9 @@ static bool attn_dims_ok(struct ds_k_dims d)
 	return d.n_kv > 0 && d.n_head % d.n_kv == 0 && d.head_dim % 8 == 0 && d.head_dim <= 512;
 }
 
-extern "C" cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv,
-				     struct ds_k_tokmeta tm, int T, struct ds_k_dims d, int split,
-				     float *part, uint16_t *out, cudaStream_t st)
+extern "C" cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                                     int T, struct ds_k_dims d, int split, float *part,
+                                     uint16_t *out, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -365,23 +367,25 @@ extern "C" cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv,
 	int G = d.n_head / d.n_kv;
 	float scale = 1.0f / sqrtf((float)d.head_dim);
 	if (split <= 0) {
-		attn_kernel<0><<<dim3(T, d.n_kv, 1), ATT_THREADS, attn_smem_bytes(G, d.head_dim, 1),
-				 st>>>(q, kv, tm, d, scale, NULL, out);
+		attn_kernel<0>
+		    <<<dim3(T, d.n_kv, 1), ATT_THREADS, attn_smem_bytes(G, d.head_dim, 1), st>>>(
+		        q, kv, tm, d, scale, NULL, out);
 		return cudaGetLastError();
 	}
-	attn_kernel<1><<<dim3(T, d.n_kv, split), ATT_THREADS, attn_smem_bytes(G, d.head_dim, 1),
-			 st>>>(q, kv, tm, d, scale, part, out);
+	attn_kernel<1>
+	    <<<dim3(T, d.n_kv, split), ATT_THREADS, attn_smem_bytes(G, d.head_dim, 1), st>>>(
+	        q, kv, tm, d, scale, part, out);
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
 		return e;
-	attn_combine_kernel<<<dim3(T, d.n_head), d.head_dim < 128 ? d.head_dim : 128, 0, st>>>(
-		part, tm, d, split, 1, out);
+	int cthreads = d.head_dim < 128 ? d.head_dim : 128;
+	attn_combine_kernel<<<dim3(T, d.n_head), cthreads, 0, st>>>(part, tm, d, split, 1, out);
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv,
-				      struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
-				      int n_split, float *part, uint16_t *out, cudaStream_t st)
+extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                                      int T, struct ds_k_dims d, int n_split, float *part,
+                                      uint16_t *out, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -390,12 +394,12 @@ extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv,
 	int G = d.n_head / d.n_kv;
 	size_t shm = attn_smem_bytes(G, d.head_dim, 1);
 	float scale = 1.0f / sqrtf((float)d.head_dim);
-	attn_kernel<2><<<dim3(T, d.n_kv, n_split), ATT_THREADS, shm, st>>>(q, kv, tm, d, scale,
-									    part, out);
+	attn_kernel<2>
+	    <<<dim3(T, d.n_kv, n_split), ATT_THREADS, shm, st>>>(q, kv, tm, d, scale, part, out);
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess || n_split == 1)
 		return e;
-	attn_combine_kernel<<<dim3(T, d.n_head), d.head_dim < 128 ? d.head_dim : 128, 0, st>>>(
-		part, tm, d, n_split, 0, out);
+	int cthreads = d.head_dim < 128 ? d.head_dim : 128;
+	attn_combine_kernel<<<dim3(T, d.n_head), cthreads, 0, st>>>(part, tm, d, n_split, 0, out);
 	return cudaGetLastError();
 }

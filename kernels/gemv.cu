@@ -1,14 +1,14 @@
 /* gemv.cu - the fast path's skinny GEMM for decode batches of 1..4 rows.
  *
  * C (M, N) fp32 = A (M, K) . W (N, K)^T for M <= 4, bound by reading W once. One warp per
- * output column streams its row of W with 16-byte loads, eight in flight per lane, and keeps M
+ * output column streams its row of W with 16-byte loads, four in flight per lane, and keeps M
  * accumulators; A (a few KB) stays in L1/L2. cuBLASLt leaves a third of the bandwidth unused on
  * these shapes (N of 4096..6144 gives it too few tiles). Batch-variant by design: the fast
  * path picks this kernel or cuBLASLt by M. */
 #include "kernels.h"
 
 #define GEMV_WARPS 8
-#define GEMV_UNROLL 8
+#define GEMV_UNROLL 4
 
 __device__ __forceinline__ void unpack8(uint4 v, float *f)
 {
@@ -24,8 +24,8 @@ __device__ __forceinline__ void unpack8(uint4 v, float *f)
 
 template <int M>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
-gemv_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W, float *__restrict__ C,
-	    int N, int K)
+    gemv_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
+                float *__restrict__ C, int N, int K)
 {
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int n = blockIdx.x * GEMV_WARPS + warp;
@@ -70,7 +70,7 @@ gemv_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W, floa
 }
 
 extern "C" cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
-				 int K, cudaStream_t st)
+                                 int K, cudaStream_t st)
 {
 	if (M <= 0 || N <= 0)
 		return cudaSuccess;
@@ -78,10 +78,18 @@ extern "C" cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C,
 		return cudaErrorInvalidValue;
 	dim3 grid((unsigned)((N + GEMV_WARPS - 1) / GEMV_WARPS));
 	switch (M) {
-	case 1: gemv_kernel<1><<<grid, GEMV_WARPS * 32, 0, st>>>(A, W, C, N, K); break;
-	case 2: gemv_kernel<2><<<grid, GEMV_WARPS * 32, 0, st>>>(A, W, C, N, K); break;
-	case 3: gemv_kernel<3><<<grid, GEMV_WARPS * 32, 0, st>>>(A, W, C, N, K); break;
-	default: gemv_kernel<4><<<grid, GEMV_WARPS * 32, 0, st>>>(A, W, C, N, K); break;
+	case 1:
+		gemv_kernel<1><<<grid, GEMV_WARPS * 32, 0, st>>>(A, W, C, N, K);
+		break;
+	case 2:
+		gemv_kernel<2><<<grid, GEMV_WARPS * 32, 0, st>>>(A, W, C, N, K);
+		break;
+	case 3:
+		gemv_kernel<3><<<grid, GEMV_WARPS * 32, 0, st>>>(A, W, C, N, K);
+		break;
+	default:
+		gemv_kernel<4><<<grid, GEMV_WARPS * 32, 0, st>>>(A, W, C, N, K);
+		break;
 	}
 	return cudaGetLastError();
 }

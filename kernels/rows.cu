@@ -36,7 +36,7 @@ __global__ void embed_kernel(const uint16_t *tab, const int32_t *ids, int hidden
 }
 
 extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T, int hidden,
-				  float *x, cudaStream_t st)
+                                  float *x, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -44,8 +44,8 @@ extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T
 	return cudaGetLastError();
 }
 
-__global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows,
-			       const uint16_t *w, int hidden, float eps, uint16_t *out)
+__global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
+                               int hidden, float eps, uint16_t *out)
 {
 	__shared__ float sh[32];
 	int r = blockIdx.x;
@@ -78,8 +78,8 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 }
 
 extern "C" cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows,
-				    const uint16_t *w, int n_rows, int hidden, float eps,
-				    uint16_t *out, cudaStream_t st)
+                                    const uint16_t *w, int n_rows, int hidden, float eps,
+                                    uint16_t *out, cudaStream_t st)
 {
 	if (n_rows <= 0)
 		return cudaSuccess;
@@ -100,7 +100,7 @@ __global__ void silu_mul_kernel(const float *gu, int ffn, uint16_t *out)
 }
 
 extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *out,
-				     cudaStream_t st)
+                                     cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -114,8 +114,8 @@ extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *
 #define QKV_WARPS 4
 
 __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
-				const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
-				struct ds_k_dims d, uint16_t *q, uint16_t *kv)
+                                const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
+                                struct ds_k_dims d, uint16_t *q, uint16_t *kv)
 {
 	extern __shared__ float sh_qkv[]; /* (QKV_WARPS, head_dim) */
 	int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -175,9 +175,10 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
 				for (int i = lane; i < half; i += 32) {
 					float x1 = buf[i], x2 = buf[i + half];
 					float co = c[2 * i], si = c[2 * i + 1];
-					dst[i] = ds_f32_to_bf16(__fsub_rn(__fmul_rn(x1, co), __fmul_rn(x2, si)));
-					dst[i + half] =
-						ds_f32_to_bf16(__fadd_rn(__fmul_rn(x2, co), __fmul_rn(x1, si)));
+					dst[i] = ds_f32_to_bf16(
+					    __fsub_rn(__fmul_rn(x1, co), __fmul_rn(x2, si)));
+					dst[i + half] = ds_f32_to_bf16(
+					    __fadd_rn(__fmul_rn(x2, co), __fmul_rn(x1, si)));
 				}
 			}
 		}
@@ -185,10 +186,10 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
 	}
 }
 
-extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias,
-				     const uint16_t *q_norm, const uint16_t *k_norm,
-				     const float *cs, struct ds_k_tokmeta tm, int T,
-				     struct ds_k_dims d, uint16_t *q, uint16_t *kv, cudaStream_t st)
+extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
+                                     const uint16_t *k_norm, const float *cs,
+                                     struct ds_k_tokmeta tm, int T, struct ds_k_dims d, uint16_t *q,
+                                     uint16_t *kv, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -197,6 +198,6 @@ extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias,
 	int n_all = d.n_head + 2 * d.n_kv, groups = (n_all + QKV_WARPS - 1) / QKV_WARPS;
 	int gy = T >= 64 ? 1 : groups;
 	qkv_rope_kernel<<<dim3(T, gy), QKV_WARPS * 32, shm, st>>>(qkv, bias, q_norm, k_norm, cs, tm,
-								    d, q, kv);
+	                                                          d, q, kv);
 	return cudaGetLastError();
 }

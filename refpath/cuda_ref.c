@@ -11,7 +11,7 @@
 #include "cuda_internal.h"
 
 static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
-			       float *C, int M, int N, int K, struct ds_err *err)
+                               float *C, int M, int N, int K, struct ds_err *err)
 {
 	DS_CUDA_TRY(ds_k_gemm_ref(A, W, C, M, N, K, c->stream), err);
 	return DS_OK;
@@ -21,27 +21,27 @@ static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const u
  * them all (same bits). n_split < 0 (graph capture, where the grid may not depend on the
  * positions): plan for the longest context. */
 static enum ds_status ref_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-				    const uint16_t *kv, int n_split, struct ds_err *err)
+                                    const uint16_t *kv, int n_split, struct ds_err *err)
 {
 	int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;
 	int chunks = top / DS_K_ATTN_TILE + 1;
 	size_t need = (size_t)p->T * c->cfg.n_head * chunks * (c->cfg.head_dim + 2);
 	int split = need <= c->part_floats ? chunks : 0;
 	DS_CUDA_TRY(ds_k_attn_ref(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c), split,
-				  c->part, c->att, c->stream),
-		    err);
+	                          c->part, c->att, c->stream),
+	            err);
 	return DS_OK;
 }
 
 const struct ds_cuda_path_ops ds_cuda_ref_ops = {
-	.gemm = ref_gemm,
-	.attention = ref_attention,
+    .gemm = ref_gemm,
+    .attention = ref_attention,
 };
 
 /* ---- graphs of padded reference passes ---- */
 
 enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
-				   struct ds_err *err)
+                                   struct ds_err *err)
 {
 	struct ds_cuda_ref *r = &c->ref;
 	int n = DS_MAX(p->T, p->R), bi = 0;

@@ -22,8 +22,12 @@ static void oracle_case(const char *preset, int n, uint64_t seed0)
 {
 	struct ds_model *m = model_deferred(preset, 77);
 	assert_non_null(m);
-	struct scen_gen_opts g = {.n_req_max = 64, .windows = all_windows, .n_windows = 5,
-				  .invariant_share = 0.1, .det_share = 0.5, .inject = -1};
+	struct scen_gen_opts g = {.n_req_max = 64,
+	                          .windows = all_windows,
+	                          .n_windows = 5,
+	                          .invariant_share = 0.1,
+	                          .det_share = 0.5,
+	                          .inject = -1};
 	uint64_t windows = 0, rollbacks = 0, det = 0, prefix = 0, preempt = 0;
 	char msg[512];
 	struct timespec t0, t1;
@@ -35,12 +39,12 @@ static void oracle_case(const char *preset, int n, uint64_t seed0)
 		struct ds_engine_stats st;
 		if (!scen_run(&s, mk_cuda, m, &st, msg, sizeof(msg)))
 			fail_msg("%s scenario %llu (W=%d G=%d mode=%s): run: %s", preset,
-				 (unsigned long long)seed, s.opts.window, s.opts.group,
-				 ds_mode_name(s.opts.mode), msg);
+			         (unsigned long long)seed, s.opts.window, s.opts.group,
+			         ds_mode_name(s.opts.mode), msg);
 		if (!scen_check_oracle(&s, mk_cuda, m, msg, sizeof(msg)))
 			fail_msg("%s scenario %llu (W=%d G=%d mode=%s): oracle: %s", preset,
-				 (unsigned long long)seed, s.opts.window, s.opts.group,
-				 ds_mode_name(s.opts.mode), msg);
+			         (unsigned long long)seed, s.opts.window, s.opts.group,
+			         ds_mode_name(s.opts.mode), msg);
 		windows += st.windows;
 		rollbacks += st.rollbacks;
 		prefix += st.prefix_hit_tokens;
@@ -51,11 +55,11 @@ static void oracle_case(const char *preset, int n, uint64_t seed0)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	print_message("oracle/cuda %s: %d scenarios, %llu deterministic requests, %llu windows, "
-		      "%llu rollbacks, %llu preemptions, %llu prefix-hit tokens, %.1f s\n",
-		      preset, n, (unsigned long long)det, (unsigned long long)windows,
-		      (unsigned long long)rollbacks, (unsigned long long)preempt,
-		      (unsigned long long)prefix,
-		      (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+	              "%llu rollbacks, %llu preemptions, %llu prefix-hit tokens, %.1f s\n",
+	              preset, n, (unsigned long long)det, (unsigned long long)windows,
+	              (unsigned long long)rollbacks, (unsigned long long)preempt,
+	              (unsigned long long)prefix,
+	              (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
 	assert_true(det > 0 && windows > 0 && rollbacks > 0);
 	ds_model_free(m);
 }
@@ -75,8 +79,8 @@ static void test_oracle_cuda_small(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_oracle_cuda_tiny),
-		cmocka_unit_test(test_oracle_cuda_small),
+	    cmocka_unit_test(test_oracle_cuda_tiny),
+	    cmocka_unit_test(test_oracle_cuda_small),
 	};
 	return cmocka_run_group_tests_name("gpu_engine", tests, NULL, NULL);
 }
