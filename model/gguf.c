@@ -198,8 +198,9 @@ static enum ds_status parse_kv(struct cursor *c, struct ds_gguf_kv *kv, uint64_t
 			*cap_offs = cap;
 		}
 		/* store the base index now; the pointer is fixed up once all kvs are parsed
-		 * (the array may still move) */
-		kv->str_offs = (const uint64_t *)(uintptr_t)(*n_offs + 1);
+		 * (the array may still move). Empty arrays keep NULL. */
+		if (n > 0)
+			kv->str_offs = (const uint64_t *)(uintptr_t)(*n_offs + 1);
 		for (uint64_t i = 0; i < n; i++) {
 			struct ds_gguf_str v;
 			(*offs)[(*n_offs)++] = c->pos - start;
@@ -521,10 +522,11 @@ enum ds_status ds_gguf_get_str(const struct ds_gguf *g, const char *key, struct 
 
 enum ds_status ds_gguf_arr_str(const struct ds_gguf_kv *kv, uint64_t i, struct ds_gguf_str *out)
 {
-	if (!kv || kv->type != DS_GGUF_ARRAY || kv->arr_type != DS_GGUF_STRING || !kv->str_offs)
+	if (!kv || kv->type != DS_GGUF_ARRAY || kv->arr_type != DS_GGUF_STRING)
 		return DS_ERR_FORMAT;
 	if (i >= kv->arr_len)
 		return DS_ERR_NOT_FOUND;
+	DS_ASSERT(kv->str_offs); /* built at parse for every non-empty string array */
 	const uint8_t *p = kv->data + kv->str_offs[i];
 	out->len = rd_u64(p); /* validated at parse */
 	out->p = (const char *)p + 8;

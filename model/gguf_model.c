@@ -6,13 +6,15 @@
  * decision: llama.cpp's converter permutes the rows of attn_q / attn_k so that its RoPE rotates
  * adjacent pairs (x[2i], x[2i+1]); we undo that permutation at load, so the weights are plain HF
  * layout and our rotate_half RoPE (pairs x[i], x[i + head_dim/2]) applies unchanged. The golden
- * test against transformers proves the direction. Identity = XXH3-128 of the header, metadata and
+ * test against transformers proves the direction. Llama-3.1 RoPE scaling is recovered from the
+ * rope_freqs tensor (see match_llama3_rope). Identity = XXH3-128 of the header, metadata and
  * tensor-info bytes (which name every tensor's type, shape and offset). */
 #include "dequant.h"
 #include "gguf.h"
 #include "model_internal.h"
 #include "tensors.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <xxhash.h>
@@ -53,6 +55,54 @@ static enum ds_status opt_id(const struct ds_gguf *g, const char *key, int *out,
 		return ds_errf(err, DS_ERR_FORMAT, "%s: GGUF metadata: %s is not a token id", g->path, key);
 	*out = (int)v;
 	return DS_OK;
+}
+
+/* llama.cpp stores Llama-3.1-style RoPE scaling only as per-frequency divisors (rope_freqs,
+ * head_dim/2 f32 values computed by convert_hf_to_gguf.py from factor, low/high_freq_factor
+ * and original_max_position_embeddings). We recover those parameters by trying the published
+ * configurations (3.1: factor 8, 3.2: factor 32; low 1, high 4, original context 8192) and
+ * accept one only if it reproduces every stored divisor. */
+static enum ds_status match_llama3_rope(const struct ds_gguf *g, const struct ds_gguf_tensor *t,
+					struct ds_model_config *c, struct ds_err *err)
+{
+	int half = c->head_dim / 2;
+	if (t->ggml_type != DS_GGML_F32 || t->dims[0] != (uint64_t)half || t->dims[1] != 1 ||
+	    t->dims[2] != 1 || t->dims[3] != 1)
+		return ds_errf(err, DS_ERR_FORMAT, "%s: GGUF tensor rope_freqs.weight: expected %d F32 "
+			       "values", g->path, half);
+	uint64_t orig = 8192;
+	ds_gguf_get_u64(g, "llama.rope.scaling.original_context_length", &orig);
+	static const double factors[] = {8.0, 16.0, 32.0};
+	for (size_t k = 0; k < DS_ARRAY_LEN(factors); k++) {
+		double factor = factors[k], lo = 1.0, hi = 4.0, old = (double)orig;
+		bool match = true;
+		for (int i = 0; i < half && match; i++) {
+			double f = 1.0 / pow((double)c->rope_theta, (2.0 * i) / c->head_dim);
+			double wavelen = 2.0 * M_PI / f, want;
+			if (wavelen < old / hi)
+				want = 1.0;
+			else if (wavelen > old / lo)
+				want = factor;
+			else {
+				double smooth = (old / wavelen - lo) / (hi - lo);
+				want = 1.0 / ((1.0 - smooth) / factor + smooth);
+			}
+			float got;
+			memcpy(&got, t->data + 4 * (size_t)i, 4);
+			match = fabs((double)got - want) <= 1e-4 * want;
+		}
+		if (match) {
+			c->rope_scaling = DS_ROPE_LLAMA3;
+			c->rope_factor = (float)factor;
+			c->rope_low_freq_factor = (float)lo;
+			c->rope_high_freq_factor = (float)hi;
+			c->rope_orig_max_pos = (int)orig;
+			return DS_OK;
+		}
+	}
+	return ds_errf(err, DS_ERR_UNSUPPORTED,
+		       "%s: GGUF: rope_freqs.weight does not match Llama-3 RoPE scaling (factor 8/16/32, "
+		       "low 1, high 4, original context %llu)", g->path, (unsigned long long)orig);
 }
 
 static enum ds_status read_config(const struct ds_gguf *g, struct ds_model_config *c,
@@ -103,10 +153,9 @@ static enum ds_status read_config(const struct ds_gguf *g, struct ds_model_confi
 	    !(st.len == 4 && memcmp(st.p, "none", 4) == 0))
 		return ds_errf(err, DS_ERR_UNSUPPORTED, "%s: GGUF: RoPE scaling '%.*s' is not supported",
 			       g->path, (int)DS_MIN(st.len, 32), st.p);
-	if (ds_gguf_find_tensor(g, "rope_freqs.weight"))
-		return ds_errf(err, DS_ERR_UNSUPPORTED,
-			       "%s: GGUF: rope_freqs (Llama-3.1 RoPE scaling) is not supported yet",
-			       g->path);
+	const struct ds_gguf_tensor *rf = ds_gguf_find_tensor(g, "rope_freqs.weight");
+	if (rf && (s = match_llama3_rope(g, rf, c, err)))
+		return s;
 
 	/* vocab: the token list when present, else token_embd's shape (checked below anyway) */
 	const struct ds_gguf_tensor *emb = ds_gguf_find_tensor(g, "token_embd.weight");
