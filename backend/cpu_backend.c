@@ -8,7 +8,10 @@
  *
  * KV is stored in bf16 (rounded on write) for both paths, as a GPU server would. A pass first
  * writes the K/V of all its rows, then runs attention, which reads positions [0, pos] of each
- * row's sequence from the pool: cached and fresh KV take the same code path. */
+ * row's sequence from the pool: cached and fresh KV take the same code path.
+ *
+ * One forward at a time per backend: a pass uses the context's scratch and thread pool, so
+ * callers (the scheduler's step thread) must not call forward concurrently on one backend. */
 #include "cpu_internal.h"
 
 #include <math.h>
