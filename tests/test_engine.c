@@ -640,6 +640,63 @@ static void test_pause_resume(void **state)
 	ds_backend_free(&be);
 }
 
+static void test_backend_failure_costs_only_its_requests(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_err err;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.window = 4;
+	struct mockbe_opts mo = {
+	    .fast_noise = 0.0f, .logit_scale = 4.0f, .fail_path = DS_PATH_REF, .fail_every = 5};
+	assert_int_equal(mockbe_init(&be, f->tiny, &mo, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	enum { N = 12 };
+	struct scen_req q[N];
+	for (int i = 0; i < N; i++) {
+		q[i] = simple_req(4 + i, 16, i % 2 == 0, 0.0f, (uint64_t)i);
+		struct ds_request_params p = {.prompt = q[i].prompt,
+		                              .n_prompt = q[i].n_prompt,
+		                              .max_tokens = 16,
+		                              .sampling = q[i].sp,
+		                              .has_seed = true,
+		                              .ignore_eos = true,
+		                              .deterministic = q[i].det,
+		                              .early_verify = true,
+		                              .user_tag = (uint64_t)i};
+		assert_int_equal(ds_engine_submit(e, &p, &q[i].id, &err), DS_OK);
+	}
+	int failed_steps = 0, errors[2] = {0}, finals = 0;
+	for (int step = 0; !ds_engine_idle(e) && step < 10000; step++) {
+		if (ds_engine_step(e, &err) != DS_OK)
+			failed_steps++;
+		struct ds_event *ev;
+		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (ev->final) {
+				finals++;
+				if (ev->finish == DS_FINISH_ERROR) {
+					assert_int_equal(ev->status, DS_ERR_DEVICE);
+					assert_non_null(strstr(ev->error, "injected failure"));
+					errors[q[ev->user_tag].det]++;
+				} else {
+					assert_int_equal(ev->finish, DS_FINISH_LENGTH);
+				}
+			}
+			ds_event_free(ev);
+		}
+	}
+	assert_true(ds_engine_idle(e));
+	assert_int_equal(finals, N);
+	assert_true(failed_steps > 0);
+	assert_true(errors[1] > 0);     /* deterministic requests in the failed REF passes */
+	assert_int_equal(errors[0], 0); /* the fast path never failed: the others finished */
+	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +704,7 @@ int main(void)
 	    cmocka_unit_test(test_stop_conditions),
 	    cmocka_unit_test(test_pause_resume),
 	    cmocka_unit_test(test_submit_rejections),
+	    cmocka_unit_test(test_backend_failure_costs_only_its_requests),
 	    cmocka_unit_test(test_cancel_frees_within_one_step),
 	    cmocka_unit_test(test_no_ref_calls_without_det),
 	    cmocka_unit_test(test_window_independence_and_fingerprint),

@@ -15,7 +15,7 @@ struct mock_ctx {
 	struct slot *kv;
 	float *logits;
 	void *scratch;
-	uint64_t tainted, unwritten;
+	uint64_t tainted, unwritten, calls;
 };
 
 static enum ds_status mock_kv_init(void *ctx, int n_blocks, int block_size, struct ds_err *err)
@@ -37,8 +37,11 @@ static struct slot *slot_at(struct mock_ctx *c, const struct ds_fwd_seq *s, int 
 
 static enum ds_status mock_forward(void *ctx, const struct ds_fwd_batch *b, struct ds_err *err)
 {
-	(void)err;
 	struct mock_ctx *c = ctx;
+	if (c->o.fail_every > 0 && (int)b->path == c->o.fail_path &&
+	    ++c->calls % (uint64_t)c->o.fail_every == 0)
+		return ds_errf(err, DS_ERR_DEVICE, "mock: injected failure on call %llu",
+		               (unsigned long long)c->calls);
 	int V = c->m->cfg.vocab_size;
 	int total = 0;
 	for (int i = 0; i < b->n_seqs; i++)

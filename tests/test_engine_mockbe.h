@@ -14,6 +14,8 @@ struct mockbe_opts {
 	float fast_noise;    /* amplitude of the batch-keyed fast-path perturbation */
 	float logit_scale;   /* logits are in [-scale, scale) */
 	uint64_t *bad_reads; /* optional: counts tainted + unwritten reads across instances */
+	int fail_path;       /* with fail_every > 0: every fail_every-th call on this path fails */
+	int fail_every;
 };
 
 /* The model is used for its config (vocab, context) only; it may have no weights. */
