@@ -361,17 +361,19 @@ enum ds_status ds_engine_submit(struct ds_engine *e, const struct ds_request_par
 		return ds_errf(err, DS_ERR_FULL, "engine: %d requests already waiting",
 		               e->o.max_queue);
 	}
-	r->id = e->next_id++;
+	uint64_t rid = e->next_id++;
+	r->id = rid;
 	r->arrival = e->next_arrival++;
 	e->n_queued++;
 	e->n_active++;
 	c->kind = CMD_SUBMIT;
 	c->req = r;
-	c->id = r->id;
+	c->id = rid;
 	inbox_push(e, c);
 	pthread_mutex_unlock(&e->mu);
+	/* not r->id: once pushed, the engine thread may run, finish and free r */
 	if (id)
-		*id = r->id;
+		*id = rid;
 	return DS_OK;
 }
 
