@@ -334,8 +334,6 @@ static void test_cancel_frees_within_one_step(void **state)
 	assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
 	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
 	struct scen_req q = simple_req(20, 60, true, 0.0f, 1);
-	const int32_t *seqs[1] = {q.stop_seq};
-	(void)seqs;
 	struct ds_request_params p = {.prompt = q.prompt,
 	                              .n_prompt = 20,
 	                              .max_tokens = 60,
@@ -697,6 +695,65 @@ static void test_backend_failure_costs_only_its_requests(void **state)
 	ds_backend_free(&be);
 }
 
+static void test_preempts_newest_first(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_err err;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.kv_block_size = 4;
+	o.kv_blocks = 10; /* each request alone needs 8; both prompts fit at admission */
+	o.prefix_cache = false;
+	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	uint64_t ids[2];
+	for (int i = 0; i < 2; i++) {
+		struct scen_req q = simple_req(8, 24, i == 1, 0.0f, (uint64_t)i);
+		q.prompt[0] = (int32_t)i;
+		struct ds_request_params p = {.prompt = q.prompt,
+		                              .n_prompt = 8,
+		                              .max_tokens = 24,
+		                              .sampling = q.sp,
+		                              .has_seed = true,
+		                              .ignore_eos = true,
+		                              .deterministic = q.det,
+		                              .early_verify = true};
+		assert_int_equal(ds_engine_submit(e, &p, &ids[i], &err), DS_OK);
+	}
+	uint64_t order[2];
+	int n_final = 0;
+	bool a_done = false;
+	while (!ds_engine_idle(e)) {
+		assert_int_equal(ds_engine_step(e, &err), DS_OK);
+		struct ds_event *ev;
+		int a_tokens = 0;
+		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (ev->req_id == ids[0])
+				a_tokens += ev->n_tokens;
+			if (ev->final) {
+				assert_int_equal(ev->finish, DS_FINISH_LENGTH);
+				order[n_final++] = ev->req_id;
+			}
+			if (ev->final && ev->req_id == ids[0])
+				a_done = true;
+			ds_event_free(ev);
+		}
+		/* the oldest (non-deterministic: one token a step) never stalls */
+		if (!a_done || a_tokens)
+			assert_int_equal(a_tokens, 1);
+	}
+	struct ds_engine_stats st;
+	ds_engine_get_stats(e, &st);
+	assert_true(st.preemptions > 0);
+	assert_int_equal(n_final, 2);
+	assert_int_equal(order[0], ids[0]); /* the oldest was never the victim */
+	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -706,6 +763,7 @@ int main(void)
 	    cmocka_unit_test(test_submit_rejections),
 	    cmocka_unit_test(test_backend_failure_costs_only_its_requests),
 	    cmocka_unit_test(test_cancel_frees_within_one_step),
+	    cmocka_unit_test(test_preempts_newest_first),
 	    cmocka_unit_test(test_no_ref_calls_without_det),
 	    cmocka_unit_test(test_window_independence_and_fingerprint),
 	    cmocka_unit_test(test_threaded_mode),
