@@ -39,7 +39,7 @@ struct bench_opts {
 };
 
 static enum ds_status run_one(const struct ds_model *m, const struct bench_opts *bo,
-			      const struct cfg *c, struct result *res, struct ds_err *err)
+                              const struct cfg *c, struct result *res, struct ds_err *err)
 {
 	struct ds_backend be;
 	struct ds_engine *e = NULL;
@@ -65,17 +65,25 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	}
 	uint64_t t0 = 0;
 	for (int i = 0; i < bo->n_req; i++) {
-		int n = bo->prompt_max / 2 + (int)((h = ds_mix64(h)) % (uint64_t)(bo->prompt_max / 2 + 1));
+		int n = bo->prompt_max / 2 +
+		        (int)((h = ds_mix64(h)) % (uint64_t)(bo->prompt_max / 2 + 1));
 		n = DS_MAX(n, 1);
 		for (int k = 0; k < n; k++)
 			prompt[k] = (int32_t)((h = ds_mix64(h)) % (uint64_t)vocab);
 		/* the same requests in every configuration; only who is deterministic changes */
-		bool det = c->mode != DS_MODE_FAST && (int)(ds_mix64(bo->seed ^ (uint64_t)i) % 100) < c->det_pct;
+		bool det = c->mode != DS_MODE_FAST &&
+		           (int)(ds_mix64(bo->seed ^ (uint64_t)i) % 100) < c->det_pct;
 		struct ds_request_params p = {
-			.prompt = prompt, .n_prompt = n, .max_tokens = bo->max_tokens,
-			.sampling = {.temperature = bo->temperature, .top_p = 1.0f,
-				     .seed = ds_mix64(bo->seed + (uint64_t)i)},
-			.has_seed = true, .ignore_eos = true, .deterministic = det, .early_verify = true,
+		    .prompt = prompt,
+		    .n_prompt = n,
+		    .max_tokens = bo->max_tokens,
+		    .sampling = {.temperature = bo->temperature,
+		                 .top_p = 1.0f,
+		                 .seed = ds_mix64(bo->seed + (uint64_t)i)},
+		    .has_seed = true,
+		    .ignore_eos = true,
+		    .deterministic = det,
+		    .early_verify = true,
 		};
 		uint64_t id;
 		if ((rv = ds_engine_submit(e, &p, &id, err)) != DS_OK)
@@ -96,7 +104,8 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 		struct ds_event *ev;
 		while ((ev = ds_engine_poll(e)) != NULL) {
 			if (ev->final && ev->finish == DS_FINISH_ERROR) {
-				rv = ds_errf(err, ev->status, "bench: request failed: %s", ev->error);
+				rv = ds_errf(err, ev->status, "bench: request failed: %s",
+				             ev->error);
 				ds_event_free(ev);
 				goto out;
 			}
@@ -104,9 +113,11 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 		}
 	}
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cs);
-	res->cpu_secs = (double)((uint64_t)cs.tv_sec * 1000000000ull + (uint64_t)cs.tv_nsec - c0) * 1e-9;
+	res->cpu_secs =
+	    (double)((uint64_t)cs.tv_sec * 1000000000ull + (uint64_t)cs.tv_nsec - c0) * 1e-9;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	res->secs = (double)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0) * 1e-9;
+	res->secs =
+	    (double)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0) * 1e-9;
 	struct ds_engine_stats st;
 	ds_engine_get_stats(e, &st);
 	res->tokens = st.tokens[0] + st.tokens[1];
@@ -129,9 +140,9 @@ out:
 static void usage(FILE *fp)
 {
 	fprintf(fp, "usage: bench_offline [--preset small] [--requests N] [--prompt-max N]\n"
-		    "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
-		    "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
-		    "  [--repeat R]\n");
+	            "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
+	            "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
+	            "  [--repeat R]\n");
 }
 
 static bool num(const char *s, long long lo, long long hi, long long *out)
@@ -148,19 +159,34 @@ static bool num(const char *s, long long lo, long long hi, long long *out)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"preset", required_argument, NULL, 'p'}, {"requests", required_argument, NULL, 'n'},
-		{"prompt-max", required_argument, NULL, 'l'}, {"max-tokens", required_argument, NULL, 'm'},
-		{"threads", required_argument, NULL, 't'}, {"window", required_argument, NULL, 'w'},
-		{"group", required_argument, NULL, 'g'}, {"kv-blocks", required_argument, NULL, 'k'},
-		{"temperature", required_argument, NULL, 'T'}, {"margin", required_argument, NULL, 'M'},
-		{"inject", required_argument, NULL, 'i'}, {"seed", required_argument, NULL, 's'},
-		{"only", required_argument, NULL, 'o'}, {"repeat", required_argument, NULL, 'r'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"preset", required_argument, NULL, 'p'},
+	    {"requests", required_argument, NULL, 'n'},
+	    {"prompt-max", required_argument, NULL, 'l'},
+	    {"max-tokens", required_argument, NULL, 'm'},
+	    {"threads", required_argument, NULL, 't'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"group", required_argument, NULL, 'g'},
+	    {"kv-blocks", required_argument, NULL, 'k'},
+	    {"temperature", required_argument, NULL, 'T'},
+	    {"margin", required_argument, NULL, 'M'},
+	    {"inject", required_argument, NULL, 'i'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"only", required_argument, NULL, 'o'},
+	    {"repeat", required_argument, NULL, 'r'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
-	struct bench_opts bo = {.n_req = 32, .prompt_max = 48, .max_tokens = 32, .threads = 0,
-				.window = 32, .group = 16, .kv_blocks = 1024, .temperature = 0.7f,
-				.margin = 0.5f, .inject = 0.0, .seed = 42};
+	struct bench_opts bo = {.n_req = 32,
+	                        .prompt_max = 48,
+	                        .max_tokens = 32,
+	                        .threads = 0,
+	                        .window = 32,
+	                        .group = 16,
+	                        .kv_blocks = 1024,
+	                        .temperature = 0.7f,
+	                        .margin = 0.5f,
+	                        .inject = 0.0,
+	                        .seed = 42};
 	const char *preset = "small", *only = NULL;
 	int repeat = 1;
 	long long v;
@@ -168,22 +194,62 @@ int main(int argc, char **argv)
 	bool ok = true;
 	while (ok && (c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'p': preset = optarg; break;
-		case 'o': only = optarg; break;
-		case 'r': ok = num(optarg, 1, 100, &v); repeat = (int)v; break;
-		case 'n': ok = num(optarg, 1, 100000, &v); bo.n_req = (int)v; break;
-		case 'l': ok = num(optarg, 2, 100000, &v); bo.prompt_max = (int)v; break;
-		case 'm': ok = num(optarg, 1, 100000, &v); bo.max_tokens = (int)v; break;
-		case 't': ok = num(optarg, 0, 1024, &v); bo.threads = (int)v; break;
-		case 'w': ok = num(optarg, 1, 4096, &v); bo.window = (int)v; break;
-		case 'g': ok = num(optarg, 1, 4096, &v); bo.group = (int)v; break;
-		case 'k': ok = num(optarg, 1, 1 << 24, &v); bo.kv_blocks = (int)v; break;
-		case 's': ok = num(optarg, 0, LLONG_MAX, &v); bo.seed = (uint64_t)v; break;
-		case 'T': bo.temperature = strtof(optarg, NULL); break;
-		case 'M': bo.margin = strtof(optarg, NULL); break;
-		case 'i': bo.inject = strtod(optarg, NULL); break;
-		case 'h': usage(stdout); return 0;
-		default: ok = false;
+		case 'p':
+			preset = optarg;
+			break;
+		case 'o':
+			only = optarg;
+			break;
+		case 'r':
+			ok = num(optarg, 1, 100, &v);
+			repeat = (int)v;
+			break;
+		case 'n':
+			ok = num(optarg, 1, 100000, &v);
+			bo.n_req = (int)v;
+			break;
+		case 'l':
+			ok = num(optarg, 2, 100000, &v);
+			bo.prompt_max = (int)v;
+			break;
+		case 'm':
+			ok = num(optarg, 1, 100000, &v);
+			bo.max_tokens = (int)v;
+			break;
+		case 't':
+			ok = num(optarg, 0, 1024, &v);
+			bo.threads = (int)v;
+			break;
+		case 'w':
+			ok = num(optarg, 1, 4096, &v);
+			bo.window = (int)v;
+			break;
+		case 'g':
+			ok = num(optarg, 1, 4096, &v);
+			bo.group = (int)v;
+			break;
+		case 'k':
+			ok = num(optarg, 1, 1 << 24, &v);
+			bo.kv_blocks = (int)v;
+			break;
+		case 's':
+			ok = num(optarg, 0, LLONG_MAX, &v);
+			bo.seed = (uint64_t)v;
+			break;
+		case 'T':
+			bo.temperature = strtof(optarg, NULL);
+			break;
+		case 'M':
+			bo.margin = strtof(optarg, NULL);
+			break;
+		case 'i':
+			bo.inject = strtod(optarg, NULL);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			ok = false;
 		}
 	}
 	if (!ok || optind != argc) {
@@ -203,24 +269,25 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	static const struct cfg cfgs[] = {
-		{"fast", DS_MODE_FAST, 0},       {"dvr-0%", DS_MODE_DVR, 0},
-		{"dvr-10%", DS_MODE_DVR, 10},    {"dvr-50%", DS_MODE_DVR, 50},
-		{"dvr-100%", DS_MODE_DVR, 100},  {"invariant", DS_MODE_INVARIANT, 100},
+	    {"fast", DS_MODE_FAST, 0},      {"dvr-0%", DS_MODE_DVR, 0},
+	    {"dvr-10%", DS_MODE_DVR, 10},   {"dvr-50%", DS_MODE_DVR, 50},
+	    {"dvr-100%", DS_MODE_DVR, 100}, {"invariant", DS_MODE_INVARIANT, 100},
 	};
 	printf("bench_offline: preset %s, %d requests, prompts %d..%d, %d new tokens each, T=%.2f, "
 	       "W=%d G=%d margin=%.2f inject=%.2f\n",
 	       preset, bo.n_req, bo.prompt_max / 2, bo.prompt_max, bo.max_tokens, bo.temperature,
 	       bo.window, bo.group, bo.margin, bo.inject);
 	printf("%-10s %7s %8s %7s %8s %9s %8s %8s %9s %9s %9s %7s %7s\n", "config", "wall_s",
-	       "tok/s", "x fast", "cpu_s", "tok/cpu-s", "x fast", "windows", "rollbacks", "rb/window",
-	       "rb/1k det", "recomp", "refcall");
+	       "tok/s", "x fast", "cpu_s", "tok/cpu-s", "x fast", "windows", "rollbacks",
+	       "rb/window", "rb/1k det", "recomp", "refcall");
 	enum { NC = DS_ARRAY_LEN(cfgs) };
 	struct result best[NC];
 	bool have[NC] = {false};
 	int rc = 0;
 	for (int rep = 0; rep < repeat && rc == 0; rep++) {
 		for (size_t i = 0; i < NC; i++) {
-			if (only && strcmp(only, cfgs[i].name) != 0 && strcmp(cfgs[i].name, "fast") != 0)
+			if (only && strcmp(only, cfgs[i].name) != 0 &&
+			    strcmp(cfgs[i].name, "fast") != 0)
 				continue;
 			struct result r;
 			rv = run_one(m, &bo, &cfgs[i], &r, &err);
@@ -247,14 +314,16 @@ int main(int argc, char **argv)
 		if (!have[i])
 			continue;
 		const struct result *r = &best[i];
-		printf("%-10s %7.2f %8.1f %7.3f %8.2f %9.1f %8.3f %8" PRIu64 " %9" PRIu64 " %9.4f %9.3f"
+		printf("%-10s %7.2f %8.1f %7.3f %8.2f %9.1f %8.3f %8" PRIu64 " %9" PRIu64
+		       " %9.4f %9.3f"
 		       " %7.3f %7" PRIu64 "\n",
 		       cfgs[i].name, r->secs, r->tok_s, fast_tps > 0 ? r->tok_s / fast_tps : 0.0,
 		       r->cpu_secs, r->tok_cpu_s, fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0,
 		       r->windows, r->rollbacks,
 		       r->windows ? (double)r->rollbacks / (double)r->windows : 0.0,
 		       r->det_tokens ? 1000.0 * (double)r->rollbacks / (double)r->det_tokens : 0.0,
-		       r->det_tokens ? (double)r->recomputed / (double)r->det_tokens : 0.0, r->ref_calls);
+		       r->det_tokens ? (double)r->recomputed / (double)r->det_tokens : 0.0,
+		       r->ref_calls);
 	}
 	ds_model_free(m);
 	return rc;

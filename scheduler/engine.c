@@ -36,18 +36,18 @@ enum ds_status ds_mode_parse(const char *s, enum ds_mode *out)
 void ds_engine_opts_default(struct ds_engine_opts *o)
 {
 	*o = (struct ds_engine_opts){
-		.mode = DS_MODE_DVR,
-		.window = 32,
-		.group = 16,
-		.margin_threshold = 0.5f,
-		.inject_mismatch = 0.0,
-		.inject_seed = 0,
-		.kv_block_size = 16,
-		.kv_blocks = 1024,
-		.max_step_tokens = 512,
-		.max_running = 256,
-		.max_queue = 1024,
-		.prefix_cache = true,
+	    .mode = DS_MODE_DVR,
+	    .window = 32,
+	    .group = 16,
+	    .margin_threshold = 0.5f,
+	    .inject_mismatch = 0.0,
+	    .inject_seed = 0,
+	    .kv_block_size = 16,
+	    .kv_blocks = 1024,
+	    .max_step_tokens = 512,
+	    .max_running = 256,
+	    .max_queue = 1024,
+	    .prefix_cache = true,
 	};
 }
 
@@ -63,7 +63,8 @@ static enum ds_status check_opts(const struct ds_engine_opts *o, struct ds_err *
 	if ((unsigned)o->mode > DS_MODE_REF_ONLY)
 		return ds_errf(err, DS_ERR_INVALID, "engine: bad mode %d", (int)o->mode);
 	if (o->window < 1 || o->window > 4096)
-		return ds_errf(err, DS_ERR_INVALID, "engine: window %d outside [1, 4096]", o->window);
+		return ds_errf(err, DS_ERR_INVALID, "engine: window %d outside [1, 4096]",
+		               o->window);
 	if (o->group < 1 || o->group > 4096)
 		return ds_errf(err, DS_ERR_INVALID, "engine: group %d outside [1, 4096]", o->group);
 	if (!(o->margin_threshold >= 0.0f))
@@ -71,16 +72,17 @@ static enum ds_status check_opts(const struct ds_engine_opts *o, struct ds_err *
 	if (!(o->inject_mismatch >= 0.0 && o->inject_mismatch <= 1.0))
 		return ds_errf(err, DS_ERR_INVALID, "engine: inject_mismatch must be in [0, 1]");
 	if (o->kv_block_size < 1 || o->kv_blocks < 1)
-		return ds_errf(err, DS_ERR_INVALID, "engine: kv_block_size %d and kv_blocks %d must be > 0",
-			       o->kv_block_size, o->kv_blocks);
+		return ds_errf(err, DS_ERR_INVALID,
+		               "engine: kv_block_size %d and kv_blocks %d must be > 0",
+		               o->kv_block_size, o->kv_blocks);
 	if (o->max_step_tokens < 1 || o->max_running < 1 || o->max_queue < 1)
 		return ds_errf(err, DS_ERR_INVALID,
-			       "engine: max_step_tokens, max_running and max_queue must be > 0");
+		               "engine: max_step_tokens, max_running and max_queue must be > 0");
 	return DS_OK;
 }
 
 enum ds_status ds_engine_init(struct ds_engine **out, struct ds_backend *be,
-			      const struct ds_engine_opts *opts, struct ds_err *err)
+                              const struct ds_engine_opts *opts, struct ds_err *err)
 {
 	*out = NULL;
 	enum ds_status rv = check_opts(opts, err);
@@ -185,17 +187,19 @@ void ds_engine_free(struct ds_engine *e)
 /* ---- submission ---- */
 
 static enum ds_status validate(struct ds_engine *e, const struct ds_request_params *p,
-			       struct ds_err *err)
+                               struct ds_err *err)
 {
 	const struct ds_model_config *c = &e->model->cfg;
 	if (!p->prompt || p->n_prompt <= 0)
 		return ds_errf(err, DS_ERR_INVALID, "request: empty prompt");
 	for (int i = 0; i < p->n_prompt; i++)
 		if (p->prompt[i] < 0 || p->prompt[i] >= c->vocab_size)
-			return ds_errf(err, DS_ERR_INVALID, "request: prompt[%d] = %d outside vocab %d", i,
-				       p->prompt[i], c->vocab_size);
+			return ds_errf(err, DS_ERR_INVALID,
+			               "request: prompt[%d] = %d outside vocab %d", i, p->prompt[i],
+			               c->vocab_size);
 	if (p->max_tokens <= 0)
-		return ds_errf(err, DS_ERR_INVALID, "request: max_tokens %d must be > 0", p->max_tokens);
+		return ds_errf(err, DS_ERR_INVALID, "request: max_tokens %d must be > 0",
+		               p->max_tokens);
 	const struct ds_sample_params *s = &p->sampling;
 	if (!(s->temperature >= 0.0f) || isinf(s->temperature))
 		return ds_errf(err, DS_ERR_INVALID, "request: temperature must be finite and >= 0");
@@ -204,35 +208,40 @@ static enum ds_status validate(struct ds_engine *e, const struct ds_request_para
 	if (s->top_k < 0)
 		return ds_errf(err, DS_ERR_INVALID, "request: top_k must be >= 0");
 	if (p->n_prompt > c->max_pos)
-		return ds_errf(err, DS_ERR_INVALID, "request: prompt of %d tokens exceeds the context %d",
-			       p->n_prompt, c->max_pos);
+		return ds_errf(err, DS_ERR_INVALID,
+		               "request: prompt of %d tokens exceeds the context %d", p->n_prompt,
+		               c->max_pos);
 	if (p->n_stop_ids < 0 || (p->n_stop_ids && !p->stop_ids) || p->n_stop_seqs < 0 ||
 	    (p->n_stop_seqs && (!p->stop_seqs || !p->stop_seq_lens)))
 		return ds_errf(err, DS_ERR_INVALID, "request: bad stop arrays");
 	for (int i = 0; i < p->n_stop_ids; i++)
 		if (p->stop_ids[i] < 0 || p->stop_ids[i] >= c->vocab_size)
-			return ds_errf(err, DS_ERR_INVALID, "request: stop id %d outside vocab", p->stop_ids[i]);
+			return ds_errf(err, DS_ERR_INVALID, "request: stop id %d outside vocab",
+			               p->stop_ids[i]);
 	for (int i = 0; i < p->n_stop_seqs; i++) {
 		if (p->stop_seq_lens[i] <= 0 || !p->stop_seqs[i])
-			return ds_errf(err, DS_ERR_INVALID, "request: stop sequence %d is empty", i);
+			return ds_errf(err, DS_ERR_INVALID, "request: stop sequence %d is empty",
+			               i);
 		for (int j = 0; j < p->stop_seq_lens[i]; j++)
 			if (p->stop_seqs[i][j] < 0 || p->stop_seqs[i][j] >= c->vocab_size)
-				return ds_errf(err, DS_ERR_INVALID, "request: stop sequence %d outside vocab", i);
+				return ds_errf(err, DS_ERR_INVALID,
+				               "request: stop sequence %d outside vocab", i);
 	}
 	if (p->deterministic && e->o.mode == DS_MODE_FAST)
-		return ds_errf(err, DS_ERR_PRECONDITION,
-			       "request: deterministic requests need --mode dvr, invariant or ref-only");
+		return ds_errf(
+		    err, DS_ERR_PRECONDITION,
+		    "request: deterministic requests need --mode dvr, invariant or ref-only");
 	int64_t total = (int64_t)p->n_prompt + p->max_tokens;
 	if (total > c->max_pos)
 		return ds_errf(err, DS_ERR_TOO_LONG,
-			       "request: prompt %d + max_tokens %d exceeds the context %d", p->n_prompt,
-			       p->max_tokens, c->max_pos);
+		               "request: prompt %d + max_tokens %d exceeds the context %d",
+		               p->n_prompt, p->max_tokens, c->max_pos);
 	int64_t bs = e->o.kv_block_size;
 	if ((total + bs - 1) / bs > e->o.kv_blocks)
-		return ds_errf(err, DS_ERR_TOO_LONG,
-			       "request: prompt %d + max_tokens %d needs %lld KV blocks; the pool has %d",
-			       p->n_prompt, p->max_tokens, (long long)((total + bs - 1) / bs),
-			       e->o.kv_blocks);
+		return ds_errf(
+		    err, DS_ERR_TOO_LONG,
+		    "request: prompt %d + max_tokens %d needs %lld KV blocks; the pool has %d",
+		    p->n_prompt, p->max_tokens, (long long)((total + bs - 1) / bs), e->o.kv_blocks);
 	return DS_OK;
 }
 
@@ -249,7 +258,7 @@ static void *dup_mem(const void *src, size_t n, bool *ok)
 }
 
 static enum ds_status req_create(struct ds_engine *e, const struct ds_request_params *p,
-				 struct ds_req **out, struct ds_err *err)
+                                 struct ds_req **out, struct ds_err *err)
 {
 	bool ok = true;
 	struct ds_req *r = calloc(1, sizeof(*r));
@@ -276,14 +285,16 @@ static enum ds_status req_create(struct ds_engine *e, const struct ds_request_pa
 	r->stop_ids = dup_mem(p->stop_ids, (size_t)p->n_stop_ids * sizeof(int32_t), &ok);
 	if (p->n_stop_seqs > 0) {
 		r->stop_seqs = calloc((size_t)p->n_stop_seqs, sizeof(*r->stop_seqs));
-		r->stop_seq_lens = dup_mem(p->stop_seq_lens, (size_t)p->n_stop_seqs * sizeof(int), &ok);
+		r->stop_seq_lens =
+		    dup_mem(p->stop_seq_lens, (size_t)p->n_stop_seqs * sizeof(int), &ok);
 		if (!r->stop_seqs)
 			ok = false;
 		else {
 			r->n_stop_seqs = p->n_stop_seqs;
 			for (int i = 0; i < p->n_stop_seqs; i++)
-				r->stop_seqs[i] = dup_mem(p->stop_seqs[i],
-							  (size_t)p->stop_seq_lens[i] * sizeof(int32_t), &ok);
+				r->stop_seqs[i] =
+				    dup_mem(p->stop_seqs[i],
+				            (size_t)p->stop_seq_lens[i] * sizeof(int32_t), &ok);
 		}
 	}
 	if (!p->has_seed) {
@@ -294,17 +305,17 @@ static enum ds_status req_create(struct ds_engine *e, const struct ds_request_pa
 	}
 	if (ok && r->det) {
 		struct ds_fp_params fpp = {
-			.sampling = r->sp,
-			.max_tokens = p->max_tokens,
-			.stop_ids = p->stop_ids,
-			.n_stop_ids = p->n_stop_ids,
-			.stop_seqs = p->stop_seqs,
-			.stop_seq_lens = p->stop_seq_lens,
-			.n_stop_seqs = p->n_stop_seqs,
-			.ignore_eos = p->ignore_eos,
+		    .sampling = r->sp,
+		    .max_tokens = p->max_tokens,
+		    .stop_ids = p->stop_ids,
+		    .n_stop_ids = p->n_stop_ids,
+		    .stop_seqs = p->stop_seqs,
+		    .stop_seq_lens = p->stop_seq_lens,
+		    .n_stop_seqs = p->n_stop_seqs,
+		    .ignore_eos = p->ignore_eos,
 		};
 		if (ds_fp_init(&r->fp, e->model->identity, p->prompt, p->n_prompt, &fpp,
-			       e->model->cfg.vocab_size) != DS_OK)
+		               e->model->cfg.vocab_size) != DS_OK)
 			ok = false;
 	}
 	if (!ok) {
@@ -328,7 +339,7 @@ static void inbox_push(struct ds_engine *e, struct ds_cmd *c)
 }
 
 enum ds_status ds_engine_submit(struct ds_engine *e, const struct ds_request_params *p,
-				uint64_t *id, struct ds_err *err)
+                                uint64_t *id, struct ds_err *err)
 {
 	enum ds_status rv = validate(e, p, err);
 	if (rv != DS_OK)
@@ -347,7 +358,8 @@ enum ds_status ds_engine_submit(struct ds_engine *e, const struct ds_request_par
 		pthread_mutex_unlock(&e->mu);
 		req_free(r);
 		free(c);
-		return ds_errf(err, DS_ERR_FULL, "engine: %d requests already waiting", e->o.max_queue);
+		return ds_errf(err, DS_ERR_FULL, "engine: %d requests already waiting",
+		               e->o.max_queue);
 	}
 	uint64_t rid = e->next_id++;
 	r->id = rid;
@@ -359,7 +371,7 @@ enum ds_status ds_engine_submit(struct ds_engine *e, const struct ds_request_par
 	c->id = rid;
 	inbox_push(e, c);
 	pthread_mutex_unlock(&e->mu);
-	/* r and c belong to the engine thread now and may already be freed */
+	/* not r->id: once pushed, the engine thread may run, finish and free r */
 	if (id)
 		*id = rid;
 	return DS_OK;
@@ -378,12 +390,21 @@ static void push_cmd(struct ds_engine *e, enum cmd_kind kind, uint64_t id, bool 
 	pthread_mutex_unlock(&e->mu);
 }
 
-void ds_engine_cancel(struct ds_engine *e, uint64_t id) { push_cmd(e, CMD_CANCEL, id, true); }
-void ds_engine_pause(struct ds_engine *e, uint64_t id, bool paused) { push_cmd(e, CMD_PAUSE, id, paused); }
+void ds_engine_cancel(struct ds_engine *e, uint64_t id)
+{
+	push_cmd(e, CMD_CANCEL, id, true);
+}
+void ds_engine_pause(struct ds_engine *e, uint64_t id, bool paused)
+{
+	push_cmd(e, CMD_PAUSE, id, paused);
+}
 
 /* ---- events ---- */
 
-void ds_event_free(struct ds_event *ev) { free(ev); }
+void ds_event_free(struct ds_event *ev)
+{
+	free(ev);
+}
 
 void ds_engine_emit(struct ds_engine *e, struct ds_req *r)
 {
@@ -396,7 +417,7 @@ void ds_engine_emit(struct ds_engine *e, struct ds_req *r)
 		n = 0;
 	bool lp = r->return_logprobs;
 	size_t sz = sizeof(struct ds_ev_item) + (size_t)n * sizeof(int32_t) +
-		    (lp ? (size_t)n * sizeof(float) : 0);
+	            (lp ? (size_t)n * sizeof(float) : 0);
 	struct ds_ev_item *it = calloc(1, sz);
 	if (!it)
 		DS_ABORT("engine: out of memory for an event");
@@ -477,7 +498,10 @@ struct ds_event *ds_engine_poll(struct ds_engine *e)
 	return it ? &it->ev : NULL;
 }
 
-int ds_engine_event_fd(struct ds_engine *e) { return e->efd; }
+int ds_engine_event_fd(struct ds_engine *e)
+{
+	return e->efd;
+}
 
 /* ---- stepping ---- */
 
@@ -487,7 +511,8 @@ enum ds_status ds_engine_step(struct ds_engine *e, struct ds_err *err)
 	bool on = e->thread_on;
 	pthread_mutex_unlock(&e->mu);
 	if (on)
-		return ds_errf(err, DS_ERR_PRECONDITION, "engine: step called while the thread runs");
+		return ds_errf(err, DS_ERR_PRECONDITION,
+		               "engine: step called while the thread runs");
 	return ds_sched_step(e, err);
 }
 
@@ -571,7 +596,10 @@ void ds_engine_get_stats(struct ds_engine *e, struct ds_engine_stats *out)
 	pthread_mutex_unlock(&e->mu);
 }
 
-const struct ds_engine_opts *ds_engine_get_opts(const struct ds_engine *e) { return &e->o; }
+const struct ds_engine_opts *ds_engine_get_opts(const struct ds_engine *e)
+{
+	return &e->o;
+}
 
 enum ds_status ds_engine_kv_check(struct ds_engine *e, struct ds_err *err)
 {
@@ -579,7 +607,8 @@ enum ds_status ds_engine_kv_check(struct ds_engine *e, struct ds_err *err)
 	if (rv != DS_OK)
 		return rv;
 	if (ds_engine_idle(e) && ds_kv_pool_n_used(e->pool) != 0)
-		return ds_errf(err, DS_ERR_INTERNAL, "kv: engine idle but %d blocks still referenced",
-			       ds_kv_pool_n_used(e->pool));
+		return ds_errf(err, DS_ERR_INTERNAL,
+		               "kv: engine idle but %d blocks still referenced",
+		               ds_kv_pool_n_used(e->pool));
 	return DS_OK;
 }

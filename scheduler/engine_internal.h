@@ -17,8 +17,8 @@ struct ds_req {
 	/* tokens[0, n_prompt) prompt; [n_prompt, C) committed output; [C, L) candidates (DVR) */
 	int32_t *tokens; /* (cap) */
 	int cap, n_prompt, C, L;
-	int n_kv;        /* KV written for positions [0, n_kv) */
-	int kv_hi;       /* highest n_kv ever reached: prefill below it is recompute */
+	int n_kv;  /* KV written for positions [0, n_kv) */
+	int kv_hi; /* highest n_kv ever reached: prefill below it is recompute */
 	int max_tokens;
 	struct ds_sample_params sp;
 	int32_t *stop_ids;
@@ -28,11 +28,11 @@ struct ds_req {
 	int n_stop_seqs;
 	bool ignore_eos, det, dvr, early_verify, return_logprobs;
 	bool paused, verify_now;
-	float *logprobs;  /* (max_tokens) of committed output tokens */
+	float *logprobs; /* (max_tokens) of committed output tokens */
 	struct ds_kv_seq kv;
 	struct ds_fp fp;
 	struct ds_dvr_stats st;
-	int n_emitted;    /* output tokens already sent */
+	int n_emitted; /* output tokens already sent */
 	enum ds_finish finish;
 	enum ds_status status;
 	char error[256];
@@ -80,8 +80,8 @@ struct ds_engine {
 	uint64_t calls0[DS_N_PATHS];
 	struct ds_plan_item *plan[DS_N_PATHS]; /* (max_running) */
 	int n_plan[DS_N_PATHS];
-	struct ds_fwd_seq *seqs;  /* (max_running) */
-	struct ds_fwd_row *rows;  /* (cap_rows) */
+	struct ds_fwd_seq *seqs; /* (max_running) */
+	struct ds_fwd_row *rows; /* (cap_rows) */
 	int cap_rows;
 	bool did_work;
 

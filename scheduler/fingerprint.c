@@ -40,7 +40,7 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 enum ds_status ds_fp_init(struct ds_fp *fp, const uint8_t identity[16], const int32_t *prompt,
-			  int n_prompt, const struct ds_fp_params *p, int vocab)
+                          int n_prompt, const struct ds_fp_params *p, int vocab)
 {
 	fp->st = XXH3_createState();
 	if (!fp->st)

@@ -27,10 +27,11 @@ struct ds_fp {
 	XXH3_state_t *st; /* from XXH3_createState: the state needs 64-byte alignment */
 };
 
-/* Starts a fingerprint (DS_ERR_NOMEM when the state can't be allocated): model identity, prompt, then the canonical parameters (greedy drops
- * top_k/top_p/seed; top_k >= vocab and top_p == 1 are "off"; stop ids are sorted, deduplicated). */
+/* Starts a fingerprint (DS_ERR_NOMEM when the state can't be allocated): model identity, prompt,
+ * then the canonical parameters (greedy drops top_k/top_p/seed; top_k >= vocab and top_p == 1 are
+ * "off"; stop ids are sorted, deduplicated). */
 enum ds_status ds_fp_init(struct ds_fp *fp, const uint8_t identity[16], const int32_t *prompt,
-			  int n_prompt, const struct ds_fp_params *p, int vocab);
+                          int n_prompt, const struct ds_fp_params *p, int vocab);
 /* Releases the state (safe on a zeroed or freed fingerprint). */
 void ds_fp_free(struct ds_fp *fp);
 /* Appends committed tokens. */

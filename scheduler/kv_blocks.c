@@ -16,20 +16,20 @@ struct kv_list {
 
 struct kv_block {
 	int refcnt;
-	int list;        /* LIST_* while refcnt == 0 */
-	int prev, next;  /* free-list links */
-	bool cached;     /* present in the hash table */
-	bool ref;        /* written by the reference path (when cached) */
-	int hnext;       /* hash chain */
+	int list;       /* LIST_* while refcnt == 0 */
+	int prev, next; /* free-list links */
+	bool cached;    /* present in the hash table */
+	bool ref;       /* written by the reference path (when cached) */
+	int hnext;      /* hash chain */
 	uint64_t hash, parent;
 };
 
 struct ds_kv_pool {
 	int n_blocks, block_size;
-	struct kv_block *b;   /* (n_blocks) */
-	int32_t *tokens;      /* (n_blocks, block_size): tokens of cached blocks */
-	int *bucket;          /* (n_bucket) head block per bucket or -1 */
-	int n_bucket;         /* power of two */
+	struct kv_block *b; /* (n_blocks) */
+	int32_t *tokens;    /* (n_blocks, block_size): tokens of cached blocks */
+	int *bucket;        /* (n_bucket) head block per bucket or -1 */
+	int n_bucket;       /* power of two */
 	struct kv_list plain, cached;
 	int n_used, n_cached;
 };
@@ -97,7 +97,7 @@ static int hash_find(const struct ds_kv_pool *p, uint64_t h, uint64_t parent, co
 		const struct kv_block *b = &p->b[id];
 		if (b->hash == h && b->parent == parent &&
 		    memcmp(p->tokens + (size_t)id * p->block_size, tokens,
-			   (size_t)p->block_size * sizeof(int32_t)) == 0)
+		           (size_t)p->block_size * sizeof(int32_t)) == 0)
 			return id;
 	}
 	return -1;
@@ -106,12 +106,13 @@ static int hash_find(const struct ds_kv_pool *p, uint64_t h, uint64_t parent, co
 /* ---- pool ---- */
 
 enum ds_status ds_kv_pool_init(struct ds_kv_pool **out, int n_blocks, int block_size,
-			       struct ds_err *err)
+                               struct ds_err *err)
 {
 	*out = NULL;
 	if (n_blocks <= 0 || block_size <= 0 || n_blocks > (1 << 24) || block_size > (1 << 16))
-		return ds_errf(err, DS_ERR_INVALID, "kv pool: n_blocks %d / block_size %d out of range",
-			       n_blocks, block_size);
+		return ds_errf(err, DS_ERR_INVALID,
+		               "kv pool: n_blocks %d / block_size %d out of range", n_blocks,
+		               block_size);
 	struct ds_kv_pool *p = calloc(1, sizeof(*p));
 	if (!p)
 		return ds_errf(err, DS_ERR_NOMEM, "kv pool: out of memory");
@@ -148,29 +149,45 @@ void ds_kv_pool_free(struct ds_kv_pool *p)
 	free(p);
 }
 
-int ds_kv_pool_n_blocks(const struct ds_kv_pool *p) { return p->n_blocks; }
-int ds_kv_pool_block_size(const struct ds_kv_pool *p) { return p->block_size; }
-int ds_kv_pool_n_free(const struct ds_kv_pool *p) { return p->plain.n + p->cached.n; }
-int ds_kv_pool_n_used(const struct ds_kv_pool *p) { return p->n_used; }
-int ds_kv_pool_n_cached(const struct ds_kv_pool *p) { return p->n_cached; }
+int ds_kv_pool_n_blocks(const struct ds_kv_pool *p)
+{
+	return p->n_blocks;
+}
+int ds_kv_pool_block_size(const struct ds_kv_pool *p)
+{
+	return p->block_size;
+}
+int ds_kv_pool_n_free(const struct ds_kv_pool *p)
+{
+	return p->plain.n + p->cached.n;
+}
+int ds_kv_pool_n_used(const struct ds_kv_pool *p)
+{
+	return p->n_used;
+}
+int ds_kv_pool_n_cached(const struct ds_kv_pool *p)
+{
+	return p->n_cached;
+}
 
 static enum ds_status check_list(const struct ds_kv_pool *p, const struct kv_list *l, int which,
-				 struct ds_err *err)
+                                 struct ds_err *err)
 {
 	int n = 0, prev = -1;
 	for (int id = l->head; id >= 0; id = p->b[id].next) {
 		const struct kv_block *b = &p->b[id];
 		if (b->list != which || b->refcnt != 0 || b->prev != prev || ++n > p->n_blocks)
-			return ds_errf(err, DS_ERR_INTERNAL, "kv pool: free list %d broken at block %d",
-				       which, id);
+			return ds_errf(err, DS_ERR_INTERNAL,
+			               "kv pool: free list %d broken at block %d", which, id);
 		if ((which == LIST_CACHED) != b->cached)
-			return ds_errf(err, DS_ERR_INTERNAL, "kv pool: block %d on list %d, cached %d",
-				       id, which, b->cached);
+			return ds_errf(err, DS_ERR_INTERNAL,
+			               "kv pool: block %d on list %d, cached %d", id, which,
+			               b->cached);
 		prev = id;
 	}
 	if (n != l->n || prev != l->tail)
 		return ds_errf(err, DS_ERR_INTERNAL, "kv pool: free list %d counts %d, holds %d",
-			       which, l->n, n);
+		               which, l->n, n);
 	return DS_OK;
 }
 
@@ -180,26 +197,30 @@ enum ds_status ds_kv_pool_check(const struct ds_kv_pool *p, struct ds_err *err)
 	for (int i = 0; i < p->n_blocks; i++) {
 		const struct kv_block *b = &p->b[i];
 		if (b->refcnt < 0)
-			return ds_errf(err, DS_ERR_INTERNAL, "kv pool: block %d refcount %d", i, b->refcnt);
+			return ds_errf(err, DS_ERR_INTERNAL, "kv pool: block %d refcount %d", i,
+			               b->refcnt);
 		if ((b->refcnt > 0) != (b->list == LIST_NONE))
-			return ds_errf(err, DS_ERR_INTERNAL, "kv pool: block %d refcount %d on list %d",
-				       i, b->refcnt, b->list);
+			return ds_errf(err, DS_ERR_INTERNAL,
+			               "kv pool: block %d refcount %d on list %d", i, b->refcnt,
+			               b->list);
 		used += b->refcnt > 0;
 		if (b->cached) {
 			cached++;
-			if (hash_find(p, b->hash, b->parent, p->tokens + (size_t)i * p->block_size) != i)
-				return ds_errf(err, DS_ERR_INTERNAL, "kv pool: cached block %d not findable", i);
+			if (hash_find(p, b->hash, b->parent,
+			              p->tokens + (size_t)i * p->block_size) != i)
+				return ds_errf(err, DS_ERR_INTERNAL,
+				               "kv pool: cached block %d not findable", i);
 		}
 	}
 	if (used != p->n_used || cached != p->n_cached)
-		return ds_errf(err, DS_ERR_INTERNAL, "kv pool: used %d/%d cached %d/%d", used, p->n_used,
-			       cached, p->n_cached);
+		return ds_errf(err, DS_ERR_INTERNAL, "kv pool: used %d/%d cached %d/%d", used,
+		               p->n_used, cached, p->n_cached);
 	enum ds_status rv = check_list(p, &p->plain, LIST_PLAIN, err);
 	if (rv == DS_OK)
 		rv = check_list(p, &p->cached, LIST_CACHED, err);
 	if (rv == DS_OK && p->plain.n + p->cached.n + used != p->n_blocks)
 		rv = ds_errf(err, DS_ERR_INTERNAL, "kv pool: %d free + %d used != %d",
-			     p->plain.n + p->cached.n, used, p->n_blocks);
+		             p->plain.n + p->cached.n, used, p->n_blocks);
 	return rv;
 }
 
@@ -245,9 +266,18 @@ void ds_kv_block_unref(struct ds_kv_pool *p, int id)
 	}
 }
 
-int ds_kv_block_refcount(const struct ds_kv_pool *p, int id) { return p->b[id].refcnt; }
-bool ds_kv_block_is_cached(const struct ds_kv_pool *p, int id) { return p->b[id].cached; }
-bool ds_kv_block_is_ref(const struct ds_kv_pool *p, int id) { return p->b[id].cached && p->b[id].ref; }
+int ds_kv_block_refcount(const struct ds_kv_pool *p, int id)
+{
+	return p->b[id].refcnt;
+}
+bool ds_kv_block_is_cached(const struct ds_kv_pool *p, int id)
+{
+	return p->b[id].cached;
+}
+bool ds_kv_block_is_ref(const struct ds_kv_pool *p, int id)
+{
+	return p->b[id].cached && p->b[id].ref;
+}
 
 /* ---- prefix cache ---- */
 
@@ -256,8 +286,7 @@ uint64_t ds_kv_block_hash(uint64_t parent, const int32_t *tokens, int block_size
 	return XXH3_64bits_withSeed(tokens, (size_t)block_size * sizeof(int32_t), parent);
 }
 
-int ds_kv_cache_lookup(struct ds_kv_pool *p, uint64_t parent, const int32_t *tokens,
-		       bool need_ref)
+int ds_kv_cache_lookup(struct ds_kv_pool *p, uint64_t parent, const int32_t *tokens, bool need_ref)
 {
 	uint64_t h = ds_kv_block_hash(parent, tokens, p->block_size);
 	int id = hash_find(p, h, parent, tokens);
@@ -268,7 +297,7 @@ int ds_kv_cache_lookup(struct ds_kv_pool *p, uint64_t parent, const int32_t *tok
 }
 
 bool ds_kv_cache_insert(struct ds_kv_pool *p, int id, uint64_t parent, const int32_t *tokens,
-			bool ref_written)
+                        bool ref_written)
 {
 	struct kv_block *b = &p->b[id];
 	DS_ASSERT(b->refcnt > 0);
@@ -290,7 +319,8 @@ bool ds_kv_cache_insert(struct ds_kv_pool *p, int id, uint64_t parent, const int
 	b->ref = ref_written;
 	b->hash = h;
 	b->parent = parent;
-	memcpy(p->tokens + (size_t)id * p->block_size, tokens, (size_t)p->block_size * sizeof(int32_t));
+	memcpy(p->tokens + (size_t)id * p->block_size, tokens,
+	       (size_t)p->block_size * sizeof(int32_t));
 	int bk = bucket_of(p, h);
 	b->hnext = p->bucket[bk];
 	p->bucket[bk] = id;
@@ -346,7 +376,7 @@ void ds_kv_seq_release(struct ds_kv_pool *p, struct ds_kv_seq *s)
 }
 
 int ds_kv_seq_match(struct ds_kv_pool *p, struct ds_kv_seq *s, const int32_t *tokens, int n,
-		    int max_blocks, bool need_ref)
+                    int max_blocks, bool need_ref)
 {
 	DS_ASSERT(s->n == 0);
 	int bs = p->block_size;
@@ -368,7 +398,7 @@ int ds_kv_seq_match(struct ds_kv_pool *p, struct ds_kv_seq *s, const int32_t *to
 }
 
 void ds_kv_seq_publish(struct ds_kv_pool *p, struct ds_kv_seq *s, const int32_t *tokens,
-		       int n_stable, bool ref_written)
+                       int n_stable, bool ref_written)
 {
 	int bs = p->block_size;
 	while (s->n_cached < s->n && (s->n_cached + 1) * bs <= n_stable) {

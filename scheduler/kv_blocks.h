@@ -15,7 +15,7 @@
 struct ds_kv_pool;
 
 enum ds_status ds_kv_pool_init(struct ds_kv_pool **out, int n_blocks, int block_size,
-			       struct ds_err *err);
+                               struct ds_err *err);
 void ds_kv_pool_free(struct ds_kv_pool *p);
 
 int ds_kv_pool_n_blocks(const struct ds_kv_pool *p);
@@ -46,21 +46,20 @@ bool ds_kv_block_is_ref(const struct ds_kv_pool *p, int id);
 uint64_t ds_kv_block_hash(uint64_t parent, const int32_t *tokens, int block_size);
 /* Finds the cached block for (parent, tokens); need_ref restricts the hit to reference-written
  * blocks. On a hit the block's refcount is incremented and its id returned; else -1. */
-int ds_kv_cache_lookup(struct ds_kv_pool *p, uint64_t parent, const int32_t *tokens,
-		       bool need_ref);
+int ds_kv_cache_lookup(struct ds_kv_pool *p, uint64_t parent, const int32_t *tokens, bool need_ref);
 /* Registers block id (refcount > 0, full, with KV that is final) under (parent, tokens).
  * When an entry exists already, a reference-written block replaces a fast-written one and
  * otherwise the existing entry stays. Returns true when id is now the cached block. */
 bool ds_kv_cache_insert(struct ds_kv_pool *p, int id, uint64_t parent, const int32_t *tokens,
-			bool ref_written);
+                        bool ref_written);
 
 /* ---- per-sequence block tables ---- */
 
 struct ds_kv_seq {
 	int32_t *blocks; /* (n) block ids, position i*block_size starts block i */
 	int n, cap;
-	int n_cached;    /* leading blocks known to be registered in the cache (or hits) */
-	uint64_t chain;  /* chain hash after block n_cached-1 (0 when none) */
+	int n_cached;   /* leading blocks known to be registered in the cache (or hits) */
+	uint64_t chain; /* chain hash after block n_cached-1 (0 when none) */
 };
 
 /* Grows the table to cover positions [0, n_pos); false (table unchanged past what it had)
@@ -73,10 +72,10 @@ void ds_kv_seq_release(struct ds_kv_pool *p, struct ds_kv_seq *s);
 /* On an empty table: takes cached blocks for the longest prefix of tokens[0, n) made of full
  * blocks, at most max_blocks of them. Returns the number of positions covered. */
 int ds_kv_seq_match(struct ds_kv_pool *p, struct ds_kv_seq *s, const int32_t *tokens, int n,
-		    int max_blocks, bool need_ref);
+                    int max_blocks, bool need_ref);
 /* Registers the table's full blocks covering positions [0, n_stable) whose tokens are in
  * tokens[] and whose KV is final. */
 void ds_kv_seq_publish(struct ds_kv_pool *p, struct ds_kv_seq *s, const int32_t *tokens,
-		       int n_stable, bool ref_written);
+                       int n_stable, bool ref_written);
 
 #endif

@@ -64,7 +64,9 @@ static void drain_inbox(struct ds_engine *e)
 		} else {
 			int wi = list_find(e->waiting, e->n_waiting, c->id);
 			int ri = wi < 0 ? list_find(e->running, e->n_running, c->id) : -1;
-			struct ds_req *r = wi >= 0 ? e->waiting[wi] : ri >= 0 ? e->running[ri] : NULL;
+			struct ds_req *r = wi >= 0   ? e->waiting[wi]
+			                   : ri >= 0 ? e->running[ri]
+			                             : NULL;
 			if (r && c->kind == CMD_PAUSE) {
 				r->paused = c->flag;
 			} else if (r && c->kind == CMD_CANCEL) {
@@ -104,8 +106,8 @@ static void admit(struct ds_engine *e)
 		DS_ASSERT(r->kv.n == 0 && r->L == r->C);
 		int hit = 0;
 		if (e->o.prefix_cache)
-			hit = ds_kv_seq_match(e->pool, &r->kv, r->tokens, r->C, req_prefix_limit(e, r),
-					      r->det);
+			hit = ds_kv_seq_match(e->pool, &r->kv, r->tokens, r->C,
+			                      req_prefix_limit(e, r), r->det);
 		int need = (r->C + bs - 1) / bs - r->kv.n;
 		if (need > ds_kv_pool_n_free(e->pool)) {
 			ds_kv_seq_release(e->pool, &r->kv);
@@ -153,7 +155,7 @@ static enum ds_finish stop_check(const struct ds_engine *e, const struct ds_req 
 	for (int i = 0; i < r->n_stop_seqs; i++) {
 		int m = r->stop_seq_lens[i];
 		if (m <= n_out && memcmp(r->tokens + p + 1 - m, r->stop_seqs[i],
-					 (size_t)m * sizeof(int32_t)) == 0)
+		                         (size_t)m * sizeof(int32_t)) == 0)
 			return DS_FINISH_STOP_SEQ;
 	}
 	if (n_out >= r->max_tokens)
@@ -223,12 +225,12 @@ static void maybe_inject(struct ds_engine *e, struct ds_req *r)
 	int vocab = e->model->cfg.vocab_size;
 	int32_t *t = &r->tokens[r->C + j];
 	*t = (int32_t)(((int64_t)*t + 1 + (int64_t)(inject_hash(e, r, 2) % (uint64_t)(vocab - 1))) %
-		       vocab);
+	               vocab);
 }
 
 /* Plans one request: which path, which tokens. Returns false when nothing is to be done. */
 static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_verify,
-		     enum ds_path *path, struct ds_plan_item *it)
+                     enum ds_path *path, struct ds_plan_item *it)
 {
 	bool ref_all = e->o.mode == DS_MODE_INVARIANT || e->o.mode == DS_MODE_REF_ONLY;
 	it->r = r;
@@ -301,13 +303,13 @@ static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, struct ds
 		struct ds_req *r = it->r;
 		bool all = it->kind == PLAN_VERIFY;
 		e->seqs[i] = (struct ds_fwd_seq){
-			.tokens = r->tokens + it->pos0,
-			.n_tokens = it->n,
-			.pos0 = it->pos0,
-			.blocks = r->kv.blocks,
-			.n_blocks = r->kv.n,
-			.all_rows = all,
-			.sp = r->sp,
+		    .tokens = r->tokens + it->pos0,
+		    .n_tokens = it->n,
+		    .pos0 = it->pos0,
+		    .blocks = r->kv.blocks,
+		    .n_blocks = r->kv.n,
+		    .all_rows = all,
+		    .sp = r->sp,
 		};
 		it->row0 = rows;
 		rows += all ? it->n : 1;
@@ -315,12 +317,13 @@ static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, struct ds
 	if (rows > e->cap_rows) {
 		struct ds_fwd_row *nr = realloc(e->rows, (size_t)rows * sizeof(*nr));
 		if (!nr)
-			return ds_errf(err, DS_ERR_NOMEM, "engine: out of memory for %d output rows", rows);
+			return ds_errf(err, DS_ERR_NOMEM,
+			               "engine: out of memory for %d output rows", rows);
 		e->rows = nr;
 		e->cap_rows = rows;
 	}
 	struct ds_fwd_batch b = {
-		.path = path, .seqs = e->seqs, .n_seqs = n, .rows = e->rows, .logits = NULL};
+	    .path = path, .seqs = e->seqs, .n_seqs = n, .rows = e->rows, .logits = NULL};
 	return ds_backend_forward(e->be, &b, err);
 }
 
@@ -403,7 +406,7 @@ static void after_compute(struct ds_engine *e, enum ds_path path, struct ds_plan
 }
 
 static void fail_pass(struct ds_engine *e, enum ds_path path, enum ds_status rv,
-		      const struct ds_err *err)
+                      const struct ds_err *err)
 {
 	for (int i = 0; i < e->n_plan[path]; i++) {
 		struct ds_req *r = e->plan[path][i].r;
@@ -472,7 +475,7 @@ enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
 		struct ds_req *r = e->running[i];
 		if (r->finish == DS_FINISH_NONE && e->o.prefix_cache) {
 			bool ref = r->dvr || e->o.mode == DS_MODE_INVARIANT ||
-				   e->o.mode == DS_MODE_REF_ONLY;
+			           e->o.mode == DS_MODE_REF_ONLY;
 			/* DVR: KV is reference-written for every committed position but the last */
 			int stable = r->dvr ? DS_MIN(r->n_kv, r->C - 1) : r->n_kv;
 			ds_kv_seq_publish(e->pool, &r->kv, r->tokens, stable, ref);

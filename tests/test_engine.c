@@ -59,8 +59,8 @@ static enum ds_status mk_mock(struct ds_backend *be, void *arg, bool oracle, str
 {
 	struct fixture *f = arg;
 	(void)oracle;
-	struct mockbe_opts o = {.fast_noise = 0.05f, .logit_scale = 4.0f,
-				.bad_reads = &f->mock_bad_reads};
+	struct mockbe_opts o = {
+	    .fast_noise = 0.05f, .logit_scale = 4.0f, .bad_reads = &f->mock_bad_reads};
 	return mockbe_init(be, f->tiny, &o, err);
 }
 
@@ -110,7 +110,7 @@ static void add_totals(struct totals *t, const struct scenario *s, const struct 
 }
 
 static void run_scenarios(struct fixture *f, scen_backend_fn mk, uint64_t seed0, int n,
-			  const struct scen_gen_opts *g, struct totals *t)
+                          const struct scen_gen_opts *g, struct totals *t)
 {
 	char msg[512];
 	for (int i = 0; i < n; i++) {
@@ -120,12 +120,12 @@ static void run_scenarios(struct fixture *f, scen_backend_fn mk, uint64_t seed0,
 		struct ds_engine_stats st;
 		if (!scen_run(&s, mk, f, &st, msg, sizeof(msg)))
 			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s): run: %s",
-				 (unsigned long long)seed, s.opts.window, s.opts.group,
-				 s.opts.inject_mismatch, ds_mode_name(s.opts.mode), msg);
+			         (unsigned long long)seed, s.opts.window, s.opts.group,
+			         s.opts.inject_mismatch, ds_mode_name(s.opts.mode), msg);
 		if (!scen_check_oracle(&s, mk, f, msg, sizeof(msg)))
 			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s): oracle: %s",
-				 (unsigned long long)seed, s.opts.window, s.opts.group,
-				 s.opts.inject_mismatch, ds_mode_name(s.opts.mode), msg);
+			         (unsigned long long)seed, s.opts.window, s.opts.group,
+			         s.opts.inject_mismatch, ds_mode_name(s.opts.mode), msg);
 		add_totals(t, &s, &st);
 		scen_free(&s);
 	}
@@ -141,8 +141,12 @@ static void test_oracle_cpu(void **state)
 #else
 	int n = DS_MAX(200, env_int("DS_ORACLE_SCENARIOS", 200));
 #endif
-	struct scen_gen_opts g = {.n_req_max = 64, .windows = all_windows, .n_windows = 5,
-				  .invariant_share = 0.1, .det_share = 0.5, .inject = -1};
+	struct scen_gen_opts g = {.n_req_max = 64,
+	                          .windows = all_windows,
+	                          .n_windows = 5,
+	                          .invariant_share = 0.1,
+	                          .det_share = 0.5,
+	                          .inject = -1};
 	struct totals t = {0};
 	run_scenarios(f, mk_cpu1, 1000, n, &g, &t);
 	printf("oracle/cpu: %llu scenarios, %llu det requests, %llu windows, %llu rollbacks, "
@@ -161,8 +165,12 @@ static void test_oracle_cpu(void **state)
 static void test_oracle_mock(void **state)
 {
 	struct fixture *f = *state;
-	struct scen_gen_opts g = {.n_req_max = 64, .windows = all_windows, .n_windows = 5,
-				  .invariant_share = 0.1, .det_share = 0.6, .inject = -1};
+	struct scen_gen_opts g = {.n_req_max = 64,
+	                          .windows = all_windows,
+	                          .n_windows = 5,
+	                          .invariant_share = 0.1,
+	                          .det_share = 0.6,
+	                          .inject = -1};
 	struct totals t = {0};
 	f->mock_bad_reads = 0;
 	run_scenarios(f, mk_mock, 50000, SCALE_N(100), &g, &t);
@@ -173,12 +181,16 @@ static void test_oracle_mock(void **state)
 /* ---- 2. rollbacks happen, and the output still equals the oracle ---- */
 
 static void one_config(struct fixture *f, scen_backend_fn mk, uint64_t seed, double inject,
-		       int window, struct totals *t)
+                       int window, struct totals *t)
 {
 	static int w[1];
 	w[0] = window;
-	struct scen_gen_opts g = {.n_req_max = 48, .windows = w, .n_windows = 1,
-				  .invariant_share = 0.0, .det_share = 1.0, .inject = inject};
+	struct scen_gen_opts g = {.n_req_max = 48,
+	                          .windows = w,
+	                          .n_windows = 1,
+	                          .invariant_share = 0.0,
+	                          .det_share = 1.0,
+	                          .inject = inject};
 	run_scenarios(f, mk, seed, 1, &g, t);
 }
 
@@ -274,8 +286,8 @@ static void test_submit_rejections(void **state)
 	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
 	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
 	int32_t prompt[4] = {1, 2, 3, 4};
-	struct ds_request_params p = {.prompt = prompt, .n_prompt = 4, .max_tokens = 4,
-				      .sampling = {.top_p = 1.0f}};
+	struct ds_request_params p = {
+	    .prompt = prompt, .n_prompt = 4, .max_tokens = 4, .sampling = {.top_p = 1.0f}};
 	uint64_t id;
 	p.deterministic = true;
 	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_PRECONDITION);
@@ -322,11 +334,13 @@ static void test_cancel_frees_within_one_step(void **state)
 	assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
 	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
 	struct scen_req q = simple_req(20, 60, true, 0.0f, 1);
-	const int32_t *seqs[1] = {q.stop_seq};
-	(void)seqs;
-	struct ds_request_params p = {.prompt = q.prompt, .n_prompt = 20, .max_tokens = 60,
-				      .sampling = q.sp, .has_seed = true, .deterministic = true,
-				      .ignore_eos = true};
+	struct ds_request_params p = {.prompt = q.prompt,
+	                              .n_prompt = 20,
+	                              .max_tokens = 60,
+	                              .sampling = q.sp,
+	                              .has_seed = true,
+	                              .deterministic = true,
+	                              .ignore_eos = true};
 	uint64_t id;
 	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
 	for (int i = 0; i < 5; i++)
@@ -371,16 +385,23 @@ static void test_threaded_mode(void **state)
 	s.n_req = 16;
 	s.req = calloc((size_t)s.n_req, sizeof(*s.req));
 	for (int i = 0; i < s.n_req; i++) {
-		s.req[i] = simple_req(3 + i, 12 + i, i % 2 == 0, i % 4 < 2 ? 0.0f : 1.0f, (uint64_t)i * 7);
+		s.req[i] =
+		    simple_req(3 + i, 12 + i, i % 2 == 0, i % 4 < 2 ? 0.0f : 1.0f, (uint64_t)i * 7);
 		s.req[i].seed = s.req[i].sp.seed;
-		struct ds_request_params p = {.prompt = s.req[i].prompt, .n_prompt = s.req[i].n_prompt,
-					      .max_tokens = s.req[i].max_tokens, .sampling = s.req[i].sp,
-					      .has_seed = true, .deterministic = s.req[i].det,
-					      .early_verify = true, .ignore_eos = true,
-					      .return_logprobs = true, .user_tag = (uint64_t)i};
+		struct ds_request_params p = {.prompt = s.req[i].prompt,
+		                              .n_prompt = s.req[i].n_prompt,
+		                              .max_tokens = s.req[i].max_tokens,
+		                              .sampling = s.req[i].sp,
+		                              .has_seed = true,
+		                              .deterministic = s.req[i].det,
+		                              .early_verify = true,
+		                              .ignore_eos = true,
+		                              .return_logprobs = true,
+		                              .user_tag = (uint64_t)i};
 		assert_int_equal(ds_engine_submit(e, &p, &s.req[i].id, &err), DS_OK);
 		if (i == 0) {
-			/* held from the start until cancelled below; the rest arrive while it runs */
+			/* held from the start until cancelled below; the rest arrive while it runs
+			 */
 			ds_engine_pause(e, s.req[0].id, true);
 			assert_int_equal(ds_engine_start(e, &err), DS_OK);
 			assert_int_equal(ds_engine_step(e, &err), DS_ERR_PRECONDITION);
@@ -400,8 +421,10 @@ static void test_threaded_mode(void **state)
 			struct scen_req *q = &s.req[ev->user_tag];
 			assert_int_equal(ev->req_id, q->id);
 			assert_false(q->n_final);
-			memcpy(q->out + q->n_out, ev->tokens, (size_t)ev->n_tokens * sizeof(int32_t));
-			memcpy(q->lp + q->n_out, ev->logprobs, (size_t)ev->n_tokens * sizeof(float));
+			memcpy(q->out + q->n_out, ev->tokens,
+			       (size_t)ev->n_tokens * sizeof(int32_t));
+			memcpy(q->lp + q->n_out, ev->logprobs,
+			       (size_t)ev->n_tokens * sizeof(float));
 			q->n_out += ev->n_tokens;
 			if (ev->final) {
 				q->n_final = 1;
@@ -458,7 +481,6 @@ static void test_window_independence_and_fingerprint(void **state)
 	assert_memory_equal(toks[0], toks[2], sizeof(toks[0]));
 }
 
-
 /* ---- fingerprint, stop conditions, pause ---- */
 
 static void fp_of(const struct ds_fp_params *p, const int32_t *out, int n, int split, char hex[33])
@@ -478,8 +500,11 @@ static void test_fingerprint_unit(void **state)
 	(void)state;
 	int32_t out[6] = {1, 2, 3, 4, 5, 6};
 	int32_t stops[2] = {9, 4}, stops_sorted[2] = {4, 9};
-	struct ds_fp_params p = {.sampling = {.temperature = 0.7f, .top_k = 5, .top_p = 0.9f, .seed = 3},
-				 .max_tokens = 6, .stop_ids = stops, .n_stop_ids = 2};
+	struct ds_fp_params p = {
+	    .sampling = {.temperature = 0.7f, .top_k = 5, .top_p = 0.9f, .seed = 3},
+	    .max_tokens = 6,
+	    .stop_ids = stops,
+	    .n_stop_ids = 2};
 	char a[33], b[33];
 	fp_of(&p, out, 6, 2, a);
 	fp_of(&p, out, 6, 5, b);
@@ -505,9 +530,11 @@ static void test_fingerprint_unit(void **state)
 	assert_string_not_equal(a, b);
 	/* greedy ignores seed, top-k and top-p: they can't change the output */
 	q = p;
-	q.sampling = (struct ds_sample_params){.temperature = 0.0f, .top_k = 3, .top_p = 0.5f, .seed = 1};
+	q.sampling =
+	    (struct ds_sample_params){.temperature = 0.0f, .top_k = 3, .top_p = 0.5f, .seed = 1};
 	fp_of(&q, out, 6, 0, a);
-	q.sampling = (struct ds_sample_params){.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 2};
+	q.sampling =
+	    (struct ds_sample_params){.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 2};
 	fp_of(&q, out, 6, 0, b);
 	assert_string_equal(a, b);
 }
@@ -575,8 +602,12 @@ static void test_pause_resume(void **state)
 	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
 	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
 	struct scen_req q = simple_req(4, 10, false, 0.0f, 1);
-	struct ds_request_params p = {.prompt = q.prompt, .n_prompt = 4, .max_tokens = 10,
-				      .sampling = q.sp, .has_seed = true, .ignore_eos = true};
+	struct ds_request_params p = {.prompt = q.prompt,
+	                              .n_prompt = 4,
+	                              .max_tokens = 10,
+	                              .sampling = q.sp,
+	                              .has_seed = true,
+	                              .ignore_eos = true};
 	uint64_t id;
 	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
 	assert_int_equal(ds_engine_step(e, &err), DS_OK);
@@ -607,21 +638,139 @@ static void test_pause_resume(void **state)
 	ds_backend_free(&be);
 }
 
+static void test_backend_failure_costs_only_its_requests(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_err err;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.window = 4;
+	struct mockbe_opts mo = {
+	    .fast_noise = 0.0f, .logit_scale = 4.0f, .fail_path = DS_PATH_REF, .fail_every = 5};
+	assert_int_equal(mockbe_init(&be, f->tiny, &mo, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	enum { N = 12 };
+	struct scen_req q[N];
+	for (int i = 0; i < N; i++) {
+		q[i] = simple_req(4 + i, 16, i % 2 == 0, 0.0f, (uint64_t)i);
+		struct ds_request_params p = {.prompt = q[i].prompt,
+		                              .n_prompt = q[i].n_prompt,
+		                              .max_tokens = 16,
+		                              .sampling = q[i].sp,
+		                              .has_seed = true,
+		                              .ignore_eos = true,
+		                              .deterministic = q[i].det,
+		                              .early_verify = true,
+		                              .user_tag = (uint64_t)i};
+		assert_int_equal(ds_engine_submit(e, &p, &q[i].id, &err), DS_OK);
+	}
+	int failed_steps = 0, errors[2] = {0}, finals = 0;
+	for (int step = 0; !ds_engine_idle(e) && step < 10000; step++) {
+		if (ds_engine_step(e, &err) != DS_OK)
+			failed_steps++;
+		struct ds_event *ev;
+		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (ev->final) {
+				finals++;
+				if (ev->finish == DS_FINISH_ERROR) {
+					assert_int_equal(ev->status, DS_ERR_DEVICE);
+					assert_non_null(strstr(ev->error, "injected failure"));
+					errors[q[ev->user_tag].det]++;
+				} else {
+					assert_int_equal(ev->finish, DS_FINISH_LENGTH);
+				}
+			}
+			ds_event_free(ev);
+		}
+	}
+	assert_true(ds_engine_idle(e));
+	assert_int_equal(finals, N);
+	assert_true(failed_steps > 0);
+	assert_true(errors[1] > 0);     /* deterministic requests in the failed REF passes */
+	assert_int_equal(errors[0], 0); /* the fast path never failed: the others finished */
+	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+}
+
+static void test_preempts_newest_first(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_err err;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.kv_block_size = 4;
+	o.kv_blocks = 10; /* each request alone needs 8; both prompts fit at admission */
+	o.prefix_cache = false;
+	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	uint64_t ids[2];
+	for (int i = 0; i < 2; i++) {
+		struct scen_req q = simple_req(8, 24, i == 1, 0.0f, (uint64_t)i);
+		q.prompt[0] = (int32_t)i;
+		struct ds_request_params p = {.prompt = q.prompt,
+		                              .n_prompt = 8,
+		                              .max_tokens = 24,
+		                              .sampling = q.sp,
+		                              .has_seed = true,
+		                              .ignore_eos = true,
+		                              .deterministic = q.det,
+		                              .early_verify = true};
+		assert_int_equal(ds_engine_submit(e, &p, &ids[i], &err), DS_OK);
+	}
+	uint64_t order[2];
+	int n_final = 0;
+	bool a_done = false;
+	while (!ds_engine_idle(e)) {
+		assert_int_equal(ds_engine_step(e, &err), DS_OK);
+		struct ds_event *ev;
+		int a_tokens = 0;
+		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (ev->req_id == ids[0])
+				a_tokens += ev->n_tokens;
+			if (ev->final) {
+				assert_int_equal(ev->finish, DS_FINISH_LENGTH);
+				order[n_final++] = ev->req_id;
+			}
+			if (ev->final && ev->req_id == ids[0])
+				a_done = true;
+			ds_event_free(ev);
+		}
+		/* the oldest (non-deterministic: one token a step) never stalls */
+		if (!a_done || a_tokens)
+			assert_int_equal(a_tokens, 1);
+	}
+	struct ds_engine_stats st;
+	ds_engine_get_stats(e, &st);
+	assert_true(st.preemptions > 0);
+	assert_int_equal(n_final, 2);
+	assert_int_equal(order[0], ids[0]); /* the oldest was never the victim */
+	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fingerprint_unit),
-		cmocka_unit_test(test_stop_conditions),
-		cmocka_unit_test(test_pause_resume),
-		cmocka_unit_test(test_submit_rejections),
-		cmocka_unit_test(test_cancel_frees_within_one_step),
-		cmocka_unit_test(test_no_ref_calls_without_det),
-		cmocka_unit_test(test_window_independence_and_fingerprint),
-		cmocka_unit_test(test_threaded_mode),
-		cmocka_unit_test(test_rollbacks_inject),
-		cmocka_unit_test(test_rollbacks_fast_path),
-		cmocka_unit_test(test_oracle_mock),
-		cmocka_unit_test(test_oracle_cpu),
+	    cmocka_unit_test(test_fingerprint_unit),
+	    cmocka_unit_test(test_stop_conditions),
+	    cmocka_unit_test(test_pause_resume),
+	    cmocka_unit_test(test_submit_rejections),
+	    cmocka_unit_test(test_backend_failure_costs_only_its_requests),
+	    cmocka_unit_test(test_cancel_frees_within_one_step),
+	    cmocka_unit_test(test_preempts_newest_first),
+	    cmocka_unit_test(test_no_ref_calls_without_det),
+	    cmocka_unit_test(test_window_independence_and_fingerprint),
+	    cmocka_unit_test(test_threaded_mode),
+	    cmocka_unit_test(test_rollbacks_inject),
+	    cmocka_unit_test(test_rollbacks_fast_path),
+	    cmocka_unit_test(test_oracle_mock),
+	    cmocka_unit_test(test_oracle_cpu),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,9 +10,18 @@ struct rng {
 	uint64_t s;
 };
 
-static uint64_t rnext(struct rng *r) { return ds_mix64(r->s += 0x9e3779b97f4a7c15ull); }
-static int rint_(struct rng *r, int lo, int hi) { return lo + (int)(rnext(r) % (uint64_t)(hi - lo + 1)); }
-static double runit(struct rng *r) { return ds_hash_unit_open(rnext(r)); }
+static uint64_t rnext(struct rng *r)
+{
+	return ds_mix64(r->s += 0x9e3779b97f4a7c15ull);
+}
+static int rint_(struct rng *r, int lo, int hi)
+{
+	return lo + (int)(rnext(r) % (uint64_t)(hi - lo + 1));
+}
+static double runit(struct rng *r)
+{
+	return ds_hash_unit_open(rnext(r));
+}
 
 static bool failf(char *msg, size_t len, const char *fmt, ...)
 {
@@ -24,7 +33,7 @@ static bool failf(char *msg, size_t len, const char *fmt, ...)
 }
 
 void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_config *cfg,
-		   const struct scen_gen_opts *g)
+                   const struct scen_gen_opts *g)
 {
 	struct rng r = {seed * 0x2545f4914f6cdd1dull + 1};
 	memset(s, 0, sizeof(*s));
@@ -52,7 +61,8 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 	for (int f = 0; f < 3; f++)
 		for (int i = 0; i < SCEN_MAX_PROMPT; i++)
 			fam[f][i] = rint_(&r, 0, 255);
-	s->n_req = runit(&r) < 0.5 ? rint_(&r, 1, DS_MIN(8, g->n_req_max)) : rint_(&r, 1, g->n_req_max);
+	s->n_req =
+	    runit(&r) < 0.5 ? rint_(&r, 1, DS_MIN(8, g->n_req_max)) : rint_(&r, 1, g->n_req_max);
 	s->req = calloc((size_t)s->n_req, sizeof(*s->req));
 	DS_ASSERT(s->req);
 	int max_need = 1;
@@ -120,7 +130,8 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 			q->arrive_step = -1;
 			q->cancel_step = -1;
 			/* the longest possible prompt */
-			q->n_prompt = s->req[q->follow].n_prompt + s->req[q->follow].max_tokens + q->n_extra;
+			q->n_prompt =
+			    s->req[q->follow].n_prompt + s->req[q->follow].max_tokens + q->n_extra;
 		}
 		int bs = o->kv_block_size;
 		max_need = DS_MAX(max_need, (q->n_prompt + q->max_tokens + bs - 1) / bs);
@@ -136,23 +147,23 @@ void scen_free(struct scenario *s)
 }
 
 static void fill_params(const struct scen_req *q, struct ds_request_params *p,
-			const int32_t *const *seqs)
+                        const int32_t *const *seqs)
 {
 	*p = (struct ds_request_params){
-		.prompt = q->prompt,
-		.n_prompt = q->n_prompt,
-		.max_tokens = q->max_tokens,
-		.sampling = q->sp,
-		.has_seed = q->has_seed,
-		.stop_ids = q->stop_ids,
-		.n_stop_ids = q->n_stop_ids,
-		.stop_seqs = q->stop_seq_len ? seqs : NULL,
-		.stop_seq_lens = q->stop_seq_len ? &q->stop_seq_len : NULL,
-		.n_stop_seqs = q->stop_seq_len ? 1 : 0,
-		.ignore_eos = q->ignore_eos,
-		.deterministic = q->det,
-		.early_verify = q->early_verify,
-		.return_logprobs = true,
+	    .prompt = q->prompt,
+	    .n_prompt = q->n_prompt,
+	    .max_tokens = q->max_tokens,
+	    .sampling = q->sp,
+	    .has_seed = q->has_seed,
+	    .stop_ids = q->stop_ids,
+	    .n_stop_ids = q->n_stop_ids,
+	    .stop_seqs = q->stop_seq_len ? seqs : NULL,
+	    .stop_seq_lens = q->stop_seq_len ? &q->stop_seq_len : NULL,
+	    .n_stop_seqs = q->stop_seq_len ? 1 : 0,
+	    .ignore_eos = q->ignore_eos,
+	    .deterministic = q->det,
+	    .early_verify = q->early_verify,
+	    .return_logprobs = true,
 	};
 }
 
@@ -167,24 +178,30 @@ static void reset_obs(struct scen_req *q)
 
 /* Drains events into the requests (found by id); false on a protocol violation. */
 static bool drain(struct ds_engine *e, struct scen_req **byid, uint64_t n_ids, char *msg,
-		  size_t len)
+                  size_t len)
 {
 	struct ds_event *ev;
 	while ((ev = ds_engine_poll(e)) != NULL) {
 		bool ok = true;
-		struct scen_req *q = ev->req_id >= 1 && ev->req_id <= n_ids ? byid[ev->req_id - 1] : NULL;
+		struct scen_req *q =
+		    ev->req_id >= 1 && ev->req_id <= n_ids ? byid[ev->req_id - 1] : NULL;
 		if (!q)
-			ok = failf(msg, len, "event for unknown request %llu", (unsigned long long)ev->req_id);
+			ok = failf(msg, len, "event for unknown request %llu",
+			           (unsigned long long)ev->req_id);
 		else if (q->n_final)
 			ok = failf(msg, len, "event after the final one (request %llu)",
-				   (unsigned long long)ev->req_id);
+			           (unsigned long long)ev->req_id);
 		else if (q->n_out + ev->n_tokens > q->max_tokens)
-			ok = failf(msg, len, "request %llu: more than max_tokens", (unsigned long long)ev->req_id);
+			ok = failf(msg, len, "request %llu: more than max_tokens",
+			           (unsigned long long)ev->req_id);
 		else if (ev->n_tokens && !ev->logprobs)
-			ok = failf(msg, len, "request %llu: logprobs missing", (unsigned long long)ev->req_id);
+			ok = failf(msg, len, "request %llu: logprobs missing",
+			           (unsigned long long)ev->req_id);
 		if (ok) {
-			memcpy(q->out + q->n_out, ev->tokens, (size_t)ev->n_tokens * sizeof(int32_t));
-			memcpy(q->lp + q->n_out, ev->logprobs, (size_t)ev->n_tokens * sizeof(float));
+			memcpy(q->out + q->n_out, ev->tokens,
+			       (size_t)ev->n_tokens * sizeof(int32_t));
+			memcpy(q->lp + q->n_out, ev->logprobs,
+			       (size_t)ev->n_tokens * sizeof(float));
 			q->n_out += ev->n_tokens;
 			if (ev->final) {
 				q->n_final++;
@@ -194,13 +211,17 @@ static bool drain(struct ds_engine *e, struct scen_req **byid, uint64_t n_ids, c
 				memcpy(q->fp, ev->fingerprint, sizeof(q->fp));
 				if (ev->finish == DS_FINISH_ERROR)
 					ok = failf(msg, len, "request %llu failed: %s",
-						   (unsigned long long)ev->req_id, ev->error);
+					           (unsigned long long)ev->req_id, ev->error);
 				else if (ev->completion_tokens != q->n_out)
-					ok = failf(msg, len, "request %llu: completion_tokens %d != %d streamed",
-						   (unsigned long long)ev->req_id, ev->completion_tokens, q->n_out);
+					ok = failf(
+					    msg, len,
+					    "request %llu: completion_tokens %d != %d streamed",
+					    (unsigned long long)ev->req_id, ev->completion_tokens,
+					    q->n_out);
 				else if (q->det != (ev->fingerprint[0] != 0))
-					ok = failf(msg, len, "request %llu: fingerprint presence wrong",
-						   (unsigned long long)ev->req_id);
+					ok = failf(msg, len,
+					           "request %llu: fingerprint presence wrong",
+					           (unsigned long long)ev->req_id);
 			}
 		}
 		ds_event_free(ev);
@@ -219,7 +240,7 @@ static bool kv_ok(struct ds_engine *e, char *msg, size_t len)
 }
 
 bool scen_run(struct scenario *s, scen_backend_fn mk, void *arg, struct ds_engine_stats *stats,
-	      char *msg, size_t len)
+              char *msg, size_t len)
 {
 	struct ds_backend be;
 	struct ds_engine *e = NULL;
@@ -243,12 +264,15 @@ bool scen_run(struct scenario *s, scen_backend_fn mk, void *arg, struct ds_engin
 			struct scen_req *q = &s->req[i];
 			if (q->follow >= 0 && !q->submitted) {
 				const struct scen_req *src = &s->req[q->follow];
-				if (src->submitted && (src->n_out >= q->follow_min || src->n_final)) {
+				if (src->submitted &&
+				    (src->n_out >= q->follow_min || src->n_final)) {
 					int n = src->n_prompt;
 					memcpy(q->prompt, src->prompt, (size_t)n * sizeof(int32_t));
-					memcpy(q->prompt + n, src->out, (size_t)src->n_out * sizeof(int32_t));
+					memcpy(q->prompt + n, src->out,
+					       (size_t)src->n_out * sizeof(int32_t));
 					n += src->n_out;
-					memcpy(q->prompt + n, q->extra, (size_t)q->n_extra * sizeof(int32_t));
+					memcpy(q->prompt + n, q->extra,
+					       (size_t)q->n_extra * sizeof(int32_t));
 					q->n_prompt = n + q->n_extra;
 					q->arrive_step = step;
 				}
@@ -292,7 +316,8 @@ bool scen_run(struct scenario *s, scen_backend_fn mk, void *arg, struct ds_engin
 			goto out;
 		}
 		if (q->finish == DS_FINISH_LENGTH && q->n_out != q->max_tokens) {
-			failf(msg, len, "request %d: LENGTH after %d of %d tokens", i, q->n_out, q->max_tokens);
+			failf(msg, len, "request %d: LENGTH after %d of %d tokens", i, q->n_out,
+			      q->max_tokens);
 			goto out;
 		}
 	}
@@ -326,9 +351,11 @@ bool scen_run_one(struct ds_engine *e, struct scen_req *q, char *msg, size_t len
 				ds_event_free(ev);
 				return failf(msg, len, "unexpected event id");
 			}
-			memcpy(q->out + q->n_out, ev->tokens, (size_t)ev->n_tokens * sizeof(int32_t));
+			memcpy(q->out + q->n_out, ev->tokens,
+			       (size_t)ev->n_tokens * sizeof(int32_t));
 			if (ev->logprobs)
-				memcpy(q->lp + q->n_out, ev->logprobs, (size_t)ev->n_tokens * sizeof(float));
+				memcpy(q->lp + q->n_out, ev->logprobs,
+				       (size_t)ev->n_tokens * sizeof(float));
 			q->n_out += ev->n_tokens;
 			if (ev->final) {
 				q->n_final++;
@@ -348,7 +375,7 @@ bool scen_run_one(struct ds_engine *e, struct scen_req *q, char *msg, size_t len
 }
 
 bool scen_check_oracle(const struct scenario *s, scen_backend_fn mk, void *arg, char *msg,
-		       size_t len)
+                       size_t len)
 {
 	struct ds_backend be;
 	struct ds_engine *e = NULL;
@@ -376,19 +403,20 @@ bool scen_check_oracle(const struct scenario *s, scen_backend_fn mk, void *arg, 
 		}
 		bool cancelled = q->finish == DS_FINISH_CANCELLED;
 		if (cancelled ? q->n_out > ref.n_out : q->n_out != ref.n_out)
-			ok = failf(msg, len, "request %d: %d tokens, oracle %d (finish %d vs %d)", i,
-				   q->n_out, ref.n_out, (int)q->finish, (int)ref.finish);
+			ok = failf(msg, len, "request %d: %d tokens, oracle %d (finish %d vs %d)",
+			           i, q->n_out, ref.n_out, (int)q->finish, (int)ref.finish);
 		for (int k = 0; ok && k < q->n_out; k++)
 			if (q->out[k] != ref.out[k])
-				ok = failf(msg, len, "request %d: token %d is %d, oracle %d", i, k, q->out[k],
-					   ref.out[k]);
+				ok = failf(msg, len, "request %d: token %d is %d, oracle %d", i, k,
+				           q->out[k], ref.out[k]);
 		if (ok && memcmp(q->lp, ref.lp, (size_t)q->n_out * sizeof(float)) != 0)
 			ok = failf(msg, len, "request %d: logprobs differ from the oracle", i);
 		if (ok && !cancelled && q->finish != ref.finish)
 			ok = failf(msg, len, "request %d: finish %d, oracle %d", i, (int)q->finish,
-				   (int)ref.finish);
+			           (int)ref.finish);
 		if (ok && !cancelled && strcmp(q->fp, ref.fp) != 0)
-			ok = failf(msg, len, "request %d: fingerprint %s, oracle %s", i, q->fp, ref.fp);
+			ok = failf(msg, len, "request %d: fingerprint %s, oracle %s", i, q->fp,
+			           ref.fp);
 	}
 	ds_engine_free(e);
 	ds_backend_free(&be);

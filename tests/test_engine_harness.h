@@ -50,29 +50,29 @@ struct scenario {
 
 /* Makes a backend for a model: the engine under test (oracle = false) or the oracle. */
 typedef enum ds_status (*scen_backend_fn)(struct ds_backend *be, void *arg, bool oracle,
-					  struct ds_err *err);
+                                          struct ds_err *err);
 
 struct scen_gen_opts {
-	int n_req_max;            /* 1..64 */
-	const int *windows;       /* choices for W */
+	int n_req_max;      /* 1..64 */
+	const int *windows; /* choices for W */
 	int n_windows;
-	double invariant_share;   /* fraction of scenarios run in invariant mode (else dvr) */
-	double det_share;         /* fraction of deterministic requests */
-	double inject;            /* < 0: pick 0 or 0.2 at random */
+	double invariant_share; /* fraction of scenarios run in invariant mode (else dvr) */
+	double det_share;       /* fraction of deterministic requests */
+	double inject;          /* < 0: pick 0 or 0.2 at random */
 };
 
 /* Fills s (s->req is allocated; free with scen_free). */
 void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_config *cfg,
-		   const struct scen_gen_opts *g);
+                   const struct scen_gen_opts *g);
 void scen_free(struct scenario *s);
 
 /* Runs the scenario on a fresh engine over a fresh backend. On failure returns false with a
  * reason in msg. stats (optional) receives the engine's final counters. */
 bool scen_run(struct scenario *s, scen_backend_fn mk, void *arg, struct ds_engine_stats *stats,
-	      char *msg, size_t len);
+              char *msg, size_t len);
 /* Replays each deterministic request alone on a ref-only engine and compares. */
 bool scen_check_oracle(const struct scenario *s, scen_backend_fn mk, void *arg, char *msg,
-		       size_t len);
+                       size_t len);
 /* Runs a single request to completion on engine e (manual stepping); false on error. */
 bool scen_run_one(struct ds_engine *e, struct scen_req *q, char *msg, size_t len);
 

@@ -15,7 +15,7 @@ struct mock_ctx {
 	struct slot *kv;
 	float *logits;
 	void *scratch;
-	uint64_t tainted, unwritten;
+	uint64_t tainted, unwritten, calls;
 };
 
 static enum ds_status mock_kv_init(void *ctx, int n_blocks, int block_size, struct ds_err *err)
@@ -37,8 +37,11 @@ static struct slot *slot_at(struct mock_ctx *c, const struct ds_fwd_seq *s, int 
 
 static enum ds_status mock_forward(void *ctx, const struct ds_fwd_batch *b, struct ds_err *err)
 {
-	(void)err;
 	struct mock_ctx *c = ctx;
+	if (c->o.fail_every > 0 && (int)b->path == c->o.fail_path &&
+	    ++c->calls % (uint64_t)c->o.fail_every == 0)
+		return ds_errf(err, DS_ERR_DEVICE, "mock: injected failure on call %llu",
+		               (unsigned long long)c->calls);
 	int V = c->m->cfg.vocab_size;
 	int total = 0;
 	for (int i = 0; i < b->n_seqs; i++)
@@ -76,17 +79,21 @@ static enum ds_status mock_forward(void *ctx, const struct ds_fwd_batch *b, stru
 			}
 			uint64_t key = taint ? ds_mix64(h ^ 0x5a5a5a5aull) : h;
 			for (int v = 0; v < V; v++) {
-				float x = c->o.logit_scale * ds_hash_unit_pm1(ds_hash3(key, (uint64_t)v, 7));
+				float x = c->o.logit_scale *
+				          ds_hash_unit_pm1(ds_hash3(key, (uint64_t)v, 7));
 				if (b->path == DS_PATH_FAST)
 					x += c->o.fast_noise *
-					     ds_hash_unit_pm1(ds_hash3(h, (uint64_t)v, (uint64_t)total * 131 + (uint64_t)b->n_seqs));
+					     ds_hash_unit_pm1(ds_hash3(h, (uint64_t)v,
+					                               (uint64_t)total * 131 +
+					                                   (uint64_t)b->n_seqs));
 				c->logits[v] = x;
 			}
 			struct ds_sample_result r;
 			ds_sample(c->logits, V, &s->sp, p + 1, c->scratch, &r);
 			b->rows[row] = (struct ds_fwd_row){r.token, r.logprob, r.margin};
 			if (b->logits)
-				memcpy(b->logits + (size_t)row * V, c->logits, (size_t)V * sizeof(float));
+				memcpy(b->logits + (size_t)row * V, c->logits,
+				       (size_t)V * sizeof(float));
 			row++;
 		}
 	}
@@ -103,14 +110,14 @@ static void mock_free(void *ctx)
 }
 
 static const struct ds_backend_i mock_iface = {
-	.name = "mock",
-	.kv_init = mock_kv_init,
-	.forward = mock_forward,
-	.free = mock_free,
+    .name = "mock",
+    .kv_init = mock_kv_init,
+    .forward = mock_forward,
+    .free = mock_free,
 };
 
 enum ds_status mockbe_init(struct ds_backend *be, const struct ds_model *m,
-			   const struct mockbe_opts *o, struct ds_err *err)
+                           const struct mockbe_opts *o, struct ds_err *err)
 {
 	memset(be, 0, sizeof(*be));
 	struct mock_ctx *c = calloc(1, sizeof(*c));

@@ -11,14 +11,16 @@
 #include "backend.h"
 
 struct mockbe_opts {
-	float fast_noise;  /* amplitude of the batch-keyed fast-path perturbation */
-	float logit_scale; /* logits are in [-scale, scale) */
+	float fast_noise;    /* amplitude of the batch-keyed fast-path perturbation */
+	float logit_scale;   /* logits are in [-scale, scale) */
 	uint64_t *bad_reads; /* optional: counts tainted + unwritten reads across instances */
+	int fail_path;       /* with fail_every > 0: every fail_every-th call on this path fails */
+	int fail_every;
 };
 
 /* The model is used for its config (vocab, context) only; it may have no weights. */
 enum ds_status mockbe_init(struct ds_backend *be, const struct ds_model *m,
-			   const struct mockbe_opts *o, struct ds_err *err);
+                           const struct mockbe_opts *o, struct ds_err *err);
 /* Reference reads of fast-written KV seen so far (must stay 0). */
 uint64_t mockbe_tainted_reads(const struct ds_backend *be);
 

@@ -139,8 +139,8 @@ static void test_ref_written_only_for_det(void **state)
 	assert_true(ds_kv_seq_reserve(p, &fast, 8));
 	ds_kv_seq_publish(p, &fast, toks, 8, false); /* fast-written */
 	assert_false(ds_kv_block_is_ref(p, fast.blocks[0]));
-	assert_int_equal(ds_kv_seq_match(p, &det, toks, 8, 2, true), 0);    /* det: no */
-	assert_int_equal(ds_kv_seq_match(p, &nd, toks, 8, 2, false), 8);    /* others: yes */
+	assert_int_equal(ds_kv_seq_match(p, &det, toks, 8, 2, true), 0); /* det: no */
+	assert_int_equal(ds_kv_seq_match(p, &nd, toks, 8, 2, false), 8); /* others: yes */
 	ds_kv_seq_release(p, &nd);
 	ds_kv_seq_release(p, &det);
 	/* the reference path writes the same content: it supersedes the fast entry */
@@ -186,7 +186,8 @@ static void test_random_ops_no_leak(void **state)
 			/* few distinct token streams so that prefixes repeat */
 			for (int k = 0; k < 64; k++)
 				toks[i][k] = (int32_t)((k * 3 + (int)((h >> 16) % 2)) % 7);
-			ds_kv_seq_match(p, &s[i], toks[i], (int)((h >> 20) % 64), 16, (h >> 30) & 1);
+			ds_kv_seq_match(p, &s[i], toks[i], (int)((h >> 20) % 64), 16,
+			                (h >> 30) & 1);
 		} else if (op == 1 || op == 2) {
 			int n = (int)((h >> 24) % 64) + 1;
 			if (ds_kv_seq_reserve(p, &s[i], n))
@@ -217,11 +218,11 @@ static void test_random_ops_no_leak(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_alloc_free_exhaust),
-		cmocka_unit_test(test_seq_reserve_truncate),
-		cmocka_unit_test(test_prefix_share_refcounts),
-		cmocka_unit_test(test_ref_written_only_for_det),
-		cmocka_unit_test(test_random_ops_no_leak),
+	    cmocka_unit_test(test_alloc_free_exhaust),
+	    cmocka_unit_test(test_seq_reserve_truncate),
+	    cmocka_unit_test(test_prefix_share_refcounts),
+	    cmocka_unit_test(test_ref_written_only_for_det),
+	    cmocka_unit_test(test_random_ops_no_leak),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,7 +23,8 @@ static void expected_probs(const float *logits, int V, float T, int top_k, float
 		order[i] = i;
 	for (int i = 1; i < V; i++) /* insertion sort, logit desc then id asc */
 		for (int j = i; j > 0 && (logits[order[j]] > logits[order[j - 1]] ||
-					  (logits[order[j]] == logits[order[j - 1]] && order[j] < order[j - 1]));
+		                          (logits[order[j]] == logits[order[j - 1]] &&
+		                           order[j] < order[j - 1]));
 		     j--) {
 			int t = order[j];
 			order[j] = order[j - 1];
@@ -93,14 +94,18 @@ static void test_sampler_matches_softmax(void **state)
 	for (int i = 0; i < V; i++)
 		logits[i] = 3.0f * ds_hash_unit_pm1(ds_hash3(5, (uint64_t)i, 0));
 	void *scratch = malloc(ds_sample_scratch_size(V));
-	struct { float T; int k; float p; } cases[] = {
-		{1.0f, 0, 1.0f}, {0.5f, 0, 1.0f}, {2.0f, 0, 1.0f}, {1.0f, 7, 1.0f}, {0.8f, 0, 0.8f},
-		{1.2f, 12, 0.9f},
+	struct {
+		float T;
+		int k;
+		float p;
+	} cases[] = {
+	    {1.0f, 0, 1.0f}, {0.5f, 0, 1.0f}, {2.0f, 0, 1.0f},
+	    {1.0f, 7, 1.0f}, {0.8f, 0, 0.8f}, {1.2f, 12, 0.9f},
 	};
 	for (size_t c = 0; c < DS_ARRAY_LEN(cases); c++) {
 		int counts[V] = {0};
-		struct ds_sample_params sp = {.temperature = cases[c].T, .top_k = cases[c].k,
-					      .top_p = cases[c].p};
+		struct ds_sample_params sp = {
+		    .temperature = cases[c].T, .top_k = cases[c].k, .top_p = cases[c].p};
 		for (int n = 0; n < N; n++) {
 			struct ds_sample_result r;
 			sp.seed = ds_mix64((uint64_t)n * 31 + c);
@@ -115,7 +120,8 @@ static void test_sampler_matches_softmax(void **state)
 		/* power: a temperature 30% off is rejected */
 		expected_probs(logits, V, cases[c].T * 1.3f, cases[c].k, cases[c].p, p);
 		double s2 = 0, c2 = 0;
-		for (int i = 0; i < V; i++) /* tokens the wrong model forbids would trip the assert */
+		for (int i = 0; i < V;
+		     i++) /* tokens the wrong model forbids would trip the assert */
 			if (p[i] == 0 && counts[i])
 				p[i] = 1e-12;
 		chi_square(counts, p, V, N, &s2, &c2);
@@ -141,12 +147,16 @@ static void test_engine_nondet_matches_softmax(void **state)
 	assert_int_equal(ds_backend_cpu_init(&be, m, 2, &err), DS_OK);
 	assert_int_equal(ds_backend_kv_init(&be, 4, 16, &err), DS_OK);
 	int32_t blocks[1] = {0};
-	struct ds_fwd_seq s = {.tokens = prompt, .n_tokens = 3, .pos0 = 0, .blocks = blocks,
-			       .n_blocks = 1, .sp = {.top_p = 1.0f}};
+	struct ds_fwd_seq s = {.tokens = prompt,
+	                       .n_tokens = 3,
+	                       .pos0 = 0,
+	                       .blocks = blocks,
+	                       .n_blocks = 1,
+	                       .sp = {.top_p = 1.0f}};
 	struct ds_fwd_row row;
 	float *logits = malloc((size_t)V * sizeof(float));
-	struct ds_fwd_batch b = {.path = DS_PATH_REF, .seqs = &s, .n_seqs = 1, .rows = &row,
-				 .logits = logits};
+	struct ds_fwd_batch b = {
+	    .path = DS_PATH_REF, .seqs = &s, .n_seqs = 1, .rows = &row, .logits = logits};
 	assert_int_equal(ds_backend_forward(&be, &b, &err), DS_OK);
 	ds_backend_free(&be);
 	const float T = 1.0f;
@@ -159,10 +169,14 @@ static void test_engine_nondet_matches_softmax(void **state)
 	assert_int_equal(ds_backend_cpu_init(&be, m, 2, &err), DS_OK);
 	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
 	for (int i = 0; i < N; i++) {
-		struct ds_request_params p = {.prompt = prompt, .n_prompt = 3, .max_tokens = 1,
-					      .sampling = {.temperature = T, .top_p = 1.0f,
-							   .seed = ds_mix64((uint64_t)i + 1000)},
-					      .has_seed = true, .ignore_eos = true};
+		struct ds_request_params p = {.prompt = prompt,
+		                              .n_prompt = 3,
+		                              .max_tokens = 1,
+		                              .sampling = {.temperature = T,
+		                                           .top_p = 1.0f,
+		                                           .seed = ds_mix64((uint64_t)i + 1000)},
+		                              .has_seed = true,
+		                              .ignore_eos = true};
 		uint64_t id;
 		assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
 	}
@@ -196,7 +210,8 @@ static void test_engine_nondet_matches_softmax(void **state)
 		lo = fminf(lo, logits[i]);
 		hi = fmaxf(hi, logits[i]);
 	}
-	print_message("logits in [%g, %g]; chi2 %.1f (crit %.1f), wrong T: %.1f (crit %.1f)\n", lo, hi, stat, crit, s2, c2);
+	print_message("logits in [%g, %g]; chi2 %.1f (crit %.1f), wrong T: %.1f (crit %.1f)\n", lo,
+	              hi, stat, crit, s2, c2);
 	assert_true(s2 > c2);
 	free(p);
 	free(counts);
@@ -209,8 +224,8 @@ static void test_engine_nondet_matches_softmax(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sampler_matches_softmax),
-		cmocka_unit_test(test_engine_nondet_matches_softmax),
+	    cmocka_unit_test(test_sampler_matches_softmax),
+	    cmocka_unit_test(test_engine_nondet_matches_softmax),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,22 +17,23 @@
 
 static void usage(FILE *fp)
 {
-	fprintf(fp,
-		"usage: detserve-gen (--model DIR|FILE.gguf | --preset tiny|small|llama3-8b)\n"
-		"                    --prompt-ids 1,2,3 [options]\n"
-		"  --model-seed N        synthetic weights seed for --preset (default 1, as mkmodel)\n"
-		"  --seed S              sampling seed (default: drawn by the engine, then printed)\n"
-		"  --deterministic       decode-verify-rollback against the reference path\n"
-		"  --mode M              fast | dvr | invariant | ref-only (default dvr)\n"
-		"  --max-tokens N        (default 32)\n"
-		"  --temperature T --top-k K --top-p P   sampling (default greedy)\n"
-		"  --ignore-eos          keep going past EOS\n"
-		"  --window W --group G --margin M       DVR knobs (defaults 32, 16, 0.5)\n"
-		"  --no-early-verify     verify only full windows\n"
-		"  --inject-mismatch P   force a rollback in a fraction P of windows\n"
-		"  --kv-blocks N --block-size B          KV pool (defaults 1024, 16)\n"
-		"  --background N        N extra non-deterministic requests of random traffic\n"
-		"  --threads T           CPU backend threads (default: all cores)\n");
+	fprintf(
+	    fp,
+	    "usage: detserve-gen (--model DIR|FILE.gguf | --preset tiny|small|llama3-8b)\n"
+	    "                    --prompt-ids 1,2,3 [options]\n"
+	    "  --model-seed N        synthetic weights seed for --preset (default 1, as mkmodel)\n"
+	    "  --seed S              sampling seed (default: drawn by the engine, then printed)\n"
+	    "  --deterministic       decode-verify-rollback against the reference path\n"
+	    "  --mode M              fast | dvr | invariant | ref-only (default dvr)\n"
+	    "  --max-tokens N        (default 32)\n"
+	    "  --temperature T --top-k K --top-p P   sampling (default greedy)\n"
+	    "  --ignore-eos          keep going past EOS\n"
+	    "  --window W --group G --margin M       DVR knobs (defaults 32, 16, 0.5)\n"
+	    "  --no-early-verify     verify only full windows\n"
+	    "  --inject-mismatch P   force a rollback in a fraction P of windows\n"
+	    "  --kv-blocks N --block-size B          KV pool (defaults 1024, 16)\n"
+	    "  --background N        N extra non-deterministic requests of random traffic\n"
+	    "  --threads T           CPU backend threads (default: all cores)\n");
 }
 
 static bool parse_long(const char *s, long long lo, long long hi, long long *out)
@@ -92,37 +93,56 @@ static const char *finish_name(enum ds_finish f)
 }
 
 enum {
-	O_MODEL = 256, O_PRESET, O_MSEED, O_SEED, O_DET, O_MODE, O_MAXTOK, O_TEMP, O_TOPK, O_TOPP,
-	O_IGNEOS, O_WIN, O_GROUP, O_MARGIN, O_NOEARLY, O_INJECT, O_KVB, O_BS, O_BG, O_THREADS,
-	O_PROMPT, O_HELP
+	O_MODEL = 256,
+	O_PRESET,
+	O_MSEED,
+	O_SEED,
+	O_DET,
+	O_MODE,
+	O_MAXTOK,
+	O_TEMP,
+	O_TOPK,
+	O_TOPP,
+	O_IGNEOS,
+	O_WIN,
+	O_GROUP,
+	O_MARGIN,
+	O_NOEARLY,
+	O_INJECT,
+	O_KVB,
+	O_BS,
+	O_BG,
+	O_THREADS,
+	O_PROMPT,
+	O_HELP
 };
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"model", required_argument, NULL, O_MODEL},
-		{"preset", required_argument, NULL, O_PRESET},
-		{"model-seed", required_argument, NULL, O_MSEED},
-		{"seed", required_argument, NULL, O_SEED},
-		{"deterministic", no_argument, NULL, O_DET},
-		{"mode", required_argument, NULL, O_MODE},
-		{"max-tokens", required_argument, NULL, O_MAXTOK},
-		{"temperature", required_argument, NULL, O_TEMP},
-		{"top-k", required_argument, NULL, O_TOPK},
-		{"top-p", required_argument, NULL, O_TOPP},
-		{"ignore-eos", no_argument, NULL, O_IGNEOS},
-		{"window", required_argument, NULL, O_WIN},
-		{"group", required_argument, NULL, O_GROUP},
-		{"margin", required_argument, NULL, O_MARGIN},
-		{"no-early-verify", no_argument, NULL, O_NOEARLY},
-		{"inject-mismatch", required_argument, NULL, O_INJECT},
-		{"kv-blocks", required_argument, NULL, O_KVB},
-		{"block-size", required_argument, NULL, O_BS},
-		{"background", required_argument, NULL, O_BG},
-		{"threads", required_argument, NULL, O_THREADS},
-		{"prompt-ids", required_argument, NULL, O_PROMPT},
-		{"help", no_argument, NULL, O_HELP},
-		{NULL, 0, NULL, 0},
+	    {"model", required_argument, NULL, O_MODEL},
+	    {"preset", required_argument, NULL, O_PRESET},
+	    {"model-seed", required_argument, NULL, O_MSEED},
+	    {"seed", required_argument, NULL, O_SEED},
+	    {"deterministic", no_argument, NULL, O_DET},
+	    {"mode", required_argument, NULL, O_MODE},
+	    {"max-tokens", required_argument, NULL, O_MAXTOK},
+	    {"temperature", required_argument, NULL, O_TEMP},
+	    {"top-k", required_argument, NULL, O_TOPK},
+	    {"top-p", required_argument, NULL, O_TOPP},
+	    {"ignore-eos", no_argument, NULL, O_IGNEOS},
+	    {"window", required_argument, NULL, O_WIN},
+	    {"group", required_argument, NULL, O_GROUP},
+	    {"margin", required_argument, NULL, O_MARGIN},
+	    {"no-early-verify", no_argument, NULL, O_NOEARLY},
+	    {"inject-mismatch", required_argument, NULL, O_INJECT},
+	    {"kv-blocks", required_argument, NULL, O_KVB},
+	    {"block-size", required_argument, NULL, O_BS},
+	    {"background", required_argument, NULL, O_BG},
+	    {"threads", required_argument, NULL, O_THREADS},
+	    {"prompt-ids", required_argument, NULL, O_PROMPT},
+	    {"help", no_argument, NULL, O_HELP},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *model_path = NULL, *preset = NULL, *prompt_s = NULL;
 	long long mseed = 1, seed = 0, v;
@@ -135,32 +155,84 @@ int main(int argc, char **argv)
 	float f;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case O_MODEL: model_path = optarg; break;
-		case O_PRESET: preset = optarg; break;
-		case O_PROMPT: prompt_s = optarg; break;
-		case O_DET: det = true; break;
-		case O_IGNEOS: ignore_eos = true; break;
-		case O_NOEARLY: early = false; break;
-		case O_MSEED: bad |= !parse_long(optarg, 0, INT64_MAX, &mseed); break;
+		case O_MODEL:
+			model_path = optarg;
+			break;
+		case O_PRESET:
+			preset = optarg;
+			break;
+		case O_PROMPT:
+			prompt_s = optarg;
+			break;
+		case O_DET:
+			det = true;
+			break;
+		case O_IGNEOS:
+			ignore_eos = true;
+			break;
+		case O_NOEARLY:
+			early = false;
+			break;
+		case O_MSEED:
+			bad |= !parse_long(optarg, 0, INT64_MAX, &mseed);
+			break;
 		case O_SEED:
 			bad |= !parse_long(optarg, 0, INT64_MAX, &seed);
 			has_seed = true;
 			break;
-		case O_MODE: bad |= ds_mode_parse(optarg, &eo.mode) != DS_OK; break;
-		case O_MAXTOK: bad |= !parse_long(optarg, 1, INT_MAX, &v); max_tokens = (int)v; break;
-		case O_TOPK: bad |= !parse_long(optarg, 0, INT_MAX, &v); sp.top_k = (int)v; break;
-		case O_WIN: bad |= !parse_long(optarg, 1, 4096, &v); eo.window = (int)v; break;
-		case O_GROUP: bad |= !parse_long(optarg, 1, 4096, &v); eo.group = (int)v; break;
-		case O_KVB: bad |= !parse_long(optarg, 1, 1 << 24, &v); eo.kv_blocks = (int)v; break;
-		case O_BS: bad |= !parse_long(optarg, 1, 1 << 16, &v); eo.kv_block_size = (int)v; break;
-		case O_BG: bad |= !parse_long(optarg, 0, 4096, &v); background = (int)v; break;
-		case O_THREADS: bad |= !parse_long(optarg, 0, 1024, &v); threads = (int)v; break;
-		case O_TEMP: bad |= !parse_float(optarg, &sp.temperature); break;
-		case O_TOPP: bad |= !parse_float(optarg, &sp.top_p); break;
-		case O_MARGIN: bad |= !parse_float(optarg, &eo.margin_threshold); break;
-		case O_INJECT: bad |= !parse_float(optarg, &f); eo.inject_mismatch = f; break;
-		case O_HELP: usage(stdout); return 0;
-		default: bad = 1;
+		case O_MODE:
+			bad |= ds_mode_parse(optarg, &eo.mode) != DS_OK;
+			break;
+		case O_MAXTOK:
+			bad |= !parse_long(optarg, 1, INT_MAX, &v);
+			max_tokens = (int)v;
+			break;
+		case O_TOPK:
+			bad |= !parse_long(optarg, 0, INT_MAX, &v);
+			sp.top_k = (int)v;
+			break;
+		case O_WIN:
+			bad |= !parse_long(optarg, 1, 4096, &v);
+			eo.window = (int)v;
+			break;
+		case O_GROUP:
+			bad |= !parse_long(optarg, 1, 4096, &v);
+			eo.group = (int)v;
+			break;
+		case O_KVB:
+			bad |= !parse_long(optarg, 1, 1 << 24, &v);
+			eo.kv_blocks = (int)v;
+			break;
+		case O_BS:
+			bad |= !parse_long(optarg, 1, 1 << 16, &v);
+			eo.kv_block_size = (int)v;
+			break;
+		case O_BG:
+			bad |= !parse_long(optarg, 0, 4096, &v);
+			background = (int)v;
+			break;
+		case O_THREADS:
+			bad |= !parse_long(optarg, 0, 1024, &v);
+			threads = (int)v;
+			break;
+		case O_TEMP:
+			bad |= !parse_float(optarg, &sp.temperature);
+			break;
+		case O_TOPP:
+			bad |= !parse_float(optarg, &sp.top_p);
+			break;
+		case O_MARGIN:
+			bad |= !parse_float(optarg, &eo.margin_threshold);
+			break;
+		case O_INJECT:
+			bad |= !parse_float(optarg, &f);
+			eo.inject_mismatch = f;
+			break;
+		case O_HELP:
+			usage(stdout);
+			return 0;
+		default:
+			bad = 1;
 		}
 		if (bad) {
 			fprintf(stderr, "detserve-gen: bad value for --%s\n", lo[c - O_MODEL].name);
@@ -208,9 +280,15 @@ int main(int argc, char **argv)
 	}
 	sp.seed = (uint64_t)seed;
 	struct ds_request_params p = {
-		.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens, .sampling = sp,
-		.has_seed = has_seed, .ignore_eos = ignore_eos, .deterministic = det,
-		.early_verify = early, .return_logprobs = true,
+	    .prompt = prompt,
+	    .n_prompt = n_prompt,
+	    .max_tokens = max_tokens,
+	    .sampling = sp,
+	    .has_seed = has_seed,
+	    .ignore_eos = ignore_eos,
+	    .deterministic = det,
+	    .early_verify = early,
+	    .return_logprobs = true,
 	};
 	uint64_t id;
 	if ((rv = ds_engine_submit(e, &p, &id, &err)) != DS_OK) {
@@ -226,9 +304,12 @@ int main(int argc, char **argv)
 		for (int k = 0; k < bn; k++)
 			bp[k] = (int32_t)((h = ds_mix64(h)) % (uint64_t)vocab);
 		struct ds_request_params q = {
-			.prompt = bp, .n_prompt = bn, .max_tokens = 1 + (int)((h = ds_mix64(h)) % 64),
-			.sampling = {.temperature = 0.8f, .top_p = 1.0f, .seed = h}, .has_seed = true,
-			.ignore_eos = true,
+		    .prompt = bp,
+		    .n_prompt = bn,
+		    .max_tokens = 1 + (int)((h = ds_mix64(h)) % 64),
+		    .sampling = {.temperature = 0.8f, .top_p = 1.0f, .seed = h},
+		    .has_seed = true,
+		    .ignore_eos = true,
 		};
 		uint64_t bid;
 		if (ds_engine_submit(e, &q, &bid, &err) != DS_OK)
@@ -239,7 +320,8 @@ int main(int argc, char **argv)
 	bool done = false;
 	while (!done) {
 		if ((rv = ds_engine_step(e, &err)) != DS_OK) {
-			fprintf(stderr, "\ndetserve-gen: step: %s: %s\n", ds_status_str(rv), err.msg);
+			fprintf(stderr, "\ndetserve-gen: step: %s: %s\n", ds_status_str(rv),
+			        err.msg);
 			goto out;
 		}
 		struct ds_event *ev;
@@ -252,20 +334,24 @@ int main(int argc, char **argv)
 					done = true;
 					printf("\nfinish: %s%s%s\n", finish_name(ev->finish),
 					       ev->error[0] ? " " : "", ev->error);
-					printf("prompt_tokens: %d completion_tokens: %d\n", ev->prompt_tokens,
-					       ev->completion_tokens);
+					printf("prompt_tokens: %d completion_tokens: %d\n",
+					       ev->prompt_tokens, ev->completion_tokens);
 					printf("seed: %" PRIu64 "\n", ev->seed);
-					printf("deterministic: %s  mode: %s\n", ev->deterministic ? "yes" : "no",
+					printf("deterministic: %s  mode: %s\n",
+					       ev->deterministic ? "yes" : "no",
 					       ds_mode_name(eo.mode));
-					printf("fingerprint: %s\n", ev->fingerprint[0] ? ev->fingerprint : "-");
+					printf("fingerprint: %s\n",
+					       ev->fingerprint[0] ? ev->fingerprint : "-");
 					const struct ds_dvr_stats *d = &ev->dvr;
 					printf("dvr: verify_passes=%" PRIu64 " windows=%" PRIu64
 					       " rollbacks=%" PRIu64 " rolled_back=%" PRIu64
 					       " recomputed=%" PRIu64 " committed=%" PRIu64
 					       " recompute_ratio=%.3f\n",
-					       d->verify_passes, d->windows, d->rollbacks, d->rolled_back,
-					       d->recomputed, d->committed,
-					       d->committed ? (double)d->recomputed / (double)d->committed : 0.0);
+					       d->verify_passes, d->windows, d->rollbacks,
+					       d->rolled_back, d->recomputed, d->committed,
+					       d->committed
+					           ? (double)d->recomputed / (double)d->committed
+					           : 0.0);
 					rc = ev->finish == DS_FINISH_ERROR ? 1 : 0;
 				}
 			}
