@@ -105,15 +105,21 @@ struct fmt {
 static const struct fmt *fmt_of(uint32_t t)
 {
 	static const struct fmt q4_0 = {QK, 18, blk_q4_0}, q4_1 = {QK, 20, blk_q4_1},
-				q8_0 = {QK, 34, blk_q8_0}, q4_k = {QK_K, 144, blk_q4_k},
-				q6_k = {QK_K, 210, blk_q6_k};
+	                        q8_0 = {QK, 34, blk_q8_0}, q4_k = {QK_K, 144, blk_q4_k},
+	                        q6_k = {QK_K, 210, blk_q6_k};
 	switch (t) {
-	case DS_GGML_Q4_0: return &q4_0;
-	case DS_GGML_Q4_1: return &q4_1;
-	case DS_GGML_Q8_0: return &q8_0;
-	case DS_GGML_Q4_K: return &q4_k;
-	case DS_GGML_Q6_K: return &q6_k;
-	default: return NULL;
+	case DS_GGML_Q4_0:
+		return &q4_0;
+	case DS_GGML_Q4_1:
+		return &q4_1;
+	case DS_GGML_Q8_0:
+		return &q8_0;
+	case DS_GGML_Q4_K:
+		return &q4_k;
+	case DS_GGML_Q6_K:
+		return &q6_k;
+	default:
+		return NULL;
 	}
 }
 

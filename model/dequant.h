@@ -11,8 +11,14 @@
 
 /* GGML_TYPE_* numbers used here. */
 enum {
-	DS_GGML_F32 = 0, DS_GGML_F16 = 1, DS_GGML_Q4_0 = 2, DS_GGML_Q4_1 = 3, DS_GGML_Q8_0 = 8,
-	DS_GGML_Q4_K = 12, DS_GGML_Q6_K = 14, DS_GGML_BF16 = 30,
+	DS_GGML_F32 = 0,
+	DS_GGML_F16 = 1,
+	DS_GGML_Q4_0 = 2,
+	DS_GGML_Q4_1 = 3,
+	DS_GGML_Q8_0 = 8,
+	DS_GGML_Q4_K = 12,
+	DS_GGML_Q6_K = 14,
+	DS_GGML_BF16 = 30,
 };
 
 /* True when ds_dequant_* handle ggml_type. */

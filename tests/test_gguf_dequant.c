@@ -67,15 +67,16 @@ static void check_case(json_t *c, int *types_seen)
 	assert_int_equal(h[n], 0xbeef);
 	int bad = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t want = (uint32_t)strtoul(json_string_value(json_array_get(bits, i)), NULL, 16);
+		uint32_t want =
+		    (uint32_t)strtoul(json_string_value(json_array_get(bits, i)), NULL, 16);
 		uint32_t got;
 		memcpy(&got, &f[i], 4);
 		float wf;
 		memcpy(&wf, &want, 4);
 		if (got != want || h[i] != ds_f32_to_bf16(wf)) {
 			if (bad++ < 5)
-				print_error("%s[%zu]: got %08x (bf16 %04x), numpy %08x (%g)\n", name, i,
-					    got, h[i], want, (double)wf);
+				print_error("%s[%zu]: got %08x (bf16 %04x), numpy %08x (%g)\n",
+				            name, i, got, h[i], want, (double)wf);
 		}
 	}
 	assert_int_equal(bad, 0);
@@ -95,8 +96,8 @@ static void test_matches_numpy(void **state)
 	for (size_t i = 0; i < json_array_size(cases); i++)
 		check_case(json_array_get(cases, i), seen);
 	/* every format the issue requires is covered (plus the optional K-quants) */
-	const uint32_t need[] = {DS_GGML_F32, DS_GGML_F16, DS_GGML_BF16, DS_GGML_Q8_0,
-				 DS_GGML_Q4_0, DS_GGML_Q4_1, DS_GGML_Q4_K, DS_GGML_Q6_K};
+	const uint32_t need[] = {DS_GGML_F32,  DS_GGML_F16,  DS_GGML_BF16, DS_GGML_Q8_0,
+	                         DS_GGML_Q4_0, DS_GGML_Q4_1, DS_GGML_Q4_K, DS_GGML_Q6_K};
 	for (size_t i = 0; i < DS_ARRAY_LEN(need); i++)
 		assert_true(seen[need[i]]);
 	json_decref(root);
@@ -146,9 +147,9 @@ static void test_known_blocks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_matches_numpy),
-		cmocka_unit_test(test_rejects),
-		cmocka_unit_test(test_known_blocks),
+	    cmocka_unit_test(test_matches_numpy),
+	    cmocka_unit_test(test_rejects),
+	    cmocka_unit_test(test_known_blocks),
 	};
 	return cmocka_run_group_tests_name("gguf_dequant", tests, NULL, NULL);
 }
