@@ -16,7 +16,21 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* ---- scratch ---- */
+/* ---- scratch and CPU features ---- */
+
+enum ds_cpu_isa ds_cpu_isa_detect(void)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+		return DS_CPU_ISA_BASE;
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+		return DS_CPU_ISA_AVX512;
+	return DS_CPU_ISA_AVX2;
+#else
+	return DS_CPU_ISA_BASE;
+#endif
+}
 
 void *ds_cpu_ws_get(struct ds_cpu_ctx *c, enum ds_cpu_ws slot, size_t bytes)
 {
@@ -124,7 +138,7 @@ static void cpu_rope(const struct ds_cpu_ctx *c, float *x, int n_heads, const st
 }
 
 static void cpu_kv_write(struct ds_cpu_ctx *c, int l, const struct ds_cpu_pass *p, const float *k,
-			 const float *v)
+                         const float *v)
 {
 	int kvd = c->cfg.n_kv_head * c->cfg.head_dim;
 	for (int m = 0; m < p->M; m++) {
@@ -148,10 +162,10 @@ static float cpu_silu(float g)
 struct cpu_sample {
 	struct ds_cpu_ctx *c;
 	const struct ds_fwd_batch *b;
-	const float *logits;   /* (n_out, vocab) */
-	const int *out_seq;    /* (n_out) */
-	const int *out_r;      /* (n_out) row within its sequence */
-	uint8_t *scratch;      /* (n_threads, scratch_len) */
+	const float *logits; /* (n_out, vocab) */
+	const int *out_seq;  /* (n_out) */
+	const int *out_r;    /* (n_out) row within its sequence */
+	uint8_t *scratch;    /* (n_threads, scratch_len) */
 	size_t scratch_len;
 };
 
@@ -162,7 +176,7 @@ static void cpu_sample_task(void *arg, int o, int thread)
 	int V = a->c->cfg.vocab_size;
 	struct ds_sample_result res;
 	ds_sample(a->logits + (size_t)o * V, V, &s->sp, (int64_t)s->pos0 + a->out_r[o] + 1,
-		  a->scratch + (size_t)thread * a->scratch_len, &res);
+	          a->scratch + (size_t)thread * a->scratch_len, &res);
 	a->b->rows[o].token = res.token;
 	a->b->rows[o].logprob = res.logprob;
 	a->b->rows[o].margin = res.margin;
@@ -170,17 +184,18 @@ static void cpu_sample_task(void *arg, int o, int thread)
 
 /* ---- the forward pass ---- */
 
-#define WS(slot, type, count)                                                                 \
-	do {                                                                                  \
-		slot##_p = ds_cpu_ws_get(c, DS_WS_##slot, (size_t)(count) * sizeof(type));      \
-		if (!slot##_p)                                                                \
-			return ds_errf(err, DS_ERR_NOMEM, "cpu: out of memory for a %d-row pass", M); \
+#define WS(slot, type, count)                                                                      \
+	do {                                                                                       \
+		slot##_p = ds_cpu_ws_get(c, DS_WS_##slot, (size_t)(count) * sizeof(type));         \
+		if (!slot##_p)                                                                     \
+			return ds_errf(err, DS_ERR_NOMEM, "cpu: out of memory for a %d-row pass",  \
+			               M);                                                         \
 	} while (0)
 
-#define CHECK(expr)                                                                           \
-	do {                                                                                  \
-		if ((expr) != DS_OK)                                                          \
-			return ds_errf(err, DS_ERR_NOMEM, "cpu: out of memory in %s", #expr);   \
+#define CHECK(expr)                                                                                \
+	do {                                                                                       \
+		if ((expr) != DS_OK)                                                               \
+			return ds_errf(err, DS_ERR_NOMEM, "cpu: out of memory in %s", #expr);      \
 	} while (0)
 
 static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, struct ds_err *err)
@@ -189,7 +204,7 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 	const struct ds_model_config *cfg = &c->cfg;
 	const struct ds_model_weights *w = &c->model->w;
 	const struct ds_cpu_kernels *kn =
-		b->path == DS_PATH_REF ? &ds_cpu_ref_kernels : &ds_cpu_fast_kernels;
+	    b->path == DS_PATH_REF ? &ds_cpu_ref_kernels : &ds_cpu_fast_kernels;
 	const int H = cfg->hidden, QD = ds_model_q_dim(cfg), KVD = ds_model_kv_dim(cfg);
 	const int F = cfg->ffn, V = cfg->vocab_size, hd = cfg->head_dim;
 	const float eps = cfg->rms_eps;
@@ -202,20 +217,20 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 	int *ROWS_p;
 	float *X_p, *XN_p, *Q_p, *K_p, *V_p, *ATT_p, *TMP_p, *GATE_p, *UP_p, *OUT_p, *LOGITS_p;
 	WS(ROWS, int, 2 * M + 3 * n_out);
-	WS(X, float, (size_t)M * H);
-	WS(XN, float, (size_t)M * H);
-	WS(Q, float, (size_t)M * QD);
-	WS(K, float, (size_t)M * KVD);
-	WS(V, float, (size_t)M * KVD);
-	WS(ATT, float, (size_t)M * QD);
-	WS(TMP, float, (size_t)M * H);
-	WS(GATE, float, (size_t)M * F);
-	WS(UP, float, (size_t)M * F);
-	WS(OUT, float, (size_t)n_out * H);
+	WS(X, float, (size_t)M *H);
+	WS(XN, float, (size_t)M *H);
+	WS(Q, float, (size_t)M *QD);
+	WS(K, float, (size_t)M *KVD);
+	WS(V, float, (size_t)M *KVD);
+	WS(ATT, float, (size_t)M *QD);
+	WS(TMP, float, (size_t)M *H);
+	WS(GATE, float, (size_t)M *F);
+	WS(UP, float, (size_t)M *F);
+	WS(OUT, float, (size_t)n_out *H);
 	if (b->logits)
 		LOGITS_p = b->logits;
 	else
-		WS(LOGITS, float, (size_t)n_out * V);
+		WS(LOGITS, float, (size_t)n_out *V);
 	size_t scratch_len = (ds_sample_scratch_size(V) + 63) & ~(size_t)63;
 	uint8_t *SAMPLE_p;
 	WS(SAMPLE, uint8_t, (size_t)c->n_threads * scratch_len);
@@ -248,9 +263,9 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_layer_weights *lw = &w->layers[l];
 		CHECK(kn->rmsnorm(c, x, lw->attn_norm, xn, M, H, eps));
-		CHECK(kn->matmul(c, xn, lw->wq, q, M, QD, H));
-		CHECK(kn->matmul(c, xn, lw->wk, k, M, KVD, H));
-		CHECK(kn->matmul(c, xn, lw->wv, v, M, KVD, H));
+		const struct ds_cpu_mm qkv[3] = {
+		    {lw->wq, q, QD}, {lw->wk, k, KVD}, {lw->wv, v, KVD}};
+		CHECK(kn->matmul(c, xn, M, H, qkv, 3));
 		if (lw->bq)
 			cpu_add_bias(q, lw->bq, M, QD);
 		if (lw->bk)
@@ -265,26 +280,35 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 		cpu_rope(c, k, cfg->n_kv_head, &p);
 		cpu_kv_write(c, l, &p, k, v);
 		CHECK(kn->attention(c, &p, l, q, att));
-		CHECK(kn->matmul(c, att, lw->wo, tmp, M, H, QD));
+		const struct ds_cpu_mm o_proj = {lw->wo, tmp, H};
+		CHECK(kn->matmul(c, att, M, QD, &o_proj, 1));
 		for (size_t i = 0; i < (size_t)M * H; i++)
 			x[i] += tmp[i];
 		CHECK(kn->rmsnorm(c, x, lw->ffn_norm, xn, M, H, eps));
-		CHECK(kn->matmul(c, xn, lw->w_gate, GATE_p, M, F, H));
-		CHECK(kn->matmul(c, xn, lw->w_up, UP_p, M, F, H));
+		const struct ds_cpu_mm gate_up[2] = {{lw->w_gate, GATE_p, F}, {lw->w_up, UP_p, F}};
+		CHECK(kn->matmul(c, xn, M, H, gate_up, 2));
 		for (size_t i = 0; i < (size_t)M * F; i++)
 			GATE_p[i] = cpu_silu(GATE_p[i]) * UP_p[i];
-		CHECK(kn->matmul(c, GATE_p, lw->w_down, tmp, M, H, F));
+		const struct ds_cpu_mm down = {lw->w_down, tmp, H};
+		CHECK(kn->matmul(c, GATE_p, M, F, &down, 1));
 		for (size_t i = 0; i < (size_t)M * H; i++)
 			x[i] += tmp[i];
 	}
 
 	for (int o = 0; o < n_out; o++)
-		memcpy(OUT_p + (size_t)o * H, x + (size_t)out_row[o] * H, (size_t)H * sizeof(float));
+		memcpy(OUT_p + (size_t)o * H, x + (size_t)out_row[o] * H,
+		       (size_t)H * sizeof(float));
 	CHECK(kn->rmsnorm(c, OUT_p, w->out_norm, OUT_p, n_out, H, eps));
-	CHECK(kn->matmul(c, OUT_p, w->lm_head, LOGITS_p, n_out, V, H));
+	const struct ds_cpu_mm head = {w->lm_head, LOGITS_p, V};
+	CHECK(kn->matmul(c, OUT_p, n_out, H, &head, 1));
 
-	struct cpu_sample sa = {.c = c, .b = b, .logits = LOGITS_p, .out_seq = out_seq,
-				.out_r = out_r, .scratch = SAMPLE_p, .scratch_len = scratch_len};
+	struct cpu_sample sa = {.c = c,
+	                        .b = b,
+	                        .logits = LOGITS_p,
+	                        .out_seq = out_seq,
+	                        .out_r = out_r,
+	                        .scratch = SAMPLE_p,
+	                        .scratch_len = scratch_len};
 	ds_threadpool_run(c->tp, n_out, cpu_sample_task, &sa);
 	return DS_OK;
 }
@@ -300,15 +324,16 @@ static enum ds_status cpu_kv_init(void *vctx, int n_blocks, int block_size, stru
 	if (c->kv_k)
 		return ds_errf(err, DS_ERR_INVALID, "cpu: kv cache already initialised");
 	size_t n = (size_t)c->cfg.n_layer * (size_t)n_blocks * (size_t)block_size *
-		   (size_t)ds_model_kv_dim(&c->cfg);
+	           (size_t)ds_model_kv_dim(&c->cfg);
 	c->kv_k = calloc(n, sizeof(uint16_t));
 	c->kv_v = calloc(n, sizeof(uint16_t));
 	if (!c->kv_k || !c->kv_v) {
 		free(c->kv_k);
 		free(c->kv_v);
 		c->kv_k = c->kv_v = NULL;
-		return ds_errf(err, DS_ERR_NOMEM, "cpu: cannot allocate a KV pool of %d x %d positions",
-			       n_blocks, block_size);
+		return ds_errf(err, DS_ERR_NOMEM,
+		               "cpu: cannot allocate a KV pool of %d x %d positions", n_blocks,
+		               block_size);
 	}
 	c->n_blocks = n_blocks;
 	c->block_size = block_size;
@@ -337,7 +362,8 @@ static enum ds_status cpu_set_threads(void *vctx, int n_threads, struct ds_err *
 static void cpu_describe(void *vctx, char *buf, size_t len)
 {
 	struct ds_cpu_ctx *c = vctx;
-	snprintf(buf, len, "cpu (%d threads)", c->n_threads);
+	static const char *const isa[] = {"x86-64", "avx2", "avx512"};
+	snprintf(buf, len, "cpu (%d threads, %s)", c->n_threads, isa[c->isa]);
 }
 
 static void cpu_free(void *vctx)
@@ -357,33 +383,34 @@ static void cpu_free(void *vctx)
 }
 
 static const struct ds_backend_i cpu_iface = {
-	.name = "cpu",
-	.kv_init = cpu_kv_init,
-	.forward = cpu_forward,
-	.kv_copy_block = cpu_kv_copy_block,
-	.set_threads = cpu_set_threads,
-	.describe = cpu_describe,
-	.free = cpu_free,
+    .name = "cpu",
+    .kv_init = cpu_kv_init,
+    .forward = cpu_forward,
+    .kv_copy_block = cpu_kv_copy_block,
+    .set_threads = cpu_set_threads,
+    .describe = cpu_describe,
+    .free = cpu_free,
 };
 
 enum ds_status ds_backend_cpu_init(struct ds_backend *be, const struct ds_model *m, int n_threads,
-				   struct ds_err *err)
+                                   struct ds_err *err)
 {
 	memset(be, 0, sizeof(*be));
 	if (!m)
 		return ds_errf(err, DS_ERR_INVALID, "cpu: no model");
-	if (m->deferred)
-		return ds_errf(err, DS_ERR_UNSUPPORTED,
-			       "cpu: model %s has deferred weights (ds_model_materialize not available)",
-			       m->source);
 	enum ds_status rv = ds_model_config_check(&m->cfg, err);
 	if (rv != DS_OK)
+		return rv;
+	/* A deferred synthetic model has no host weights yet; filling them in place is what
+	 * model.h asks of the CPU backend. Models are never defined const, only passed as such. */
+	if (m->deferred && (rv = ds_model_materialize((struct ds_model *)m, err)) != DS_OK)
 		return rv;
 	struct ds_cpu_ctx *c = calloc(1, sizeof(*c));
 	if (!c)
 		return ds_errf(err, DS_ERR_NOMEM, "cpu: out of memory");
 	c->model = m;
 	c->cfg = m->cfg;
+	c->isa = ds_cpu_isa_detect();
 	if ((rv = cpu_threads_setup(c, n_threads, err)) != DS_OK)
 		goto fail;
 	if ((rv = cpu_rope_init(c, err)) != DS_OK)

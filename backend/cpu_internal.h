@@ -49,10 +49,57 @@ static inline DS_CPU_INLINE ds_v16f ds_v16_load_bf16(const uint16_t *p)
 	return (ds_v16f)u;
 }
 
+/* Instruction-set levels the kernels are compiled for. Each hot task body is built once per
+ * level (DS_CPU_VARIANTS) and the context's level picks one at run time. */
+enum ds_cpu_isa { DS_CPU_ISA_BASE = 0, DS_CPU_ISA_AVX2 = 1, DS_CPU_ISA_AVX512 = 2 };
+
+/* The best level this CPU runs (AVX2 and AVX-512 levels also need FMA). */
+enum ds_cpu_isa ds_cpu_isa_detect(void);
+
+#if defined(__x86_64__)
+#define DS_CPU_VARIANTS(fn, target_avx512, target_avx2)                                            \
+	__attribute__((target(target_avx512))) static void fn##_avx512(void *arg, int task,        \
+	                                                               int thread)                 \
+	{                                                                                          \
+		fn(arg, task, thread);                                                             \
+	}                                                                                          \
+	__attribute__((target(target_avx2))) static void fn##_avx2(void *arg, int task,            \
+	                                                           int thread)                     \
+	{                                                                                          \
+		fn(arg, task, thread);                                                             \
+	}                                                                                          \
+	static inline ds_task_fn fn##_pick(const struct ds_cpu_ctx *c)                             \
+	{                                                                                          \
+		return c->isa == DS_CPU_ISA_AVX512 ? fn##_avx512                                   \
+		       : c->isa == DS_CPU_ISA_AVX2 ? fn##_avx2                                     \
+		                                   : fn;                                           \
+	}
+#else
+#define DS_CPU_VARIANTS(fn, target_avx512, target_avx2)                                            \
+	static inline ds_task_fn fn##_pick(const struct ds_cpu_ctx *c)                             \
+	{                                                                                          \
+		(void)c;                                                                           \
+		return fn;                                                                         \
+	}
+#endif
+
 /* Scratch slots owned by the context; each grows on demand and is reused across calls. */
 enum ds_cpu_ws {
-	DS_WS_X, DS_WS_XN, DS_WS_Q, DS_WS_K, DS_WS_V, DS_WS_ATT, DS_WS_TMP, DS_WS_GATE, DS_WS_UP,
-	DS_WS_OUT, DS_WS_LOGITS, DS_WS_PART, DS_WS_ROWS, DS_WS_SAMPLE, DS_WS_COUNT
+	DS_WS_X,
+	DS_WS_XN,
+	DS_WS_Q,
+	DS_WS_K,
+	DS_WS_V,
+	DS_WS_ATT,
+	DS_WS_TMP,
+	DS_WS_GATE,
+	DS_WS_UP,
+	DS_WS_OUT,
+	DS_WS_LOGITS,
+	DS_WS_PART,
+	DS_WS_ROWS,
+	DS_WS_SAMPLE,
+	DS_WS_COUNT
 };
 
 struct ds_cpu_ctx {
@@ -60,14 +107,15 @@ struct ds_cpu_ctx {
 	struct ds_model_config cfg;
 	struct ds_threadpool *tp;
 	int n_threads;
+	enum ds_cpu_isa isa; /* kernel variant level; detected at init, lowered by tests */
 	int n_blocks, block_size;
-	uint16_t *kv_k; /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
-	uint16_t *kv_v; /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
+	uint16_t *kv_k;             /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
+	uint16_t *kv_v;             /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
 	float *rope_cos, *rope_sin; /* (max_pos, head_dim/2) */
 	void *ws[DS_WS_COUNT];
 	size_t ws_cap[DS_WS_COUNT];
-	float *thread_buf;      /* (n_threads, thread_buf_len) per-thread scratch */
-	size_t thread_buf_len;  /* floats per thread */
+	float *thread_buf;     /* (n_threads, thread_buf_len) per-thread scratch */
+	size_t thread_buf_len; /* floats per thread */
 };
 
 /* One forward pass, flattened: M rows, each a token of some sequence at an absolute position. */
@@ -94,27 +142,36 @@ size_t ds_cpu_ref_thread_floats(const struct ds_model_config *cfg);
 
 /* KV row (n_kv_head * head_dim) of layer l at absolute position pos of a sequence. */
 static inline uint16_t *ds_cpu_kv_at(struct ds_cpu_ctx *c, uint16_t *pool, int l,
-				     const int32_t *blocks, int pos)
+                                     const int32_t *blocks, int pos)
 {
 	int kvd = c->cfg.n_kv_head * c->cfg.head_dim;
 	size_t blk = (size_t)blocks[pos / c->block_size];
 	size_t off = ((size_t)l * (size_t)c->n_blocks + blk) * (size_t)c->block_size +
-		     (size_t)(pos % c->block_size);
+	             (size_t)(pos % c->block_size);
 	return pool + off * (size_t)kvd;
 }
 
+/* One weight of a (fused) matmul: y (M, N) = x (M, K) . w^T, w bf16 (N, K) in HF layout. */
+struct ds_cpu_mm {
+	const uint16_t *w;
+	float *y;
+	int N;
+};
+#define DS_CPU_MAX_MM 4
+
 /* The three reducing kernels of one path. All return DS_ERR_NOMEM when scratch fails.
- *  matmul:    y (M, N) = x (M, K) . W^T, W bf16 (N, K) in HF layout.
+ *  matmul:    mm[0..n_mm) (n_mm <= DS_CPU_MAX_MM) against the same x, in one parallel run;
+ *             fusing never changes a result, only how many times the threads meet.
  *  rmsnorm:   y (M, n) = x / sqrt(mean(x^2) + eps) * w, w bf16 (n); y may alias x.
  *  attention: out (M, n_head*head_dim) from q (M, n_head*head_dim), RoPE applied, against
  *             layer l's KV cache for positions [0, row_pos] of each row's sequence. */
 struct ds_cpu_kernels {
-	enum ds_status (*matmul)(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
-				 int M, int N, int K);
+	enum ds_status (*matmul)(struct ds_cpu_ctx *c, const float *x, int M, int K,
+	                         const struct ds_cpu_mm *mm, int n_mm);
 	enum ds_status (*rmsnorm)(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
-				  int M, int n, float eps);
+	                          int M, int n, float eps);
 	enum ds_status (*attention)(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,
-				    const float *q, float *out);
+	                            const float *q, float *out);
 };
 
 extern const struct ds_cpu_kernels ds_cpu_fast_kernels; /* fastpath/cpu_fast.c */

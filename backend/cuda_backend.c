@@ -4,8 +4,8 @@
  * cap_rows output rows); a sequence may be split across passes, which is safe because every
  * pass writes its KV before the next reads it. Each pass uploads its metadata, runs the layers
  * through the path's ops (fastpath/cuda_fast.c or refpath/cuda_ref.c), samples on the device and
- * copies back only the rows (and the logits when asked). Fast-path decode batches go through
- * per-bucket CUDA graphs instead. */
+ * copies back only the rows (and the logits when asked). Fast-path decode batches and reference
+ * passes of up to 512 rows go through per-bucket CUDA graphs instead (DS_CUDA_GRAPHS=0: none). */
 #include "cuda_internal.h"
 
 #include <stdio.h>
@@ -89,6 +89,9 @@ static enum ds_status pass_exec(struct ds_cuda_ctx *c, const struct ds_fwd_batch
 	enum ds_status rv;
 	if (decode) {
 		rv = ds_cuda_fast_decode(c, p, err);
+	} else if (b->path == DS_PATH_REF && c->ref_graphs && p->T <= DS_CUDA_REF_GRAPH_MAX &&
+		   p->R <= DS_CUDA_REF_GRAPH_MAX) {
+		rv = ds_cuda_ref_graphed(c, p, err);
 	} else {
 		const struct ds_cuda_path_ops *ops =
 			b->path == DS_PATH_REF ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
@@ -291,6 +294,7 @@ static void cuda_free(void *ctx)
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
 	ds_cuda_fast_free(c);
+	ds_cuda_ref_free(c);
 	buffers_free(c);
 	ds_cuda_weights_free(c);
 	if (c->stream)
@@ -345,6 +349,8 @@ enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model
 		goto fail;
 	if ((rv = ds_cuda_fast_init(c, err)) != DS_OK)
 		goto fail;
+	const char *g = getenv("DS_CUDA_GRAPHS");
+	c->ref_graphs = !(g && strcmp(g, "0") == 0);
 	be->iface = &cuda_iface;
 	be->ctx = c;
 	be->model = m;

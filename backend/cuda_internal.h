@@ -67,6 +67,16 @@ struct ds_cuda_pass {
 	int max_pos; /* largest query position in the pass */
 };
 
+#define DS_CUDA_REF_GRAPH_MIN 16  /* reference passes are padded to 16, 32, ..., 512 rows */
+#define DS_CUDA_REF_GRAPH_MAX 512
+#define DS_CUDA_REF_BUCKETS 6
+
+/* Reference path state (refpath/cuda_ref.c): graphs of padded, fixed-shape passes. */
+struct ds_cuda_ref {
+	cudaGraphExec_t graph[DS_CUDA_REF_BUCKETS];
+	bool warm[DS_CUDA_REF_BUCKETS];
+};
+
 struct ds_cuda_ctx {
 	const struct ds_model *model; /* not owned */
 	struct ds_model_config cfg;
@@ -102,6 +112,8 @@ struct ds_cuda_ctx {
 	struct ds_cuda_meta hm, dm; /* host (pinned) and device */
 
 	struct ds_cuda_fast fast;
+	struct ds_cuda_ref ref;
+	bool ref_graphs;
 };
 
 static inline struct ds_k_tokmeta ds_cuda_tokmeta(const struct ds_cuda_ctx *c)
@@ -149,6 +161,14 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 /* Copies the pass's host metadata to the device (async on c->stream). */
 enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
 				   struct ds_err *err);
+
+/* reference path extras (refpath/cuda_ref.c) */
+/* A reference pass of at most DS_CUDA_REF_GRAPH_MAX tokens and rows with the host metadata
+ * filled: pads it to a power of two (>= 16) rows and replays that bucket's graph (captured on
+ * second use). Padding rows have no KV and cannot touch real rows (every step is per row). */
+enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
+				   struct ds_err *err);
+void ds_cuda_ref_free(struct ds_cuda_ctx *c);
 
 /* fast path extras (fastpath/cuda_fast.c) */
 enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err);

@@ -5,6 +5,8 @@
  * same steps are timed on each path, alternating fast/ref for --reps rounds and keeping the best
  * round, so both see the same machine load. Prefill: one --ctx-token prompt in one pass.
  * Prints a table and one JSON line per measurement; ratio = ref tokens/s / fast tokens/s.
+ * Alongside wall-clock tokens/s it reports tokens per CPU-second (process CPU time, all
+ * threads): on a shared, oversubscribed box that is the steadier number for comparing paths.
  *
  * usage: bench_cpu [--preset small] [--threads N] [--ctx 128] [--steps 8] [--reps 2]
  *                  [--batches 1,8,32] */
@@ -18,11 +20,33 @@
 #define BENCH_BS 16
 #define BENCH_MAX_BATCH 256
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* wall and CPU seconds of one measurement */
+struct span {
+	double wall, cpu;
+};
+
+static struct span span_start(void)
+{
+	return (struct span){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID)};
+}
+
+static struct span span_end(struct span t0)
+{
+	return (struct span){clock_s(CLOCK_MONOTONIC) - t0.wall,
+	                     clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0.cpu};
+}
+
+static void span_min(struct span *best, struct span t)
+{
+	best->wall = DS_MIN(best->wall, t.wall);
+	best->cpu = DS_MIN(best->cpu, t.cpu);
 }
 
 struct bench {
@@ -44,35 +68,62 @@ static int run(struct bench *bn, enum ds_path path, struct ds_fwd_seq *seqs, int
 	return 0;
 }
 
-/* Seconds for `steps` decode steps of batch B on one path. */
-static double time_decode(struct bench *bn, enum ds_path path, int B)
+/* Time of `steps` decode steps of batch B on one path (wall < 0 on failure). */
+static struct span time_decode(struct bench *bn, enum ds_path path, int B)
 {
 	struct ds_fwd_seq seqs[BENCH_MAX_BATCH];
 	int32_t tok[BENCH_MAX_BATCH];
-	double t0 = now_s();
+	struct span t0 = span_start();
 	for (int s = 0; s < bn->steps; s++) {
 		for (int i = 0; i < B; i++) {
-			tok[i] = (int32_t)(ds_hash3(7, (uint64_t)i, (uint64_t)s) % (uint64_t)bn->vocab);
+			tok[i] =
+			    (int32_t)(ds_hash3(7, (uint64_t)i, (uint64_t)s) % (uint64_t)bn->vocab);
 			seqs[i] = (struct ds_fwd_seq){
-				.tokens = &tok[i], .n_tokens = 1, .pos0 = bn->ctx + s,
-				.blocks = bn->blocks + (size_t)i * bn->nb_seq, .n_blocks = bn->nb_seq,
-				.sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
+			    .tokens = &tok[i],
+			    .n_tokens = 1,
+			    .pos0 = bn->ctx + s,
+			    .blocks = bn->blocks + (size_t)i * bn->nb_seq,
+			    .n_blocks = bn->nb_seq,
+			    .sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
 		}
 		if (run(bn, path, seqs, B) != 0)
-			return -1.0;
+			return (struct span){-1.0, -1.0};
 	}
-	return now_s() - t0;
+	return span_end(t0);
 }
 
-static double time_prefill(struct bench *bn, enum ds_path path)
+static struct span time_prefill(struct bench *bn, enum ds_path path)
 {
-	struct ds_fwd_seq s = {.tokens = bn->tokens, .n_tokens = bn->ctx, .pos0 = 0,
-			       .blocks = bn->blocks, .n_blocks = bn->nb_seq,
-			       .sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
-	double t0 = now_s();
+	struct ds_fwd_seq s = {.tokens = bn->tokens,
+	                       .n_tokens = bn->ctx,
+	                       .pos0 = 0,
+	                       .blocks = bn->blocks,
+	                       .n_blocks = bn->nb_seq,
+	                       .sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
+	struct span t0 = span_start();
 	if (run(bn, path, &s, 1) != 0)
-		return -1.0;
-	return now_s() - t0;
+		return (struct span){-1.0, -1.0};
+	return span_end(t0);
+}
+
+/* Prints one row of the table and its JSON line. */
+static void report(const char *kind, const char *preset, int threads, int batch, int ctx,
+                   int tokens, const struct span best[2])
+{
+	double tf = tokens / best[0].wall, tr = tokens / best[1].wall;
+	double cf = tokens / best[0].cpu, cr = tokens / best[1].cpu;
+	if (batch > 0)
+		printf("  decode batch %3d:  ", batch);
+	else
+		printf("  prefill %4d tok:  ", ctx);
+	printf("fast %8.1f tok/s  ref %8.1f tok/s  ref/fast %.3f   (per CPU-s: fast %.1f ref %.1f "
+	       "ratio %.3f)\n",
+	       tf, tr, tr / tf, cf, cr, cr / cf);
+	printf("{\"bench\":\"cpu_%s\",\"preset\":\"%s\",\"threads\":%d,\"batch\":%d,\"ctx\":%d,"
+	       "\"tokens\":%d,\"fast_tok_s\":%.2f,\"ref_tok_s\":%.2f,\"ratio_ref_fast\":%.4f,"
+	       "\"fast_tok_cpu_s\":%.2f,\"ref_tok_cpu_s\":%.2f,\"ratio_cpu_ref_fast\":%.4f}\n",
+	       kind, preset, threads, batch > 0 ? batch : 1, ctx, tokens, tf, tr, tr / tf, cf, cr,
+	       cr / cf);
 }
 
 int main(int argc, char **argv)
@@ -141,28 +192,25 @@ int main(int argc, char **argv)
 	       preset, cfg.hidden, cfg.n_layer, cfg.vocab_size, desc, ctx, steps);
 
 	/* prefill (also writes the shared context into sequence 0's blocks) */
-	double best[2] = {1e30, 1e30};
+	struct span best[2] = {{1e30, 1e30}, {1e30, 1e30}};
 	for (int r = 0; r < reps; r++)
 		for (int p = 0; p < 2; p++) {
-			double t = time_prefill(&bn, (enum ds_path)p);
-			if (t < 0)
+			struct span t = time_prefill(&bn, (enum ds_path)p);
+			if (t.wall < 0)
 				goto out;
-			best[p] = DS_MIN(best[p], t);
+			span_min(&best[p], t);
 		}
 	int nthr = 0;
 	sscanf(desc, "cpu (%d", &nthr);
-	printf("  prefill %4d tokens: fast %8.1f tok/s  ref %8.1f tok/s  ref/fast %.3f\n", ctx,
-	       ctx / best[0], ctx / best[1], best[0] / best[1]);
-	printf("{\"bench\":\"cpu_prefill\",\"preset\":\"%s\",\"threads\":%d,\"tokens\":%d,"
-	       "\"fast_tok_s\":%.2f,\"ref_tok_s\":%.2f,\"ratio_ref_fast\":%.4f}\n",
-	       preset, nthr, ctx, ctx / best[0], ctx / best[1], best[0] / best[1]);
+	report("prefill", preset, nthr, 0, ctx, ctx, best);
 
 	/* every decoding sequence starts from the same prefilled context (copied blocks) */
 	int ctx_blocks = (ctx + BENCH_BS - 1) / BENCH_BS;
 	for (int i = 1; i < BENCH_MAX_BATCH; i++)
 		for (int j = 0; j < ctx_blocks; j++)
 			if (ds_backend_kv_copy_block(&bn.be, bn.blocks[j],
-						     bn.blocks[(size_t)i * bn.nb_seq + j], &err) != DS_OK) {
+			                             bn.blocks[(size_t)i * bn.nb_seq + j],
+			                             &err) != DS_OK) {
 				fprintf(stderr, "bench_cpu: %s\n", err.msg);
 				goto out;
 			}
@@ -173,21 +221,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_cpu: batch %d outside 1..%d\n", B, BENCH_MAX_BATCH);
 			goto out;
 		}
-		best[0] = best[1] = 1e30;
+		best[0] = best[1] = (struct span){1e30, 1e30};
 		for (int r = 0; r < reps; r++)
 			for (int q = 0; q < 2; q++) {
-				double t = time_decode(&bn, (enum ds_path)q, B);
-				if (t < 0)
+				struct span t = time_decode(&bn, (enum ds_path)q, B);
+				if (t.wall < 0)
 					goto out;
-				best[q] = DS_MIN(best[q], t);
+				span_min(&best[q], t);
 			}
-		double tf = (double)B * steps / best[0], tr = (double)B * steps / best[1];
-		printf("  decode batch %3d:    fast %8.1f tok/s  ref %8.1f tok/s  ref/fast %.3f\n", B,
-		       tf, tr, tr / tf);
-		printf("{\"bench\":\"cpu_decode\",\"preset\":\"%s\",\"threads\":%d,\"batch\":%d,"
-		       "\"ctx\":%d,\"steps\":%d,\"fast_tok_s\":%.2f,\"ref_tok_s\":%.2f,"
-		       "\"ratio_ref_fast\":%.4f}\n",
-		       preset, nthr, B, ctx, steps, tf, tr, tr / tf);
+		report("decode", preset, nthr, B, ctx, B * steps, best);
 		while (*p && *p != ',')
 			p++;
 		if (*p == ',')

@@ -18,41 +18,16 @@
 #pragma GCC optimize("fp-contract=fast")
 
 #define FAST_LANES 16
-#define FAST_NT 16  /* output columns per task */
-#define FAST_MR 4   /* rows per register block */
-#define FAST_NC 4   /* columns per register block */
-#define FAST_MB 64  /* rows per task when the row count is large */
+#define FAST_NT 16 /* output columns per task */
+#define FAST_MR 4  /* rows per register block */
+#define FAST_NC 4  /* columns per register block */
+#define FAST_MB 64 /* rows per task when the row count is large */
+#define FAST_KB 32 /* keys per attention block */
 
 /* Like a GPU library picking the kernel for the device: each task body is compiled for
- * AVX-512+FMA, AVX2+FMA and baseline x86-64, and FAST_PICK chooses by CPU features at run
- * time. Results may differ between machines; this path promises nothing. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define FAST_VARIANTS(fn)                                                                     \
-	__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void fn##_avx512(          \
-		void *arg, int task, int thread)                                              \
-	{                                                                                     \
-		fn(arg, task, thread);                                                        \
-	}                                                                                     \
-	__attribute__((target("avx2,fma"))) static void fn##_avx2(void *arg, int task,         \
-								   int thread)                \
-	{                                                                                     \
-		fn(arg, task, thread);                                                        \
-	}                                                                                     \
-	static ds_task_fn fn##_pick(void)                                                     \
-	{                                                                                     \
-		if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f"))       \
-			return fn##_avx512;                                                   \
-		if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))          \
-			return fn##_avx2;                                                     \
-		return fn;                                                                    \
-	}
-#else
-#define FAST_VARIANTS(fn)                                                                     \
-	static ds_task_fn fn##_pick(void)                                                     \
-	{                                                                                     \
-		return fn;                                                                    \
-	}
-#endif
+ * AVX-512+FMA, AVX2+FMA and baseline x86-64 (DS_CPU_VARIANTS) and the context's level picks
+ * one. Results may differ between machines; this path promises nothing. */
+#define FAST_VARIANTS(fn) DS_CPU_VARIANTS(fn, "avx512f,avx512vl,avx2,fma", "avx2,fma")
 
 /* adjacent-pairs tree (the reference path folds halves instead) */
 static inline DS_CPU_INLINE float fast_sum16(ds_v16f a)
@@ -80,8 +55,8 @@ static inline DS_CPU_INLINE float fast_dot(const float *x, const float *w, int n
 /* out[r*ldo + c] = dot(x row r, weight column c), nr rows x nc columns (constants at the call
  * site), weights bf16 converted inline or f32. */
 static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const int nr, const int nc,
-					    const uint16_t *w_bf16, const float *w_f32, size_t ldw,
-					    int n, float *out, size_t ldo)
+                                            const uint16_t *w_bf16, const float *w_f32, size_t ldw,
+                                            int n, float *out, size_t ldo)
 {
 	ds_v16f acc[FAST_MR][FAST_NC];
 	for (int r = 0; r < nr; r++)
@@ -92,7 +67,7 @@ static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const in
 		ds_v16f wv[FAST_NC];
 		for (int c = 0; c < nc; c++)
 			wv[c] = w_bf16 ? ds_v16_load_bf16(w_bf16 + c * ldw + k)
-				       : ds_v16_load(w_f32 + c * ldw + k);
+			               : ds_v16_load(w_f32 + c * ldw + k);
 		for (int r = 0; r < nr; r++) {
 			ds_v16f xv = ds_v16_load(x + r * ldx + k);
 			for (int c = 0; c < nc; c++)
@@ -103,8 +78,9 @@ static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const in
 		for (int c = 0; c < nc; c++) {
 			float s = fast_sum16(acc[r][c]);
 			for (int kk = k; kk < n; kk++)
-				s += x[r * ldx + kk] * (w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + kk])
-							       : w_f32[c * ldw + kk]);
+				s +=
+				    x[r * ldx + kk] * (w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + kk])
+				                              : w_f32[c * ldw + kk]);
 			out[r * ldo + c] = s;
 		}
 }
@@ -115,15 +91,27 @@ struct fast_mm {
 	struct ds_cpu_ctx *c;
 	const float *x;
 	const uint16_t *w;
-	float *y;     /* (M, N) when splits == 1 */
-	float *part;  /* (splits, M, N) partial sums otherwise */
+	float *y;    /* (M, N) when splits == 1 */
+	float *part; /* (splits, M, N) partial sums otherwise */
 	int M, N, K;
 	int splits, n_tiles, row_blocks;
 };
 
+/* a fused matmul: the tasks of every weight form one task space */
+struct fast_mm_multi {
+	struct fast_mm mm[DS_CPU_MAX_MM];
+	int task0[DS_CPU_MAX_MM + 1]; /* first task of each weight */
+	int n_mm;
+};
+
 static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 {
-	struct fast_mm *a = arg;
+	struct fast_mm_multi *mu = arg;
+	int i = 0;
+	while (task >= mu->task0[i + 1])
+		i++;
+	const struct fast_mm *a = &mu->mm[i];
+	task -= mu->task0[i];
 	int tile = task % a->n_tiles, rest = task / a->n_tiles;
 	int split = rest % a->splits, rb = rest / a->splits;
 	int n0 = tile * FAST_NT, nt = DS_MIN(FAST_NT, a->N - n0);
@@ -151,14 +139,22 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 			int nc = nt - j >= FAST_NC ? FAST_NC : 1;
 			const uint16_t *wbj = wb ? wb + j * ldw : NULL;
 			const float *wtj = wt ? wt + j * ldw : NULL;
-#define FAST_BLOCK(nr) \
-	(nc == FAST_NC ? fast_block(x, K, nr, FAST_NC, wbj, wtj, ldw, kl, o + j, N) \
-		       : fast_block(x, K, nr, 1, wbj, wtj, ldw, kl, o + j, N))
+#define FAST_BLOCK(nr)                                                                             \
+	(nc == FAST_NC ? fast_block(x, K, nr, FAST_NC, wbj, wtj, ldw, kl, o + j, N)                \
+	               : fast_block(x, K, nr, 1, wbj, wtj, ldw, kl, o + j, N))
 			switch (DS_MIN(FAST_MR, m1 - m)) {
-			case 1: FAST_BLOCK(1); break;
-			case 2: FAST_BLOCK(2); break;
-			case 3: FAST_BLOCK(3); break;
-			default: FAST_BLOCK(FAST_MR); break;
+			case 1:
+				FAST_BLOCK(1);
+				break;
+			case 2:
+				FAST_BLOCK(2);
+				break;
+			case 3:
+				FAST_BLOCK(3);
+				break;
+			default:
+				FAST_BLOCK(FAST_MR);
+				break;
 			}
 #undef FAST_BLOCK
 			j += nc;
@@ -168,47 +164,73 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 
 FAST_VARIANTS(fast_mm_task)
 
-struct fast_reduce {
-	const float *part;
-	float *y;
-	size_t n;  /* M * N */
-	int splits;
-};
+#define FAST_REDUCE_CHUNK 4096
 
+/* sums the split partials of weight i; tasks numbered like fast_mm_multi but by chunk */
 static void fast_reduce_task(void *arg, int task, int thread)
 {
 	(void)thread;
-	struct fast_reduce *a = arg;
-	size_t chunk = 4096, i0 = (size_t)task * chunk, i1 = DS_MIN(a->n, i0 + chunk);
-	for (size_t i = i0; i < i1; i++) {
-		float s = a->part[i];
+	struct fast_mm_multi *mu = arg;
+	int i = 0;
+	while (task >= mu->task0[i + 1])
+		i++;
+	const struct fast_mm *a = &mu->mm[i];
+	size_t n = (size_t)a->M * a->N;
+	size_t i0 = (size_t)(task - mu->task0[i]) * FAST_REDUCE_CHUNK;
+	size_t i1 = DS_MIN(n, i0 + FAST_REDUCE_CHUNK);
+	for (size_t e = i0; e < i1; e++) {
+		float s = a->part[e];
 		for (int sp = 1; sp < a->splits; sp++)
-			s += a->part[(size_t)sp * a->n + i];
-		a->y[i] = s;
+			s += a->part[(size_t)sp * n + e];
+		a->y[e] = s;
 	}
 }
 
-static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w,
-				  float *y, int M, int N, int K)
+static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, int M, int K,
+                                  const struct ds_cpu_mm *mm, int n_mm)
 {
 	DS_ASSERT((size_t)FAST_NT * (size_t)K <= c->thread_buf_len);
-	int n_tiles = (N + FAST_NT - 1) / FAST_NT;
-	/* split K when the column tiles alone would leave threads idle or the tiles too thin */
+	DS_ASSERT(n_mm >= 1 && n_mm <= DS_CPU_MAX_MM);
+	/* split K when there are few rows (the GEMV regime), as long as slices stay long */
 	int splits = M <= 4 ? 4 : M <= 16 ? 2 : 1;
 	while (splits > 1 && K / splits < 512) /* short K slices defeat the prefetcher */
 		splits /= 2;
 	int row_blocks = M > 2 * FAST_MB ? (M + FAST_MB - 1) / FAST_MB : 1;
-	struct fast_mm a = {.c = c, .x = x, .w = w, .y = y, .M = M, .N = N, .K = K,
-			    .splits = splits, .n_tiles = n_tiles, .row_blocks = row_blocks};
+	size_t sum_n = 0;
+	for (int i = 0; i < n_mm; i++)
+		sum_n += (size_t)mm[i].N;
+	float *part = NULL;
 	if (splits > 1) {
-		a.part = ds_cpu_ws_get(c, DS_WS_PART, (size_t)splits * M * N * sizeof(float));
-		if (!a.part)
+		part = ds_cpu_ws_get(c, DS_WS_PART, (size_t)splits * M * sum_n * sizeof(float));
+		if (!part)
 			return DS_ERR_NOMEM;
 	}
-	ds_threadpool_run(c->tp, n_tiles * splits * row_blocks, fast_mm_task_pick(), &a);
+	struct fast_mm_multi mu = {.n_mm = n_mm};
+	for (int i = 0; i < n_mm; i++) {
+		int n_tiles = (mm[i].N + FAST_NT - 1) / FAST_NT;
+		mu.mm[i] = (struct fast_mm){.c = c,
+		                            .x = x,
+		                            .w = mm[i].w,
+		                            .y = mm[i].y,
+		                            .M = M,
+		                            .N = mm[i].N,
+		                            .K = K,
+		                            .splits = splits,
+		                            .n_tiles = n_tiles,
+		                            .row_blocks = row_blocks,
+		                            .part = part};
+		if (part)
+			part += (size_t)splits * M * mm[i].N;
+		mu.task0[i + 1] = mu.task0[i] + n_tiles * splits * row_blocks;
+	}
+	ds_threadpool_run(c->tp, mu.task0[n_mm], fast_mm_task_pick(c), &mu);
 	if (splits > 1) {
-		struct fast_reduce r = {.part = a.part, .y = y, .n = (size_t)M * N, .splits = splits};
-		ds_threadpool_run(c->tp, (int)((r.n + 4095) / 4096), fast_reduce_task, &r);
+		for (int i = 0; i < n_mm; i++) {
+			size_t n = (size_t)M * mm[i].N;
+			mu.task0[i + 1] =
+			    mu.task0[i] + (int)((n + FAST_REDUCE_CHUNK - 1) / FAST_REDUCE_CHUNK);
+		}
+		ds_threadpool_run(c->tp, mu.task0[n_mm], fast_reduce_task, &mu);
 	}
 	return DS_OK;
 }
@@ -216,7 +238,7 @@ static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, const ui
 /* ---- rmsnorm ---- */
 
 static enum ds_status fast_rmsnorm(struct ds_cpu_ctx *c, const float *x, const uint16_t *w,
-				   float *y, int M, int n, float eps)
+                                   float *y, int M, int n, float eps)
 {
 	(void)c;
 	for (int m = 0; m < M; m++) {
@@ -263,7 +285,9 @@ static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 	int j0 = (int)((int64_t)len * split / ns), j1 = (int)((int64_t)len * (split + 1) / ns);
 	const int32_t *blocks = a->p->b->seqs[a->p->row_seq[m]].blocks;
 	const float scale = 1.0f / sqrtf((float)hd);
-	float *kv = ds_cpu_thread_buf(c, thread); /* (2, hd) */
+	float *kc = ds_cpu_thread_buf(c, thread); /* (FAST_KB, hd) block keys */
+	float *vc = kc + (size_t)FAST_KB * hd;    /* (FAST_KB, hd) block values */
+	float *sc = vc + (size_t)FAST_KB * hd;    /* (FAST_KB) scores */
 
 	for (int g = 0; g < G; g++) {
 		int h = kvh * G + g;
@@ -273,29 +297,45 @@ static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 		pt[hd] = -INFINITY;
 		pt[hd + 1] = 0.0f;
 	}
-	for (int j = j0; j < j1; j++) {
-		const uint16_t *kr = ds_cpu_kv_at(c, c->kv_k, a->l, blocks, j) + kvh * hd;
-		const uint16_t *vr = ds_cpu_kv_at(c, c->kv_v, a->l, blocks, j) + kvh * hd;
-		for (int d = 0; d < hd; d++) {
-			kv[d] = ds_bf16_to_f32(kr[d]);
-			kv[hd + d] = ds_bf16_to_f32(vr[d]);
+	/* blocks of FAST_KB keys from the split's own start: one rescale per block */
+	for (int b0 = j0; b0 < j1; b0 += FAST_KB) {
+		int n = DS_MIN(FAST_KB, j1 - b0);
+		for (int j = 0; j < n; j++) {
+			const uint16_t *kr =
+			    ds_cpu_kv_at(c, c->kv_k, a->l, blocks, b0 + j) + kvh * hd;
+			const uint16_t *vr =
+			    ds_cpu_kv_at(c, c->kv_v, a->l, blocks, b0 + j) + kvh * hd;
+			for (int d = 0; d < hd; d++) {
+				kc[(size_t)j * hd + d] = ds_bf16_to_f32(kr[d]);
+				vc[(size_t)j * hd + d] = ds_bf16_to_f32(vr[d]);
+			}
 		}
 		for (int g = 0; g < G; g++) {
 			int h = kvh * G + g;
-			float *pt = a->part + (((size_t)m * cfg->n_head + h) * ns + split) * (hd + 2);
-			float s = fast_dot(a->q + (size_t)m * qd + (size_t)h * hd, kv, hd) * scale;
-			float mx = pt[hd];
-			if (s > mx) { /* rescale the running sums to the new max */
-				float f = expf(mx - s);
+			float *pt =
+			    a->part + (((size_t)m * cfg->n_head + h) * ns + split) * (hd + 2);
+			const float *q = a->q + (size_t)m * qd + (size_t)h * hd;
+			float bm = pt[hd];
+			for (int j = 0; j < n; j++) {
+				sc[j] = fast_dot(q, kc + (size_t)j * hd, hd) * scale;
+				bm = sc[j] > bm ? sc[j] : bm;
+			}
+			if (bm > pt[hd]) { /* rescale the running sums to the new max */
+				float f = expf(pt[hd] - bm);
 				for (int d = 0; d < hd; d++)
 					pt[d] *= f;
 				pt[hd + 1] *= f;
-				pt[hd] = mx = s;
+				pt[hd] = bm;
 			}
-			float e = expf(s - mx);
-			pt[hd + 1] += e;
-			for (int d = 0; d < hd; d++)
-				pt[d] += e * kv[hd + d];
+			float sum = pt[hd + 1];
+			for (int j = 0; j < n; j++) {
+				float e = expf(sc[j] - bm);
+				sum += e;
+				const float *v = vc + (size_t)j * hd;
+				for (int d = 0; d < hd; d++)
+					pt[d] += e * v[d];
+			}
+			pt[hd + 1] = sum;
 		}
 	}
 }
@@ -329,7 +369,7 @@ static void fast_attn_merge(void *arg, int task, int thread)
 }
 
 static enum ds_status fast_attention(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,
-				     const float *q, float *out)
+                                     const float *q, float *out)
 {
 	const struct ds_model_config *cfg = &c->cfg;
 	/* enough (row, kv head, split) work items for about 4 per thread, at most 16 splits */
@@ -340,7 +380,7 @@ static enum ds_status fast_attention(struct ds_cpu_ctx *c, const struct ds_cpu_p
 	a.part = ds_cpu_ws_get(c, DS_WS_PART, n * sizeof(float));
 	if (!a.part)
 		return DS_ERR_NOMEM;
-	ds_threadpool_run(c->tp, items * splits, fast_attn_task_pick(), &a);
+	ds_threadpool_run(c->tp, items * splits, fast_attn_task_pick(c), &a);
 	ds_threadpool_run(c->tp, p->M * cfg->n_head, fast_attn_merge, &a);
 	return DS_OK;
 }
@@ -348,11 +388,11 @@ static enum ds_status fast_attention(struct ds_cpu_ctx *c, const struct ds_cpu_p
 size_t ds_cpu_fast_thread_floats(const struct ds_model_config *cfg)
 {
 	size_t kmax = (size_t)DS_MAX(DS_MAX(cfg->hidden, ds_model_q_dim(cfg)), cfg->ffn);
-	return DS_MAX((size_t)FAST_NT * kmax, 2 * (size_t)cfg->head_dim);
+	return DS_MAX((size_t)FAST_NT * kmax, (2 * (size_t)cfg->head_dim + 1) * FAST_KB);
 }
 
 const struct ds_cpu_kernels ds_cpu_fast_kernels = {
-	.matmul = fast_matmul,
-	.rmsnorm = fast_rmsnorm,
-	.attention = fast_attention,
+    .matmul = fast_matmul,
+    .rmsnorm = fast_rmsnorm,
+    .attention = fast_attention,
 };

@@ -1,5 +1,6 @@
-/* cuda_fast.c - the CUDA fast path: cuBLASLt GEMMs chosen by heuristics, flash-decoding with an
- * occupancy-chosen split, and one CUDA graph per decode batch-size bucket.
+/* cuda_fast.c - the CUDA fast path: cuBLASLt GEMMs chosen by heuristics (a bandwidth-bound GEMV
+ * for 1..4 rows), flash-decoding with an occupancy-chosen split, and one CUDA graph per decode
+ * batch-size bucket.
  *
  * Everything here is free to depend on the batch: cuBLASLt may pick split-K or another
  * algorithm per M (decode-sized shapes are autotuned over the heuristic's top 8 on first use),
@@ -173,6 +174,10 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 {
 	if (M <= 0)
 		return DS_OK;
+	if (M <= DS_K_GEMV_MAX_M) {
+		DS_CUDA_TRY(ds_k_gemv(A, W, C, M, N, K, c->stream), err);
+		return DS_OK;
+	}
 	int i = 0;
 	enum ds_status rv = lt_lookup(c, M, N, K, A, W, C, &i, err);
 	if (rv != DS_OK)

@@ -34,7 +34,8 @@ cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T, int hidde
 
 /* One row per block, fixed reduction tree (batch-invariant). For each row r:
  *   src = rows ? rows[r] : r;  if (delta) x[src] += delta[src];
- *   out[r] = bf16(x[src] / sqrt(mean(x[src]^2) + eps) * w). */
+ *   out[r] = bf16(x[src] / sqrt(mean(x[src]^2) + eps) * w).
+ * rows[r] < 0 marks a padding row: out[r] = 0, x untouched. rows must not repeat. */
 cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
 			 int n_rows, int hidden, float eps, uint16_t *out, cudaStream_t st);
 
@@ -79,6 +80,14 @@ cudaError_t ds_k_gemm_ref_setup(void);
 cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
 			  cudaStream_t st);
 cudaError_t ds_k_gemm_mma_setup(void);
+
+/* ---- fast-path skinny GEMM (kernels/gemv.cu) ---- */
+
+/* C (M, N) fp32 = A (M, K) . W (N, K)^T for 1 <= M <= DS_K_GEMV_MAX_M, bandwidth-bound;
+ * K % 8 == 0. Not batch-invariant across M (the fast path switches to cuBLASLt above it). */
+#define DS_K_GEMV_MAX_M 4
+cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+		      cudaStream_t st);
 
 /* ---- paged attention (kernels/attn.cu) ---- */
 

@@ -49,6 +49,11 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 {
 	__shared__ float sh[32];
 	int r = blockIdx.x;
+	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
+		for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+			out[(size_t)r * hidden + i] = 0;
+		return;
+	}
 	size_t src = rows ? (size_t)rows[r] : (size_t)r;
 	float *xr = x + src * hidden;
 	float ss = 0.0f;
@@ -104,7 +109,7 @@ extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *
 	return cudaGetLastError();
 }
 
-/* ---- q/k/v epilogue: one block per token, one warp per head ---- */
+/* ---- q/k/v epilogue: one warp per head; a token's heads spread over gridDim.y blocks ---- */
 
 #define QKV_WARPS 4
 
@@ -126,7 +131,7 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
 		kblk = kv + (size_t)blk * 2 * d.n_kv * kv_head_stride +
 		       (size_t)(pos % d.block_size) * D;
 	}
-	for (int h = warp; h < n_all; h += QKV_WARPS) {
+	for (int h = blockIdx.y * QKV_WARPS + warp; h < n_all; h += QKV_WARPS * gridDim.y) {
 		const float *src = row + (size_t)h * D;
 		for (int i = lane; i < D; i += 32) {
 			float v = src[i];
@@ -188,6 +193,10 @@ extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias,
 	if (T <= 0)
 		return cudaSuccess;
 	size_t shm = (size_t)QKV_WARPS * d.head_dim * sizeof(float);
-	qkv_rope_kernel<<<T, QKV_WARPS * 32, shm, st>>>(qkv, bias, q_norm, k_norm, cs, tm, d, q, kv);
+	/* small batches spread a token's heads over several blocks */
+	int n_all = d.n_head + 2 * d.n_kv, groups = (n_all + QKV_WARPS - 1) / QKV_WARPS;
+	int gy = T >= 64 ? 1 : groups;
+	qkv_rope_kernel<<<dim3(T, gy), QKV_WARPS * 32, shm, st>>>(qkv, bias, q_norm, k_norm, cs, tm,
+								    d, q, kv);
 	return cudaGetLastError();
 }

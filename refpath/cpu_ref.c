@@ -20,15 +20,11 @@
 #define REF_MR 4  /* rows per register block */
 #define REF_NC 4  /* columns per register block */
 
-/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. All
- * three run the same IEEE single-precision ops per lane (no FMA: -std=c11 turns contraction
- * off, and the test suite pins the order against a scalar rendition), so they give the same
- * bits; wider vectors only run more lanes at once. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define REF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define REF_CLONES
-#endif
+/* Hot task bodies are compiled for AVX-512, AVX2 and baseline x86-64 (DS_CPU_VARIANTS). All
+ * run the same IEEE single-precision ops per lane: no FMA (-std=c11 turns contraction off and
+ * the targets below do not enable it), and tests/test_cpu_kernels.c checks every level against
+ * a scalar rendition, so they give the same bits; wider vectors only run more lanes at once. */
+#define REF_VARIANTS(fn) DS_CPU_VARIANTS(fn, "avx512f,avx512vl,avx2", "avx2")
 
 /* ---- fixed-order reductions ---- */
 
@@ -59,8 +55,8 @@ static inline DS_CPU_INLINE float ref_dot(const float *x, const float *w, int n)
  * with constant nr/nc so the accumulators live in registers. Every element gets exactly the
  * ops of ref_dot, whatever nr, nc or the weight format (bf16 -> f32 is exact). */
 static inline DS_CPU_INLINE void ref_block(const float *x, size_t ldx, const int nr, const int nc,
-					   const uint16_t *w_bf16, const float *w_f32, size_t ldw,
-					   int n, float *out, size_t ldo)
+                                           const uint16_t *w_bf16, const float *w_f32, size_t ldw,
+                                           int n, float *out, size_t ldo)
 {
 	ds_v16f acc[REF_MR][REF_NC];
 	for (int r = 0; r < nr; r++)
@@ -71,7 +67,7 @@ static inline DS_CPU_INLINE void ref_block(const float *x, size_t ldx, const int
 		ds_v16f wv[REF_NC];
 		for (int c = 0; c < nc; c++)
 			wv[c] = w_bf16 ? ds_v16_load_bf16(w_bf16 + c * ldw + k)
-				       : ds_v16_load(w_f32 + c * ldw + k);
+			               : ds_v16_load(w_f32 + c * ldw + k);
 		for (int r = 0; r < nr; r++) {
 			ds_v16f xv = ds_v16_load(x + r * ldx + k);
 			for (int c = 0; c < nc; c++)
@@ -82,7 +78,7 @@ static inline DS_CPU_INLINE void ref_block(const float *x, size_t ldx, const int
 		for (int c = 0; c < nc; c++) {
 			for (int l = 0; k + l < n; l++) {
 				float wl = w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + k + l])
-						  : w_f32[c * ldw + k + l];
+				                  : w_f32[c * ldw + k + l];
 				acc[r][c][l] += x[r * ldx + k + l] * wl;
 			}
 			out[r * ldo + c] = ref_tree16(acc[r][c]);
@@ -105,9 +101,16 @@ struct ref_mm {
 	int M, N, K;
 };
 
+/* a fused matmul: column tiles of every weight form one task space */
+struct ref_mm_multi {
+	struct ref_mm mm[DS_CPU_MAX_MM];
+	int tile0[DS_CPU_MAX_MM + 1]; /* first task of each weight */
+	int n_mm;
+};
+
 /* rows [m, m+nr) of one column tile, REF_NC columns at a time; nr is 1..REF_MR */
 static inline DS_CPU_INLINE void ref_mm_rows(const struct ref_mm *a, int m, const int nr, int n0,
-					     int nt, const float *wt)
+                                             int nt, const float *wt)
 {
 	size_t K = (size_t)a->K, N = (size_t)a->N;
 	const float *x = a->x + (size_t)m * K;
@@ -116,27 +119,39 @@ static inline DS_CPU_INLINE void ref_mm_rows(const struct ref_mm *a, int m, cons
 	int j = 0;
 	for (; j + REF_NC <= nt; j += REF_NC)
 		ref_block(x, K, nr, REF_NC, wb ? wb + j * K : NULL, wt ? wt + j * K : NULL, K, a->K,
-			  y + j, N);
+		          y + j, N);
 	for (; j < nt; j++)
 		ref_block(x, K, nr, 1, wb ? wb + j * K : NULL, wt ? wt + j * K : NULL, K, a->K,
-			  y + j, N);
+		          y + j, N);
 }
 
 static inline DS_CPU_INLINE void ref_mm_rows_any(const struct ref_mm *a, int m, int nr, int n0,
-						 int nt, const float *wt)
+                                                 int nt, const float *wt)
 {
 	switch (nr) {
-	case 1: ref_mm_rows(a, m, 1, n0, nt, wt); break;
-	case 2: ref_mm_rows(a, m, 2, n0, nt, wt); break;
-	case 3: ref_mm_rows(a, m, 3, n0, nt, wt); break;
-	default: ref_mm_rows(a, m, REF_MR, n0, nt, wt); break;
+	case 1:
+		ref_mm_rows(a, m, 1, n0, nt, wt);
+		break;
+	case 2:
+		ref_mm_rows(a, m, 2, n0, nt, wt);
+		break;
+	case 3:
+		ref_mm_rows(a, m, 3, n0, nt, wt);
+		break;
+	default:
+		ref_mm_rows(a, m, REF_MR, n0, nt, wt);
+		break;
 	}
 }
 
-REF_CLONES static void ref_mm_task(void *arg, int task, int thread)
+static inline DS_CPU_INLINE void ref_mm_task(void *arg, int task, int thread)
 {
-	struct ref_mm *a = arg;
-	int K = a->K, n0 = task * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
+	struct ref_mm_multi *mu = arg;
+	int i = 0;
+	while (task >= mu->tile0[i + 1])
+		i++;
+	const struct ref_mm *a = &mu->mm[i];
+	int K = a->K, n0 = (task - mu->tile0[i]) * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
 	if (a->M < REF_MR) { /* too few rows to pay for converting the tile */
 		ref_mm_rows_any(a, 0, a->M, n0, nt, NULL);
 		return;
@@ -148,12 +163,20 @@ REF_CLONES static void ref_mm_task(void *arg, int task, int thread)
 		ref_mm_rows_any(a, m, DS_MIN(REF_MR, a->M - m), n0, nt, wt);
 }
 
-static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
-				 int M, int N, int K)
+REF_VARIANTS(ref_mm_task)
+
+static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, int M, int K,
+                                 const struct ds_cpu_mm *mm, int n_mm)
 {
 	DS_ASSERT((size_t)REF_NT * (size_t)K <= c->thread_buf_len);
-	struct ref_mm a = {.c = c, .x = x, .w = w, .y = y, .M = M, .N = N, .K = K};
-	ds_threadpool_run(c->tp, (N + REF_NT - 1) / REF_NT, ref_mm_task, &a);
+	DS_ASSERT(n_mm >= 1 && n_mm <= DS_CPU_MAX_MM);
+	struct ref_mm_multi mu = {.n_mm = n_mm};
+	for (int i = 0; i < n_mm; i++) {
+		mu.mm[i] = (struct ref_mm){
+		    .c = c, .x = x, .w = mm[i].w, .y = mm[i].y, .M = M, .N = mm[i].N, .K = K};
+		mu.tile0[i + 1] = mu.tile0[i] + (mm[i].N + REF_NT - 1) / REF_NT;
+	}
+	ds_threadpool_run(c->tp, mu.tile0[n_mm], ref_mm_task_pick(c), &mu);
 	return DS_OK;
 }
 
@@ -167,7 +190,7 @@ struct ref_norm {
 	float eps;
 };
 
-REF_CLONES static void ref_norm_task(void *arg, int row, int thread)
+static inline DS_CPU_INLINE void ref_norm_task(void *arg, int row, int thread)
 {
 	(void)thread;
 	struct ref_norm *a = arg;
@@ -178,16 +201,19 @@ REF_CLONES static void ref_norm_task(void *arg, int row, int thread)
 		y[i] = (x[i] * inv) * ds_bf16_to_f32(a->w[i]);
 }
 
+REF_VARIANTS(ref_norm_task)
+
 static enum ds_status ref_rmsnorm(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
-				  int M, int n, float eps)
+                                  int M, int n, float eps)
 {
 	struct ref_norm a = {.x = x, .w = w, .y = y, .n = n, .eps = eps};
 	if (M * n < 4096) { /* too small to be worth waking threads; same per-row ops */
+		ds_task_fn fn = ref_norm_task_pick(c);
 		for (int m = 0; m < M; m++)
-			ref_norm_task(&a, m, 0);
+			fn(&a, m, 0);
 		return DS_OK;
 	}
-	ds_threadpool_run(c->tp, M, ref_norm_task, &a);
+	ds_threadpool_run(c->tp, M, ref_norm_task_pick(c), &a);
 	return DS_OK;
 }
 
@@ -202,7 +228,7 @@ struct ref_attn {
 };
 
 /* One (row, kv head) task: the G query heads that share the kv head. */
-REF_CLONES static void ref_attn_task(void *arg, int task, int thread)
+static inline DS_CPU_INLINE void ref_attn_task(void *arg, int task, int thread)
 {
 	struct ref_attn *a = arg;
 	struct ds_cpu_ctx *c = a->c;
@@ -215,20 +241,20 @@ REF_CLONES static void ref_attn_task(void *arg, int task, int thread)
 	const float scale = 1.0f / sqrtf((float)hd);
 
 	float *kc = ds_cpu_thread_buf(c, thread); /* (S, hd) chunk keys */
-	float *vc = kc + (size_t)S * hd;           /* (S, hd) chunk values */
-	float *sc = vc + (size_t)S * hd;           /* (S) scores */
-	float *oc = sc + S;                        /* (hd) chunk output */
-	float *acc_o = oc + hd;                    /* (G, hd) running output */
-	float *acc_m = acc_o + (size_t)G * hd;     /* (G) running max */
-	float *acc_l = acc_m + G;                  /* (G) running sum */
+	float *vc = kc + (size_t)S * hd;          /* (S, hd) chunk values */
+	float *sc = vc + (size_t)S * hd;          /* (S) scores */
+	float *oc = sc + S;                       /* (hd) chunk output */
+	float *acc_o = oc + hd;                   /* (G, hd) running output */
+	float *acc_m = acc_o + (size_t)G * hd;    /* (G) running max */
+	float *acc_l = acc_m + G;                 /* (G) running sum */
 
 	for (int c0 = 0; c0 <= pos; c0 += S) {
 		int n = DS_MIN(S, pos + 1 - c0);
 		for (int j = 0; j < n; j++) {
 			ref_bf16_row(kc + (size_t)j * hd,
-				     ds_cpu_kv_at(c, c->kv_k, a->l, blocks, c0 + j) + kvh * hd, hd);
+			             ds_cpu_kv_at(c, c->kv_k, a->l, blocks, c0 + j) + kvh * hd, hd);
 			ref_bf16_row(vc + (size_t)j * hd,
-				     ds_cpu_kv_at(c, c->kv_v, a->l, blocks, c0 + j) + kvh * hd, hd);
+			             ds_cpu_kv_at(c, c->kv_v, a->l, blocks, c0 + j) + kvh * hd, hd);
 		}
 		for (int g = 0; g < G; g++) {
 			const float *q = a->q + (size_t)m * qd + (size_t)(kvh * G + g) * hd;
@@ -271,11 +297,13 @@ REF_CLONES static void ref_attn_task(void *arg, int task, int thread)
 	}
 }
 
+REF_VARIANTS(ref_attn_task)
+
 static enum ds_status ref_attention(struct ds_cpu_ctx *c, const struct ds_cpu_pass *p, int l,
-				    const float *q, float *out)
+                                    const float *q, float *out)
 {
 	struct ref_attn a = {.c = c, .p = p, .l = l, .q = q, .out = out};
-	ds_threadpool_run(c->tp, p->M * c->cfg.n_kv_head, ref_attn_task, &a);
+	ds_threadpool_run(c->tp, p->M * c->cfg.n_kv_head, ref_attn_task_pick(c), &a);
 	return DS_OK;
 }
 
@@ -289,7 +317,7 @@ size_t ds_cpu_ref_thread_floats(const struct ds_model_config *cfg)
 }
 
 const struct ds_cpu_kernels ds_cpu_ref_kernels = {
-	.matmul = ref_matmul,
-	.rmsnorm = ref_rmsnorm,
-	.attention = ref_attention,
+    .matmul = ref_matmul,
+    .rmsnorm = ref_rmsnorm,
+    .attention = ref_attention,
 };

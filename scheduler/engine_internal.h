@@ -27,7 +27,7 @@ struct ds_req {
 	int *stop_seq_lens;
 	int n_stop_seqs;
 	bool ignore_eos, det, dvr, early_verify, return_logprobs;
-	bool paused, verify_now, planned, preempted;
+	bool paused, verify_now;
 	float *logprobs;  /* (max_tokens) of committed output tokens */
 	struct ds_kv_seq kv;
 	struct ds_fp fp;

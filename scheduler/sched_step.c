@@ -129,7 +129,6 @@ static void preempt(struct ds_engine *e, int ri)
 	r->L = r->C; /* unverified candidates are dropped; committed tokens are recomputed */
 	r->n_kv = 0;
 	r->verify_now = false;
-	r->preempted = true;
 	e->st.preemptions++;
 	list_insert_sorted(&e->waiting, &e->n_waiting, &e->cap_waiting, r);
 	pthread_mutex_lock(&e->mu);
@@ -261,8 +260,6 @@ static void plan(struct ds_engine *e)
 	int budget = e->o.max_step_tokens;
 	int n_verify = 0;
 	e->n_plan[0] = e->n_plan[1] = 0;
-	for (int i = 0; i < e->n_running; i++)
-		e->running[i]->planned = false;
 	for (int i = 0; i < e->n_running; i++) {
 		struct ds_req *r = e->running[i];
 		struct ds_plan_item it;
@@ -288,7 +285,6 @@ static void plan(struct ds_engine *e)
 		}
 		if (it.kind == PLAN_VERIFY)
 			n_verify++;
-		r->planned = true;
 		budget -= it.n;
 		e->plan[path][e->n_plan[path]++] = it;
 	}

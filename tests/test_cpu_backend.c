@@ -63,17 +63,21 @@ static void set_threads(struct ds_backend *be, int n)
 }
 
 static struct ds_fwd_seq seq_make(const int32_t *tokens, int n, int pos0, const int32_t *blocks,
-				  int n_blocks, bool all_rows)
+                                  int n_blocks, bool all_rows)
 {
-	struct ds_fwd_seq s = {.tokens = tokens, .n_tokens = n, .pos0 = pos0, .blocks = blocks,
-			       .n_blocks = n_blocks, .all_rows = all_rows,
-			       .sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 1}};
+	struct ds_fwd_seq s = {.tokens = tokens,
+	                       .n_tokens = n,
+	                       .pos0 = pos0,
+	                       .blocks = blocks,
+	                       .n_blocks = n_blocks,
+	                       .all_rows = all_rows,
+	                       .sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 1}};
 	return s;
 }
 
 /* Runs a batch and returns its logits (n_out_rows, vocab), malloc'd. */
 static float *run_batch(struct ds_backend *be, enum ds_path path, const struct ds_fwd_seq *seqs,
-			int n_seqs)
+                        int n_seqs)
 {
 	struct ds_fwd_batch b = {.path = path, .seqs = seqs, .n_seqs = n_seqs};
 	int n_out = ds_fwd_batch_out_rows(&b);
@@ -122,7 +126,7 @@ static void d_rmsnorm(double *y, const double *x, const uint16_t *w, int n, doub
 }
 
 static void d_linear(double *y, const uint16_t *w, const uint16_t *bias, const double *x, int N,
-		     int K)
+                     int K)
 {
 	for (int n = 0; n < N; n++) {
 		double s = bias ? bf(bias, (size_t)n) : 0.0;
@@ -144,7 +148,7 @@ static void d_rope(double *v, int hd, int pos, const struct ds_model_config *c)
 			double wl = 2 * M_PI / f;
 			double fl = wl > lo_wl ? f / c->rope_factor : f;
 			double sm = (c->rope_orig_max_pos / wl - c->rope_low_freq_factor) /
-				    (c->rope_high_freq_factor - c->rope_low_freq_factor);
+			            (c->rope_high_freq_factor - c->rope_low_freq_factor);
 			double smoothed = (1 - sm) * fl / c->rope_factor + sm * fl;
 			bool medium = !(wl < hi_wl) && !(wl > lo_wl);
 			f = medium ? smoothed : fl;
@@ -175,19 +179,22 @@ static double *d_forward(const struct ds_model *m, const int32_t *tokens, int n)
 			x[i] = bf(m->w.tok_embd, (size_t)tokens[t] * H + i);
 		for (int l = 0; l < c->n_layer; l++) {
 			const struct ds_layer_weights *lw = &m->w.layers[l];
-			double *kt = kc + ((size_t)l * n + t) * KVD, *vt = vc + ((size_t)l * n + t) * KVD;
+			double *kt = kc + ((size_t)l * n + t) * KVD,
+			       *vt = vc + ((size_t)l * n + t) * KVD;
 			d_rmsnorm(xn, x, lw->attn_norm, H, c->rms_eps);
 			d_linear(q, lw->wq, lw->bq, xn, QD, H);
 			d_linear(kt, lw->wk, lw->bk, xn, KVD, H);
 			d_linear(vt, lw->wv, lw->bv, xn, KVD, H);
 			for (int h = 0; h < c->n_head; h++) {
 				if (lw->q_norm)
-					d_rmsnorm(q + h * hd, q + h * hd, lw->q_norm, hd, c->rms_eps);
+					d_rmsnorm(q + h * hd, q + h * hd, lw->q_norm, hd,
+					          c->rms_eps);
 				d_rope(q + h * hd, hd, t, c);
 			}
 			for (int h = 0; h < c->n_kv_head; h++) {
 				if (lw->k_norm)
-					d_rmsnorm(kt + h * hd, kt + h * hd, lw->k_norm, hd, c->rms_eps);
+					d_rmsnorm(kt + h * hd, kt + h * hd, lw->k_norm, hd,
+					          c->rms_eps);
 				d_rope(kt + h * hd, hd, t, c);
 			}
 			for (int i = 0; i < KVD; i++) {
@@ -198,7 +205,8 @@ static double *d_forward(const struct ds_model *m, const int32_t *tokens, int n)
 				int kvh = h / G;
 				double mx = -INFINITY, sum = 0;
 				for (int j = 0; j <= t; j++) {
-					const double *kj = kc + ((size_t)l * n + j) * KVD + kvh * hd;
+					const double *kj =
+					    kc + ((size_t)l * n + j) * KVD + kvh * hd;
 					double s = 0;
 					for (int d = 0; d < hd; d++)
 						s += q[h * hd + d] * kj[d];
@@ -210,7 +218,8 @@ static double *d_forward(const struct ds_model *m, const int32_t *tokens, int n)
 				for (int j = 0; j <= t; j++) {
 					double e = exp(sc[j] - mx);
 					sum += e;
-					const double *vj = vc + ((size_t)l * n + j) * KVD + kvh * hd;
+					const double *vj =
+					    vc + ((size_t)l * n + j) * KVD + kvh * hd;
 					for (int d = 0; d < hd; d++)
 						att[h * hd + d] += e * vj[d];
 				}
@@ -266,15 +275,16 @@ static void check_vs_fp64(const struct ds_model_config *cfg, uint64_t seed)
 			struct ds_fwd_seq s = seq_make(tokens + p0, p1 - p0, p0, blocks, 8, true);
 			float *lg = run_batch(&be, (enum ds_path)path, &s, 1);
 			for (int t = p0; t < p1; t++) {
-				double e = rel_err(lg + (size_t)(t - p0) * cfg->vocab_size,
-						   ref + (size_t)t * cfg->vocab_size, cfg->vocab_size);
+				double e =
+				    rel_err(lg + (size_t)(t - p0) * cfg->vocab_size,
+				            ref + (size_t)t * cfg->vocab_size, cfg->vocab_size);
 				worst[path] = fmax(worst[path], e);
 			}
 			free(lg);
 		}
 	}
 	print_message("    fp64 check (seed %llu): max rel err fast %.2e ref %.2e\n",
-		      (unsigned long long)seed, worst[0], worst[1]);
+	              (unsigned long long)seed, worst[0], worst[1]);
 	/* fp32 compute on bf16 weights: ~1e-6 of the logit scale, ~1e-4 where a K/V value
 	 * rounds to the other bf16 neighbour than in fp64 */
 	assert_true(worst[0] < 2e-3);
@@ -333,17 +343,18 @@ static struct ds_model_config cfg_inv(void)
 	return c;
 }
 
-#define INV_P 50         /* target prompt length: spans two reference chunks and 4 blocks */
-#define INV_NB 4         /* target blocks */
-#define INV_POOL 200     /* KV pool blocks */
+#define INV_P 50     /* target prompt length: spans two reference chunks and 4 blocks */
+#define INV_NB 4     /* target blocks */
+#define INV_POOL 200 /* KV pool blocks */
 
 /* Picks n distinct block ids from [lo, hi) in a seeded random order. */
 static void rand_blocks(int32_t *out, int n, int lo, int hi, uint64_t seed)
 {
 	for (int i = 0; i < n; i++) {
 		for (;;) {
-			int32_t b = lo + (int32_t)(ds_hash3(seed, 99, (uint64_t)i * 131 + (uint64_t)rand()) %
-						   (uint64_t)(hi - lo));
+			int32_t b = lo + (int32_t)(ds_hash3(seed, 99,
+			                                    (uint64_t)i * 131 + (uint64_t)rand()) %
+			                           (uint64_t)(hi - lo));
 			bool dup = false;
 			for (int j = 0; j < i; j++)
 				dup |= out[j] == b;
@@ -356,10 +367,11 @@ static void rand_blocks(int32_t *out, int n, int lo, int hi, uint64_t seed)
 }
 
 static void assert_rows_equal(const float *got, const float *oracle, int n_rows, int V,
-			      const char *what)
+                              const char *what)
 {
 	for (int r = 0; r < n_rows; r++)
-		if (memcmp(got + (size_t)r * V, oracle + (size_t)r * V, (size_t)V * sizeof(float)) != 0)
+		if (memcmp(got + (size_t)r * V, oracle + (size_t)r * V,
+		           (size_t)V * sizeof(float)) != 0)
 			fail_msg("reference path not invariant: %s, row %d", what, r);
 }
 
@@ -410,7 +422,8 @@ static void test_ref_invariance(void **state)
 			int at = rand() % (k + 1), o_before = 0;
 			for (int i = 0, j = 0; i <= k; i++) {
 				if (i == at) {
-					seqs[i] = seq_make(tokens + p0, len, p0, blocks, INV_NB, true);
+					seqs[i] =
+					    seq_make(tokens + p0, len, p0, blocks, INV_NB, true);
 					continue;
 				}
 				int n = 1 + rand() % 24, pos0 = rand() % 40;
@@ -425,9 +438,9 @@ static void test_ref_invariance(void **state)
 			float *lg = run_batch(&be, DS_PATH_REF, seqs, k + 1);
 			char what[96];
 			snprintf(what, sizeof(what), "chunk [%d,%d) at index %d of %d seqs", p0,
-				 p0 + len, at, k + 1);
-			assert_rows_equal(lg + (size_t)o_before * V, oracle + (size_t)p0 * V, len, V,
-					  what);
+			         p0 + len, at, k + 1);
+			assert_rows_equal(lg + (size_t)o_before * V, oracle + (size_t)p0 * V, len,
+			                  V, what);
 			free(lg);
 			p0 += len;
 		}
@@ -476,8 +489,8 @@ static void test_fast_variance(void **state)
 		for (int i = 1; i < sizes[v]; i++) {
 			rand_tokens(other_tok[i - 1], 1, V, (uint64_t)rand());
 			rand_blocks(other_blk[i - 1], 4, 20, INV_POOL, (uint64_t)rand());
-			seqs[i] = seq_make(other_tok[i - 1], 1, 20 + rand() % 40, other_blk[i - 1], 4,
-					   false);
+			seqs[i] = seq_make(other_tok[i - 1], 1, 20 + rand() % 40, other_blk[i - 1],
+			                   4, false);
 		}
 		lg[v] = run_batch(&be, DS_PATH_FAST, seqs, sizes[v]);
 	}
@@ -535,7 +548,7 @@ static void check_margins(const char *preset, int n, uint64_t seed)
 	qsort(gap, (size_t)n, sizeof(float), cmp_float);
 	float med = gap[n / 2];
 	print_message("    %s: %d positions, gap median %.3f p10 %.3f p90 %.3f, ties %d\n", preset,
-		      n, med, gap[n / 10], gap[n * 9 / 10], ties);
+	              n, med, gap[n / 10], gap[n * 9 / 10], ties);
 	assert_true(med >= 0.05f && med <= 5.0f);
 	assert_true(ties * 100 < n);
 	assert_true(gap[n * 9 / 10] > gap[n / 10]); /* spread, not constant */
@@ -551,6 +564,36 @@ static void test_logits_nondegenerate(void **state)
 	check_margins("small", 40, 4);
 }
 
+/* ---- deferred models ---- */
+
+/* A deferred synthetic model (weights not on the host) is materialized by the CPU backend and
+ * then computes exactly what the eagerly built model does. */
+static void test_deferred_model(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg = cfg_inv();
+	struct ds_model *eager = model_new(&cfg, 31), *lazy = model_new(&cfg, 31);
+	memset(lazy->w.layers, 0, (size_t)cfg.n_layer * sizeof(*lazy->w.layers));
+	lazy->w.tok_embd = lazy->w.out_norm = lazy->w.lm_head = NULL;
+	lazy->deferred = true;
+	struct ds_backend be[2];
+	backend_new(&be[0], eager, 2, 4);
+	backend_new(&be[1], lazy, 2, 4);
+	assert_false(lazy->deferred);
+	assert_non_null(lazy->w.layers[1].w_down);
+	int32_t tokens[20], blocks[2] = {0, 1};
+	rand_tokens(tokens, 20, cfg.vocab_size, 8);
+	struct ds_fwd_seq s = seq_make(tokens, 20, 0, blocks, 2, true);
+	float *a = run_batch(&be[0], DS_PATH_REF, &s, 1),
+	      *b = run_batch(&be[1], DS_PATH_REF, &s, 1);
+	assert_memory_equal(a, b, (size_t)20 * cfg.vocab_size * sizeof(float));
+	free(a), free(b);
+	ds_backend_free(&be[0]);
+	ds_backend_free(&be[1]);
+	ds_model_free(eager);
+	ds_model_free(lazy);
+}
+
 /* ---- errors ---- */
 
 static void test_errors(void **state)
@@ -560,9 +603,6 @@ static void test_errors(void **state)
 	struct ds_model *m = model_new(&cfg, 1);
 	struct ds_backend be;
 	struct ds_err err;
-	m->deferred = true;
-	assert_int_equal(ds_backend_cpu_init(&be, m, 1, &err), DS_ERR_UNSUPPORTED);
-	m->deferred = false;
 	backend_new(&be, m, 1, 4);
 	/* a block table too short for the positions is refused before the backend runs */
 	int32_t tok = 3, blk = 0;
@@ -573,6 +613,77 @@ static void test_errors(void **state)
 	char desc[64];
 	ds_backend_describe(&be, desc, sizeof(desc));
 	assert_non_null(strstr(desc, "1 thread"));
+	/* the pool is allocated once */
+	assert_int_equal(ds_backend_kv_init(&be, 4, BS, &err), DS_ERR_INVALID);
+	ds_backend_free(&be);
+
+	/* no model, a broken config, and a forward before the KV pool exists */
+	assert_int_equal(ds_backend_cpu_init(&be, NULL, 1, &err), DS_ERR_INVALID);
+	m->cfg.n_kv_head = 3;
+	assert_int_equal(ds_backend_cpu_init(&be, m, 1, &err), DS_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "num_key_value_heads"));
+	m->cfg.n_kv_head = cfg.n_kv_head;
+	assert_int_equal(ds_backend_cpu_init(&be, m, 2, &err), DS_OK);
+	s = seq_make(&tok, 1, 0, &blk, 1, false);
+	assert_int_equal(ds_backend_forward(&be, &b, &err), DS_ERR_INVALID);
+	ds_backend_free(&be);
+	ds_model_free(m);
+}
+
+/* ---- sampling ---- */
+
+/* Every output row is ds_sample of its own logits at the position of the token it produces
+ * (pos0 + r + 1), with its sequence's parameters; last-row-only sequences give one row. */
+static void test_sampling_rows(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg = cfg_inv();
+	const int V = cfg.vocab_size;
+	struct ds_model *m = model_new(&cfg, 41);
+	struct ds_backend be;
+	backend_new(&be, m, 2, 8);
+	int32_t t0[12], t1[5], b0[4] = {0, 1, 2, 3}, b1[4] = {4, 5, 6, 7};
+	rand_tokens(t0, 12, V, 1);
+	rand_tokens(t1, 5, V, 2);
+	struct ds_fwd_seq seqs[2] = {seq_make(t0, 12, 3, b0, 4, true),
+	                             seq_make(t1, 5, 40, b1, 4, false)};
+	seqs[0].sp =
+	    (struct ds_sample_params){.temperature = 0.9f, .top_k = 20, .top_p = 0.95f, .seed = 7};
+	seqs[1].sp =
+	    (struct ds_sample_params){.temperature = 1.3f, .top_k = 0, .top_p = 1.0f, .seed = 8};
+	for (int path = 0; path < 2; path++) {
+		struct ds_fwd_row rows[13];
+		float *logits = malloc((size_t)13 * V * sizeof(float));
+		void *scratch = malloc(ds_sample_scratch_size(V));
+		struct ds_fwd_batch b = {.path = (enum ds_path)path,
+		                         .seqs = seqs,
+		                         .n_seqs = 2,
+		                         .rows = rows,
+		                         .logits = logits};
+		assert_int_equal(ds_fwd_batch_out_rows(&b), 13);
+		struct ds_err err;
+		assert_int_equal(ds_backend_forward(&be, &b, &err), DS_OK);
+		int differ_from_greedy = 0;
+		for (int o = 0; o < 13; o++) {
+			const struct ds_fwd_seq *sq = o < 12 ? &seqs[0] : &seqs[1];
+			int r = o < 12 ? o : 4;
+			struct ds_sample_result want;
+			ds_sample(logits + (size_t)o * V, V, &sq->sp, sq->pos0 + r + 1, scratch,
+			          &want);
+			assert_int_equal(rows[o].token, want.token);
+			assert_memory_equal(&rows[o].logprob, &want.logprob, sizeof(float));
+			assert_memory_equal(&rows[o].margin, &want.margin, sizeof(float));
+			int best = 0;
+			for (int i = 1; i < V; i++)
+				best = logits[(size_t)o * V + i] > logits[(size_t)o * V + best]
+				           ? i
+				           : best;
+			differ_from_greedy += rows[o].token != best;
+		}
+		assert_true(differ_from_greedy > 0); /* the sampling parameters were used */
+		free(logits);
+		free(scratch);
+	}
 	ds_backend_free(&be);
 	ds_model_free(m);
 }
@@ -580,14 +691,16 @@ static void test_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fp64_llama_odd_gqa),
-		cmocka_unit_test(test_fp64_qwen2_bias_tied),
-		cmocka_unit_test(test_fp64_qwen3_qk_norm),
-		cmocka_unit_test(test_fp64_llama3_rope_scaling),
-		cmocka_unit_test(test_ref_invariance),
-		cmocka_unit_test(test_fast_variance),
-		cmocka_unit_test(test_logits_nondegenerate),
-		cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_fp64_llama_odd_gqa),
+	    cmocka_unit_test(test_fp64_qwen2_bias_tied),
+	    cmocka_unit_test(test_fp64_qwen3_qk_norm),
+	    cmocka_unit_test(test_fp64_llama3_rope_scaling),
+	    cmocka_unit_test(test_ref_invariance),
+	    cmocka_unit_test(test_fast_variance),
+	    cmocka_unit_test(test_logits_nondegenerate),
+	    cmocka_unit_test(test_deferred_model),
+	    cmocka_unit_test(test_sampling_rows),
+	    cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests_name("cpu_backend", tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "engine.h"
+#include "fingerprint.h"
 #include "test_engine_harness.h"
 #include "test_engine_mockbe.h"
 
@@ -25,7 +26,7 @@
 #endif
 
 #ifdef UNDER_ASAN
-#define SCALE_N(n) ((n) / 4)
+#define SCALE_N(n) ((n) / 6)
 #else
 #define SCALE_N(n) (n)
 #endif
@@ -43,6 +44,15 @@ static enum ds_status mk_cpu(struct ds_backend *be, void *arg, bool oracle, stru
 	/* the oracle runs on one thread, the engine under test on two: the reference path must
 	 * not care */
 	return ds_backend_cpu_init(be, f->tiny, oracle ? 1 : 2, err);
+}
+
+/* One thread for both: the many-scenario loop stays fast on a loaded 2-core box (fork-join
+ * waits dominate tiny passes); the fast path still picks its splits from the batch shape. */
+static enum ds_status mk_cpu1(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
+{
+	struct fixture *f = arg;
+	(void)oracle;
+	return ds_backend_cpu_init(be, f->tiny, 1, err);
 }
 
 static enum ds_status mk_mock(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
@@ -127,14 +137,14 @@ static void test_oracle_cpu(void **state)
 {
 	struct fixture *f = *state;
 #ifdef UNDER_ASAN
-	int n = env_int("DS_ORACLE_SCENARIOS", 40);
+	int n = env_int("DS_ORACLE_SCENARIOS", 24);
 #else
 	int n = DS_MAX(200, env_int("DS_ORACLE_SCENARIOS", 200));
 #endif
 	struct scen_gen_opts g = {.n_req_max = 64, .windows = all_windows, .n_windows = 5,
 				  .invariant_share = 0.1, .det_share = 0.5, .inject = -1};
 	struct totals t = {0};
-	run_scenarios(f, mk_cpu, 1000, n, &g, &t);
+	run_scenarios(f, mk_cpu1, 1000, n, &g, &t);
 	printf("oracle/cpu: %llu scenarios, %llu det requests, %llu windows, %llu rollbacks, "
 	       "%llu preemptions, %llu prefix-hit tokens, %llu cancelled\n",
 	       (unsigned long long)t.scenarios, (unsigned long long)t.det,
@@ -176,7 +186,7 @@ static void test_rollbacks_inject(void **state)
 {
 	struct fixture *f = *state;
 	struct totals t = {0};
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < SCALE_N(6) + 1; i++)
 		one_config(f, mk_cpu, 7000 + (uint64_t)i, 0.5, 16, &t);
 	printf("inject 0.5: %llu windows, %llu rollbacks\n", (unsigned long long)t.windows,
 	       (unsigned long long)t.rollbacks);
@@ -189,14 +199,14 @@ static void test_rollbacks_fast_path(void **state)
 	struct fixture *f = *state;
 	/* the real batch-variant CPU fast path, no injection */
 	struct totals t = {0};
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < SCALE_N(8) + 1; i++)
 		one_config(f, mk_cpu, 8000 + (uint64_t)i, 0.0, 32, &t);
 	printf("cpu fast path, no injection: %llu windows, %llu rollbacks\n",
 	       (unsigned long long)t.windows, (unsigned long long)t.rollbacks);
 	/* the strict mock's fast path differs by a batch-keyed perturbation */
 	struct totals m = {0};
 	f->mock_bad_reads = 0;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < SCALE_N(8) + 1; i++)
 		one_config(f, mk_mock, 9000 + (uint64_t)i, 0.0, 32, &m);
 	printf("mock fast path, no injection: %llu windows, %llu rollbacks\n",
 	       (unsigned long long)m.windows, (unsigned long long)m.rollbacks);
@@ -357,8 +367,6 @@ static void test_threaded_mode(void **state)
 	o.inject_mismatch = 0.3;
 	assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
 	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
-	assert_int_equal(ds_engine_start(e, &err), DS_OK);
-	assert_int_equal(ds_engine_step(e, &err), DS_ERR_PRECONDITION);
 	struct scenario s = {0};
 	s.n_req = 16;
 	s.req = calloc((size_t)s.n_req, sizeof(*s.req));
@@ -371,13 +379,24 @@ static void test_threaded_mode(void **state)
 					      .early_verify = true, .ignore_eos = true,
 					      .return_logprobs = true, .user_tag = (uint64_t)i};
 		assert_int_equal(ds_engine_submit(e, &p, &s.req[i].id, &err), DS_OK);
+		if (i == 0) {
+			/* held from the start until cancelled below; the rest arrive while it runs */
+			ds_engine_pause(e, s.req[0].id, true);
+			assert_int_equal(ds_engine_start(e, &err), DS_OK);
+			assert_int_equal(ds_engine_step(e, &err), DS_ERR_PRECONDITION);
+		}
 	}
-	int done = 0;
+	int done = 0, events = 0;
 	struct pollfd pfd = {.fd = ds_engine_event_fd(e), .events = POLLIN};
 	while (done < s.n_req) {
 		assert_true(poll(&pfd, 1, 30000) == 1);
 		struct ds_event *ev;
 		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (++events == 3) {
+				/* cancel from this thread while the engine thread steps */
+				ds_engine_cancel(e, s.req[0].id);
+				ds_engine_cancel(e, s.req[5].id);
+			}
 			struct scen_req *q = &s.req[ev->user_tag];
 			assert_int_equal(ev->req_id, q->id);
 			assert_false(q->n_final);
@@ -395,6 +414,10 @@ static void test_threaded_mode(void **state)
 	}
 	ds_engine_stop(e);
 	assert_true(ds_engine_idle(e));
+	assert_int_equal(s.req[0].finish, DS_FINISH_CANCELLED); /* paused, then cancelled */
+	assert_int_equal(s.req[0].n_out, 0);
+	/* request 5 was running: cancelled, or finished first (its tokens are checked below) */
+	assert_true(s.req[5].finish == DS_FINISH_CANCELLED || s.req[5].finish == DS_FINISH_LENGTH);
 	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
 	char msg[512];
 	if (!scen_check_oracle(&s, mk_cpu, f, msg, sizeof(msg)))
@@ -435,9 +458,161 @@ static void test_window_independence_and_fingerprint(void **state)
 	assert_memory_equal(toks[0], toks[2], sizeof(toks[0]));
 }
 
+
+/* ---- fingerprint, stop conditions, pause ---- */
+
+static void fp_of(const struct ds_fp_params *p, const int32_t *out, int n, int split, char hex[33])
+{
+	static const uint8_t id[16] = {1, 2, 3};
+	int32_t prompt[3] = {7, 8, 9};
+	struct ds_fp fp;
+	assert_int_equal(ds_fp_init(&fp, id, prompt, 3, p, 259), DS_OK);
+	ds_fp_update(&fp, out, split);
+	ds_fp_update(&fp, out + split, n - split);
+	ds_fp_hex(&fp, hex);
+	ds_fp_free(&fp);
+}
+
+static void test_fingerprint_unit(void **state)
+{
+	(void)state;
+	int32_t out[6] = {1, 2, 3, 4, 5, 6};
+	int32_t stops[2] = {9, 4}, stops_sorted[2] = {4, 9};
+	struct ds_fp_params p = {.sampling = {.temperature = 0.7f, .top_k = 5, .top_p = 0.9f, .seed = 3},
+				 .max_tokens = 6, .stop_ids = stops, .n_stop_ids = 2};
+	char a[33], b[33];
+	fp_of(&p, out, 6, 2, a);
+	fp_of(&p, out, 6, 5, b);
+	assert_string_equal(a, b); /* independent of where commits fell */
+	assert_int_equal(strlen(a), 32);
+	struct ds_fp_params q = p;
+	q.stop_ids = stops_sorted; /* stop ids are a set */
+	fp_of(&q, out, 6, 0, b);
+	assert_string_equal(a, b);
+	q = p;
+	q.sampling.seed = 4;
+	fp_of(&q, out, 6, 0, b);
+	assert_string_not_equal(a, b);
+	q = p;
+	q.max_tokens = 7;
+	fp_of(&q, out, 6, 0, b);
+	assert_string_not_equal(a, b);
+	q = p;
+	q.ignore_eos = true;
+	fp_of(&q, out, 6, 0, b);
+	assert_string_not_equal(a, b);
+	fp_of(&p, out, 5, 0, b);
+	assert_string_not_equal(a, b);
+	/* greedy ignores seed, top-k and top-p: they can't change the output */
+	q = p;
+	q.sampling = (struct ds_sample_params){.temperature = 0.0f, .top_k = 3, .top_p = 0.5f, .seed = 1};
+	fp_of(&q, out, 6, 0, a);
+	q.sampling = (struct ds_sample_params){.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 2};
+	fp_of(&q, out, 6, 0, b);
+	assert_string_equal(a, b);
+}
+
+static void test_stop_conditions(void **state)
+{
+	struct fixture *f = *state;
+	char msg[512];
+	for (int mode = 0; mode < 2; mode++) {
+		/* a reference output, then stops placed inside it */
+		struct ds_backend be;
+		struct ds_engine *e;
+		struct ds_err err;
+		struct ds_engine_opts o;
+		ds_engine_opts_default(&o);
+		o.window = 16;
+		assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
+		assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+		struct scen_req q = simple_req(6, 20, mode == 1, 0.0f, 3);
+		assert_true(scen_run_one(e, &q, msg, sizeof(msg)));
+		assert_int_equal(q.n_out, 20);
+		assert_int_equal(q.finish, DS_FINISH_LENGTH);
+		int32_t full[20];
+		memcpy(full, q.out, sizeof(full));
+		int first = 0; /* first position of a token not seen before it */
+		for (int i = 3; i < 20 && !first; i++) {
+			bool seen = false;
+			for (int j = 0; j < i; j++)
+				seen |= full[j] == full[i];
+			if (!seen)
+				first = i;
+		}
+		assert_true(first > 0);
+		struct scen_req s1 = simple_req(6, 20, mode == 1, 0.0f, 3);
+		s1.stop_ids[0] = full[first];
+		s1.n_stop_ids = 1;
+		assert_true(scen_run_one(e, &s1, msg, sizeof(msg)));
+		assert_int_equal(s1.finish, DS_FINISH_EOS);
+		assert_int_equal(s1.n_out, first + 1); /* the stop token is included */
+		assert_memory_equal(s1.out, full, (size_t)(first + 1) * sizeof(int32_t));
+		struct scen_req s2 = simple_req(6, 20, mode == 1, 0.0f, 3);
+		s2.stop_seq[0] = full[first - 1];
+		s2.stop_seq[1] = full[first];
+		s2.stop_seq_len = 2;
+		assert_true(scen_run_one(e, &s2, msg, sizeof(msg)));
+		assert_int_equal(s2.finish, DS_FINISH_STOP_SEQ);
+		assert_true(s2.n_out <= first + 1);
+		struct scen_req s3 = simple_req(6, 5, mode == 1, 0.0f, 3);
+		assert_true(scen_run_one(e, &s3, msg, sizeof(msg)));
+		assert_int_equal(s3.finish, DS_FINISH_LENGTH);
+		assert_memory_equal(s3.out, full, 5 * sizeof(int32_t));
+		ds_engine_free(e);
+		ds_backend_free(&be);
+	}
+}
+
+static void test_pause_resume(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_err err;
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	struct scen_req q = simple_req(4, 10, false, 0.0f, 1);
+	struct ds_request_params p = {.prompt = q.prompt, .n_prompt = 4, .max_tokens = 10,
+				      .sampling = q.sp, .has_seed = true, .ignore_eos = true};
+	uint64_t id;
+	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
+	assert_int_equal(ds_engine_step(e, &err), DS_OK);
+	ds_engine_pause(e, id, true);
+	int before = 0, after = 0;
+	struct ds_event *ev;
+	while ((ev = ds_engine_poll(e)) != NULL) {
+		before += ev->n_tokens;
+		ds_event_free(ev);
+	}
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(ds_engine_step(e, &err), DS_OK);
+	while ((ev = ds_engine_poll(e)) != NULL) {
+		after += ev->n_tokens;
+		ds_event_free(ev);
+	}
+	assert_int_equal(after, 0); /* paused: nothing decoded */
+	assert_false(ds_engine_idle(e));
+	ds_engine_pause(e, id, false);
+	while (!ds_engine_idle(e))
+		assert_int_equal(ds_engine_step(e, &err), DS_OK);
+	while ((ev = ds_engine_poll(e)) != NULL) {
+		after += ev->n_tokens;
+		ds_event_free(ev);
+	}
+	assert_int_equal(before + after, 10);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fingerprint_unit),
+		cmocka_unit_test(test_stop_conditions),
+		cmocka_unit_test(test_pause_resume),
 		cmocka_unit_test(test_submit_rejections),
 		cmocka_unit_test(test_cancel_frees_within_one_step),
 		cmocka_unit_test(test_no_ref_calls_without_det),

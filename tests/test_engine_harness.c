@@ -102,11 +102,26 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 			 * cache whole, and identical outputs share generated blocks */
 			const struct scen_req *src = &s->req[rint_(&r, 0, i - 1)];
 			int mt = q->max_tokens;
-			*q = *src;
-			q->max_tokens = runit(&r) < 0.5 ? src->max_tokens : mt;
+			if (src->follow < 0) {
+				*q = *src;
+				q->max_tokens = runit(&r) < 0.5 ? src->max_tokens : mt;
+			}
 		}
 		q->arrive_step = rint_(&r, 0, 30);
 		q->cancel_step = runit(&r) < 0.1 ? q->arrive_step + rint_(&r, 0, 20) : -1;
+		q->follow = -1;
+		int src = i > 0 ? rint_(&r, 0, i - 1) : -1;
+		if (src >= 0 && runit(&r) < 0.15 && s->req[src].follow < 0) {
+			q->follow = src;
+			q->follow_min = rint_(&r, 1, 12);
+			q->n_extra = rint_(&r, 1, 3);
+			for (int k = 0; k < q->n_extra; k++)
+				q->extra[k] = rint_(&r, 0, 255);
+			q->arrive_step = -1;
+			q->cancel_step = -1;
+			/* the longest possible prompt */
+			q->n_prompt = s->req[q->follow].n_prompt + s->req[q->follow].max_tokens + q->n_extra;
+		}
 		int bs = o->kv_block_size;
 		max_need = DS_MAX(max_need, (q->n_prompt + q->max_tokens + bs - 1) / bs);
 	}
@@ -226,7 +241,19 @@ bool scen_run(struct scenario *s, scen_backend_fn mk, void *arg, struct ds_engin
 	for (int step = 0;; step++) {
 		for (int i = 0; i < s->n_req; i++) {
 			struct scen_req *q = &s->req[i];
-			if (q->arrive_step == step) {
+			if (q->follow >= 0 && !q->submitted) {
+				const struct scen_req *src = &s->req[q->follow];
+				if (src->submitted && (src->n_out >= q->follow_min || src->n_final)) {
+					int n = src->n_prompt;
+					memcpy(q->prompt, src->prompt, (size_t)n * sizeof(int32_t));
+					memcpy(q->prompt + n, src->out, (size_t)src->n_out * sizeof(int32_t));
+					n += src->n_out;
+					memcpy(q->prompt + n, q->extra, (size_t)q->n_extra * sizeof(int32_t));
+					q->n_prompt = n + q->n_extra;
+					q->arrive_step = step;
+				}
+			}
+			if (q->arrive_step == step && !q->submitted) {
 				struct ds_request_params p;
 				const int32_t *seqs[1] = {q->stop_seq};
 				fill_params(q, &p, seqs);

@@ -10,7 +10,7 @@
 
 #include "engine.h"
 
-#define SCEN_MAX_PROMPT 64
+#define SCEN_MAX_PROMPT 96
 #define SCEN_MAX_OUT 48
 
 struct scen_req {
@@ -24,6 +24,11 @@ struct scen_req {
 	int32_t stop_seq[2];
 	int stop_seq_len;
 	int arrive_step, cancel_step; /* cancel_step < 0: never */
+	/* a follow-up turn (follow >= 0): arrives once request `follow` has streamed follow_min
+	 * tokens; its prompt is that request's prompt, everything it committed so far, and
+	 * n_extra tokens of its own, so it hits blocks of generated tokens in the prefix cache */
+	int follow, follow_min, n_extra;
+	int32_t extra[3];
 	/* observed */
 	uint64_t id;
 	bool submitted;

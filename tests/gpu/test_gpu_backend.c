@@ -358,12 +358,15 @@ static void test_ref_invariance(void **state)
 
 /* ---- fast path: variant across batch sizes, close to the reference, replay-stable ---- */
 
+/* On llama3-8b (generated on the device): there cuBLASLt picks different reductions (split-K)
+ * for different M, as a throughput-tuned server would; on the tiny/small presets its choices
+ * are M-invariant, so they cannot show the effect. */
 static void test_fast_variance(void **state)
 {
 	(void)state;
 	struct env e;
-	env_init(&e, model_deferred("small", 7), 8192);
-	int V = e.m->cfg.vocab_size, L = 2000; /* long enough for the split count to matter */
+	env_init(&e, model_deferred("llama3-8b", 7), 8192);
+	int V = e.m->cfg.vocab_size, L = 200;
 	int32_t *tok = malloc((size_t)L * 4);
 	random_tokens(tok, L, V, 13);
 	size_t rowb = (size_t)V * 4;
@@ -372,6 +375,10 @@ static void test_fast_variance(void **state)
 	int32_t *blk = blocks_new(&e, L);
 	struct ds_fwd_seq s = seq_of(tok, L, 0, blk, L, false);
 	fwd(&e, DS_PATH_REF, &s, 1, ref, &row);
+	double sd = 0;
+	for (int i = 0; i < V; i++)
+		sd += (double)ref[i] * ref[i];
+	sd = sqrt(sd / V);
 
 	int sizes[] = {1, 8, 64, 256};
 	float *got[4];
@@ -402,9 +409,9 @@ static void test_fast_variance(void **state)
 		double maxd = 0;
 		for (int i = 0; i < V; i++)
 			maxd = fmax(maxd, fabs((double)lg[i] - ref[i]));
-		print_message("fast decode batch %d: max |fast - ref| logit %.4f, token %d vs ref %d\n", n,
-			      maxd, rr[0].token, row.token);
-		assert_true(maxd < 0.25);
+		print_message("llama3-8b fast decode batch %d: max |fast - ref| logit %.4f (sd %.2f), "
+			      "token %d vs ref %d\n", n, maxd, sd, rr[0].token, row.token);
+		assert_true(maxd < 0.1 * sd + 0.1);
 		for (int i = 1; i < n; i++)
 			free(jb[i]);
 		free(jb);

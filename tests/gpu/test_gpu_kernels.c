@@ -68,6 +68,8 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 	int32_t *rows = malloc((size_t)n_rows * 4);
 	for (int r = 0; r < n_rows; r++)
 		rows[r] = gather ? n_x - 1 - 2 * r : r;
+	if (gather && n_rows > 1)
+		rows[n_rows - 1] = -1; /* a padding row: zero output, x untouched */
 	float *dx = to_dev(x, nx * 4), *dd = to_dev(dl, nx * 4);
 	uint16_t *dw = to_dev(w, (size_t)hidden * 2);
 	int32_t *drows = to_dev(rows, (size_t)n_rows * 4);
@@ -79,6 +81,11 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 	from_dev(xg, dx, nx * 4);
 	dev_check_guard(dout, on);
 	for (int r = 0; r < n_rows; r++) {
+		if (rows[r] < 0) {
+			for (int i = 0; i < hidden; i++)
+				assert_int_equal(out[(size_t)r * hidden + i], 0);
+			continue;
+		}
 		float *xr = x + (size_t)rows[r] * hidden;
 		if (delta)
 			for (int i = 0; i < hidden; i++)
@@ -335,6 +342,43 @@ static void test_gemm_ref(void **state)
 	}
 }
 
+static void test_gemv(void **state)
+{
+	(void)state;
+	int shapes[][2] = {{128, 64}, {72, 40}, {1000, 136}, {4096, 4104}, {333, 14336}};
+	for (int M = 1; M <= DS_K_GEMV_MAX_M; M++)
+		for (size_t s = 0; s < DS_ARRAY_LEN(shapes); s++) {
+			int N = shapes[s][0], K = shapes[s][1];
+			size_t na = (size_t)M * K, nw = (size_t)N * K, nc = (size_t)M * N;
+			uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
+			fill_bf16(A, na, 71 + M, 1.0f);
+			fill_bf16(W, nw, 72 + s, 1.0f);
+			uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
+			float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
+			CK(ds_k_gemv(dA, dW, dC, M, N, K, 0));
+			from_dev(C, dC, nc * 4);
+			dev_check_guard(dC, nc * 4);
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < N; n++) {
+					double r = 0, sa = 0;
+					for (int k = 0; k < K; k++) {
+						double p = (double)bf(A[(size_t)m * K + k]) * bf(W[(size_t)n * K + k]);
+						r += p;
+						sa += fabs(p);
+					}
+					if (!(fabs(C[(size_t)m * N + n] - r) <= 4.0 * K * 6e-8 * sa + 1e-30))
+						fail_msg("gemv M=%d N=%d K=%d at (%d,%d): %.9g vs %.9g", M, N, K, m, n,
+							 C[(size_t)m * N + n], r);
+				}
+			cudaFree(dA);
+			cudaFree(dW);
+			cudaFree(dC);
+			free(A);
+			free(W);
+			free(C);
+		}
+}
+
 /* ---- attention ---- */
 
 struct attn_fix {
@@ -546,6 +590,7 @@ int main(void)
 		cmocka_unit_test(test_synth_matches_host), cmocka_unit_test(test_embed),
 		cmocka_unit_test(test_rmsnorm),            cmocka_unit_test(test_silu_mul),
 		cmocka_unit_test(test_qkv_rope),           cmocka_unit_test(test_gemm_ref),
+		cmocka_unit_test(test_gemv),
 		cmocka_unit_test(test_attention),          cmocka_unit_test(test_sample),
 	};
 	return cmocka_run_group_tests_name("gpu_kernels", tests, NULL, NULL);
