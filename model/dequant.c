@@ -32,6 +32,36 @@ static void blk_q4_1(const uint8_t *b, float *y)
 	}
 }
 
+/* Q5_0 / Q5_1: the fifth bit of element j is bit j of the 32-bit qh. */
+static void blk_q5(const uint8_t *b, float *y, bool has_min)
+{
+	float d = f16_at(b), m = has_min ? f16_at(b + 2) : 0.0f;
+	const uint8_t *qhp = b + (has_min ? 4 : 2), *qs = qhp + 4;
+	uint32_t qh = (uint32_t)qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 |
+	              (uint32_t)qhp[3] << 24;
+	for (int j = 0; j < QK / 2; j++) {
+		int h0 = (int)(((qh >> j) << 4) & 0x10), h1 = (int)((qh >> (j + 12)) & 0x10);
+		int x0 = (qs[j] & 0x0f) | h0, x1 = (qs[j] >> 4) | h1;
+		if (has_min) {
+			y[j] = (float)x0 * d + m;
+			y[j + QK / 2] = (float)x1 * d + m;
+		} else {
+			y[j] = (float)(x0 - 16) * d;
+			y[j + QK / 2] = (float)(x1 - 16) * d;
+		}
+	}
+}
+
+static void blk_q5_0(const uint8_t *b, float *y)
+{
+	blk_q5(b, y, false);
+}
+
+static void blk_q5_1(const uint8_t *b, float *y)
+{
+	blk_q5(b, y, true);
+}
+
 static void blk_q8_0(const uint8_t *b, float *y)
 {
 	float d = f16_at(b);
@@ -72,6 +102,30 @@ static void blk_q4_k(const uint8_t *b, float *y)
 	}
 }
 
+/* Q5_K: Q4_K plus 32 bytes of fifth bits (bits 2k, 2k+1 for the k-th 64-element group). */
+static void blk_q5_k(const uint8_t *b, float *y)
+{
+	float d = f16_at(b), dmin = f16_at(b + 2);
+	const uint8_t *scales = b + 4, *qh = b + 16, *ql = b + 48;
+	int is = 0;
+	unsigned u1 = 1, u2 = 2;
+	for (int j = 0; j < QK_K; j += 64) {
+		uint8_t sc, m;
+		scale_min_k4(is, scales, &sc, &m);
+		float d1 = d * sc, m1 = dmin * m;
+		scale_min_k4(is + 1, scales, &sc, &m);
+		float d2 = d * sc, m2 = dmin * m;
+		for (int l = 0; l < 32; l++)
+			*y++ = d1 * (float)((ql[l] & 0xf) + (qh[l] & u1 ? 16 : 0)) - m1;
+		for (int l = 0; l < 32; l++)
+			*y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+		ql += 32;
+		is += 2;
+		u1 <<= 2;
+		u2 <<= 2;
+	}
+}
+
 /* Q6_K: 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 scales, fp16 d. */
 static void blk_q6_k(const uint8_t *b, float *y)
 {
@@ -107,7 +161,15 @@ static const struct fmt *fmt_of(uint32_t t)
 	static const struct fmt q4_0 = {QK, 18, blk_q4_0}, q4_1 = {QK, 20, blk_q4_1},
 	                        q8_0 = {QK, 34, blk_q8_0}, q4_k = {QK_K, 144, blk_q4_k},
 	                        q6_k = {QK_K, 210, blk_q6_k};
+	static const struct fmt q5_0 = {QK, 22, blk_q5_0}, q5_1 = {QK, 24, blk_q5_1},
+	                        q5_k = {QK_K, 176, blk_q5_k};
 	switch (t) {
+	case DS_GGML_Q5_0:
+		return &q5_0;
+	case DS_GGML_Q5_1:
+		return &q5_1;
+	case DS_GGML_Q5_K:
+		return &q5_k;
 	case DS_GGML_Q4_0:
 		return &q4_0;
 	case DS_GGML_Q4_1:

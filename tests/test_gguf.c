@@ -545,8 +545,8 @@ static void test_load_errors(void **state)
 	                  "blk.1.ffn_up.weight");
 	expect_load_error(&(struct tiny_opts){.bad_shape = true}, DS_ERR_FORMAT,
 	                  "blk.0.attn_v.weight");
-	expect_load_error(&(struct tiny_opts){.force_type = 6 /* Q5_0 */}, DS_ERR_UNSUPPORTED,
-	                  "Q5_0");
+	expect_load_error(&(struct tiny_opts){.force_type = 20 /* IQ4_NL */}, DS_ERR_UNSUPPORTED,
+	                  "IQ4_NL");
 	expect_load_error(&(struct tiny_opts){.arch = "gpt2"}, DS_ERR_UNSUPPORTED, "gpt2");
 	expect_load_error(&(struct tiny_opts){.rope_factor = -8.0f}, DS_ERR_UNSUPPORTED,
 	                  "rope_freqs");
