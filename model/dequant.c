@@ -102,6 +102,55 @@ static void blk_q4_k(const uint8_t *b, float *y)
 	}
 }
 
+/* Q2_K: 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit values, fp16 d, fp16 dmin. */
+static void blk_q2_k(const uint8_t *b, float *y)
+{
+	const uint8_t *scales = b, *q = b + 16;
+	float d = f16_at(b + 80), dmin = f16_at(b + 82);
+	int is = 0;
+	for (int n = 0; n < QK_K; n += 128) {
+		for (int shift = 0; shift < 8; shift += 2) {
+			for (int half = 0; half < 2; half++) {
+				uint8_t sc = scales[is++];
+				float dl = d * (float)(sc & 0xf), ml = dmin * (float)(sc >> 4);
+				for (int l = 0; l < 16; l++)
+					*y++ = dl * (float)((q[l + 16 * half] >> shift) & 3) - ml;
+			}
+		}
+		q += 32;
+	}
+}
+
+/* Q3_K: 32 bytes of high bits (set = no -4), 64 bytes of 2-bit values, 12 bytes of packed
+ * 6-bit signed scales, fp16 d. */
+static void blk_q3_k(const uint8_t *b, float *y)
+{
+	const uint8_t *hm = b, *q = b + 32, *sp = b + 96;
+	float d = f16_at(b + 108);
+	int8_t sc[16];
+	for (int j = 0; j < 16; j++) { /* low 4 bits from sp[0..7], high 2 bits from sp[8..11] */
+		int lo = j < 8 ? sp[j] & 0xf : sp[j - 8] >> 4;
+		int hi = (sp[8 + j % 4] >> (2 * (j / 4))) & 3;
+		sc[j] = (int8_t)((lo | hi << 4) - 32);
+	}
+	int is = 0;
+	unsigned m = 1;
+	for (int n = 0; n < QK_K; n += 128) {
+		for (int shift = 0; shift < 8; shift += 2) {
+			for (int half = 0; half < 2; half++) {
+				float dl = d * (float)sc[is++];
+				for (int l = 0; l < 16; l++) {
+					int k = l + 16 * half;
+					int v = ((q[k] >> shift) & 3) - ((hm[k] & m) ? 0 : 4);
+					*y++ = dl * (float)v;
+				}
+			}
+			m <<= 1;
+		}
+		q += 32;
+	}
+}
+
 /* Q5_K: Q4_K plus 32 bytes of fifth bits (bits 2k, 2k+1 for the k-th 64-element group). */
 static void blk_q5_k(const uint8_t *b, float *y)
 {
@@ -163,7 +212,12 @@ static const struct fmt *fmt_of(uint32_t t)
 	                        q6_k = {QK_K, 210, blk_q6_k};
 	static const struct fmt q5_0 = {QK, 22, blk_q5_0}, q5_1 = {QK, 24, blk_q5_1},
 	                        q5_k = {QK_K, 176, blk_q5_k};
+	static const struct fmt q2_k = {QK_K, 84, blk_q2_k}, q3_k = {QK_K, 110, blk_q3_k};
 	switch (t) {
+	case DS_GGML_Q2_K:
+		return &q2_k;
+	case DS_GGML_Q3_K:
+		return &q3_k;
 	case DS_GGML_Q5_0:
 		return &q5_0;
 	case DS_GGML_Q5_1:

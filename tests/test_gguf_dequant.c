@@ -98,7 +98,8 @@ static void test_matches_numpy(void **state)
 	/* every format the issue requires is covered (plus the optional K-quants) */
 	const uint32_t need[] = {DS_GGML_F32,  DS_GGML_F16,  DS_GGML_BF16, DS_GGML_Q8_0,
 	                         DS_GGML_Q4_0, DS_GGML_Q4_1, DS_GGML_Q5_0, DS_GGML_Q5_1,
-	                         DS_GGML_Q4_K, DS_GGML_Q5_K, DS_GGML_Q6_K};
+	                         DS_GGML_Q2_K, DS_GGML_Q3_K, DS_GGML_Q4_K, DS_GGML_Q5_K,
+	                         DS_GGML_Q6_K};
 	for (size_t i = 0; i < DS_ARRAY_LEN(need); i++)
 		assert_true(seen[need[i]]);
 	json_decref(root);
@@ -110,9 +111,9 @@ static void test_rejects(void **state)
 	uint8_t raw[64] = {0};
 	float f[64];
 	uint16_t h[64];
-	/* Q2_K (10) has a size but no dequantizer; 99 is no type at all */
-	assert_false(ds_dequant_supported(10));
-	assert_int_equal(ds_dequant_f32(10, raw, 256, f), DS_ERR_UNSUPPORTED);
+	/* IQ4_NL (20) has a size but no dequantizer; 99 is no type at all */
+	assert_false(ds_dequant_supported(20));
+	assert_int_equal(ds_dequant_f32(20, raw, 32, f), DS_ERR_UNSUPPORTED);
 	assert_int_equal(ds_dequant_bf16(99, raw, 32, h), DS_ERR_UNSUPPORTED);
 	/* n not a multiple of the block */
 	assert_int_equal(ds_dequant_f32(DS_GGML_Q8_0, raw, 31, f), DS_ERR_INVALID);
