@@ -552,6 +552,13 @@ static void test_load_errors(void **state)
 	                  "rope_freqs");
 	struct ds_model *m = NULL;
 	struct ds_err err = {{0}};
+	assert_int_equal(ds_model_load_gguf("/tmp", &m, &err), DS_ERR_IO); /* a directory */
+	struct wbuf empty = {0};
+	char *path = write_tmp(&empty);
+	assert_int_equal(ds_model_load_gguf(path, &m, &err), DS_ERR_FORMAT);
+	assert_non_null(strstr(err.msg, path));
+	unlink(path);
+	free(path);
 	assert_int_equal(ds_model_load_gguf("/nonexistent/x.gguf", &m, &err), DS_ERR_IO);
 	assert_non_null(strstr(err.msg, "/nonexistent/x.gguf"));
 }
