@@ -89,18 +89,18 @@ enum { H = 64, NL = 2, NH = 4, NKV = 2, HD = 16, FF = 128, V = 40 };
 
 struct tiny_opts {
 	const char *arch;
-	bool drop_tensor;      /* omit blk.1.ffn_up.weight */
-	bool bad_shape;        /* write blk.0.attn_v.weight with out = 3*HD */
-	uint32_t force_type;   /* if nonzero: type for blk.0.attn_output.weight */
-	bool untied;           /* write an output.weight */
-	uint32_t alignment;    /* 0 = default (32, no key) */
-	uint32_t version;      /* 0 = 3 */
-	float rope_factor;     /* > 0: add rope_freqs.weight for Llama-3 scaling with this factor;
-				* < 0: add one that matches no configuration */
+	bool drop_tensor;    /* omit blk.1.ffn_up.weight */
+	bool bad_shape;      /* write blk.0.attn_v.weight with out = 3*HD */
+	uint32_t force_type; /* if nonzero: type for blk.0.attn_output.weight */
+	bool untied;         /* write an output.weight */
+	uint32_t alignment;  /* 0 = default (32, no key) */
+	uint32_t version;    /* 0 = 3 */
+	float rope_factor;   /* > 0: add rope_freqs.weight for Llama-3 scaling with this factor;
+	                      * < 0: add one that matches no configuration */
 };
 
-static const uint32_t type_cycle[] = {DS_GGML_F32, DS_GGML_F16, DS_GGML_BF16, DS_GGML_Q8_0,
-				      DS_GGML_Q4_0, DS_GGML_Q4_1};
+static const uint32_t type_cycle[] = {DS_GGML_F32,  DS_GGML_F16,  DS_GGML_BF16,
+                                      DS_GGML_Q8_0, DS_GGML_Q4_0, DS_GGML_Q4_1};
 
 /* Value of HF element (r, c) of tensor i for type t: an integer pattern, exact everywhere. */
 static float tval(int i, int64_t r, int64_t c, uint32_t t)
@@ -128,7 +128,10 @@ static void encode(struct wbuf *b, const float *v, size_t n, uint32_t t)
 	for (size_t i = 0; i < n;) {
 		uint8_t blk[40];
 		switch (t) {
-		case DS_GGML_F32: w_bytes(b, &v[i], 4); i++; break;
+		case DS_GGML_F32:
+			w_bytes(b, &v[i], 4);
+			i++;
+			break;
 		case DS_GGML_F16: {
 			uint16_t h = f32_to_f16_exact(v[i++]);
 			w_bytes(b, &h, 2);
@@ -150,16 +153,17 @@ static void encode(struct wbuf *b, const float *v, size_t n, uint32_t t)
 		case DS_GGML_Q4_1: {
 			int hdr = t == DS_GGML_Q4_0 ? 2 : 4;
 			float off = t == DS_GGML_Q4_0 ? 8.0f : -0.5f;
-			blk[0] = 0x00, blk[1] = 0x3c;             /* d = 1 */
-			blk[2] = 0x00, blk[3] = 0x38;             /* Q4_1: m = 0.5 */
+			blk[0] = 0x00, blk[1] = 0x3c; /* d = 1 */
+			blk[2] = 0x00, blk[3] = 0x38; /* Q4_1: m = 0.5 */
 			for (int j = 0; j < 16; j++)
 				blk[hdr + j] = (uint8_t)((int)(v[i + j] + off) |
-							 (int)(v[i + j + 16] + off) << 4);
+				                         (int)(v[i + j + 16] + off) << 4);
 			w_bytes(b, blk, (size_t)hdr + 16);
 			i += 32;
 			break;
 		}
-		default: fail_msg("encode: type %u", t);
+		default:
+			fail_msg("encode: type %u", t);
 		}
 	}
 }
@@ -177,11 +181,12 @@ static void tiny_config(struct ds_model_config *c)
 static void llama_name(const struct ds_tensor_desc *d, char *buf, size_t len)
 {
 	static const char *names[] = {
-		[DS_T_TOK_EMBD] = "token_embd", [DS_T_OUT_NORM] = "output_norm",
-		[DS_T_LM_HEAD] = "output", [DS_T_ATTN_NORM] = "attn_norm", [DS_T_WQ] = "attn_q",
-		[DS_T_WK] = "attn_k", [DS_T_WV] = "attn_v", [DS_T_WO] = "attn_output",
-		[DS_T_FFN_NORM] = "ffn_norm", [DS_T_W_GATE] = "ffn_gate", [DS_T_W_UP] = "ffn_up",
-		[DS_T_W_DOWN] = "ffn_down",
+	    [DS_T_TOK_EMBD] = "token_embd", [DS_T_OUT_NORM] = "output_norm",
+	    [DS_T_LM_HEAD] = "output",      [DS_T_ATTN_NORM] = "attn_norm",
+	    [DS_T_WQ] = "attn_q",           [DS_T_WK] = "attn_k",
+	    [DS_T_WV] = "attn_v",           [DS_T_WO] = "attn_output",
+	    [DS_T_FFN_NORM] = "ffn_norm",   [DS_T_W_GATE] = "ffn_gate",
+	    [DS_T_W_UP] = "ffn_up",         [DS_T_W_DOWN] = "ffn_down",
 	};
 	if (d->layer < 0)
 		snprintf(buf, len, "%s.weight", names[d->field]);
@@ -201,7 +206,8 @@ static uint32_t tensor_type(const struct ds_tensor_desc *d, int i, const struct 
 /* HF-layout values of descriptor i, rows permuted the llama.cpp way for Q/K when perm. */
 static float *tensor_values(const struct ds_tensor_desc *d, int i, uint32_t t, bool perm)
 {
-	int64_t rows = d->ndim == 2 ? d->shape[0] : 1, cols = d->ndim == 2 ? d->shape[1] : d->shape[0];
+	int64_t rows = d->ndim == 2 ? d->shape[0] : 1,
+	        cols = d->ndim == 2 ? d->shape[1] : d->shape[0];
 	float *v = malloc((size_t)(rows * cols) * sizeof(float));
 	assert_non_null(v);
 	bool qk = perm && (d->field == DS_T_WQ || d->field == DS_T_WK);
@@ -292,7 +298,8 @@ static struct wbuf tiny_gguf(const struct tiny_opts *o)
 			w_u64(&b, (uint64_t)rows);
 		w_u32(&b, t);
 		w_u64(&b, data.len);
-		uint32_t enc_t = ds_dequant_supported(t) ? t : DS_GGML_Q4_0; /* unsupported: any bytes */
+		uint32_t enc_t =
+		    ds_dequant_supported(t) ? t : DS_GGML_Q4_0; /* unsupported: any bytes */
 		float *v = tensor_values(d, i, enc_t, true);
 		if (!ds_dequant_supported(t)) {
 			uint32_t blck, bytes;
@@ -305,7 +312,8 @@ static struct wbuf tiny_gguf(const struct tiny_opts *o)
 			int64_t real_rows = d->ndim == 2 ? d->shape[0] : 1;
 			encode(&data, v, (size_t)(real_rows * cols), t);
 			if (rows > real_rows) { /* bad_shape: extra rows of zeros */
-				float *z = calloc((size_t)((rows - real_rows) * cols), sizeof(float));
+				float *z =
+				    calloc((size_t)((rows - real_rows) * cols), sizeof(float));
 				if (t == DS_GGML_Q4_1)
 					for (int64_t k = 0; k < (rows - real_rows) * cols; k++)
 						z[k] = 0.5f;
@@ -321,8 +329,9 @@ static struct wbuf tiny_gguf(const struct tiny_opts *o)
 		for (int i = 0; i < HD / 2; i++) {
 			double wl = 2 * M_PI * pow(50000.0, 2.0 * i / HD);
 			double smooth = (8192.0 / wl - 1.0) / 3.0;
-			f[i] = wl < 2048 ? 1.0f : wl > 8192 ? (float)factor
-				: (float)(1.0 / ((1 - smooth) / factor + smooth));
+			f[i] = wl < 2048   ? 1.0f
+			       : wl > 8192 ? (float)factor
+			                   : (float)(1.0 / ((1 - smooth) / factor + smooth));
 		}
 		if (o->rope_factor < 0)
 			f[HD / 2 - 2] *= 1.01f;
@@ -397,7 +406,7 @@ static void test_parse_tiny(void **state)
 	assert_int_equal(tags->arr_len, 0);
 	assert_int_equal(ds_gguf_arr_str(tags, 0, &s), DS_ERR_NOT_FOUND);
 	assert_int_equal(ds_gguf_arr_str(ds_gguf_find(g, "tokenizer.ggml.token_type"), 0, &s),
-			 DS_ERR_FORMAT);
+	                 DS_ERR_FORMAT);
 	const struct ds_gguf_tensor *t = ds_gguf_find_tensor(g, "blk.1.ffn_down.weight");
 	assert_non_null(t);
 	assert_int_equal(t->n_dims, 2);
@@ -441,7 +450,7 @@ static void check_loaded(const struct ds_model *m, const struct tiny_opts *o)
 		for (int64_t k = 0; k < n; k++)
 			if (got[k] != ds_f32_to_bf16(want[k]))
 				fail_msg("%s [%lld]: got %g want %g", ds[i].name, (long long)k,
-					 (double)ds_bf16_to_f32(got[k]), (double)want[k]);
+				         (double)ds_bf16_to_f32(got[k]), (double)want[k]);
 		free(want);
 	}
 	free(ds);
@@ -522,7 +531,7 @@ static void expect_load_error(const struct tiny_opts *o, enum ds_status want, co
 	enum ds_status s = ds_model_load_gguf(path, &m, &err);
 	if (s != want || !strstr(err.msg, needle) || !strstr(err.msg, path))
 		fail_msg("want %s with '%s', got %s: %s", ds_status_str(want), needle,
-			 ds_status_str(s), err.msg);
+		         ds_status_str(s), err.msg);
 	assert_null(m);
 	unlink(path);
 	free(path);
@@ -533,15 +542,23 @@ static void test_load_errors(void **state)
 {
 	(void)state;
 	expect_load_error(&(struct tiny_opts){.drop_tensor = true}, DS_ERR_NOT_FOUND,
-			  "blk.1.ffn_up.weight");
+	                  "blk.1.ffn_up.weight");
 	expect_load_error(&(struct tiny_opts){.bad_shape = true}, DS_ERR_FORMAT,
-			  "blk.0.attn_v.weight");
-	expect_load_error(&(struct tiny_opts){.force_type = 6 /* Q5_0 */}, DS_ERR_UNSUPPORTED,
-			  "Q5_0");
+	                  "blk.0.attn_v.weight");
+	expect_load_error(&(struct tiny_opts){.force_type = 20 /* IQ4_NL */}, DS_ERR_UNSUPPORTED,
+	                  "IQ4_NL");
 	expect_load_error(&(struct tiny_opts){.arch = "gpt2"}, DS_ERR_UNSUPPORTED, "gpt2");
-	expect_load_error(&(struct tiny_opts){.rope_factor = -8.0f}, DS_ERR_UNSUPPORTED, "rope_freqs");
+	expect_load_error(&(struct tiny_opts){.rope_factor = -8.0f}, DS_ERR_UNSUPPORTED,
+	                  "rope_freqs");
 	struct ds_model *m = NULL;
 	struct ds_err err = {{0}};
+	assert_int_equal(ds_model_load_gguf("/tmp", &m, &err), DS_ERR_IO); /* a directory */
+	struct wbuf empty = {0};
+	char *path = write_tmp(&empty);
+	assert_int_equal(ds_model_load_gguf(path, &m, &err), DS_ERR_FORMAT);
+	assert_non_null(strstr(err.msg, path));
+	unlink(path);
+	free(path);
 	assert_int_equal(ds_model_load_gguf("/nonexistent/x.gguf", &m, &err), DS_ERR_IO);
 	assert_non_null(strstr(err.msg, "/nonexistent/x.gguf"));
 }
@@ -563,7 +580,7 @@ static void test_truncate_every_byte(void **state)
 
 /* Writes v at byte off of a copy and parses it. */
 static enum ds_status parse_patched(const struct wbuf *b, size_t off, const void *v, size_t n,
-				    struct ds_err *err)
+                                    struct ds_err *err)
 {
 	uint8_t *c = malloc(b->len);
 	memcpy(c, b->p, b->len);
@@ -598,19 +615,20 @@ static void test_forged_fields(void **state)
 		size_t key_len_off = (size_t)((const uint8_t *)g->kv[i].key.p - base) - 8;
 		size_t type_off = key_len_off + 8 + g->kv[i].key.len;
 		for (size_t k = 0; k < DS_ARRAY_LEN(big); k++)
-			assert_int_equal(parse_patched(&b, key_len_off, &big[k], 8, &err), DS_ERR_FORMAT);
+			assert_int_equal(parse_patched(&b, key_len_off, &big[k], 8, &err),
+			                 DS_ERR_FORMAT);
 		uint32_t bad_types[] = {13, 0xffffffffu};
 		for (size_t k = 0; k < 2; k++)
 			assert_int_equal(parse_patched(&b, type_off, &bad_types[k], 4, &err),
-					 DS_ERR_FORMAT);
+			                 DS_ERR_FORMAT);
 		if (g->kv[i].type == DS_GGUF_ARRAY) {
 			size_t len_off = type_off + 8;
 			for (size_t k = 0; k < DS_ARRAY_LEN(big); k++)
 				assert_int_equal(parse_patched(&b, len_off, &big[k], 8, &err),
-						 DS_ERR_FORMAT);
+				                 DS_ERR_FORMAT);
 			uint32_t nested = DS_GGUF_ARRAY;
 			assert_int_equal(parse_patched(&b, type_off + 4, &nested, 4, &err),
-					 DS_ERR_FORMAT);
+			                 DS_ERR_FORMAT);
 		}
 	}
 	for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -622,15 +640,19 @@ static void test_forged_fields(void **state)
 		for (size_t k = 0; k < DS_ARRAY_LEN(nd); k++)
 			assert_int_equal(parse_patched(&b, nd_off, &nd[k], 4, &err), DS_ERR_FORMAT);
 		for (size_t k = 0; k < DS_ARRAY_LEN(big); k++) {
-			assert_int_equal(parse_patched(&b, name_off - 8, &big[k], 8, &err), DS_ERR_FORMAT);
-			assert_int_equal(parse_patched(&b, nd_off + 4, &big[k], 8, &err), DS_ERR_FORMAT);
-			assert_int_equal(parse_patched(&b, off_off, &big[k], 8, &err), DS_ERR_FORMAT);
+			assert_int_equal(parse_patched(&b, name_off - 8, &big[k], 8, &err),
+			                 DS_ERR_FORMAT);
+			assert_int_equal(parse_patched(&b, nd_off + 4, &big[k], 8, &err),
+			                 DS_ERR_FORMAT);
+			assert_int_equal(parse_patched(&b, off_off, &big[k], 8, &err),
+			                 DS_ERR_FORMAT);
 		}
 		uint64_t zero = 0, odd = t->offset + 1;
 		assert_int_equal(parse_patched(&b, nd_off + 4, &zero, 8, &err), DS_ERR_FORMAT);
 		assert_int_equal(parse_patched(&b, off_off, &odd, 8, &err), DS_ERR_FORMAT);
 		uint32_t bad_type = 99;
-		assert_int_equal(parse_patched(&b, type_off, &bad_type, 4, &err), DS_ERR_UNSUPPORTED);
+		assert_int_equal(parse_patched(&b, type_off, &bad_type, 4, &err),
+		                 DS_ERR_UNSUPPORTED);
 	}
 	ds_gguf_close(g);
 	free(b.p);
@@ -686,14 +708,10 @@ static void test_random_corruption(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_tiny),
-		cmocka_unit_test(test_load_tiny),
-		cmocka_unit_test(test_load_llama3_rope),
-		cmocka_unit_test(test_load_errors),
-		cmocka_unit_test(test_truncate_every_byte),
-		cmocka_unit_test(test_forged_fields),
-		cmocka_unit_test(test_alignment_key),
-		cmocka_unit_test(test_random_corruption),
+	    cmocka_unit_test(test_parse_tiny),          cmocka_unit_test(test_load_tiny),
+	    cmocka_unit_test(test_load_llama3_rope),    cmocka_unit_test(test_load_errors),
+	    cmocka_unit_test(test_truncate_every_byte), cmocka_unit_test(test_forged_fields),
+	    cmocka_unit_test(test_alignment_key),       cmocka_unit_test(test_random_corruption),
 	};
 	return cmocka_run_group_tests_name("gguf", tests, NULL, NULL);
 }

@@ -74,7 +74,8 @@ static void test_smollm2_parse(void **state)
 		enum ds_status st;
 		err.msg[0] = 0;
 		if (len <= g->data_offset) {
-			st = parse_copy(g->base, len, &err); /* exact-size copy: ASan sees overreads */
+			st = parse_copy(g->base, len,
+			                &err); /* exact-size copy: ASan sees overreads */
 		} else { /* data section: the parser reads no tensor bytes, so no copy needed */
 			struct ds_gguf *h = NULL;
 			st = ds_gguf_parse(g->base, len, "cut.gguf", &h, &err);
@@ -130,7 +131,7 @@ static void test_smollm2_load(void **state)
 		ds_dequant_f32(t->ggml_type, t->data + (size_t)gguf_row * row_bytes, 576, row);
 		for (int i = 0; i < 576; i++)
 			assert_int_equal(m->w.layers[3].wq[(size_t)hf_row * 576 + i],
-					 ds_f32_to_bf16(row[i]));
+			                 ds_f32_to_bf16(row[i]));
 	}
 	free(row);
 	char hex[33];
@@ -151,9 +152,10 @@ static void test_smollm2_load(void **state)
 	struct ds_chat_msg msg = {"user", "Hi"};
 	char *text = NULL;
 	assert_int_equal(ds_chat_render(&ct, &msg, 1, true, &text, NULL, &err), DS_OK);
-	assert_string_equal(text, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
-				  "trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-				  "<|im_start|>assistant\n");
+	assert_string_equal(text,
+	                    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+	                    "trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+	                    "<|im_start|>assistant\n");
 	free(text);
 	ds_gguf_close(g);
 	ds_model_free(m);
@@ -162,8 +164,8 @@ static void test_smollm2_load(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_smollm2_parse),
-		cmocka_unit_test(test_smollm2_load),
+	    cmocka_unit_test(test_smollm2_parse),
+	    cmocka_unit_test(test_smollm2_load),
 	};
 	return cmocka_run_group_tests_name("gguf_smollm2", tests, NULL, NULL);
 }

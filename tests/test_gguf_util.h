@@ -26,7 +26,8 @@ static inline enum ds_status parse_copy(const uint8_t *buf, size_t len, struct d
 			struct ds_gguf_str str;
 			if (g->kv[i].type == DS_GGUF_ARRAY && g->kv[i].arr_type == DS_GGUF_STRING)
 				for (uint64_t j = 0; j < g->kv[i].arr_len; j++) {
-					assert_int_equal(ds_gguf_arr_str(&g->kv[i], j, &str), DS_OK);
+					assert_int_equal(ds_gguf_arr_str(&g->kv[i], j, &str),
+					                 DS_OK);
 					assert_true(str.p + str.len <= (const char *)copy + len);
 				}
 		}
@@ -64,11 +65,11 @@ static inline const char *smollm2_path(void)
 	return smol_path;
 }
 
-#define NEED_SMOLLM2(path)                                                              \
-	const char *path = smollm2_path();                                              \
-	if (!path) {                                                                    \
-		print_message("SmolLM2 GGUF unavailable (tools/fetch-smollm2.sh failed)\n"); \
-		skip();                                                                 \
+#define NEED_SMOLLM2(path)                                                                         \
+	const char *path = smollm2_path();                                                         \
+	if (!path) {                                                                               \
+		print_message("SmolLM2 GGUF unavailable (tools/fetch-smollm2.sh failed)\n");       \
+		skip();                                                                            \
 	}
 
 #endif
