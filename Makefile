@@ -6,7 +6,7 @@ ifeq ($(CI),true)
 MESON_FLAGS += -Dwerror=true
 endif
 
-.PHONY: deps build run test test-unit test-asan clean
+.PHONY: deps build run test test-unit test-asan fuzz clean
 
 deps:
 	./tools/install-deps.sh
@@ -32,6 +32,16 @@ test-asan: deps $(ASAN)/build.ninja
 	ninja -C $(ASAN)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	meson test -C $(ASAN) --print-errorlogs --suite unit
+	# the gRPC server under ASan+UBSan: leak check at each server's graceful exit
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	meson test -C $(ASAN) --print-errorlogs server fuzz_grpc_driver
+
+# libFuzzer (clang) on the gRPC framing and request decoding, 60 s (tests/fuzz_grpc.c)
+fuzz: deps
+	[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dcuda=disabled \
+		-Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C build-fuzz tests/fuzz_grpc
+	meson test -C build-fuzz --no-rebuild --suite fuzz --print-errorlogs
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) build-fuzz

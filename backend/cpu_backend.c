@@ -8,7 +8,10 @@
  *
  * KV is stored in bf16 (rounded on write) for both paths, as a GPU server would. A pass first
  * writes the K/V of all its rows, then runs attention, which reads positions [0, pos] of each
- * row's sequence from the pool: cached and fresh KV take the same code path. */
+ * row's sequence from the pool: cached and fresh KV take the same code path.
+ *
+ * One forward at a time per backend: a pass uses the context's scratch and thread pool, so
+ * callers (the scheduler's step thread) must not call forward concurrently on one backend. */
 #include "cpu_internal.h"
 
 #include <math.h>
@@ -411,6 +414,13 @@ enum ds_status ds_backend_cpu_init(struct ds_backend *be, const struct ds_model 
 	c->model = m;
 	c->cfg = m->cfg;
 	c->isa = ds_cpu_isa_detect();
+	/* DS_CPU_ISA=base|avx2 caps the kernel variants (benchmarks, odd machines); the reference
+	 * path gives the same bits at every level, so this never changes deterministic output */
+	const char *cap = getenv("DS_CPU_ISA");
+	if (cap && strcmp(cap, "base") == 0)
+		c->isa = DS_CPU_ISA_BASE;
+	else if (cap && strcmp(cap, "avx2") == 0 && c->isa > DS_CPU_ISA_AVX2)
+		c->isa = DS_CPU_ISA_AVX2;
 	if ((rv = cpu_threads_setup(c, n_threads, err)) != DS_OK)
 		goto fail;
 	if ((rv = cpu_rope_init(c, err)) != DS_OK)

@@ -19,34 +19,31 @@
  * for its own ISA (an out-of-line helper would run the baseline code in every variant). */
 #define DS_CPU_INLINE __attribute__((always_inline))
 
-/* 16-lane float vectors (GCC vector extensions): one AVX-512 register, two AVX2 or four SSE
- * registers. Element-wise ops on them are the same IEEE ops lane by lane on every target. */
-/* The helpers taking or returning these are always inlined, so no vector ever crosses a call
- * boundary and the psABI note about 64-byte vectors without AVX-512 does not apply. */
+/* 8-lane float vectors (GCC vector extensions): one AVX2 register, half an AVX-512 one, two
+ * SSE ones. Kernels keep 16 lanes as two of them (lanes 0-7, 8-15); GCC keeps arrays of
+ * 8-lane accumulators in registers on AVX2 and AVX-512, which it does not manage for 16-lane
+ * vectors without AVX-512. Element-wise ops are the same IEEE ops lane by lane on any target.
+ * The helpers taking or returning these are always inlined, so no vector crosses a call
+ * boundary and the psABI note about wide vectors does not apply. */
 #pragma GCC diagnostic ignored "-Wpsabi"
-typedef float ds_v16f __attribute__((vector_size(64)));
-typedef uint32_t ds_v16u __attribute__((vector_size(64)));
-typedef uint16_t ds_v16h __attribute__((vector_size(32)));
+typedef float ds_v8f __attribute__((vector_size(32)));
+typedef uint32_t ds_v8u __attribute__((vector_size(32)));
+typedef uint16_t ds_v8h __attribute__((vector_size(16)));
+/* unaligned views: dereferencing them gives plain (split where needed) vector loads */
+typedef float ds_v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef uint16_t ds_v8h_u __attribute__((vector_size(16), aligned(2), may_alias));
 
-static inline DS_CPU_INLINE ds_v16f ds_v16_load(const float *p)
+static inline DS_CPU_INLINE ds_v8f ds_v8_load(const float *p)
 {
-	ds_v16f v;
-	memcpy(&v, p, sizeof(v));
-	return v;
+	return *(const ds_v8f_u *)p;
 }
 
-static inline DS_CPU_INLINE void ds_v16_store(float *p, ds_v16f v)
+/* 8 bf16 values widened to f32 (exact). */
+static inline DS_CPU_INLINE ds_v8f ds_v8_load_bf16(const uint16_t *p)
 {
-	memcpy(p, &v, sizeof(v));
-}
-
-/* 16 bf16 values widened to f32 (exact). */
-static inline DS_CPU_INLINE ds_v16f ds_v16_load_bf16(const uint16_t *p)
-{
-	ds_v16h h;
-	memcpy(&h, p, sizeof(h));
-	ds_v16u u = __builtin_convertvector(h, ds_v16u) << 16;
-	return (ds_v16f)u;
+	ds_v8h h = *(const ds_v8h_u *)p;
+	ds_v8u u = __builtin_convertvector(h, ds_v8u) << 16;
+	return (ds_v8f)u;
 }
 
 /* Instruction-set levels the kernels are compiled for. Each hot task body is built once per
@@ -56,32 +53,48 @@ enum ds_cpu_isa { DS_CPU_ISA_BASE = 0, DS_CPU_ISA_AVX2 = 1, DS_CPU_ISA_AVX512 = 
 /* The best level this CPU runs (AVX2 and AVX-512 levels also need FMA). */
 enum ds_cpu_isa ds_cpu_isa_detect(void);
 
+/* Defines name_avx512, name_avx2 and name_base as task functions whose bodies are the given
+ * calls (written in terms of arg, task, thread), compiled for each target, and name_pick(c)
+ * which returns the one for c->isa. The calls may pass per-ISA constants (register blocking). */
 #if defined(__x86_64__)
-#define DS_CPU_VARIANTS(fn, target_avx512, target_avx2)                                            \
-	__attribute__((target(target_avx512))) static void fn##_avx512(void *arg, int task,        \
-	                                                               int thread)                 \
+#define DS_CPU_VARIANTS_CALLS(name, target_avx512, call_avx512, target_avx2, call_avx2, call_base) \
+	__attribute__((target(target_avx512))) static void name##_avx512(void *arg, int task,      \
+	                                                                 int thread)               \
 	{                                                                                          \
-		fn(arg, task, thread);                                                             \
+		call_avx512;                                                                       \
 	}                                                                                          \
-	__attribute__((target(target_avx2))) static void fn##_avx2(void *arg, int task,            \
-	                                                           int thread)                     \
+	__attribute__((target(target_avx2))) static void name##_avx2(void *arg, int task,          \
+	                                                             int thread)                   \
 	{                                                                                          \
-		fn(arg, task, thread);                                                             \
+		call_avx2;                                                                         \
 	}                                                                                          \
-	static inline ds_task_fn fn##_pick(const struct ds_cpu_ctx *c)                             \
+	static void name##_base(void *arg, int task, int thread)                                   \
 	{                                                                                          \
-		return c->isa == DS_CPU_ISA_AVX512 ? fn##_avx512                                   \
-		       : c->isa == DS_CPU_ISA_AVX2 ? fn##_avx2                                     \
-		                                   : fn;                                           \
+		call_base;                                                                         \
+	}                                                                                          \
+	static inline ds_task_fn name##_pick(const struct ds_cpu_ctx *c)                           \
+	{                                                                                          \
+		return c->isa == DS_CPU_ISA_AVX512 ? name##_avx512                                 \
+		       : c->isa == DS_CPU_ISA_AVX2 ? name##_avx2                                   \
+		                                   : name##_base;                                  \
 	}
 #else
-#define DS_CPU_VARIANTS(fn, target_avx512, target_avx2)                                            \
-	static inline ds_task_fn fn##_pick(const struct ds_cpu_ctx *c)                             \
+#define DS_CPU_VARIANTS_CALLS(name, target_avx512, call_avx512, target_avx2, call_avx2, call_base) \
+	static void name##_base(void *arg, int task, int thread)                                   \
+	{                                                                                          \
+		call_base;                                                                         \
+	}                                                                                          \
+	static inline ds_task_fn name##_pick(const struct ds_cpu_ctx *c)                           \
 	{                                                                                          \
 		(void)c;                                                                           \
-		return fn;                                                                         \
+		return name##_base;                                                                \
 	}
 #endif
+
+/* The common case: the same body at every level. */
+#define DS_CPU_VARIANTS(fn, target_avx512, target_avx2)                                            \
+	DS_CPU_VARIANTS_CALLS(fn, target_avx512, fn(arg, task, thread), target_avx2,               \
+	                      fn(arg, task, thread), fn(arg, task, thread))
 
 /* Scratch slots owned by the context; each grows on demand and is reused across calls. */
 enum ds_cpu_ws {

@@ -4,8 +4,8 @@
  * cap_rows output rows); a sequence may be split across passes, which is safe because every
  * pass writes its KV before the next reads it. Each pass uploads its metadata, runs the layers
  * through the path's ops (fastpath/cuda_fast.c or refpath/cuda_ref.c), samples on the device and
- * copies back only the rows (and the logits when asked). Fast-path decode batches go through
- * per-bucket CUDA graphs instead. */
+ * copies back only the rows (and the logits when asked). Fast-path decode batches and reference
+ * passes of up to 512 rows go through per-bucket CUDA graphs instead (DS_CUDA_GRAPHS=0: none). */
 #include "cuda_internal.h"
 
 #include <stdio.h>
@@ -18,7 +18,7 @@
 /* ---- pass execution ---- */
 
 enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
-				const struct ds_cuda_pass *p, int n_split, struct ds_err *err)
+                                const struct ds_cuda_pass *p, int n_split, struct ds_err *err)
 {
 	const struct ds_model_config *cfg = &c->cfg;
 	int T = p->T, H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg);
@@ -33,20 +33,20 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
 		DS_CUDA_TRY(ds_k_rmsnorm(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
-					 cfg->rms_eps, c->h, st),
-			    err);
+		                         cfg->rms_eps, c->h, st),
+		            err);
 		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_qkv_rope(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, T, d,
-					  c->q, kv, st),
-			    err);
+		DS_CUDA_TRY(ds_k_qkv_rope(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, T,
+		                          d, c->q, kv, st),
+		            err);
 		if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
 			return rv;
 		if ((rv = ops->gemm(c, c->att, L->wo, c->dlt, T, H, qd, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_rmsnorm(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps, c->h,
-					 st),
-			    err);
+		DS_CUDA_TRY(
+		    ds_k_rmsnorm(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps, c->h, st),
+		    err);
 		if ((rv = ops->gemm(c, c->h, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK)
 			return rv;
 		DS_CUDA_TRY(ds_k_silu_mul(c->big, T, F, c->h, st), err);
@@ -54,21 +54,22 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	DS_CUDA_TRY(ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps,
-				 c->h, st),
-		    err);
-	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) != DS_OK)
+	DS_CUDA_TRY(
+	    ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps, c->h, st),
+	    err);
+	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=
+	    DS_OK)
 		return rv;
 	DS_CUDA_TRY(ds_k_sample(c->logits, p->R, cfg->vocab_size, c->dm.sp, c->dm.out, st), err);
 	return DS_OK;
 }
 
 enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-				   struct ds_err *err)
+                                   struct ds_err *err)
 {
 	cudaStream_t st = c->stream;
 	size_t ti = (size_t)p->T * sizeof(int32_t);
-#define UP(f, bytes) \
+#define UP(f, bytes)                                                                               \
 	DS_CUDA_TRY(cudaMemcpyAsync(c->dm.f, c->hm.f, (bytes), cudaMemcpyHostToDevice, st), err)
 	UP(ids, ti);
 	UP(pos, ti);
@@ -83,16 +84,20 @@ enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_p
 
 /* Runs one pass whose host metadata is filled, and copies its rows (and logits) out. */
 static enum ds_status pass_exec(struct ds_cuda_ctx *c, const struct ds_fwd_batch *b,
-				struct ds_cuda_pass *p, bool decode, int row_base,
-				struct ds_err *err)
+                                struct ds_cuda_pass *p, bool decode, int row_base,
+                                struct ds_err *err)
 {
 	enum ds_status rv;
 	if (decode) {
 		rv = ds_cuda_fast_decode(c, p, err);
+	} else if (b->path == DS_PATH_REF && c->ref_graphs && p->T <= DS_CUDA_REF_GRAPH_MAX &&
+	           p->R <= DS_CUDA_REF_GRAPH_MAX) {
+		rv = ds_cuda_ref_graphed(c, p, err);
 	} else {
 		const struct ds_cuda_path_ops *ops =
-			b->path == DS_PATH_REF ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
-		int n_split = b->path == DS_PATH_FAST ? ds_cuda_fast_split(c, p->T, p->max_pos + 1) : 0;
+		    b->path == DS_PATH_REF ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
+		int n_split =
+		    b->path == DS_PATH_FAST ? ds_cuda_fast_split(c, p->T, p->max_pos + 1) : 0;
 		if ((rv = ds_cuda_meta_upload(c, p, err)) != DS_OK)
 			return rv;
 		rv = ds_cuda_pass_run(c, ops, p, n_split, err);
@@ -101,13 +106,13 @@ static enum ds_status pass_exec(struct ds_cuda_ctx *c, const struct ds_fwd_batch
 		return rv;
 	int R = p->R, V = c->cfg.vocab_size;
 	DS_CUDA_TRY(cudaMemcpyAsync(c->hm.out, c->dm.out, (size_t)R * sizeof(*c->hm.out),
-				    cudaMemcpyDeviceToHost, c->stream),
-		    err);
+	                            cudaMemcpyDeviceToHost, c->stream),
+	            err);
 	if (b->logits)
 		DS_CUDA_TRY(cudaMemcpyAsync(b->logits + (size_t)row_base * V, c->logits,
-					    (size_t)R * V * sizeof(float), cudaMemcpyDeviceToHost,
-					    c->stream),
-			    err);
+		                            (size_t)R * V * sizeof(float), cudaMemcpyDeviceToHost,
+		                            c->stream),
+		            err);
 	DS_CUDA_TRY(cudaStreamSynchronize(c->stream), err);
 	for (int r = 0; r < R; r++) {
 		b->rows[row_base + r].token = c->hm.out[r].token;
@@ -138,8 +143,8 @@ static enum ds_status cuda_forward(void *ctx, const struct ds_fwd_batch *b, stru
 			if (p.n_bt + need > c->cap_bt) {
 				if (p.T == 0)
 					return ds_errf(err, DS_ERR_TOO_LONG,
-						       "cuda: sequence %d needs %d blocks > %d", si, need,
-						       c->cap_bt);
+					               "cuda: sequence %d needs %d blocks > %d", si,
+					               need, c->cap_bt);
 				break;
 			}
 			c->hm.bt_off[p.n_seq] = p.n_bt;
@@ -184,14 +189,14 @@ static enum ds_status cuda_forward(void *ctx, const struct ds_fwd_batch *b, stru
 
 static void buffers_free(struct ds_cuda_ctx *c)
 {
-	void *dev[] = {c->kv, c->x, c->dlt, c->big, c->h, c->q, c->att, c->logits, c->part,
-		       c->dm.ids, c->dm.pos, c->dm.seq, c->dm.bt_off, c->dm.bt, c->dm.out_tok,
-		       c->dm.sp, c->dm.out};
+	void *dev[] = {c->kv,        c->x,      c->dlt,        c->big,    c->h,      c->q,
+	               c->att,       c->logits, c->part,       c->dm.ids, c->dm.pos, c->dm.seq,
+	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out};
 	for (size_t i = 0; i < DS_ARRAY_LEN(dev); i++)
 		if (dev[i])
 			cudaFree(dev[i]);
-	void *host[] = {c->hm.ids, c->hm.pos, c->hm.seq, c->hm.bt_off, c->hm.bt, c->hm.out_tok,
-			c->hm.sp, c->hm.out};
+	void *host[] = {c->hm.ids, c->hm.pos,     c->hm.seq, c->hm.bt_off,
+	                c->hm.bt,  c->hm.out_tok, c->hm.sp,  c->hm.out};
 	for (size_t i = 0; i < DS_ARRAY_LEN(host); i++)
 		if (host[i])
 			cudaFreeHost(host[i]);
@@ -212,7 +217,7 @@ static enum ds_status cuda_kv_init(void *ctx, int n_blocks, int block_size, stru
 		c->kv = NULL;
 		cudaGetLastError();
 		return ds_errf(err, DS_ERR_NOMEM, "cuda: cannot allocate %.2f GB of KV cache (%s)",
-			       (double)kv_bytes / 1e9, cudaGetErrorString(e));
+		               (double)kv_bytes / 1e9, cudaGetErrorString(e));
 	}
 	int T = c->cap_tokens = CAP_TOKENS, R = c->cap_rows = CAP_ROWS;
 	c->cap_bt = T + DS_CUDA_MAX_DECODE * ((cfg->max_pos + block_size - 1) / block_size);
@@ -222,7 +227,7 @@ static enum ds_status cuda_kv_init(void *ctx, int n_blocks, int block_size, stru
 	c->part_floats = PART_BYTES / sizeof(float);
 	enum ds_status rv = DS_OK;
 #define DEV(ptr, bytes) DS_CUDA_GOTO(cudaMalloc((void **)&(ptr), (bytes)), err, rv)
-#define HOST(ptr, bytes) \
+#define HOST(ptr, bytes)                                                                           \
 	DS_CUDA_GOTO(cudaHostAlloc((void **)&(ptr), (bytes), cudaHostAllocDefault), err, rv)
 	DEV(c->x, (size_t)T * H * sizeof(float));
 	DEV(c->dlt, (size_t)T * H * sizeof(float));
@@ -269,9 +274,9 @@ static enum ds_status cuda_kv_copy_block(void *ctx, int src, int dst, struct ds_
 	size_t blk = c->kv_layer_elems / (size_t)c->n_blocks * sizeof(uint16_t);
 	size_t pitch = c->kv_layer_elems * sizeof(uint16_t);
 	DS_CUDA_TRY(cudaMemcpy2DAsync((uint8_t *)c->kv + (size_t)dst * blk, pitch,
-				      (uint8_t *)c->kv + (size_t)src * blk, pitch, blk,
-				      (size_t)c->cfg.n_layer, cudaMemcpyDeviceToDevice, c->stream),
-		    err);
+	                              (uint8_t *)c->kv + (size_t)src * blk, pitch, blk,
+	                              (size_t)c->cfg.n_layer, cudaMemcpyDeviceToDevice, c->stream),
+	            err);
 	DS_CUDA_TRY(cudaStreamSynchronize(c->stream), err);
 	return DS_OK;
 }
@@ -291,6 +296,7 @@ static void cuda_free(void *ctx)
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
 	ds_cuda_fast_free(c);
+	ds_cuda_ref_free(c);
 	buffers_free(c);
 	ds_cuda_weights_free(c);
 	if (c->stream)
@@ -299,24 +305,24 @@ static void cuda_free(void *ctx)
 }
 
 static const struct ds_backend_i cuda_iface = {
-	.name = "cuda",
-	.kv_init = cuda_kv_init,
-	.forward = cuda_forward,
-	.kv_copy_block = cuda_kv_copy_block,
-	.set_threads = NULL,
-	.describe = cuda_describe,
-	.free = cuda_free,
+    .name = "cuda",
+    .kv_init = cuda_kv_init,
+    .forward = cuda_forward,
+    .kv_copy_block = cuda_kv_copy_block,
+    .set_threads = NULL,
+    .describe = cuda_describe,
+    .free = cuda_free,
 };
 
 enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model *m, int device,
-				    struct ds_err *err)
+                                    struct ds_err *err)
 {
 	memset(be, 0, sizeof(*be));
 	const struct ds_model_config *cfg = &m->cfg;
 	if (cfg->head_dim % 8 != 0 || cfg->hidden % 8 != 0 || cfg->ffn % 8 != 0)
 		return ds_errf(err, DS_ERR_UNSUPPORTED,
-			       "cuda: hidden %d, ffn %d and head_dim %d must be multiples of 8",
-			       cfg->hidden, cfg->ffn, cfg->head_dim);
+		               "cuda: hidden %d, ffn %d and head_dim %d must be multiples of 8",
+		               cfg->hidden, cfg->ffn, cfg->head_dim);
 	if (cfg->head_dim > 512)
 		return ds_errf(err, DS_ERR_UNSUPPORTED, "cuda: head_dim %d > 512", cfg->head_dim);
 	int n_dev = 0;
@@ -325,8 +331,8 @@ enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model
 		return ds_errf(err, DS_ERR_UNSUPPORTED, "cuda: no CUDA device");
 	}
 	if (device < 0 || device >= n_dev)
-		return ds_errf(err, DS_ERR_INVALID, "cuda: device %d out of range (%d devices)", device,
-			       n_dev);
+		return ds_errf(err, DS_ERR_INVALID, "cuda: device %d out of range (%d devices)",
+		               device, n_dev);
 	struct ds_cuda_ctx *c = calloc(1, sizeof(*c));
 	if (!c)
 		return ds_errf(err, DS_ERR_NOMEM, "cuda: out of memory");
@@ -345,6 +351,8 @@ enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model
 		goto fail;
 	if ((rv = ds_cuda_fast_init(c, err)) != DS_OK)
 		goto fail;
+	const char *g = getenv("DS_CUDA_GRAPHS");
+	c->ref_graphs = !(g && strcmp(g, "0") == 0);
 	be->iface = &cuda_iface;
 	be->ctx = c;
 	be->model = m;

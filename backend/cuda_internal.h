@@ -57,14 +57,24 @@ struct ds_cuda_fast {
 /* Host mirrors (pinned) and device copies of one pass's metadata. */
 struct ds_cuda_meta {
 	int32_t *ids, *pos, *seq, *bt_off, *bt, *out_tok; /* (cap_tokens) except bt (cap_bt) */
-	struct ds_k_sample_row *sp;                        /* (cap_rows) */
-	struct ds_k_sample_out *out;                       /* (cap_rows) */
+	struct ds_k_sample_row *sp;                       /* (cap_rows) */
+	struct ds_k_sample_out *out;                      /* (cap_rows) */
 };
 
 /* One pass: T tokens of n_seq (sub-)sequences, R output rows. */
 struct ds_cuda_pass {
 	int T, n_seq, n_bt, R;
 	int max_pos; /* largest query position in the pass */
+};
+
+#define DS_CUDA_REF_GRAPH_MIN 16 /* reference passes are padded to 16, 32, ..., 512 rows */
+#define DS_CUDA_REF_GRAPH_MAX 512
+#define DS_CUDA_REF_BUCKETS 6
+
+/* Reference path state (refpath/cuda_ref.c): graphs of padded, fixed-shape passes. */
+struct ds_cuda_ref {
+	cudaGraphExec_t graph[DS_CUDA_REF_BUCKETS];
+	bool warm[DS_CUDA_REF_BUCKETS];
 };
 
 struct ds_cuda_ctx {
@@ -77,9 +87,9 @@ struct ds_cuda_ctx {
 	/* weights: one device allocation */
 	void *wbuf;
 	size_t wbytes;
-	uint16_t *tok_embd; /* (vocab, hidden) */
-	uint16_t *out_norm; /* (hidden) */
-	uint16_t *lm_head;  /* (vocab, hidden); == tok_embd when tied */
+	uint16_t *tok_embd;           /* (vocab, hidden) */
+	uint16_t *out_norm;           /* (hidden) */
+	uint16_t *lm_head;            /* (vocab, hidden); == tok_embd when tied */
 	struct ds_cuda_layer *layers; /* (n_layer) host array of device pointers */
 	float *rope_cs;               /* (max_pos, head_dim/2, {cos, sin}) */
 
@@ -102,6 +112,8 @@ struct ds_cuda_ctx {
 	struct ds_cuda_meta hm, dm; /* host (pinned) and device */
 
 	struct ds_cuda_fast fast;
+	struct ds_cuda_ref ref;
+	bool ref_graphs;
 };
 
 static inline struct ds_k_tokmeta ds_cuda_tokmeta(const struct ds_cuda_ctx *c)
@@ -113,7 +125,7 @@ static inline struct ds_k_tokmeta ds_cuda_tokmeta(const struct ds_cuda_ctx *c)
 static inline struct ds_k_dims ds_cuda_dims(const struct ds_cuda_ctx *c)
 {
 	struct ds_k_dims d = {c->cfg.n_head, c->cfg.n_kv_head, c->cfg.head_dim,
-			      c->block_size, c->n_blocks, c->cfg.rms_eps};
+	                      c->block_size, c->n_blocks,      c->cfg.rms_eps};
 	return d;
 }
 
@@ -131,11 +143,11 @@ void ds_cuda_weights_free(struct ds_cuda_ctx *c);
 struct ds_cuda_path_ops {
 	/* C (M, N) fp32 = A (M, K) . W (N, K)^T */
 	enum ds_status (*gemm)(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
-			       float *C, int M, int N, int K, struct ds_err *err);
+	                       float *C, int M, int N, int K, struct ds_err *err);
 	/* attention of the pass's T rows against layer kv; n_split is the fast path's split
 	 * (ignored by the reference path, which picks its own from workspace size only) */
 	enum ds_status (*attention)(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-				    const uint16_t *kv, int n_split, struct ds_err *err);
+	                            const uint16_t *kv, int n_split, struct ds_err *err);
 };
 
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */
@@ -144,11 +156,19 @@ extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
 /* Runs the layers, final norm, lm_head and sampling for the pass whose metadata is already on
  * the device (backend/cuda_backend.c). Launches only: capturable. */
 enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
-				const struct ds_cuda_pass *p, int n_split, struct ds_err *err);
+                                const struct ds_cuda_pass *p, int n_split, struct ds_err *err);
 
 /* Copies the pass's host metadata to the device (async on c->stream). */
 enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-				   struct ds_err *err);
+                                   struct ds_err *err);
+
+/* reference path extras (refpath/cuda_ref.c) */
+/* A reference pass of at most DS_CUDA_REF_GRAPH_MAX tokens and rows with the host metadata
+ * filled: pads it to a power of two (>= 16) rows and replays that bucket's graph (captured on
+ * second use). Padding rows have no KV and cannot touch real rows (every step is per row). */
+enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
+                                   struct ds_err *err);
+void ds_cuda_ref_free(struct ds_cuda_ctx *c);
 
 /* fast path extras (fastpath/cuda_fast.c) */
 enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err);
@@ -158,6 +178,6 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len);
 /* A decode pass (every sequence one token, n_seq <= DS_CUDA_MAX_DECODE) with the host metadata
  * filled: pads to the batch bucket and replays (capturing on second use) that bucket's graph. */
 enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
-				   struct ds_err *err);
+                                   struct ds_err *err);
 
 #endif

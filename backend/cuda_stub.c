@@ -2,10 +2,10 @@
 #include "backend.h"
 
 enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model *m, int device,
-				    struct ds_err *err)
+                                    struct ds_err *err)
 {
 	(void)be;
 	(void)m;
 	return ds_errf(err, DS_ERR_UNSUPPORTED,
-		       "cuda: detserve was built without CUDA (device %d requested)", device);
+	               "cuda: detserve was built without CUDA (device %d requested)", device);
 }

@@ -28,23 +28,40 @@ static uint16_t *weights_slot(struct ds_cuda_ctx *c, const struct ds_tensor_desc
 	size_t kvd = (size_t)ds_model_kv_dim(cfg), f = (size_t)cfg->ffn;
 	struct ds_cuda_layer *L = d->layer >= 0 ? &c->layers[d->layer] : NULL;
 	switch (d->field) {
-	case DS_T_TOK_EMBD: return c->tok_embd;
-	case DS_T_OUT_NORM: return c->out_norm;
-	case DS_T_LM_HEAD: return c->lm_head;
-	case DS_T_ATTN_NORM: return L->attn_norm;
-	case DS_T_WQ: return L->wqkv;
-	case DS_T_WK: return L->wqkv + qd * h;
-	case DS_T_WV: return L->wqkv + (qd + kvd) * h;
-	case DS_T_BQ: return L->bqkv;
-	case DS_T_BK: return L->bqkv ? L->bqkv + qd : NULL;
-	case DS_T_BV: return L->bqkv ? L->bqkv + qd + kvd : NULL;
-	case DS_T_Q_NORM: return L->q_norm;
-	case DS_T_K_NORM: return L->k_norm;
-	case DS_T_WO: return L->wo;
-	case DS_T_FFN_NORM: return L->ffn_norm;
-	case DS_T_W_GATE: return L->w_gu;
-	case DS_T_W_UP: return L->w_gu ? L->w_gu + f * h : NULL;
-	case DS_T_W_DOWN: return L->w_down;
+	case DS_T_TOK_EMBD:
+		return c->tok_embd;
+	case DS_T_OUT_NORM:
+		return c->out_norm;
+	case DS_T_LM_HEAD:
+		return c->lm_head;
+	case DS_T_ATTN_NORM:
+		return L->attn_norm;
+	case DS_T_WQ:
+		return L->wqkv;
+	case DS_T_WK:
+		return L->wqkv + qd * h;
+	case DS_T_WV:
+		return L->wqkv + (qd + kvd) * h;
+	case DS_T_BQ:
+		return L->bqkv;
+	case DS_T_BK:
+		return L->bqkv ? L->bqkv + qd : NULL;
+	case DS_T_BV:
+		return L->bqkv ? L->bqkv + qd + kvd : NULL;
+	case DS_T_Q_NORM:
+		return L->q_norm;
+	case DS_T_K_NORM:
+		return L->k_norm;
+	case DS_T_WO:
+		return L->wo;
+	case DS_T_FFN_NORM:
+		return L->ffn_norm;
+	case DS_T_W_GATE:
+		return L->w_gu;
+	case DS_T_W_UP:
+		return L->w_gu ? L->w_gu + f * h : NULL;
+	case DS_T_W_DOWN:
+		return L->w_down;
 	}
 	return NULL;
 }
@@ -57,10 +74,10 @@ static size_t weights_layout(struct ds_cuda_ctx *c, uint8_t *base)
 	size_t h = (size_t)cfg->hidden, qd = (size_t)ds_model_q_dim(cfg);
 	size_t kvd = (size_t)ds_model_kv_dim(cfg), f = (size_t)cfg->ffn, D = (size_t)cfg->head_dim;
 	size_t off = 0;
-#define TAKE(ptr, elems)                                                            \
-	do {                                                                        \
-		(ptr) = base ? (uint16_t *)(base + off) : NULL;                     \
-		off += align256((size_t)(elems) * sizeof(uint16_t));                \
+#define TAKE(ptr, elems)                                                                           \
+	do {                                                                                       \
+		(ptr) = base ? (uint16_t *)(base + off) : NULL;                                    \
+		off += align256((size_t)(elems) * sizeof(uint16_t));                               \
 	} while (0)
 	TAKE(c->tok_embd, (size_t)cfg->vocab_size * h);
 	TAKE(c->out_norm, h);
@@ -119,7 +136,8 @@ static enum ds_status rope_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	}
 	enum ds_status rv = DS_OK;
 	DS_CUDA_GOTO(cudaMalloc((void **)&c->rope_cs, n * sizeof(float)), err, rv);
-	DS_CUDA_GOTO(cudaMemcpy(c->rope_cs, cs, n * sizeof(float), cudaMemcpyHostToDevice), err, rv);
+	DS_CUDA_GOTO(cudaMemcpy(c->rope_cs, cs, n * sizeof(float), cudaMemcpyHostToDevice), err,
+	             rv);
 fail:
 	free(cs);
 	return rv;
@@ -127,7 +145,7 @@ fail:
 
 /* Copies n bytes from host src to device dst through the two pinned buffers. */
 static enum ds_status upload(struct ds_cuda_ctx *c, void *dst, const void *src, size_t n,
-			     void *stage[2], cudaEvent_t ev[2], int *turn, struct ds_err *err)
+                             void *stage[2], cudaEvent_t ev[2], int *turn, struct ds_err *err)
 {
 	for (size_t done = 0; done < n;) {
 		size_t len = DS_MIN(STAGE_BYTES, n - done);
@@ -136,8 +154,8 @@ static enum ds_status upload(struct ds_cuda_ctx *c, void *dst, const void *src, 
 		DS_CUDA_TRY(cudaEventSynchronize(ev[i]), err);
 		memcpy(stage[i], (const uint8_t *)src + done, len);
 		DS_CUDA_TRY(cudaMemcpyAsync((uint8_t *)dst + done, stage[i], len,
-					    cudaMemcpyHostToDevice, c->stream),
-			    err);
+		                            cudaMemcpyHostToDevice, c->stream),
+		            err);
 		DS_CUDA_TRY(cudaEventRecord(ev[i], c->stream), err);
 		done += len;
 	}
@@ -168,8 +186,10 @@ enum ds_status ds_cuda_weights_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	bool big = c->wbytes > ((size_t)1 << 30);
 	if (!m->deferred) {
 		for (int i = 0; i < 2; i++) {
-			DS_CUDA_GOTO(cudaHostAlloc(&stage[i], STAGE_BYTES, cudaHostAllocDefault), err, rv);
-			DS_CUDA_GOTO(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming), err, rv);
+			DS_CUDA_GOTO(cudaHostAlloc(&stage[i], STAGE_BYTES, cudaHostAllocDefault),
+			             err, rv);
+			DS_CUDA_GOTO(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming), err,
+			             rv);
 			DS_CUDA_GOTO(cudaEventRecord(ev[i], c->stream), err, rv);
 		}
 	}
@@ -179,7 +199,8 @@ enum ds_status ds_cuda_weights_init(struct ds_cuda_ctx *c, struct ds_err *err)
 		uint16_t *dst = weights_slot(c, &ts[i]);
 		size_t numel = (size_t)ds_tensor_numel(&ts[i]);
 		if (!dst) {
-			rv = ds_errf(err, DS_ERR_INTERNAL, "cuda: no device slot for %s", ts[i].name);
+			rv = ds_errf(err, DS_ERR_INTERNAL, "cuda: no device slot for %s",
+			             ts[i].name);
 			goto fail;
 		}
 		if (m->deferred) {
@@ -187,15 +208,15 @@ enum ds_status ds_cuda_weights_init(struct ds_cuda_ctx *c, struct ds_err *err)
 			if (ts[i].field == DS_T_TOK_EMBD && cfg->tie_embeddings)
 				scale = ds_synth_tied_embd_scale(cfg);
 			DS_CUDA_GOTO(ds_k_synth_fill(dst, numel, 0, m->synth_seed,
-						     ds_synth_key(ts[i].name), scale,
-						     ts[i].synth_offset, c->stream),
-				     err, rv);
+			                             ds_synth_key(ts[i].name), scale,
+			                             ts[i].synth_offset, c->stream),
+			             err, rv);
 		} else {
 			struct ds_model_weights w = m->w;
 			const uint16_t *src = *ds_tensor_slot(&w, &ts[i]);
 			if (!src) {
-				rv = ds_errf(err, DS_ERR_NOT_FOUND, "cuda: model has no data for tensor %s",
-					     ts[i].name);
+				rv = ds_errf(err, DS_ERR_NOT_FOUND,
+				             "cuda: model has no data for tensor %s", ts[i].name);
 				goto fail;
 			}
 			rv = upload(c, dst, src, numel * sizeof(uint16_t), stage, ev, &turn, err);
@@ -205,8 +226,9 @@ enum ds_status ds_cuda_weights_init(struct ds_cuda_ctx *c, struct ds_err *err)
 		done += numel * sizeof(uint16_t);
 		if (big && (int)(done >> 30) != last_gb) {
 			last_gb = (int)(done >> 30);
-			fprintf(stderr, "\rcuda: %s weights %.1f / %.1f GB", m->deferred ? "generating" : "loading",
-				(double)done / 1e9, (double)c->wbytes / 1e9);
+			fprintf(stderr, "\rcuda: %s weights %.1f / %.1f GB",
+			        m->deferred ? "generating" : "loading", (double)done / 1e9,
+			        (double)c->wbytes / 1e9);
 		}
 	}
 	DS_CUDA_GOTO(cudaStreamSynchronize(c->stream), err, rv);

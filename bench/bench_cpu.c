@@ -10,6 +10,7 @@
  *
  * usage: bench_cpu [--preset small] [--threads N] [--ctx 128] [--steps 8] [--reps 2]
  *                  [--batches 1,8,32] */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -56,16 +57,76 @@ struct bench {
 	int32_t *tokens;               /* (ctx) prompt */
 };
 
-static int run(struct bench *bn, enum ds_path path, struct ds_fwd_seq *seqs, int n)
+static int run_logits(struct bench *bn, enum ds_path path, struct ds_fwd_seq *seqs, int n,
+                      float *logits)
 {
 	struct ds_fwd_row rows[BENCH_MAX_BATCH]; /* one output row per sequence */
-	struct ds_fwd_batch b = {.path = path, .seqs = seqs, .n_seqs = n, .rows = rows};
+	struct ds_fwd_batch b = {
+	    .path = path, .seqs = seqs, .n_seqs = n, .rows = rows, .logits = logits};
 	struct ds_err err;
 	if (ds_backend_forward(&bn->be, &b, &err) != DS_OK) {
 		fprintf(stderr, "bench_cpu: forward: %s\n", err.msg);
 		return -1;
 	}
 	return 0;
+}
+
+static int run(struct bench *bn, enum ds_path path, struct ds_fwd_seq *seqs, int n)
+{
+	return run_logits(bn, path, seqs, n, NULL);
+}
+
+/* Decodes the same token for sequence 0 alone and in batches of 8 and 32, on each path, and
+ * reports whether its logits kept their bits: the reference path must, the fast path need not.
+ * Returns -1 on failure, 1 when the reference path changed (a bug), else 0. */
+static int probe_invariance(struct bench *bn, const char *preset, int threads)
+{
+	const int sizes[3] = {1, 8, 32};
+	size_t V = (size_t)bn->vocab;
+	float *lg = malloc(32 * V * sizeof(float)), *base = malloc(V * sizeof(float));
+	int rc = -1, differ[2] = {0, 0};
+	double maxdiff[2] = {0, 0};
+	if (!lg || !base)
+		goto out;
+	for (int path = 0; path < 2; path++)
+		for (int v = 0; v < 3; v++) {
+			struct ds_fwd_seq seqs[32];
+			int32_t tok[32];
+			for (int i = 0; i < sizes[v]; i++) {
+				tok[i] =
+				    (int32_t)(ds_hash3(9, (uint64_t)i, (uint64_t)v) % (uint64_t)V);
+				seqs[i] = (struct ds_fwd_seq){
+				    .tokens = &tok[i],
+				    .n_tokens = 1,
+				    .pos0 = bn->ctx,
+				    .blocks = bn->blocks + (size_t)i * bn->nb_seq,
+				    .n_blocks = bn->nb_seq,
+				    .sp = {.temperature = 0.0f, .top_p = 1.0f, .seed = 1}};
+			}
+			tok[0] = 42 % bn->vocab;
+			if (run_logits(bn, (enum ds_path)path, seqs, sizes[v], lg) != 0)
+				goto out;
+			if (v == 0) {
+				memcpy(base, lg, V * sizeof(float));
+				continue;
+			}
+			differ[path] += memcmp(base, lg, V * sizeof(float)) != 0;
+			for (size_t i = 0; i < V; i++)
+				maxdiff[path] =
+				    DS_MAX(maxdiff[path], fabs((double)lg[i] - base[i]));
+		}
+	printf("  invariance probe (seq 0 alone vs in batch 8 / 32): ref logits %s, fast logits "
+	       "%s (max |diff| %.2e)\n",
+	       differ[1] ? "CHANGED" : "identical", differ[0] ? "differ in bits" : "identical",
+	       maxdiff[0]);
+	printf("{\"bench\":\"cpu_invariance\",\"preset\":\"%s\",\"threads\":%d,"
+	       "\"ref_pairs_differ\":%d,\"fast_pairs_differ\":%d,\"fast_max_abs_diff\":%.3g}\n",
+	       preset, threads, differ[1], differ[0], maxdiff[0]);
+	rc = differ[1] ? 1 : 0;
+out:
+	free(lg);
+	free(base);
+	return rc;
 }
 
 /* Time of `steps` decode steps of batch B on one path (wall < 0 on failure). */
@@ -215,6 +276,10 @@ int main(int argc, char **argv)
 				goto out;
 			}
 
+	int probe = probe_invariance(&bn, preset, nthr);
+	if (probe < 0)
+		goto out;
+
 	for (const char *p = batches; *p;) {
 		int B = atoi(p);
 		if (B < 1 || B > BENCH_MAX_BATCH) {
@@ -235,7 +300,7 @@ int main(int argc, char **argv)
 		if (*p == ',')
 			p++;
 	}
-	rc = 0;
+	rc = probe; /* 1 when the reference path lost its invariance */
 out:
 	if (bn.be.iface)
 		ds_backend_free(&bn.be);

@@ -45,15 +45,17 @@ struct cli {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: detserve-cli [--addr HOST:PORT] [--timeout-ms N] [--api-key KEY] COMMAND ...\n"
-		"commands:\n"
-		"  generate (--prompt TEXT | --prompt-ids 1,2,3) [--deterministic] [--max-tokens N]\n"
-		"           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--logprobs]\n"
-		"           [--stop-ids 1,2] [--ignore-eos] [--no-early-verify] [--request-id ID] [--unary]\n"
-		"  info     print the server's model, mode and W/G\n"
-		"  health   grpc.health.v1 Check; exit 0 when SERVING\n"
-		"The address defaults to $DETSERVE_ADDR, else 127.0.0.1:50051.\n");
+	fprintf(
+	    f,
+	    "usage: detserve-cli [--addr HOST:PORT] [--timeout-ms N] [--api-key KEY] COMMAND ...\n"
+	    "commands:\n"
+	    "  generate (--prompt TEXT | --prompt-ids 1,2,3) [--deterministic] [--max-tokens N]\n"
+	    "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--logprobs]\n"
+	    "           [--stop-ids 1,2] [--ignore-eos] [--no-early-verify] [--request-id ID] "
+	    "[--unary]\n"
+	    "  info     print the server's model, mode and W/G\n"
+	    "  health   grpc.health.v1 Check; exit 0 when SERVING\n"
+	    "The address defaults to $DETSERVE_ADDR, else 127.0.0.1:50051.\n");
 }
 
 static int parse_addr(struct cli *c, const char *s)
@@ -146,8 +148,8 @@ static void print_final(const Detserve__V1__GenerateResponse *f)
 	if (f->dvr)
 		printf("dvr: verify_passes=%" PRIu64 " windows=%" PRIu64 " rollbacks=%" PRIu64
 		       " rolled_back_tokens=%" PRIu64 " recomputed_tokens=%" PRIu64 "\n",
-		       f->dvr->verify_passes, f->dvr->windows, f->dvr->rollbacks, f->dvr->rolled_back_tokens,
-		       f->dvr->recomputed_tokens);
+		       f->dvr->verify_passes, f->dvr->windows, f->dvr->rollbacks,
+		       f->dvr->rolled_back_tokens, f->dvr->recomputed_tokens);
 	if (f->request_id && f->request_id[0])
 		printf("request_id: %s\n", f->request_id);
 }
@@ -182,11 +184,13 @@ static void gen_on_close(struct ds_grpcc_call *call, int code, const char *messa
 	snprintf(c->message, sizeof(c->message), "%s", message);
 }
 
-static int cmd_generate(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_grpcc_md *md, int n_md)
+static int cmd_generate(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_grpcc_md *md,
+                        int n_md)
 {
-	static const struct ds_grpcc_call_cbs cbs = { .on_message = gen_on_message, .on_close = gen_on_close };
+	static const struct ds_grpcc_call_cbs cbs = {.on_message = gen_on_message,
+	                                             .on_close = gen_on_close};
 	struct ds_grpcc_call *call;
-	struct ds_err err = { { 0 } };
+	struct ds_err err = {{0}};
 	uint8_t *buf;
 	size_t len;
 	int rc = 1;
@@ -195,8 +199,9 @@ static int cmd_generate(struct cli *c, struct ds_grpcc_conn *conn, const struct 
 		fprintf(stderr, "detserve-cli: %s\n", err.msg);
 		return EXIT_USAGE;
 	}
-	enum ds_status rv = ds_grpcc_call_start(conn, c->unary ? DS_PATH_GENERATE_UNARY : DS_PATH_GENERATE, buf, len,
-					       c->timeout_ms, md, n_md, &cbs, c, &call, &err);
+	enum ds_status rv =
+	    ds_grpcc_call_start(conn, c->unary ? DS_PATH_GENERATE_UNARY : DS_PATH_GENERATE, buf,
+	                        len, c->timeout_ms, md, n_md, &cbs, c, &call, &err);
 	free(buf);
 	if (rv != DS_OK)
 		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
@@ -225,25 +230,31 @@ static int cmd_generate(struct cli *c, struct ds_grpcc_conn *conn, const struct 
 
 /* ---- info, health ---- */
 
-static int cmd_info(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_grpcc_md *md, int n_md)
+static int cmd_info(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_grpcc_md *md,
+                    int n_md)
 {
 	Detserve__V1__ServerInfoResponse *r;
 	struct ds_client_status st;
-	struct ds_err err = { { 0 } };
+	struct ds_err err = {{0}};
 	if (ds_client_server_info(conn, c->timeout_ms, md, n_md, &r, &st, &err) != DS_OK)
 		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
 	if (st.code != DS_GRPCC_OK)
 		return fail_status(st.code, st.message);
-	printf("version: %s\nbackend: %s\nmode: %s\nwindow: %d\ngroup: %d\nkv_blocks: %d\nkv_block_size: %d\n",
-	       r->version, r->backend, r->mode, r->window, r->group, r->kv_blocks, r->kv_block_size);
+	printf("version: %s\nbackend: %s\nmode: %s\nwindow: %d\ngroup: %d\nkv_blocks: "
+	       "%d\nkv_block_size: %d\n",
+	       r->version, r->backend, r->mode, r->window, r->group, r->kv_blocks,
+	       r->kv_block_size);
 	if (r->model) {
 		const Detserve__V1__ModelInfo *m = r->model;
-		printf("model.architecture: %s\nmodel.source: %s\nmodel.identity: %s\nmodel.vocab_size: %d\n"
-		       "model.hidden_size: %d\nmodel.num_layers: %d\nmodel.num_heads: %d\nmodel.num_kv_heads: %d\n"
+		printf("model.architecture: %s\nmodel.source: %s\nmodel.identity: "
+		       "%s\nmodel.vocab_size: %d\n"
+		       "model.hidden_size: %d\nmodel.num_layers: %d\nmodel.num_heads: "
+		       "%d\nmodel.num_kv_heads: %d\n"
 		       "model.head_dim: %d\nmodel.intermediate_size: %d\nmodel.context_length: %d\n"
 		       "model.has_tokenizer: %s\n",
-		       m->architecture, m->source, m->identity, m->vocab_size, m->hidden_size, m->num_layers,
-		       m->num_heads, m->num_kv_heads, m->head_dim, m->intermediate_size, m->context_length,
+		       m->architecture, m->source, m->identity, m->vocab_size, m->hidden_size,
+		       m->num_layers, m->num_heads, m->num_kv_heads, m->head_dim,
+		       m->intermediate_size, m->context_length,
 		       m->has_tokenizer ? "true" : "false");
 	}
 	detserve__v1__server_info_response__free_unpacked(r, NULL);
@@ -253,7 +264,7 @@ static int cmd_info(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_g
 static int cmd_health(struct cli *c, struct ds_grpcc_conn *conn)
 {
 	struct ds_client_status st;
-	struct ds_err err = { { 0 } };
+	struct ds_err err = {{0}};
 	int serving;
 	if (ds_client_health(conn, "", c->timeout_ms, &serving, &st, &err) != DS_OK)
 		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
@@ -267,17 +278,40 @@ static int cmd_health(struct cli *c, struct ds_grpcc_conn *conn)
 
 static int parse_gen(struct cli *c, int argc, char **argv)
 {
-	enum { O_PROMPT = 1, O_IDS, O_DET, O_MAX, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_LP, O_STOP, O_NOEOS,
-	       O_NOEV, O_RID, O_UNARY, O_QUIET };
+	enum {
+		O_PROMPT = 1,
+		O_IDS,
+		O_DET,
+		O_MAX,
+		O_TEMP,
+		O_TOPK,
+		O_TOPP,
+		O_SEED,
+		O_LP,
+		O_STOP,
+		O_NOEOS,
+		O_NOEV,
+		O_RID,
+		O_UNARY,
+		O_QUIET
+	};
 	static const struct option opts[] = {
-		{ "prompt", required_argument, NULL, O_PROMPT }, { "prompt-ids", required_argument, NULL, O_IDS },
-		{ "deterministic", no_argument, NULL, O_DET }, { "max-tokens", required_argument, NULL, O_MAX },
-		{ "temperature", required_argument, NULL, O_TEMP }, { "top-k", required_argument, NULL, O_TOPK },
-		{ "top-p", required_argument, NULL, O_TOPP }, { "seed", required_argument, NULL, O_SEED },
-		{ "logprobs", no_argument, NULL, O_LP }, { "stop-ids", required_argument, NULL, O_STOP },
-		{ "ignore-eos", no_argument, NULL, O_NOEOS }, { "no-early-verify", no_argument, NULL, O_NOEV },
-		{ "request-id", required_argument, NULL, O_RID }, { "unary", no_argument, NULL, O_UNARY },
-		{ "quiet", no_argument, NULL, O_QUIET }, { NULL, 0, NULL, 0 },
+	    {"prompt", required_argument, NULL, O_PROMPT},
+	    {"prompt-ids", required_argument, NULL, O_IDS},
+	    {"deterministic", no_argument, NULL, O_DET},
+	    {"max-tokens", required_argument, NULL, O_MAX},
+	    {"temperature", required_argument, NULL, O_TEMP},
+	    {"top-k", required_argument, NULL, O_TOPK},
+	    {"top-p", required_argument, NULL, O_TOPP},
+	    {"seed", required_argument, NULL, O_SEED},
+	    {"logprobs", no_argument, NULL, O_LP},
+	    {"stop-ids", required_argument, NULL, O_STOP},
+	    {"ignore-eos", no_argument, NULL, O_NOEOS},
+	    {"no-early-verify", no_argument, NULL, O_NOEV},
+	    {"request-id", required_argument, NULL, O_RID},
+	    {"unary", no_argument, NULL, O_UNARY},
+	    {"quiet", no_argument, NULL, O_QUIET},
+	    {NULL, 0, NULL, 0},
 	};
 	struct ds_client_gen_req *r = &c->req;
 	int32_t *stop = NULL;
@@ -288,23 +322,43 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		char *end = NULL;
 		switch (o) {
-		case O_PROMPT: r->prompt_text = optarg; break;
+		case O_PROMPT:
+			r->prompt_text = optarg;
+			break;
 		case O_IDS:
 			free(c->ids);
 			c->ids = NULL;
 			if (parse_ids(optarg, &c->ids, &r->n_prompt) != 0 || r->n_prompt == 0) {
-				fprintf(stderr, "detserve-cli: bad --prompt-ids '%s' (want 1,2,3)\n", optarg);
+				fprintf(stderr,
+				        "detserve-cli: bad --prompt-ids '%s' (want 1,2,3)\n",
+				        optarg);
 				goto fail;
 			}
 			r->prompt_ids = c->ids;
 			break;
-		case O_DET: r->deterministic = true; break;
-		case O_MAX: r->max_tokens = (int)strtol(optarg, &end, 10); break;
-		case O_TEMP: r->temperature = strtof(optarg, &end); break;
-		case O_TOPK: r->top_k = (int)strtol(optarg, &end, 10); break;
-		case O_TOPP: r->has_top_p = true; r->top_p = strtof(optarg, &end); break;
-		case O_SEED: r->has_seed = true; r->seed = strtoull(optarg, &end, 10); break;
-		case O_LP: r->return_logprobs = true; break;
+		case O_DET:
+			r->deterministic = true;
+			break;
+		case O_MAX:
+			r->max_tokens = (int)strtol(optarg, &end, 10);
+			break;
+		case O_TEMP:
+			r->temperature = strtof(optarg, &end);
+			break;
+		case O_TOPK:
+			r->top_k = (int)strtol(optarg, &end, 10);
+			break;
+		case O_TOPP:
+			r->has_top_p = true;
+			r->top_p = strtof(optarg, &end);
+			break;
+		case O_SEED:
+			r->has_seed = true;
+			r->seed = strtoull(optarg, &end, 10);
+			break;
+		case O_LP:
+			r->return_logprobs = true;
+			break;
 		case O_STOP:
 			free(stop);
 			stop = NULL;
@@ -314,12 +368,23 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 			}
 			r->stop_ids = stop;
 			break;
-		case O_NOEOS: r->ignore_eos = true; break;
-		case O_NOEV: r->early_verify = 0; break;
-		case O_RID: r->request_id = optarg; break;
-		case O_UNARY: c->unary = true; break;
-		case O_QUIET: c->quiet_stream = true; break;
-		default: goto fail;
+		case O_NOEOS:
+			r->ignore_eos = true;
+			break;
+		case O_NOEV:
+			r->early_verify = 0;
+			break;
+		case O_RID:
+			r->request_id = optarg;
+			break;
+		case O_UNARY:
+			c->unary = true;
+			break;
+		case O_QUIET:
+			c->quiet_stream = true;
+			break;
+		default:
+			goto fail;
 		}
 		if (end && *end) {
 			fprintf(stderr, "detserve-cli: bad number '%s'\n", optarg);
@@ -339,9 +404,9 @@ fail:
 
 int main(int argc, char **argv)
 {
-	struct cli c = { .timeout_ms = 0 };
+	struct cli c = {.timeout_ms = 0};
 	struct ds_grpcc_conn *conn = NULL;
-	struct ds_err err = { { 0 } };
+	struct ds_err err = {{0}};
 	struct ds_grpcc_md md[1];
 	int n_md = 0, i = 1, rc;
 	const char *env = getenv("DETSERVE_ADDR");
@@ -361,7 +426,8 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(argv[i], "--addr")) {
 			if (parse_addr(&c, argv[++i]) != 0) {
-				fprintf(stderr, "detserve-cli: bad --addr '%s' (want HOST:PORT)\n", argv[i]);
+				fprintf(stderr, "detserve-cli: bad --addr '%s' (want HOST:PORT)\n",
+				        argv[i]);
 				return EXIT_USAGE;
 			}
 		} else if (!strcmp(argv[i], "--timeout-ms")) {

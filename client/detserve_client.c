@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 enum ds_status ds_client_gen_req_pack(const struct ds_client_gen_req *r, uint8_t **out, size_t *len,
-				      struct ds_err *err)
+                                      struct ds_err *err)
 {
 	Detserve__V1__GenerateRequest req = DETSERVE__V1__GENERATE_REQUEST__INIT;
 	Detserve__V1__TokenIds ids = DETSERVE__V1__TOKEN_IDS__INIT;
@@ -49,7 +49,8 @@ enum ds_status ds_client_gen_req_pack(const struct ds_client_gen_req *r, uint8_t
 	if (r->request_id)
 		req.request_id = (char *)r->request_id;
 	if (r->early_verify >= 0) {
-		req.early_verify_opt_case = DETSERVE__V1__GENERATE_REQUEST__EARLY_VERIFY_OPT_EARLY_VERIFY;
+		req.early_verify_opt_case =
+		    DETSERVE__V1__GENERATE_REQUEST__EARLY_VERIFY_OPT_EARLY_VERIFY;
 		req.early_verify = r->early_verify != 0;
 	}
 	size_t n = detserve__v1__generate_request__get_packed_size(&req);
@@ -98,12 +99,14 @@ static void unary_on_close(struct ds_grpcc_call *call, int code, const char *mes
 	snprintf(u->st->message, sizeof(u->st->message), "%s", message);
 }
 
-enum ds_status ds_client_unary(struct ds_grpcc_conn *c, const char *path, const uint8_t *req, size_t len,
-			       int64_t timeout_ms, const struct ds_grpcc_md *md, int n_md, uint8_t **resp,
-			       size_t *resp_len, struct ds_client_status *st, struct ds_err *err)
+enum ds_status ds_client_unary(struct ds_grpcc_conn *c, const char *path, const uint8_t *req,
+                               size_t len, int64_t timeout_ms, const struct ds_grpcc_md *md,
+                               int n_md, uint8_t **resp, size_t *resp_len,
+                               struct ds_client_status *st, struct ds_err *err)
 {
-	struct unary_state u = { .st = st };
-	static const struct ds_grpcc_call_cbs cbs = { .on_message = unary_on_message, .on_close = unary_on_close };
+	struct unary_state u = {.st = st};
+	static const struct ds_grpcc_call_cbs cbs = {.on_message = unary_on_message,
+	                                             .on_close = unary_on_close};
 	enum ds_status rv;
 
 	*resp = NULL;
@@ -143,15 +146,17 @@ fail:
 	return rv;
 }
 
-enum ds_status ds_client_server_info(struct ds_grpcc_conn *c, int64_t timeout_ms, const struct ds_grpcc_md *md,
-				     int n_md, Detserve__V1__ServerInfoResponse **out,
-				     struct ds_client_status *st, struct ds_err *err)
+enum ds_status ds_client_server_info(struct ds_grpcc_conn *c, int64_t timeout_ms,
+                                     const struct ds_grpcc_md *md, int n_md,
+                                     Detserve__V1__ServerInfoResponse **out,
+                                     struct ds_client_status *st, struct ds_err *err)
 {
 	uint8_t *resp;
 	size_t n;
 	*out = NULL;
 	/* ServerInfoRequest is empty: zero bytes */
-	enum ds_status rv = ds_client_unary(c, DS_PATH_SERVER_INFO, NULL, 0, timeout_ms, md, n_md, &resp, &n, st, err);
+	enum ds_status rv = ds_client_unary(c, DS_PATH_SERVER_INFO, NULL, 0, timeout_ms, md, n_md,
+	                                    &resp, &n, st, err);
 	if (rv != DS_OK || st->code != DS_GRPCC_OK)
 		return rv;
 	*out = detserve__v1__server_info_response__unpack(NULL, n, resp);
@@ -207,21 +212,30 @@ enum ds_status ds_client_health_resp_decode(const uint8_t *msg, size_t len, int 
 			if ((key >> 3) == 1)
 				*serving = (int)v;
 			break;
-		case 1: if (len - i < 8) return DS_ERR_FORMAT; i += 8; break;
-		case 5: if (len - i < 4) return DS_ERR_FORMAT; i += 4; break;
+		case 1:
+			if (len - i < 8)
+				return DS_ERR_FORMAT;
+			i += 8;
+			break;
+		case 5:
+			if (len - i < 4)
+				return DS_ERR_FORMAT;
+			i += 4;
+			break;
 		case 2:
 			if (read_varint(msg, len, &i, &v) != DS_OK || v > len - i)
 				return DS_ERR_FORMAT;
 			i += v;
 			break;
-		default: return DS_ERR_FORMAT;
+		default:
+			return DS_ERR_FORMAT;
 		}
 	}
 	return DS_OK;
 }
 
 enum ds_status ds_client_health(struct ds_grpcc_conn *c, const char *service, int64_t timeout_ms,
-				int *serving, struct ds_client_status *st, struct ds_err *err)
+                                int *serving, struct ds_client_status *st, struct ds_err *err)
 {
 	size_t sl = strlen(service);
 	uint8_t *req = malloc(sl + 12), *resp;
@@ -229,7 +243,8 @@ enum ds_status ds_client_health(struct ds_grpcc_conn *c, const char *service, in
 	if (!req)
 		return ds_errf(err, DS_ERR_NOMEM, "health: no memory");
 	size_t rl = ds_client_health_req_encode(service, req);
-	enum ds_status rv = ds_client_unary(c, DS_PATH_HEALTH_CHECK, req, rl, timeout_ms, NULL, 0, &resp, &n, st, err);
+	enum ds_status rv = ds_client_unary(c, DS_PATH_HEALTH_CHECK, req, rl, timeout_ms, NULL, 0,
+	                                    &resp, &n, st, err);
 	free(req);
 	*serving = 0;
 	if (rv != DS_OK || st->code != DS_GRPCC_OK)
@@ -243,17 +258,22 @@ enum ds_status ds_client_health(struct ds_grpcc_conn *c, const char *service, in
 
 const char *ds_client_serving_name(int serving)
 {
-	static const char *const names[] = { "UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN" };
+	static const char *const names[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
 	return serving >= 0 && serving < 4 ? names[serving] : "UNKNOWN";
 }
 
 const char *ds_client_finish_name(int fr)
 {
 	switch (fr) {
-	case DETSERVE__V1__FINISH_REASON__FINISH_REASON_LENGTH: return "LENGTH";
-	case DETSERVE__V1__FINISH_REASON__FINISH_REASON_STOP: return "STOP";
-	case DETSERVE__V1__FINISH_REASON__FINISH_REASON_STOP_SEQUENCE: return "STOP_SEQUENCE";
-	case DETSERVE__V1__FINISH_REASON__FINISH_REASON_CANCELLED: return "CANCELLED";
-	default: return "UNSPECIFIED";
+	case DETSERVE__V1__FINISH_REASON__FINISH_REASON_LENGTH:
+		return "LENGTH";
+	case DETSERVE__V1__FINISH_REASON__FINISH_REASON_STOP:
+		return "STOP";
+	case DETSERVE__V1__FINISH_REASON__FINISH_REASON_STOP_SEQUENCE:
+		return "STOP_SEQUENCE";
+	case DETSERVE__V1__FINISH_REASON__FINISH_REASON_CANCELLED:
+		return "CANCELLED";
+	default:
+		return "UNSPECIFIED";
 	}
 }

@@ -22,49 +22,52 @@ struct ds_client_gen_req {
 	const char *prompt_text;
 	int max_tokens;
 	bool deterministic;
-	float temperature;         /* 0 = greedy */
+	float temperature; /* 0 = greedy */
 	int top_k;
 	bool has_top_p;
 	float top_p;
 	bool has_seed;
 	uint64_t seed;
-	const int32_t *stop_ids;   /* (n_stop_ids) */
+	const int32_t *stop_ids; /* (n_stop_ids) */
 	int n_stop_ids;
 	bool return_logprobs;
 	bool ignore_eos;
-	int early_verify;          /* -1 = server default, 0 = off, 1 = on */
-	const char *request_id;    /* NULL = none */
+	int early_verify;       /* -1 = server default, 0 = off, 1 = on */
+	const char *request_id; /* NULL = none */
 };
 
 /* Serialises r into a malloc'd buffer (*out, *len; caller frees). Errors: DS_ERR_INVALID (no
  * prompt, negative counts), DS_ERR_NOMEM. */
 enum ds_status ds_client_gen_req_pack(const struct ds_client_gen_req *r, uint8_t **out, size_t *len,
-				      struct ds_err *err);
+                                      struct ds_err *err);
 
 /* The outcome of a finished call. */
 struct ds_client_status {
-	int code;           /* enum ds_grpcc_code */
+	int code; /* enum ds_grpcc_code */
 	char message[512];
 };
 
 /* Runs one unary call to completion on c (other calls on c keep progressing meanwhile).
  * *resp / *resp_len receive the single response message (malloc'd; NULL/0 when the status is not
  * OK or no message came). Returns DS_OK when the call completed, whatever its gRPC status (see
- * st); DS_ERR_IO when the connection failed, DS_ERR_NOMEM, DS_ERR_FORMAT for more than one reply. */
-enum ds_status ds_client_unary(struct ds_grpcc_conn *c, const char *path, const uint8_t *req, size_t len,
-			       int64_t timeout_ms, const struct ds_grpcc_md *md, int n_md, uint8_t **resp,
-			       size_t *resp_len, struct ds_client_status *st, struct ds_err *err);
+ * st); DS_ERR_IO when the connection failed, DS_ERR_NOMEM, DS_ERR_FORMAT for more than one reply.
+ */
+enum ds_status ds_client_unary(struct ds_grpcc_conn *c, const char *path, const uint8_t *req,
+                               size_t len, int64_t timeout_ms, const struct ds_grpcc_md *md,
+                               int n_md, uint8_t **resp, size_t *resp_len,
+                               struct ds_client_status *st, struct ds_err *err);
 
 /* ServerInfo. *out is unpacked on OK (free with detserve__v1__server_info_response__free_unpacked
  * (*out, NULL)). Errors as ds_client_unary, plus DS_ERR_FORMAT for an undecodable reply. */
-enum ds_status ds_client_server_info(struct ds_grpcc_conn *c, int64_t timeout_ms, const struct ds_grpcc_md *md,
-				     int n_md, Detserve__V1__ServerInfoResponse **out,
-				     struct ds_client_status *st, struct ds_err *err);
+enum ds_status ds_client_server_info(struct ds_grpcc_conn *c, int64_t timeout_ms,
+                                     const struct ds_grpcc_md *md, int n_md,
+                                     Detserve__V1__ServerInfoResponse **out,
+                                     struct ds_client_status *st, struct ds_err *err);
 
 /* grpc.health.v1.Health/Check for service ("" = the whole server). *serving gets the
  * ServingStatus (1 = SERVING, 2 = NOT_SERVING, 0 = UNKNOWN, 3 = SERVICE_UNKNOWN). */
 enum ds_status ds_client_health(struct ds_grpcc_conn *c, const char *service, int64_t timeout_ms,
-				int *serving, struct ds_client_status *st, struct ds_err *err);
+                                int *serving, struct ds_client_status *st, struct ds_err *err);
 /* "UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN". */
 const char *ds_client_serving_name(int serving);
 

@@ -26,15 +26,15 @@ struct ds_grpcc_call {
 	int32_t stream_id;
 	struct ds_grpcc_call_cbs cbs;
 	void *ud;
-	uint8_t *req;          /* framed request: 5-byte prefix + message */
+	uint8_t *req; /* framed request: 5-byte prefix + message */
 	size_t req_len, req_off;
-	uint64_t deadline_ns;  /* 0 = none */
+	uint64_t deadline_ns; /* 0 = none */
 	struct ds_grpcc_deframer deframer;
-	int header_blocks;     /* HEADERS frames begun: 1 = response headers, 2 = trailers */
+	int header_blocks; /* HEADERS frames begun: 1 = response headers, 2 = trailers */
 	int http_status;
-	int grpc_status;       /* -1 until the trailers give one */
+	int grpc_status; /* -1 until the trailers give one */
 	char grpc_message[512];
-	bool notified;         /* on_close has run */
+	bool notified; /* on_close has run */
 };
 
 struct ds_grpcc_conn {
@@ -43,7 +43,7 @@ struct ds_grpcc_conn {
 	char authority[300];
 	struct ds_grpcc_conn_opts opts;
 	struct ds_grpcc_call *calls;
-	int n_active;          /* calls not yet notified */
+	int n_active; /* calls not yet notified */
 	bool dead;
 	bool goaway;
 };
@@ -98,7 +98,7 @@ static void call_abort(struct ds_grpcc_call *call, int code, const char *msg)
 		return;
 	if (call->stream_id > 0 && !call->conn->dead)
 		nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
-					  NGHTTP2_CANCEL);
+		                          NGHTTP2_CANCEL);
 	call_notify(call, code, msg);
 }
 
@@ -139,8 +139,8 @@ static int cb_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
 	return 0;
 }
 
-static int cb_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t namelen,
-		     const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+static int cb_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
 	(void)flags;
 	(void)ud;
@@ -165,8 +165,8 @@ static int cb_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 		}
 		call->grpc_status = st;
 	} else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
-		ds_grpcc_percent_decode(call->grpc_message, sizeof(call->grpc_message), (const char *)value,
-				       valuelen);
+		ds_grpcc_percent_decode(call->grpc_message, sizeof(call->grpc_message),
+		                        (const char *)value, valuelen);
 	}
 	return 0;
 }
@@ -181,7 +181,8 @@ static int cb_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_RESPONSE)
 		return 0;
 	struct ds_grpcc_call *call = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
-	if (call && !call->notified && call->cbs.on_headers && !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+	if (call && !call->notified && call->cbs.on_headers &&
+	    !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		call->cbs.on_headers(call, call->ud);
 	return 0;
 }
@@ -199,7 +200,7 @@ static int on_deframed(void *ud, const uint8_t *msg, size_t len)
 }
 
 static int cb_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id, const uint8_t *data,
-			 size_t len, void *ud)
+                         size_t len, void *ud)
 {
 	(void)flags;
 	(void)ud;
@@ -207,21 +208,28 @@ static int cb_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id, c
 	if (!call || call->notified)
 		return 0;
 	struct ds_err err;
-	enum ds_status rv = ds_grpcc_deframer_feed(&call->deframer, data, len, on_deframed, call, &err);
+	enum ds_status rv =
+	    ds_grpcc_deframer_feed(&call->deframer, data, len, on_deframed, call, &err);
 	if (rv == DS_OK || rv == DS_ERR_CANCELLED)
 		return 0;
-	call_abort(call, rv == DS_ERR_TOO_LONG ? DS_GRPCC_RESOURCE_EXHAUSTED : DS_GRPCC_INTERNAL, err.msg);
+	call_abort(call, rv == DS_ERR_TOO_LONG ? DS_GRPCC_RESOURCE_EXHAUSTED : DS_GRPCC_INTERNAL,
+	           err.msg);
 	return 0;
 }
 
 static int code_from_h2_error(uint32_t e)
 {
 	switch (e) {
-	case NGHTTP2_REFUSED_STREAM: return DS_GRPCC_UNAVAILABLE;
-	case NGHTTP2_CANCEL: return DS_GRPCC_CANCELLED;
-	case NGHTTP2_ENHANCE_YOUR_CALM: return DS_GRPCC_RESOURCE_EXHAUSTED;
-	case NGHTTP2_INADEQUATE_SECURITY: return DS_GRPCC_PERMISSION_DENIED;
-	default: return DS_GRPCC_INTERNAL;
+	case NGHTTP2_REFUSED_STREAM:
+		return DS_GRPCC_UNAVAILABLE;
+	case NGHTTP2_CANCEL:
+		return DS_GRPCC_CANCELLED;
+	case NGHTTP2_ENHANCE_YOUR_CALM:
+		return DS_GRPCC_RESOURCE_EXHAUSTED;
+	case NGHTTP2_INADEQUATE_SECURITY:
+		return DS_GRPCC_PERMISSION_DENIED;
+	default:
+		return DS_GRPCC_INTERNAL;
 	}
 }
 
@@ -244,10 +252,11 @@ static int cb_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t error
 		} else if (error_code != NGHTTP2_NO_ERROR) {
 			code = code_from_h2_error(error_code);
 			snprintf(msg, sizeof(msg), "stream reset by the server: %s",
-				 nghttp2_http2_strerror(error_code));
+			         nghttp2_http2_strerror(error_code));
 		} else if (call->http_status != 0 && call->http_status != 200) {
 			code = ds_grpcc_code_from_http(call->http_status);
-			snprintf(msg, sizeof(msg), "HTTP status %d without grpc-status", call->http_status);
+			snprintf(msg, sizeof(msg), "HTTP status %d without grpc-status",
+			         call->http_status);
 		} else {
 			code = DS_GRPCC_INTERNAL;
 			snprintf(msg, sizeof(msg), "stream closed without grpc-status");
@@ -260,7 +269,7 @@ static int cb_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t error
 }
 
 static ssize_t cb_read_req(nghttp2_session *s, int32_t stream_id, uint8_t *buf, size_t len,
-				 uint32_t *flags, nghttp2_data_source *src, void *ud)
+                           uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
 	(void)s;
 	(void)stream_id;
@@ -276,9 +285,11 @@ static ssize_t cb_read_req(nghttp2_session *s, int32_t stream_id, uint8_t *buf, 
 
 /* ---- connection ---- */
 
-static enum ds_status sock_connect(int *out, const char *host, int port, int timeout_ms, struct ds_err *err)
+static enum ds_status sock_connect(int *out, const char *host, int port, int timeout_ms,
+                                   struct ds_err *err)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL, *ai;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL,
+	                *ai;
 	char portstr[16];
 	int fd = -1, rc;
 	snprintf(portstr, sizeof(portstr), "%d", port);
@@ -287,7 +298,8 @@ static enum ds_status sock_connect(int *out, const char *host, int port, int tim
 		return ds_errf(err, DS_ERR_IO, "connect %s:%d: %s", host, port, gai_strerror(rc));
 	int last_errno = 0;
 	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		            ai->ai_protocol);
 		if (fd < 0) {
 			last_errno = errno;
 			continue;
@@ -295,11 +307,12 @@ static enum ds_status sock_connect(int *out, const char *host, int port, int tim
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 			break;
 		if (errno == EINPROGRESS) {
-			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
 			int soerr = 0;
 			socklen_t sl = sizeof(soerr);
 			rc = poll(&p, 1, timeout_ms);
-			if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+			if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 &&
+			    soerr == 0)
 				break;
 			last_errno = rc == 0 ? ETIMEDOUT : (soerr ? soerr : errno);
 		} else {
@@ -310,7 +323,8 @@ static enum ds_status sock_connect(int *out, const char *host, int port, int tim
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		return ds_errf(err, DS_ERR_IO, "connect %s:%d: %s", host, port, strerror(last_errno));
+		return ds_errf(err, DS_ERR_IO, "connect %s:%d: %s", host, port,
+		               strerror(last_errno));
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	*out = fd;
@@ -318,7 +332,7 @@ static enum ds_status sock_connect(int *out, const char *host, int port, int tim
 }
 
 enum ds_status ds_grpcc_conn_connect(struct ds_grpcc_conn **out, const char *host, int port,
-				    const struct ds_grpcc_conn_opts *opts, struct ds_err *err)
+                                     const struct ds_grpcc_conn_opts *opts, struct ds_err *err)
 {
 	nghttp2_session_callbacks *cbs = NULL;
 	struct ds_grpcc_conn *c = calloc(1, sizeof(*c));
@@ -333,9 +347,10 @@ enum ds_status ds_grpcc_conn_connect(struct ds_grpcc_conn **out, const char *hos
 		ds_grpcc_conn_opts_default(&c->opts);
 	if (c->opts.max_recv_msg == 0)
 		c->opts.max_recv_msg = DEFAULT_MAX_RECV;
-	snprintf(c->authority, sizeof(c->authority), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
-	rv = sock_connect(&c->fd, host, port, c->opts.connect_timeout_ms > 0 ? c->opts.connect_timeout_ms : 5000,
-			  err);
+	snprintf(c->authority, sizeof(c->authority), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
+	         port);
+	rv = sock_connect(&c->fd, host, port,
+	                  c->opts.connect_timeout_ms > 0 ? c->opts.connect_timeout_ms : 5000, err);
 	if (rv != DS_OK)
 		goto fail;
 	if (nghttp2_session_callbacks_new(&cbs) != 0) {
@@ -356,8 +371,8 @@ enum ds_status ds_grpcc_conn_connect(struct ds_grpcc_conn **out, const char *hos
 	}
 	/* big windows: a benchmark client must never be the one that throttles the server */
 	nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 8u << 20 },
+	    {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+	    {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 8u << 20},
 	};
 	nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, DS_ARRAY_LEN(iv));
 	nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, 1 << 30);
@@ -404,7 +419,8 @@ int ds_grpcc_conn_capacity(const struct ds_grpcc_conn *c)
 {
 	if (c->dead || c->goaway)
 		return 0;
-	int64_t lim = nghttp2_session_get_remote_settings(c->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+	int64_t lim = nghttp2_session_get_remote_settings(c->session,
+	                                                  NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
 	if (c->opts.max_concurrent > 0 && c->opts.max_concurrent < lim)
 		lim = c->opts.max_concurrent;
 	int64_t cap = lim - c->n_active;
@@ -416,13 +432,15 @@ bool ds_grpcc_conn_usable(const struct ds_grpcc_conn *c)
 	return !c->dead && !c->goaway;
 }
 
-#define MAKE_NV(n, v) \
-	{ (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE }
+#define MAKE_NV(n, v)                                                                              \
+	{                                                                                          \
+		(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE         \
+	}
 
 enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, const uint8_t *msg,
-				  size_t len, int64_t timeout_ms, const struct ds_grpcc_md *md, int n_md,
-				  const struct ds_grpcc_call_cbs *cbs, void *ud, struct ds_grpcc_call **out,
-				  struct ds_err *err)
+                                   size_t len, int64_t timeout_ms, const struct ds_grpcc_md *md,
+                                   int n_md, const struct ds_grpcc_call_cbs *cbs, void *ud,
+                                   struct ds_grpcc_call **out, struct ds_err *err)
 {
 	if (out)
 		*out = NULL;
@@ -431,16 +449,18 @@ enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, co
 		return ds_errf(err, DS_ERR_INVALID, "grpc call: bad arguments");
 	if (c->dead || c->goaway)
 		return ds_errf(err, DS_ERR_IO, "grpc call %s: the connection is %s", path,
-			       c->dead ? "closed" : "going away");
+		               c->dead ? "closed" : "going away");
 	if (c->opts.max_concurrent > 0 && c->n_active >= c->opts.max_concurrent)
-		return ds_errf(err, DS_ERR_FULL, "grpc call %s: %d calls already open", path, c->n_active);
+		return ds_errf(err, DS_ERR_FULL, "grpc call %s: %d calls already open", path,
+		               c->n_active);
 	struct ds_grpcc_call *call = calloc(1, sizeof(*call));
 	if (!call)
 		return ds_errf(err, DS_ERR_NOMEM, "grpc call: no memory");
 	call->req = malloc(len + 5);
 	if (!call->req) {
 		free(call);
-		return ds_errf(err, DS_ERR_NOMEM, "grpc call: no memory for a %zu-byte request", len);
+		return ds_errf(err, DS_ERR_NOMEM, "grpc call: no memory for a %zu-byte request",
+		               len);
 	}
 	ds_grpcc_frame_header(call->req, (uint32_t)len);
 	if (len)
@@ -454,13 +474,13 @@ enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, co
 
 	char tbuf[10];
 	nghttp2_nv nva[8 + 16] = {
-		MAKE_NV(":method", "POST"),
-		MAKE_NV(":scheme", "http"),
-		MAKE_NV(":path", path),
-		MAKE_NV(":authority", c->authority),
-		MAKE_NV("content-type", "application/grpc"),
-		MAKE_NV("te", "trailers"),
-		MAKE_NV("user-agent", "detserve-client/" DS_VERSION),
+	    MAKE_NV(":method", "POST"),
+	    MAKE_NV(":scheme", "http"),
+	    MAKE_NV(":path", path),
+	    MAKE_NV(":authority", c->authority),
+	    MAKE_NV("content-type", "application/grpc"),
+	    MAKE_NV("te", "trailers"),
+	    MAKE_NV("user-agent", "detserve-client/" DS_VERSION),
 	};
 	size_t nv = 7;
 	if (timeout_ms > 0) {
@@ -473,14 +493,14 @@ enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, co
 		nghttp2_nv m = MAKE_NV(md[i].name, md[i].value);
 		nva[nv++] = m;
 	}
-	nghttp2_data_provider prd = { .source.ptr = call, .read_callback = cb_read_req };
+	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = cb_read_req};
 	int32_t sid = nghttp2_submit_request(c->session, NULL, nva, nv, &prd, call);
 	if (sid < 0) {
 		ds_grpcc_deframer_free(&call->deframer);
 		free(call->req);
 		free(call);
-		return ds_errf(err, sid == NGHTTP2_ERR_NOMEM ? DS_ERR_NOMEM : DS_ERR_IO, "grpc call %s: %s", path,
-			       nghttp2_strerror(sid));
+		return ds_errf(err, sid == NGHTTP2_ERR_NOMEM ? DS_ERR_NOMEM : DS_ERR_IO,
+		               "grpc call %s: %s", path, nghttp2_strerror(sid));
 	}
 	call->stream_id = sid;
 	call->next = c->calls;
@@ -529,7 +549,8 @@ static void conn_expire(struct ds_grpcc_conn *c)
 	while (k) {
 		struct ds_grpcc_call *next = k->next; /* call_abort may not free k, but be safe */
 		if (!k->notified && k->deadline_ns && k->deadline_ns <= now)
-			call_abort(k, DS_GRPCC_DEADLINE_EXCEEDED, "deadline exceeded (client side)");
+			call_abort(k, DS_GRPCC_DEADLINE_EXCEEDED,
+			           "deadline exceeded (client side)");
 		k = next;
 	}
 }
@@ -549,14 +570,14 @@ enum ds_status ds_grpcc_conn_io(struct ds_grpcc_conn *c, short revents, struct d
 				break;
 			if (n <= 0) {
 				ds_errf(err, DS_ERR_IO, "grpc: connection %s %s", c->authority,
-					n == 0 ? "closed by the server" : strerror(errno));
+				        n == 0 ? "closed by the server" : strerror(errno));
 				conn_kill(c, err ? err->msg : "connection lost");
 				return DS_ERR_IO;
 			}
 			ssize_t m = nghttp2_session_mem_recv(c->session, buf, (size_t)n);
 			if (m < 0) {
-				ds_errf(err, DS_ERR_IO, "grpc: HTTP/2 protocol error from %s: %s", c->authority,
-					nghttp2_strerror((int)m));
+				ds_errf(err, DS_ERR_IO, "grpc: HTTP/2 protocol error from %s: %s",
+				        c->authority, nghttp2_strerror((int)m));
 				conn_kill(c, err ? err->msg : "protocol error");
 				return DS_ERR_IO;
 			}

@@ -22,15 +22,15 @@ struct ds_grpcc_conn;
 struct ds_grpcc_call;
 
 struct ds_grpcc_conn_opts {
-	size_t max_recv_msg;      /* largest response message accepted (default 4 MiB) */
-	int connect_timeout_ms;   /* default 5000 */
-	int max_concurrent;       /* local cap on open streams; 0 = the server's SETTINGS limit */
+	size_t max_recv_msg;    /* largest response message accepted (default 4 MiB) */
+	int connect_timeout_ms; /* default 5000 */
+	int max_concurrent;     /* local cap on open streams; 0 = the server's SETTINGS limit */
 };
 
 void ds_grpcc_conn_opts_default(struct ds_grpcc_conn_opts *o);
 
 struct ds_grpcc_md {
-	const char *name;  /* lower-case */
+	const char *name; /* lower-case */
 	const char *value;
 };
 
@@ -45,9 +45,10 @@ struct ds_grpcc_call_cbs {
 };
 
 /* Connects to host:port (numeric or a name), blocking up to connect_timeout_ms, and sends the
- * HTTP/2 preface and SETTINGS. opts may be NULL. Errors: DS_ERR_IO (resolve/connect), DS_ERR_NOMEM. */
+ * HTTP/2 preface and SETTINGS. opts may be NULL. Errors: DS_ERR_IO (resolve/connect), DS_ERR_NOMEM.
+ */
 enum ds_status ds_grpcc_conn_connect(struct ds_grpcc_conn **out, const char *host, int port,
-				    const struct ds_grpcc_conn_opts *opts, struct ds_err *err);
+                                     const struct ds_grpcc_conn_opts *opts, struct ds_err *err);
 /* Closes the connection. Calls still open get on_close(UNAVAILABLE) first. NULL is a no-op. */
 void ds_grpcc_conn_free(struct ds_grpcc_conn *c);
 
@@ -57,9 +58,9 @@ void ds_grpcc_conn_free(struct ds_grpcc_conn *c);
  * connection is dead or going away), DS_ERR_FULL (max_concurrent reached). On error no callback
  * fires. */
 enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, const uint8_t *msg,
-				  size_t len, int64_t timeout_ms, const struct ds_grpcc_md *md, int n_md,
-				  const struct ds_grpcc_call_cbs *cbs, void *ud, struct ds_grpcc_call **out,
-				  struct ds_err *err);
+                                   size_t len, int64_t timeout_ms, const struct ds_grpcc_md *md,
+                                   int n_md, const struct ds_grpcc_call_cbs *cbs, void *ud,
+                                   struct ds_grpcc_call **out, struct ds_err *err);
 /* Cancels: sends RST_STREAM(CANCEL) and delivers on_close(CANCELLED) now (inside this call),
  * unless the call already closed. */
 void ds_grpcc_call_cancel(struct ds_grpcc_call *call);

@@ -7,10 +7,23 @@
 #include <stdlib.h>
 
 static const char *const code_names[DS_GRPCC_CODE_COUNT] = {
-	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-	"ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-	"UNAUTHENTICATED",
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
 };
 
 const char *ds_grpcc_code_name(int code)
@@ -23,12 +36,21 @@ const char *ds_grpcc_code_name(int code)
 int ds_grpcc_code_from_http(int http_status)
 {
 	switch (http_status) {
-	case 400: return DS_GRPCC_INTERNAL;
-	case 401: return DS_GRPCC_UNAUTHENTICATED;
-	case 403: return DS_GRPCC_PERMISSION_DENIED;
-	case 404: return DS_GRPCC_UNIMPLEMENTED;
-	case 429: case 502: case 503: case 504: return DS_GRPCC_UNAVAILABLE;
-	default: return DS_GRPCC_UNKNOWN;
+	case 400:
+		return DS_GRPCC_INTERNAL;
+	case 401:
+		return DS_GRPCC_UNAUTHENTICATED;
+	case 403:
+		return DS_GRPCC_PERMISSION_DENIED;
+	case 404:
+		return DS_GRPCC_UNIMPLEMENTED;
+	case 429:
+	case 502:
+	case 503:
+	case 504:
+		return DS_GRPCC_UNAVAILABLE;
+	default:
+		return DS_GRPCC_UNKNOWN;
 	}
 }
 
@@ -64,20 +86,22 @@ bool ds_grpcc_deframer_idle(const struct ds_grpcc_deframer *d)
 static enum ds_status deframer_header(struct ds_grpcc_deframer *d, struct ds_err *err)
 {
 	if (d->hdr[0] == 1)
-		return ds_errf(err, DS_ERR_UNSUPPORTED, "grpc frame: compressed flag set, no encoding negotiated");
+		return ds_errf(err, DS_ERR_UNSUPPORTED,
+		               "grpc frame: compressed flag set, no encoding negotiated");
 	if (d->hdr[0] != 0)
 		return ds_errf(err, DS_ERR_FORMAT, "grpc frame: bad flag byte 0x%02x", d->hdr[0]);
 	d->need = ((size_t)d->hdr[1] << 24) | ((size_t)d->hdr[2] << 16) | ((size_t)d->hdr[3] << 8) |
-		  (size_t)d->hdr[4];
+	          (size_t)d->hdr[4];
 	if (d->need > d->max_msg)
-		return ds_errf(err, DS_ERR_TOO_LONG, "grpc frame: message of %zu bytes exceeds the limit of %zu",
-			       d->need, d->max_msg);
+		return ds_errf(err, DS_ERR_TOO_LONG,
+		               "grpc frame: message of %zu bytes exceeds the limit of %zu", d->need,
+		               d->max_msg);
 	d->got = 0;
 	return DS_OK;
 }
 
 enum ds_status ds_grpcc_deframer_feed(struct ds_grpcc_deframer *d, const uint8_t *data, size_t len,
-				     ds_grpcc_msg_fn fn, void *ud, struct ds_err *err)
+                                      ds_grpcc_msg_fn fn, void *ud, struct ds_err *err)
 {
 	enum ds_status rv;
 
@@ -101,13 +125,16 @@ enum ds_status ds_grpcc_deframer_feed(struct ds_grpcc_deframer *d, const uint8_t
 				len -= n_msg;
 				d->hdr_got = 0;
 				if (fn(ud, msg, n_msg) != 0)
-					return ds_errf(err, DS_ERR_CANCELLED, "grpc frame: stopped by the receiver");
+					return ds_errf(err, DS_ERR_CANCELLED,
+					               "grpc frame: stopped by the receiver");
 				continue;
 			}
 			if (d->need > d->cap) {
 				uint8_t *nb = realloc(d->buf, d->need);
 				if (!nb)
-					return ds_errf(err, DS_ERR_NOMEM, "grpc frame: no memory for %zu bytes", d->need);
+					return ds_errf(err, DS_ERR_NOMEM,
+					               "grpc frame: no memory for %zu bytes",
+					               d->need);
 				d->buf = nb;
 				d->cap = d->need;
 			}
@@ -120,7 +147,8 @@ enum ds_status ds_grpcc_deframer_feed(struct ds_grpcc_deframer *d, const uint8_t
 		if (d->got == d->need) {
 			d->hdr_got = 0;
 			if (fn(ud, d->buf, d->need) != 0)
-				return ds_errf(err, DS_ERR_CANCELLED, "grpc frame: stopped by the receiver");
+				return ds_errf(err, DS_ERR_CANCELLED,
+				               "grpc frame: stopped by the receiver");
 		}
 	}
 	return DS_OK;
@@ -134,7 +162,7 @@ void ds_grpcc_timeout_format(char out[10], uint64_t timeout_us)
 	static const struct {
 		char unit;
 		uint64_t us;
-	} units[] = { { 'u', 1 }, { 'm', 1000 }, { 'S', 1000000 }, { 'M', 60000000 }, { 'H', 3600000000ull } };
+	} units[] = {{'u', 1}, {'m', 1000}, {'S', 1000000}, {'M', 60000000}, {'H', 3600000000ull}};
 	if (timeout_us == 0)
 		timeout_us = 1;
 	for (size_t i = 0; i < DS_ARRAY_LEN(units); i++) {
@@ -159,13 +187,26 @@ enum ds_status ds_grpcc_timeout_parse(const char *s, size_t len, uint64_t *us)
 		v = v * 10 + (uint64_t)(s[i] - '0');
 	}
 	switch (s[len - 1]) {
-	case 'n': *us = (v + 999) / 1000; return DS_OK;
-	case 'u': mul = 1; break;
-	case 'm': mul = 1000; break;
-	case 'S': mul = 1000000; break;
-	case 'M': mul = 60000000; break;
-	case 'H': mul = 3600000000ull; break;
-	default: return DS_ERR_INVALID;
+	case 'n':
+		*us = (v + 999) / 1000;
+		return DS_OK;
+	case 'u':
+		mul = 1;
+		break;
+	case 'm':
+		mul = 1000;
+		break;
+	case 'S':
+		mul = 1000000;
+		break;
+	case 'M':
+		mul = 60000000;
+		break;
+	case 'H':
+		mul = 3600000000ull;
+		break;
+	default:
+		return DS_ERR_INVALID;
 	}
 	*us = v * mul;
 	return DS_OK;

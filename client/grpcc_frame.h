@@ -33,7 +33,8 @@ enum ds_grpcc_code {
 
 /* "OK", "CANCELLED", ...; "UNKNOWN" for codes outside 0..16. */
 const char *ds_grpcc_code_name(int code);
-/* Maps an HTTP :status of a response that carries no grpc-status (gRPC's http-grpc-status-mapping). */
+/* Maps an HTTP :status of a response that carries no grpc-status (gRPC's http-grpc-status-mapping).
+ */
 int ds_grpcc_code_from_http(int http_status);
 
 /* Writes the 5-byte prefix (flag 0 = uncompressed, big-endian length). */
@@ -44,12 +45,12 @@ typedef int (*ds_grpcc_msg_fn)(void *ud, const uint8_t *msg, size_t len);
 
 struct ds_grpcc_deframer {
 	uint8_t hdr[5];
-	size_t hdr_got;   /* bytes of hdr filled */
-	uint8_t *buf;     /* the message being reassembled */
-	size_t need;      /* its length from the prefix */
+	size_t hdr_got; /* bytes of hdr filled */
+	uint8_t *buf;   /* the message being reassembled */
+	size_t need;    /* its length from the prefix */
 	size_t got;
 	size_t cap;
-	size_t max_msg;   /* larger messages are refused */
+	size_t max_msg; /* larger messages are refused */
 };
 
 /* max_msg: the largest message accepted (bytes). */
@@ -59,7 +60,7 @@ void ds_grpcc_deframer_free(struct ds_grpcc_deframer *d);
  * max_msg), DS_ERR_FORMAT (flag byte other than 0/1), DS_ERR_NOMEM, DS_ERR_CANCELLED (the callback
  * returned non-zero). After an error the deframer must not be fed again. */
 enum ds_status ds_grpcc_deframer_feed(struct ds_grpcc_deframer *d, const uint8_t *data, size_t len,
-				     ds_grpcc_msg_fn fn, void *ud, struct ds_err *err);
+                                      ds_grpcc_msg_fn fn, void *ud, struct ds_err *err);
 /* True when no partial message is buffered (a stream may end here cleanly). */
 bool ds_grpcc_deframer_idle(const struct ds_grpcc_deframer *d);
 

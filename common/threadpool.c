@@ -1,8 +1,12 @@
 /* threadpool.c - fork-join pool (see threadpool.h).
  *
- * Workers sleep on a condition variable between runs and pick tasks with an atomic counter.
- * A run spins briefly before sleeping: a forward pass issues dozens of short runs per layer,
- * and a futex wake-up per run would dominate small decode steps. */
+ * Key decision: a run completes when its tasks are done, not when every worker has checked in.
+ * On a loaded machine a descheduled worker would otherwise stall every one of the dozens of
+ * runs in a forward pass. Tasks are claimed with a CAS on one 64-bit word holding (run
+ * generation, next task index), so a worker that wakes up late can never claim a task of a run
+ * other than the one whose parameters it read: the CAS fails once the generation moved on.
+ * Workers spin briefly before sleeping on a condition variable, since runs are short and
+ * frequent. */
 #include "threadpool.h"
 
 #include <pthread.h>
@@ -18,14 +22,14 @@ struct ds_threadpool {
 	pthread_mutex_t mu;
 	pthread_cond_t cv_start;
 	pthread_cond_t cv_done;
-	/* the current run; written under mu before generation is bumped */
-	ds_task_fn fn;
-	void *arg;
-	int n_tasks;
-	atomic_int next;    /* next task to hand out */
-	atomic_int pending; /* workers still inside the current run */
+	/* the current run, published before generation is bumped (release) */
+	_Atomic(ds_task_fn) fn;
+	_Atomic(void *) arg;
+	atomic_int n_tasks;
+	_Atomic uint64_t next; /* (generation << 32) | next task index */
+	atomic_int done;       /* tasks of the current run finished */
 	atomic_uint generation;
-	bool stop;
+	bool stop; /* under mu */
 };
 
 struct ds_tp_worker_arg {
@@ -33,13 +37,28 @@ struct ds_tp_worker_arg {
 	int index;
 };
 
-static void tp_work(struct ds_threadpool *tp, int thread)
+/* Claims and runs tasks of run `gen` until none are left (or the run is over). */
+static void tp_work(struct ds_threadpool *tp, unsigned gen, int thread)
 {
+	ds_task_fn fn = atomic_load_explicit(&tp->fn, memory_order_relaxed);
+	void *arg = atomic_load_explicit(&tp->arg, memory_order_relaxed);
+	int n = atomic_load_explicit(&tp->n_tasks, memory_order_relaxed);
+	uint64_t cur = atomic_load_explicit(&tp->next, memory_order_relaxed);
 	for (;;) {
-		int t = atomic_fetch_add_explicit(&tp->next, 1, memory_order_relaxed);
-		if (t >= tp->n_tasks)
-			break;
-		tp->fn(tp->arg, t, thread);
+		if ((unsigned)(cur >> 32) != gen || (int)(uint32_t)cur >= n)
+			return;
+		/* success means run gen is still live, so fn/arg/n above belong to it */
+		if (!atomic_compare_exchange_weak_explicit(
+		        &tp->next, &cur, cur + 1, memory_order_acquire, memory_order_relaxed))
+			continue;
+		fn(arg, (int)(uint32_t)cur, thread);
+		if (atomic_fetch_add_explicit(&tp->done, 1, memory_order_acq_rel) + 1 == n) {
+			pthread_mutex_lock(&tp->mu);
+			pthread_cond_signal(&tp->cv_done);
+			pthread_mutex_unlock(&tp->mu);
+			return;
+		}
+		cur = atomic_load_explicit(&tp->next, memory_order_relaxed);
 	}
 }
 
@@ -65,12 +84,7 @@ static void *tp_main(void *p)
 				return NULL;
 		}
 		seen = g;
-		tp_work(tp, thread);
-		if (atomic_fetch_sub_explicit(&tp->pending, 1, memory_order_acq_rel) == 1) {
-			pthread_mutex_lock(&tp->mu);
-			pthread_cond_signal(&tp->cv_done);
-			pthread_mutex_unlock(&tp->mu);
-		}
+		tp_work(tp, g, thread);
 	}
 }
 
@@ -92,8 +106,11 @@ enum ds_status ds_threadpool_init(struct ds_threadpool **out, int n_threads, str
 	pthread_mutex_init(&tp->mu, NULL);
 	pthread_cond_init(&tp->cv_start, NULL);
 	pthread_cond_init(&tp->cv_done, NULL);
+	atomic_init(&tp->fn, NULL);
+	atomic_init(&tp->arg, NULL);
+	atomic_init(&tp->n_tasks, 0);
 	atomic_init(&tp->next, 0);
-	atomic_init(&tp->pending, 0);
+	atomic_init(&tp->done, 0);
 	atomic_init(&tp->generation, 0);
 	for (int i = 1; i < n_threads; i++) {
 		struct ds_tp_worker_arg *wa = malloc(sizeof(*wa));
@@ -145,25 +162,25 @@ void ds_threadpool_run(struct ds_threadpool *tp, int n_tasks, ds_task_fn fn, voi
 			fn(arg, t, 0);
 		return;
 	}
-	int n_workers = tp->n_threads - 1;
 	pthread_mutex_lock(&tp->mu);
-	tp->fn = fn;
-	tp->arg = arg;
-	tp->n_tasks = n_tasks;
-	atomic_store_explicit(&tp->next, 0, memory_order_relaxed);
-	atomic_store_explicit(&tp->pending, n_workers, memory_order_relaxed);
-	atomic_fetch_add_explicit(&tp->generation, 1, memory_order_release);
+	unsigned gen = atomic_load_explicit(&tp->generation, memory_order_relaxed) + 1;
+	atomic_store_explicit(&tp->fn, fn, memory_order_relaxed);
+	atomic_store_explicit(&tp->arg, arg, memory_order_relaxed);
+	atomic_store_explicit(&tp->n_tasks, n_tasks, memory_order_relaxed);
+	atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
+	atomic_store_explicit(&tp->next, (uint64_t)gen << 32, memory_order_release);
+	atomic_store_explicit(&tp->generation, gen, memory_order_release);
 	pthread_cond_broadcast(&tp->cv_start);
 	pthread_mutex_unlock(&tp->mu);
 
-	tp_work(tp, 0);
+	tp_work(tp, gen, 0);
 
-	/* wait for the workers: spin first, then sleep */
+	/* wait for the tasks other threads claimed: spin first, then sleep */
 	for (int i = 0; i < DS_TP_SPIN; i++)
-		if (atomic_load_explicit(&tp->pending, memory_order_acquire) == 0)
+		if (atomic_load_explicit(&tp->done, memory_order_acquire) == n_tasks)
 			return;
 	pthread_mutex_lock(&tp->mu);
-	while (atomic_load_explicit(&tp->pending, memory_order_acquire) != 0)
+	while (atomic_load_explicit(&tp->done, memory_order_acquire) != n_tasks)
 		pthread_cond_wait(&tp->cv_done, &tp->mu);
 	pthread_mutex_unlock(&tp->mu);
 }

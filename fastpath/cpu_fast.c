@@ -19,34 +19,38 @@
 
 #define FAST_LANES 16
 #define FAST_NT 16 /* output columns per task */
-#define FAST_MR 4  /* rows per register block */
-#define FAST_NC 4  /* columns per register block */
+#define FAST_MR 4  /* more rows than this convert the weight tile to f32 first */
 #define FAST_MB 64 /* rows per task when the row count is large */
 #define FAST_KB 32 /* keys per attention block */
 
 /* Like a GPU library picking the kernel for the device: each task body is compiled for
  * AVX-512+FMA, AVX2+FMA and baseline x86-64 (DS_CPU_VARIANTS) and the context's level picks
  * one. Results may differ between machines; this path promises nothing. */
-#define FAST_VARIANTS(fn) DS_CPU_VARIANTS(fn, "avx512f,avx512vl,avx2,fma", "avx2,fma")
+#define FAST_TARGET_AVX512 "avx512f,avx512vl,avx2,fma"
+#define FAST_TARGET_AVX2 "avx2,fma"
+#define FAST_VARIANTS(fn) DS_CPU_VARIANTS(fn, FAST_TARGET_AVX512, FAST_TARGET_AVX2)
 
-/* adjacent-pairs tree (the reference path folds halves instead) */
-static inline DS_CPU_INLINE float fast_sum16(ds_v16f a)
+/* adjacent-pairs tree over 16 lanes held as lo (0-7) and hi (8-15); the reference path
+ * folds halves instead */
+static inline DS_CPU_INLINE float fast_sum16(ds_v8f lo, ds_v8f hi)
 {
-	float s8[8], s4[4];
-	for (int l = 0; l < 8; l++)
-		s8[l] = a[2 * l] + a[2 * l + 1];
-	for (int l = 0; l < 4; l++)
-		s4[l] = s8[2 * l] + s8[2 * l + 1];
+	float s4[4];
+	for (int l = 0; l < 2; l++) {
+		s4[l] = (lo[4 * l] + lo[4 * l + 1]) + (lo[4 * l + 2] + lo[4 * l + 3]);
+		s4[l + 2] = (hi[4 * l] + hi[4 * l + 1]) + (hi[4 * l + 2] + hi[4 * l + 3]);
+	}
 	return (s4[0] + s4[1]) + (s4[2] + s4[3]);
 }
 
 static inline DS_CPU_INLINE float fast_dot(const float *x, const float *w, int n)
 {
-	ds_v16f acc = {0};
+	ds_v8f lo = {0}, hi = {0};
 	int k = 0;
-	for (; k + FAST_LANES <= n; k += FAST_LANES)
-		acc += ds_v16_load(x + k) * ds_v16_load(w + k);
-	float s = fast_sum16(acc);
+	for (; k + FAST_LANES <= n; k += FAST_LANES) {
+		lo += ds_v8_load(x + k) * ds_v8_load(w + k);
+		hi += ds_v8_load(x + k + 8) * ds_v8_load(w + k + 8);
+	}
+	float s = fast_sum16(lo, hi);
 	for (; k < n; k++)
 		s += x[k] * w[k];
 	return s;
@@ -58,25 +62,27 @@ static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const in
                                             const uint16_t *w_bf16, const float *w_f32, size_t ldw,
                                             int n, float *out, size_t ldo)
 {
-	ds_v16f acc[FAST_MR][FAST_NC];
+	ds_v8f acc[4][4][2];
 	for (int r = 0; r < nr; r++)
 		for (int c = 0; c < nc; c++)
-			acc[r][c] = (ds_v16f){0};
+			acc[r][c][0] = acc[r][c][1] = (ds_v8f){0};
 	int k = 0;
 	for (; k + FAST_LANES <= n; k += FAST_LANES) {
-		ds_v16f wv[FAST_NC];
+		ds_v8f wv[4][2];
 		for (int c = 0; c < nc; c++)
-			wv[c] = w_bf16 ? ds_v16_load_bf16(w_bf16 + c * ldw + k)
-			               : ds_v16_load(w_f32 + c * ldw + k);
-		for (int r = 0; r < nr; r++) {
-			ds_v16f xv = ds_v16_load(x + r * ldx + k);
-			for (int c = 0; c < nc; c++)
-				acc[r][c] += xv * wv[c];
-		}
+			for (int h = 0; h < 2; h++)
+				wv[c][h] = w_bf16 ? ds_v8_load_bf16(w_bf16 + c * ldw + k + 8 * h)
+				                  : ds_v8_load(w_f32 + c * ldw + k + 8 * h);
+		for (int r = 0; r < nr; r++)
+			for (int h = 0; h < 2; h++) {
+				ds_v8f xv = ds_v8_load(x + r * ldx + k + 8 * h);
+				for (int c = 0; c < nc; c++)
+					acc[r][c][h] += xv * wv[c][h];
+			}
 	}
 	for (int r = 0; r < nr; r++)
 		for (int c = 0; c < nc; c++) {
-			float s = fast_sum16(acc[r][c]);
+			float s = fast_sum16(acc[r][c][0], acc[r][c][1]);
 			for (int kk = k; kk < n; kk++)
 				s +=
 				    x[r * ldx + kk] * (w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + kk])
@@ -104,7 +110,8 @@ struct fast_mm_multi {
 	int n_mm;
 };
 
-static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
+static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread, const int mr,
+                                              const int mc)
 {
 	struct fast_mm_multi *mu = arg;
 	int i = 0;
@@ -132,17 +139,17 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 	}
 	size_t K = (size_t)a->K, N = (size_t)a->N, ldw = wt ? (size_t)kl : K;
 	const uint16_t *wb = wt ? NULL : a->w + (size_t)n0 * K + k0;
-	for (int m = m0; m < m1; m += FAST_MR) {
+	for (int m = m0; m < m1; m += mr) {
 		const float *x = a->x + (size_t)m * K + k0;
 		float *o = y + (size_t)m * N + n0;
 		for (int j = 0; j < nt;) {
-			int nc = nt - j >= FAST_NC ? FAST_NC : 1;
+			int nc = nt - j >= mc ? mc : 1;
 			const uint16_t *wbj = wb ? wb + j * ldw : NULL;
 			const float *wtj = wt ? wt + j * ldw : NULL;
 #define FAST_BLOCK(nr)                                                                             \
-	(nc == FAST_NC ? fast_block(x, K, nr, FAST_NC, wbj, wtj, ldw, kl, o + j, N)                \
-	               : fast_block(x, K, nr, 1, wbj, wtj, ldw, kl, o + j, N))
-			switch (DS_MIN(FAST_MR, m1 - m)) {
+	(nc == mc ? fast_block(x, K, DS_MIN(nr, mr), mc, wbj, wtj, ldw, kl, o + j, N)              \
+	          : fast_block(x, K, DS_MIN(nr, mr), 1, wbj, wtj, ldw, kl, o + j, N))
+			switch (DS_MIN(mr, m1 - m)) {
 			case 1:
 				FAST_BLOCK(1);
 				break;
@@ -153,7 +160,7 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 				FAST_BLOCK(3);
 				break;
 			default:
-				FAST_BLOCK(FAST_MR);
+				FAST_BLOCK(4);
 				break;
 			}
 #undef FAST_BLOCK
@@ -162,7 +169,10 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread)
 	}
 }
 
-FAST_VARIANTS(fast_mm_task)
+/* register blocks (rows x columns) sized so the accumulators fit each ISA's register file */
+DS_CPU_VARIANTS_CALLS(fast_mm_task, FAST_TARGET_AVX512, fast_mm_task(arg, task, thread, 4, 3),
+                      FAST_TARGET_AVX2, fast_mm_task(arg, task, thread, 2, 2),
+                      fast_mm_task(arg, task, thread, 2, 1))
 
 #define FAST_REDUCE_CHUNK 4096
 

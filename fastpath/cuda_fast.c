@@ -1,5 +1,6 @@
-/* cuda_fast.c - the CUDA fast path: cuBLASLt GEMMs chosen by heuristics, flash-decoding with an
- * occupancy-chosen split, and one CUDA graph per decode batch-size bucket.
+/* cuda_fast.c - the CUDA fast path: cuBLASLt GEMMs chosen by heuristics (a bandwidth-bound GEMV
+ * for 1..4 rows), flash-decoding with an occupancy-chosen split, and one CUDA graph per decode
+ * batch-size bucket.
  *
  * Everything here is free to depend on the batch: cuBLASLt may pick split-K or another
  * algorithm per M (decode-sized shapes are autotuned over the heuristic's top 8 on first use),
@@ -15,12 +16,12 @@
 
 #define WORKSPACE_BYTES ((size_t)64 << 20)
 
-#define LT_TRY(expr, err)                                                                  \
-	do {                                                                               \
-		cublasStatus_t ds_lt_s_ = (expr);                                          \
-		if (ds_lt_s_ != CUBLAS_STATUS_SUCCESS)                                     \
-			return ds_errf((err), DS_ERR_DEVICE, "cublasLt: %s: status %d (%s:%d)", \
-				       #expr, (int)ds_lt_s_, __FILE__, __LINE__);          \
+#define LT_TRY(expr, err)                                                                          \
+	do {                                                                                       \
+		cublasStatus_t ds_lt_s_ = (expr);                                                  \
+		if (ds_lt_s_ != CUBLAS_STATUS_SUCCESS)                                             \
+			return ds_errf((err), DS_ERR_DEVICE, "cublasLt: %s: status %d (%s:%d)",    \
+			               #expr, (int)ds_lt_s_, __FILE__, __LINE__);                  \
 	} while (0)
 
 /* Cached per-shape descriptors and algorithm. */
@@ -71,7 +72,7 @@ struct ds_cuda_fast_plans {
 
 /* Times algorithm a on the call's own buffers (the real call overwrites C afterwards). */
 static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMatmulAlgo_t *a,
-		     const uint16_t *A, const uint16_t *W, float *C)
+                     const uint16_t *A, const uint16_t *W, float *C)
 {
 	const float alpha = 1.0f, beta = 0.0f;
 	cudaEvent_t e0, e1;
@@ -84,9 +85,9 @@ static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMat
 	}
 	for (int i = 0; i < 3; i++) {
 		cudaEventRecord(e0, c->stream);
-		cublasStatus_t s = cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta,
-						  C, p->cd, C, p->cd, a, c->fast.workspace,
-						  c->fast.ws_bytes, c->stream);
+		cublasStatus_t s =
+		    cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C,
+		                   p->cd, a, c->fast.workspace, c->fast.ws_bytes, c->stream);
 		cudaEventRecord(e1, c->stream);
 		if (s != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess) {
 			best = INFINITY;
@@ -106,11 +107,12 @@ static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMat
 /* Finds (or makes) the cache slot for a shape. Decode-sized shapes are autotuned over the
  * heuristic's top candidates, unless the stream is being captured. */
 static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, const uint16_t *A,
-				const uint16_t *W, float *C, int *slot, struct ds_err *err)
+                                const uint16_t *W, float *C, int *slot, struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
 	for (int i = 0; i < f->n_cache; i++)
-		if (f->cache[i].ok && f->cache[i].M == M && f->cache[i].N == N && f->cache[i].K == K) {
+		if (f->cache[i].ok && f->cache[i].M == M && f->cache[i].N == N &&
+		    f->cache[i].K == K) {
 			*slot = i;
 			return DS_OK;
 		}
@@ -131,22 +133,24 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, cons
 	}
 	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
 	cudaStreamIsCapturing(c->stream, &cap);
-	int want = (M <= AUTOTUNE_MAX_M && cap == cudaStreamCaptureStatusNone) ? AUTOTUNE_CANDIDATES : 1;
+	int want =
+	    (M <= AUTOTUNE_MAX_M && cap == cudaStreamCaptureStatusNone) ? AUTOTUNE_CANDIDATES : 1;
 	cublasLtMatmulPreference_t pref;
 	LT_TRY(cublasLtMatmulPreferenceCreate(&pref), err);
 	size_t ws = f->ws_bytes;
 	cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
-		pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+	    pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
 	cublasLtMatmulHeuristicResult_t res[AUTOTUNE_CANDIDATES];
 	int n_res = 0;
 	if (s == CUBLAS_STATUS_SUCCESS)
-		s = cublasLtMatmulAlgoGetHeuristic(f->lt, p->op, p->a, p->b, p->cd, p->cd, pref, want,
-						   res, &n_res);
+		s = cublasLtMatmulAlgoGetHeuristic(f->lt, p->op, p->a, p->b, p->cd, p->cd, pref,
+		                                   want, res, &n_res);
 	cublasLtMatmulPreferenceDestroy(pref);
 	if (s != CUBLAS_STATUS_SUCCESS || n_res == 0) {
 		plan_destroy(p);
-		return ds_errf(err, DS_ERR_DEVICE, "cublasLt: no algorithm for M=%d N=%d K=%d (status %d)",
-			       M, N, K, (int)s);
+		return ds_errf(err, DS_ERR_DEVICE,
+		               "cublasLt: no algorithm for M=%d N=%d K=%d (status %d)", M, N, K,
+		               (int)s);
 	}
 	int best = 0;
 	if (n_res > 1) {
@@ -169,35 +173,39 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, cons
 }
 
 static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
-				float *C, int M, int N, int K, struct ds_err *err)
+                                float *C, int M, int N, int K, struct ds_err *err)
 {
 	if (M <= 0)
 		return DS_OK;
+	if (M <= DS_K_GEMV_MAX_M) {
+		DS_CUDA_TRY(ds_k_gemv(A, W, C, M, N, K, c->stream), err);
+		return DS_OK;
+	}
 	int i = 0;
 	enum ds_status rv = lt_lookup(c, M, N, K, A, W, C, &i, err);
 	if (rv != DS_OK)
 		return rv;
 	struct lt_plan *p = plan_of(c, i);
 	const float alpha = 1.0f, beta = 0.0f;
-	LT_TRY(cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C, p->cd,
-			      &c->fast.cache[i].algo, c->fast.workspace, c->fast.ws_bytes,
-			      c->stream),
+	LT_TRY(cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C,
+	                      p->cd, &c->fast.cache[i].algo, c->fast.workspace, c->fast.ws_bytes,
+	                      c->stream),
 	       err);
 	return DS_OK;
 }
 
 static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-				     const uint16_t *kv, int n_split, struct ds_err *err)
+                                     const uint16_t *kv, int n_split, struct ds_err *err)
 {
 	DS_CUDA_TRY(ds_k_attn_fast(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
-				   n_split < 1 ? 1 : n_split, c->part, c->att, c->stream),
-		    err);
+	                           n_split < 1 ? 1 : n_split, c->part, c->att, c->stream),
+	            err);
 	return DS_OK;
 }
 
 const struct ds_cuda_path_ops ds_cuda_fast_ops = {
-	.gemm = fast_gemm,
-	.attention = fast_attention,
+    .gemm = fast_gemm,
+    .attention = fast_attention,
 };
 
 int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
@@ -219,7 +227,7 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
 /* ---- decode graphs ---- */
 
 enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
-				   struct ds_err *err)
+                                   struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
 	int n = p->T, bi = 0;

@@ -23,26 +23,28 @@
 #define ATT_WARPS (ATT_THREADS / 32)
 
 struct attn_smem {
-	uint16_t *ks, *vs; /* (TILE, D + KPAD) */
-	float *qs;         /* (G, D) */
-	float *ps;         /* (G, TILE) */
-	float *tm, *tl;    /* (G) tile partial */
-	float *sm, *sl;    /* (G) running state */
+	uint16_t *ks, *vs;  /* (nbuf, TILE, D + KPAD) */
+	float *qs;          /* (G, D) */
+	float *ps;          /* (G, TILE) */
+	float *tm, *tl;     /* (G) tile partial */
+	float *sm, *sl;     /* (G) running state */
 	float *tacc, *sacc; /* (G, D) */
 };
 
-__host__ __device__ static size_t attn_smem_bytes(int G, int D)
+/* nbuf: K/V tile buffers (the kernel supports 2, loading the next tile while computing the
+ * current one, but uses 1: see attn_kernel). */
+__host__ __device__ static size_t attn_smem_bytes(int G, int D, int nbuf)
 {
-	return (size_t)2 * TILE * (D + KPAD) * sizeof(uint16_t) +
+	return (size_t)2 * nbuf * TILE * (D + KPAD) * sizeof(uint16_t) +
 	       ((size_t)G * D * 3 + (size_t)G * TILE + 4 * (size_t)G) * sizeof(float);
 }
 
-__device__ static struct attn_smem attn_smem_carve(unsigned char *base, int G, int D)
+__device__ static struct attn_smem attn_smem_carve(unsigned char *base, int G, int D, int nbuf)
 {
 	struct attn_smem s;
 	s.ks = (uint16_t *)base;
-	s.vs = s.ks + TILE * (D + KPAD);
-	float *f = (float *)(s.vs + TILE * (D + KPAD));
+	s.vs = s.ks + nbuf * TILE * (D + KPAD);
+	float *f = (float *)(s.vs + nbuf * TILE * (D + KPAD));
 	s.qs = f;
 	f += G * D;
 	s.ps = f;
@@ -77,7 +79,7 @@ __device__ __forceinline__ float finalize(float acc, float l)
 
 /* Where position pos of KV head kh lives (K; V is n_kv * block_size * D further). */
 __device__ __forceinline__ const uint16_t *kv_row(const uint16_t *kv, const int32_t *bt,
-						  struct ds_k_dims d, int kh, int pos)
+                                                  struct ds_k_dims d, int kh, int pos)
 {
 	int blk = bt[pos / d.block_size];
 	return kv + ((size_t)blk * 2 * d.n_kv + kh) * d.block_size * d.head_dim +
@@ -100,23 +102,35 @@ __device__ __forceinline__ float bf_hi(unsigned u)
 	return __uint_as_float(u & 0xffff0000u);
 }
 
-/* Computes the partial of positions [lo, hi) (1 <= hi - lo <= TILE) into s.tm/s.tl/s.tacc.
- * Requires s.qs loaded. Each score is one thread's dot product over d in increasing order; each
- * acc element one thread's sum over positions in increasing order. Ends with a barrier. */
-__device__ void tile_partial(struct attn_smem s, const uint16_t *kv, const int32_t *bt,
-			     struct ds_k_dims d, int kh, int G, float scale, int lo, int hi)
+/* A tile partial: each score is one thread's dot product over d in increasing order; each acc
+ * element one thread's sum over positions in increasing order (s.qs must be loaded). */
+/* Issues (and commits as one group) the cp.async copies of positions [lo, hi) into buffer buf. */
+__device__ void tile_load(struct attn_smem s, int buf, const uint16_t *kv, const int32_t *bt,
+                          struct ds_k_dims d, int kh, int lo, int hi)
 {
 	int D = d.head_dim, RS = D + KPAD, len = hi - lo, vpr = D / 8;
-	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	size_t vstride = (size_t)d.n_kv * d.block_size * D;
-	for (int i = tid; i < len * vpr; i += ATT_THREADS) {
+	uint16_t *ks = s.ks + buf * TILE * RS, *vs = s.vs + buf * TILE * RS;
+	for (int i = threadIdx.x; i < len * vpr; i += ATT_THREADS) {
 		int j = i / vpr, v = i % vpr;
 		const uint16_t *src = kv_row(kv, bt, d, kh, lo + j) + v * 8;
-		att_cp16(s.ks + j * RS + v * 8, src);
-		att_cp16(s.vs + j * RS + v * 8, src + vstride);
+		att_cp16(ks + j * RS + v * 8, src);
+		att_cp16(vs + j * RS + v * 8, src + vstride);
 	}
 	asm volatile("cp.async.commit_group;\n" ::);
-	asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+/* Computes the partial of a loaded tile of len positions in buffer buf into s.tm/s.tl/s.tacc.
+ * The caller has waited for the tile's copies. Begins and ends with a barrier. */
+__device__ void tile_partial(struct attn_smem s, int buf, struct ds_k_dims d, int G, float scale,
+                             int len)
+{
+	int D = d.head_dim, RS = D + KPAD;
+	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	struct attn_smem sb = s;
+	sb.ks = s.ks + buf * TILE * RS;
+	sb.vs = s.vs + buf * TILE * RS;
+	s = sb;
 	__syncthreads();
 	for (int idx = tid; idx < G * len; idx += ATT_THREADS) {
 		int g = idx / len, j = idx % len;
@@ -215,14 +229,17 @@ __device__ void state_reset(struct attn_smem s, int G, int D)
  * mode 2: fast, range blockIdx.z of gridDim.z (gridDim.z == 1: write out directly). */
 template <int MODE>
 __global__ void __launch_bounds__(ATT_THREADS)
-attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
-	    float scale, float *part, uint16_t *out)
+    attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
+                float scale, float *part, uint16_t *out)
 {
 	extern __shared__ __align__(16) unsigned char att_smem[];
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	int D = d.head_dim, G = d.n_head / d.n_kv;
 	int p = tm.pos[t];
-	struct attn_smem s = attn_smem_carve(att_smem, G, D);
+	/* One K/V buffer: double-buffering a block's tiles measured slower on the H200 (2 instead
+	 * of 5 resident blocks per SM; bench/results/gpu-*-2026-11-29.json). */
+	const int nbuf = 1;
+	struct attn_smem s = attn_smem_carve(att_smem, G, D, nbuf);
 	size_t prow = (size_t)(D + 2);
 	bool direct = MODE == 0 || (MODE == 2 && nz == 1);
 	if (p < 0) {
@@ -251,15 +268,28 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 	for (int idx = threadIdx.x; idx < G * D; idx += ATT_THREADS)
 		s.qs[idx] = ds_bf16_to_f32(q[((size_t)t * d.n_head + kh * G) * D + idx]);
 	state_reset(s, G, D);
-	for (int a = lo; a < hi; a += TILE) {
-		/* ref tiles are aligned (lo is a multiple of TILE) */
-		tile_partial(s, kv, bt, d, kh, G, scale, a, min(a + TILE, hi));
+	/* tiles start at lo (ref: a multiple of TILE); with two buffers the next tile's copies
+	 * would be in flight while the current one is computed */
+	if (lo < hi)
+		tile_load(s, 0, kv, bt, d, kh, lo, min(lo + TILE, hi));
+	for (int a = lo, i = 0; a < hi; a += TILE, i++) {
+		int next = a + TILE;
+		if (nbuf == 1 &&
+		    i > 0) /* the previous tile's compute has finished with the buffer */
+			tile_load(s, 0, kv, bt, d, kh, a, min(a + TILE, hi));
+		if (nbuf == 2 && next < hi) {
+			tile_load(s, (i + 1) & 1, kv, bt, d, kh, next, min(next + TILE, hi));
+			asm volatile("cp.async.wait_group 1;\n" ::);
+		} else {
+			asm volatile("cp.async.wait_group 0;\n" ::);
+		}
+		tile_partial(s, nbuf == 2 ? (i & 1) : 0, d, G, scale, min(a + TILE, hi) - a);
 		state_merge_tile(s, G, D);
 	}
 	if (direct) {
 		for (int idx = threadIdx.x; idx < G * D; idx += ATT_THREADS)
 			out[((size_t)t * d.n_head + kh * G) * D + idx] =
-				ds_f32_to_bf16(finalize(s.sacc[idx], s.sl[idx / D]));
+			    ds_f32_to_bf16(finalize(s.sacc[idx], s.sl[idx / D]));
 		return;
 	}
 	for (int g = 0; g < G; g++) {
@@ -276,7 +306,7 @@ attn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struc
 /* Merges the stored partials of each (row, head) in increasing order. nz_fixed == 0: the
  * reference layout (tile count from the position). */
 __global__ void attn_combine_kernel(const float *part, struct ds_k_tokmeta tm, struct ds_k_dims d,
-				    int nz, int ref, uint16_t *out)
+                                    int nz, int ref, uint16_t *out)
 {
 	int t = blockIdx.x, h = blockIdx.y, D = d.head_dim;
 	int p = tm.pos[t];
@@ -309,15 +339,16 @@ __global__ void attn_combine_kernel(const float *part, struct ds_k_tokmeta tm, s
 extern "C" cudaError_t ds_k_attn_setup(struct ds_k_dims d)
 {
 	int G = d.n_head / d.n_kv;
-	int shm = (int)attn_smem_bytes(G, d.head_dim);
+	int shm = (int)attn_smem_bytes(G, d.head_dim, 1);
 	cudaError_t e;
 	if ((e = cudaFuncSetAttribute(attn_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				      shm)) != cudaSuccess)
+	                              shm)) != cudaSuccess)
 		return e;
 	if ((e = cudaFuncSetAttribute(attn_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				      shm)) != cudaSuccess)
+	                              shm)) != cudaSuccess)
 		return e;
-	return cudaFuncSetAttribute(attn_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, shm);
+	return cudaFuncSetAttribute(attn_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                            shm);
 }
 
 static bool attn_dims_ok(struct ds_k_dims d)
@@ -325,49 +356,50 @@ static bool attn_dims_ok(struct ds_k_dims d)
 	return d.n_kv > 0 && d.n_head % d.n_kv == 0 && d.head_dim % 8 == 0 && d.head_dim <= 512;
 }
 
-extern "C" cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv,
-				     struct ds_k_tokmeta tm, int T, struct ds_k_dims d, int split,
-				     float *part, uint16_t *out, cudaStream_t st)
+extern "C" cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                                     int T, struct ds_k_dims d, int split, float *part,
+                                     uint16_t *out, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
 	if (!attn_dims_ok(d))
 		return cudaErrorInvalidValue;
 	int G = d.n_head / d.n_kv;
-	size_t shm = attn_smem_bytes(G, d.head_dim);
 	float scale = 1.0f / sqrtf((float)d.head_dim);
 	if (split <= 0) {
-		attn_kernel<0><<<dim3(T, d.n_kv, 1), ATT_THREADS, shm, st>>>(q, kv, tm, d, scale,
-									  NULL, out);
+		attn_kernel<0>
+		    <<<dim3(T, d.n_kv, 1), ATT_THREADS, attn_smem_bytes(G, d.head_dim, 1), st>>>(
+		        q, kv, tm, d, scale, NULL, out);
 		return cudaGetLastError();
 	}
-	attn_kernel<1><<<dim3(T, d.n_kv, split), ATT_THREADS, shm, st>>>(q, kv, tm, d, scale, part,
-									  out);
+	attn_kernel<1>
+	    <<<dim3(T, d.n_kv, split), ATT_THREADS, attn_smem_bytes(G, d.head_dim, 1), st>>>(
+	        q, kv, tm, d, scale, part, out);
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
 		return e;
-	attn_combine_kernel<<<dim3(T, d.n_head), d.head_dim < 128 ? d.head_dim : 128, 0, st>>>(
-		part, tm, d, split, 1, out);
+	int cthreads = d.head_dim < 128 ? d.head_dim : 128;
+	attn_combine_kernel<<<dim3(T, d.n_head), cthreads, 0, st>>>(part, tm, d, split, 1, out);
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv,
-				      struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
-				      int n_split, float *part, uint16_t *out, cudaStream_t st)
+extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                                      int T, struct ds_k_dims d, int n_split, float *part,
+                                      uint16_t *out, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
 	if (!attn_dims_ok(d) || n_split < 1)
 		return cudaErrorInvalidValue;
 	int G = d.n_head / d.n_kv;
-	size_t shm = attn_smem_bytes(G, d.head_dim);
+	size_t shm = attn_smem_bytes(G, d.head_dim, 1);
 	float scale = 1.0f / sqrtf((float)d.head_dim);
-	attn_kernel<2><<<dim3(T, d.n_kv, n_split), ATT_THREADS, shm, st>>>(q, kv, tm, d, scale,
-									    part, out);
+	attn_kernel<2>
+	    <<<dim3(T, d.n_kv, n_split), ATT_THREADS, shm, st>>>(q, kv, tm, d, scale, part, out);
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess || n_split == 1)
 		return e;
-	attn_combine_kernel<<<dim3(T, d.n_head), d.head_dim < 128 ? d.head_dim : 128, 0, st>>>(
-		part, tm, d, n_split, 0, out);
+	int cthreads = d.head_dim < 128 ? d.head_dim : 128;
+	attn_combine_kernel<<<dim3(T, d.n_head), cthreads, 0, st>>>(part, tm, d, n_split, 0, out);
 	return cudaGetLastError();
 }

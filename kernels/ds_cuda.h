@@ -11,31 +11,31 @@
 
 #include <cuda_runtime_api.h>
 
-#define DS_CUDA_TRY(expr, err)                                                               \
-	do {                                                                                 \
-		cudaError_t ds_cuda_e_ = (expr);                                             \
-		if (ds_cuda_e_ != cudaSuccess)                                               \
-			return ds_errf((err),                                                \
-				       ds_cuda_e_ == cudaErrorMemoryAllocation ? DS_ERR_NOMEM \
-									       : DS_ERR_DEVICE, \
-				       "cuda: %s: %s (%s, %s:%d)", #expr,                    \
-				       cudaGetErrorString(ds_cuda_e_), __func__, __FILE__,   \
-				       __LINE__);                                            \
+#define DS_CUDA_TRY(expr, err)                                                                     \
+	do {                                                                                       \
+		cudaError_t ds_cuda_e_ = (expr);                                                   \
+		if (ds_cuda_e_ != cudaSuccess)                                                     \
+			return ds_errf((err),                                                      \
+			               ds_cuda_e_ == cudaErrorMemoryAllocation ? DS_ERR_NOMEM      \
+			                                                       : DS_ERR_DEVICE,    \
+			               "cuda: %s: %s (%s, %s:%d)", #expr,                          \
+			               cudaGetErrorString(ds_cuda_e_), __func__, __FILE__,         \
+			               __LINE__);                                                  \
 	} while (0)
 
 /* Same, but jumps to `fail` with rv set instead of returning (for goto-cleanup functions). */
-#define DS_CUDA_GOTO(expr, err, rv)                                                          \
-	do {                                                                                 \
-		cudaError_t ds_cuda_e_ = (expr);                                             \
-		if (ds_cuda_e_ != cudaSuccess) {                                             \
-			(rv) = ds_errf((err),                                                \
-				       ds_cuda_e_ == cudaErrorMemoryAllocation ? DS_ERR_NOMEM \
-									       : DS_ERR_DEVICE, \
-				       "cuda: %s: %s (%s, %s:%d)", #expr,                    \
-				       cudaGetErrorString(ds_cuda_e_), __func__, __FILE__,   \
-				       __LINE__);                                            \
-			goto fail;                                                           \
-		}                                                                            \
+#define DS_CUDA_GOTO(expr, err, rv)                                                                \
+	do {                                                                                       \
+		cudaError_t ds_cuda_e_ = (expr);                                                   \
+		if (ds_cuda_e_ != cudaSuccess) {                                                   \
+			(rv) =                                                                     \
+			    ds_errf((err),                                                         \
+			            ds_cuda_e_ == cudaErrorMemoryAllocation ? DS_ERR_NOMEM         \
+			                                                    : DS_ERR_DEVICE,       \
+			            "cuda: %s: %s (%s, %s:%d)", #expr,                             \
+			            cudaGetErrorString(ds_cuda_e_), __func__, __FILE__, __LINE__); \
+			goto fail;                                                                 \
+		}                                                                                  \
 	} while (0)
 
 #endif

@@ -24,29 +24,29 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
 }
 
 __device__ __forceinline__ void ldsm_x4(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
-					const void *smem)
+                                        const void *smem)
 {
 	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-		     : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-		     : "r"(s));
+	             : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+	             : "r"(s));
 }
 
 __device__ __forceinline__ void mma_bf16(float *c, const unsigned *a, unsigned b0, unsigned b1)
 {
 	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-		     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __global__ void __launch_bounds__(THREADS, 2)
-gemm_mma_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
-		float *__restrict__ C, int M, int N, int K)
+    gemm_mma_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
+                    float *__restrict__ C, int M, int N, int K)
 {
 	extern __shared__ __align__(128) uint16_t smem[];
-	uint16_t *As = smem;                       /* (STAGES, BM, BK) */
-	uint16_t *Bs = smem + STAGES * BM * BK;    /* (STAGES, BN, BK) */
+	uint16_t *As = smem;                    /* (STAGES, BM, BK) */
+	uint16_t *Bs = smem + STAGES * BM * BK; /* (STAGES, BN, BK) */
 	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 	int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 	int wm = warp >> 2, wn = warp & 3;
@@ -103,14 +103,15 @@ gemm_mma_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
 			for (int mi = 0; mi < 4; mi++) {
 				int row = wm * 64 + mi * 16 + (lane & 15);
 				int ch = ks * 2 + (lane >> 4);
-				ldsm_x4(af[mi][0], af[mi][1], af[mi][2], af[mi][3], as + swz(row, ch));
+				ldsm_x4(af[mi][0], af[mi][1], af[mi][2], af[mi][3],
+				        as + swz(row, ch));
 			}
 #pragma unroll
 			for (int nj = 0; nj < 2; nj++) {
 				int row = wn * 32 + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
 				int ch = ks * 2 + ((lane >> 3) & 1);
-				ldsm_x4(bf[2 * nj][0], bf[2 * nj][1], bf[2 * nj + 1][0], bf[2 * nj + 1][1],
-					bs + swz(row, ch));
+				ldsm_x4(bf[2 * nj][0], bf[2 * nj][1], bf[2 * nj + 1][0],
+				        bf[2 * nj + 1][1], bs + swz(row, ch));
 			}
 #pragma unroll
 			for (int mi = 0; mi < 4; mi++)
@@ -146,8 +147,8 @@ gemm_mma_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
 	}
 }
 
-extern "C" cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M,
-				     int N, int K, cudaStream_t st)
+extern "C" cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
+                                     int K, cudaStream_t st)
 {
 	if (M <= 0 || N <= 0)
 		return cudaSuccess;
@@ -163,5 +164,5 @@ extern "C" cudaError_t ds_k_gemm_mma_setup(void)
 {
 	size_t shm = (size_t)STAGES * (BM + BN) * BK * sizeof(uint16_t);
 	return cudaFuncSetAttribute(gemm_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				    (int)shm);
+	                            (int)shm);
 }

@@ -25,7 +25,8 @@ __device__ __forceinline__ unsigned swz(int r, int c)
 __device__ __forceinline__ void cp_async16(unsigned smem, const void *gmem, bool valid)
 {
 	int n = valid ? 16 : 0;
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+	             "r"(n));
 }
 
 /* K-major operand descriptor: 128B swizzle, 8-row groups 1024 bytes apart. */
@@ -40,19 +41,33 @@ __device__ __forceinline__ uint64_t wg_desc(unsigned addr)
 
 __device__ __forceinline__ void wgmma_128(float *d, uint64_t da, uint64_t db)
 {
-	asm volatile("{\n"
-		     ".reg .pred p;\n"
-		     "setp.ne.b32 p, %66, 0;\n"
-		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-		     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n"
-		     "}\n"
-		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-		     : "l"(da), "l"(db), "r"(1));
+	asm volatile(
+	    "{\n"
+	    ".reg .pred p;\n"
+	    "setp.ne.b32 p, %66, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+	    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+	    "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+	    "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
+	    "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n"
+	    "}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+	      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+	      "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+	      "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+	      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+	      "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+	      "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+	      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+	      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+	      "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+	      "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+	    : "l"(da), "l"(db), "r"(1));
 }
 
 __global__ void __launch_bounds__(THREADS, 2)
-gemm_ref_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
-		float *__restrict__ C, int M, int N, int K)
+    gemm_ref_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
+                    float *__restrict__ C, int M, int N, int K)
 {
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	unsigned base = (unsigned)__cvta_generic_to_shared(smem_raw);
@@ -137,8 +152,8 @@ static size_t gemm_ref_smem(void)
 	return (size_t)STAGES * STAGE_BYTES + 1024;
 }
 
-extern "C" cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M,
-				     int N, int K, cudaStream_t st)
+extern "C" cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
+                                     int K, cudaStream_t st)
 {
 	if (M <= 0 || N <= 0)
 		return cudaSuccess;
@@ -152,5 +167,5 @@ extern "C" cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float
 extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 {
 	return cudaFuncSetAttribute(gemm_ref_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				    (int)gemm_ref_smem());
+	                            (int)gemm_ref_smem());
 }

@@ -23,20 +23,21 @@ extern "C" {
 
 /* dst[i] = bf16(offset + scale * ds_hash_unit_pm1(ds_hash3(seed, key, first + i))), i < n:
  * bit-identical to ds_synth_fill on the host. */
-cudaError_t ds_k_synth_fill(uint16_t *dst, size_t n, uint64_t first, uint64_t seed,
-			    uint64_t key, float scale, float offset, cudaStream_t st);
+cudaError_t ds_k_synth_fill(uint16_t *dst, size_t n, uint64_t first, uint64_t seed, uint64_t key,
+                            float scale, float offset, cudaStream_t st);
 
 /* ---- element-wise and per-row kernels (kernels/rows.cu) ---- */
 
 /* x (T, hidden) fp32 = tab[ids[t]]; tab bf16 (vocab, hidden). */
 cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T, int hidden, float *x,
-		       cudaStream_t st);
+                       cudaStream_t st);
 
 /* One row per block, fixed reduction tree (batch-invariant). For each row r:
  *   src = rows ? rows[r] : r;  if (delta) x[src] += delta[src];
- *   out[r] = bf16(x[src] / sqrt(mean(x[src]^2) + eps) * w). */
+ *   out[r] = bf16(x[src] / sqrt(mean(x[src]^2) + eps) * w).
+ * rows[r] < 0 marks a padding row: out[r] = 0, x untouched. rows must not repeat. */
 cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
-			 int n_rows, int hidden, float eps, uint16_t *out, cudaStream_t st);
+                         int n_rows, int hidden, float eps, uint16_t *out, cudaStream_t st);
 
 /* out (T, ffn) bf16 = silu(gu[:, :ffn]) * gu[:, ffn:], gu fp32 (T, 2*ffn). */
 cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *out, cudaStream_t st);
@@ -62,8 +63,8 @@ struct ds_k_dims {
  * (max_pos, head_dim/2, {cos,sin})) to q and k, writes q bf16 (T, n_head*head_dim) and K/V bf16
  * into this layer's paged cache kv. */
 cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
-			  const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm, int T,
-			  struct ds_k_dims d, uint16_t *q, uint16_t *kv, cudaStream_t st);
+                          const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm, int T,
+                          struct ds_k_dims d, uint16_t *q, uint16_t *kv, cudaStream_t st);
 
 /* ---- reference GEMM (kernels/gemm_ref.cu) ---- */
 
@@ -71,14 +72,22 @@ cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t
  * (wgmma m64n128k16, sm_90a). One fixed tile (128x128x64), no split-K: every output element's
  * K-reduction runs in the same order for any M and any row placement. K % 8 == 0. */
 cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
-			  cudaStream_t st);
+                          cudaStream_t st);
 /* Raises the kernel's shared-memory limit; call once per process before launching. */
 cudaError_t ds_k_gemm_ref_setup(void);
 
 /* The same contract on mma.sync (128x128x32), kept only as a benchmark comparison point. */
 cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
-			  cudaStream_t st);
+                          cudaStream_t st);
 cudaError_t ds_k_gemm_mma_setup(void);
+
+/* ---- fast-path skinny GEMM (kernels/gemv.cu) ---- */
+
+/* C (M, N) fp32 = A (M, K) . W (N, K)^T for 1 <= M <= DS_K_GEMV_MAX_M, bandwidth-bound;
+ * K % 8 == 0. Not batch-invariant across M (the fast path switches to cuBLASLt above it). */
+#define DS_K_GEMV_MAX_M 4
+cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+                      cudaStream_t st);
 
 /* ---- paged attention (kernels/attn.cu) ---- */
 
@@ -94,11 +103,11 @@ cudaError_t ds_k_gemm_mma_setup(void);
  * part: workspace of T * n_head * splits * (head_dim + 2) floats when splitting. */
 #define DS_K_ATTN_TILE 64
 cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
-			  struct ds_k_dims d, int split, float *part, uint16_t *out,
-			  cudaStream_t st);
-cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-			   int T, struct ds_k_dims d, int n_split, float *part, uint16_t *out,
-			   cudaStream_t st);
+                          struct ds_k_dims d, int split, float *part, uint16_t *out,
+                          cudaStream_t st);
+cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
+                           struct ds_k_dims d, int n_split, float *part, uint16_t *out,
+                           cudaStream_t st);
 /* Raises the attention kernels' shared-memory limit for d; call once before launching. */
 cudaError_t ds_k_attn_setup(struct ds_k_dims d);
 
@@ -123,8 +132,8 @@ struct ds_k_sample_out {
  * sample.c): greedy argmax (ties to the lowest id), Gumbel-max with ds_sample_key for
  * temperature, top-k / top-p as a prefix of the (logit desc, id asc) order. */
 cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
-			const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
-			cudaStream_t st);
+                        const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
+                        cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -36,7 +36,7 @@ __global__ void embed_kernel(const uint16_t *tab, const int32_t *ids, int hidden
 }
 
 extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T, int hidden,
-				  float *x, cudaStream_t st)
+                                  float *x, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -44,11 +44,16 @@ extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T
 	return cudaGetLastError();
 }
 
-__global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows,
-			       const uint16_t *w, int hidden, float eps, uint16_t *out)
+__global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
+                               int hidden, float eps, uint16_t *out)
 {
 	__shared__ float sh[32];
 	int r = blockIdx.x;
+	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
+		for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+			out[(size_t)r * hidden + i] = 0;
+		return;
+	}
 	size_t src = rows ? (size_t)rows[r] : (size_t)r;
 	float *xr = x + src * hidden;
 	float ss = 0.0f;
@@ -73,8 +78,8 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 }
 
 extern "C" cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows,
-				    const uint16_t *w, int n_rows, int hidden, float eps,
-				    uint16_t *out, cudaStream_t st)
+                                    const uint16_t *w, int n_rows, int hidden, float eps,
+                                    uint16_t *out, cudaStream_t st)
 {
 	if (n_rows <= 0)
 		return cudaSuccess;
@@ -95,7 +100,7 @@ __global__ void silu_mul_kernel(const float *gu, int ffn, uint16_t *out)
 }
 
 extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *out,
-				     cudaStream_t st)
+                                     cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -104,13 +109,13 @@ extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *
 	return cudaGetLastError();
 }
 
-/* ---- q/k/v epilogue: one block per token, one warp per head ---- */
+/* ---- q/k/v epilogue: one warp per head; a token's heads spread over gridDim.y blocks ---- */
 
 #define QKV_WARPS 4
 
 __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
-				const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
-				struct ds_k_dims d, uint16_t *q, uint16_t *kv)
+                                const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
+                                struct ds_k_dims d, uint16_t *q, uint16_t *kv)
 {
 	extern __shared__ float sh_qkv[]; /* (QKV_WARPS, head_dim) */
 	int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -126,7 +131,7 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
 		kblk = kv + (size_t)blk * 2 * d.n_kv * kv_head_stride +
 		       (size_t)(pos % d.block_size) * D;
 	}
-	for (int h = warp; h < n_all; h += QKV_WARPS) {
+	for (int h = blockIdx.y * QKV_WARPS + warp; h < n_all; h += QKV_WARPS * gridDim.y) {
 		const float *src = row + (size_t)h * D;
 		for (int i = lane; i < D; i += 32) {
 			float v = src[i];
@@ -170,9 +175,10 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
 				for (int i = lane; i < half; i += 32) {
 					float x1 = buf[i], x2 = buf[i + half];
 					float co = c[2 * i], si = c[2 * i + 1];
-					dst[i] = ds_f32_to_bf16(__fsub_rn(__fmul_rn(x1, co), __fmul_rn(x2, si)));
-					dst[i + half] =
-						ds_f32_to_bf16(__fadd_rn(__fmul_rn(x2, co), __fmul_rn(x1, si)));
+					dst[i] = ds_f32_to_bf16(
+					    __fsub_rn(__fmul_rn(x1, co), __fmul_rn(x2, si)));
+					dst[i + half] = ds_f32_to_bf16(
+					    __fadd_rn(__fmul_rn(x2, co), __fmul_rn(x1, si)));
 				}
 			}
 		}
@@ -180,14 +186,18 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
 	}
 }
 
-extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias,
-				     const uint16_t *q_norm, const uint16_t *k_norm,
-				     const float *cs, struct ds_k_tokmeta tm, int T,
-				     struct ds_k_dims d, uint16_t *q, uint16_t *kv, cudaStream_t st)
+extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
+                                     const uint16_t *k_norm, const float *cs,
+                                     struct ds_k_tokmeta tm, int T, struct ds_k_dims d, uint16_t *q,
+                                     uint16_t *kv, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
 	size_t shm = (size_t)QKV_WARPS * d.head_dim * sizeof(float);
-	qkv_rope_kernel<<<T, QKV_WARPS * 32, shm, st>>>(qkv, bias, q_norm, k_norm, cs, tm, d, q, kv);
+	/* small batches spread a token's heads over several blocks */
+	int n_all = d.n_head + 2 * d.n_kv, groups = (n_all + QKV_WARPS - 1) / QKV_WARPS;
+	int gy = T >= 64 ? 1 : groups;
+	qkv_rope_kernel<<<dim3(T, gy), QKV_WARPS * 32, shm, st>>>(qkv, bias, q_norm, k_norm, cs, tm,
+	                                                          d, q, kv);
 	return cudaGetLastError();
 }

@@ -147,7 +147,7 @@ __device__ long long block_excl_scan(long long v, struct smp_shared *sh)
 /* The filtered set's mass at or above key c (exp((logit - m1) / T) summed in a fixed order):
  * items with key >= c that are in the top-k set, where take_k ties at tk belong to it. */
 __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uint32_t tk,
-			  long long take_k, double m1, double inv_t, struct smp_shared *sh)
+                          long long take_k, double m1, double inv_t, struct smp_shared *sh)
 {
 	double s = 0.0;
 	for (int i = threadIdx.x; i < vocab; i += SMP_THREADS) {
@@ -163,8 +163,8 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
 }
 
 __global__ void __launch_bounds__(SMP_THREADS)
-sample_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
-	      struct ds_k_sample_out *out)
+    sample_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
+                  struct ds_k_sample_out *out)
 {
 	__shared__ struct smp_shared sh;
 	int r = blockIdx.x, tid = threadIdx.x;
@@ -236,14 +236,14 @@ sample_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
 				v = 0;
 				for (int bit = 31; bit >= 0; bit--) {
 					uint32_t cand = v | (1u << bit);
-					if (mass_ge(L, vocab, cand, has_k, tk, take_k, m1, inv_t, &sh) >=
-					    target)
+					if (mass_ge(L, vocab, cand, has_k, tk, take_k, m1, inv_t,
+					            &sh) >= target)
 						v = cand;
 				}
 				double above = v == 0xffffffffu
-						       ? 0.0
-						       : mass_ge(L, vocab, v + 1, has_k, tk, take_k, m1,
-								 inv_t, &sh);
+				                   ? 0.0
+				                   : mass_ge(L, vocab, v + 1, has_k, tk, take_k, m1,
+				                             inv_t, &sh);
 				long long avail;
 				if (has_k && v == tk) {
 					avail = take_k;
@@ -293,8 +293,8 @@ sample_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
 }
 
 extern "C" cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
-				   const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
-				   cudaStream_t st)
+                                   const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
+                                   cudaStream_t st)
 {
 	if (n_rows <= 0)
 		return cudaSuccess;

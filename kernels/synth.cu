@@ -8,7 +8,7 @@
 #include "cu_common.cuh"
 
 __global__ void synth_fill_kernel(uint16_t *dst, size_t n, uint64_t first, uint64_t seed,
-				  uint64_t key, float scale, float offset)
+                                  uint64_t key, float scale, float offset)
 {
 	size_t stride = (size_t)gridDim.x * blockDim.x;
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -18,13 +18,14 @@ __global__ void synth_fill_kernel(uint16_t *dst, size_t n, uint64_t first, uint6
 }
 
 extern "C" cudaError_t ds_k_synth_fill(uint16_t *dst, size_t n, uint64_t first, uint64_t seed,
-				       uint64_t key, float scale, float offset, cudaStream_t st)
+                                       uint64_t key, float scale, float offset, cudaStream_t st)
 {
 	if (n == 0)
 		return cudaSuccess;
 	size_t blocks = (n + 255) / 256;
 	if (blocks > 132 * 64)
 		blocks = 132 * 64;
-	synth_fill_kernel<<<(unsigned)blocks, 256, 0, st>>>(dst, n, first, seed, key, scale, offset);
+	synth_fill_kernel<<<(unsigned)blocks, 256, 0, st>>>(dst, n, first, seed, key, scale,
+	                                                    offset);
 	return cudaGetLastError();
 }

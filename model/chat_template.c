@@ -90,7 +90,7 @@ static void llama31_date(struct ds_chat_template *t, const char *text, size_t le
 }
 
 enum ds_status ds_chat_template_init(struct ds_chat_template *t, const char *text, size_t len,
-				     const char *bos_text, struct ds_err *err)
+                                     const char *bos_text, struct ds_err *err)
 {
 	memset(t, 0, sizeof(*t));
 	if (!text)
@@ -110,26 +110,26 @@ enum ds_status ds_chat_template_init(struct ds_chat_template *t, const char *tex
 		return DS_OK;
 	}
 	return ds_errf(err, DS_ERR_PRECONDITION,
-		       "chat template not recognised (supported: ChatML <|im_start|>, Llama-3 "
-		       "<|start_header_id|>); send a raw prompt instead");
+	               "chat template not recognised (supported: ChatML <|im_start|>, Llama-3 "
+	               "<|start_header_id|>); send a raw prompt instead");
 }
 
 enum ds_status ds_chat_template_from_gguf(struct ds_chat_template *t, const struct ds_gguf *g,
-					  struct ds_err *err)
+                                          struct ds_err *err)
 {
 	struct ds_gguf_str tmpl, bos = {0};
 	memset(t, 0, sizeof(*t));
 	if (ds_gguf_get_str(g, "tokenizer.chat_template", &tmpl))
-		return ds_errf(err, DS_ERR_PRECONDITION, "%s: no tokenizer.chat_template in the GGUF",
-			       g->path);
+		return ds_errf(err, DS_ERR_PRECONDITION,
+		               "%s: no tokenizer.chat_template in the GGUF", g->path);
 	uint64_t id;
 	char bos_text[64] = {0};
 	if (ds_gguf_get_u64(g, "tokenizer.ggml.bos_token_id", &id) == DS_OK &&
 	    ds_gguf_arr_str(ds_gguf_find(g, "tokenizer.ggml.tokens"), id, &bos) == DS_OK &&
 	    bos.len < sizeof(bos_text))
 		memcpy(bos_text, bos.p, bos.len);
-	enum ds_status s = ds_chat_template_init(t, tmpl.p, tmpl.len, bos_text[0] ? bos_text : NULL,
-						 err);
+	enum ds_status s =
+	    ds_chat_template_init(t, tmpl.p, tmpl.len, bos_text[0] ? bos_text : NULL, err);
 	if (s && err) {
 		char msg[sizeof(err->msg)];
 		snprintf(msg, sizeof(msg), "%s", err->msg);
@@ -145,17 +145,20 @@ static enum ds_status load_hf_dir(struct ds_chat_template *t, const char *dir, s
 	json_error_t jerr;
 	json_t *root = json_load_file(path, 0, &jerr);
 	if (!root)
-		return ds_errf(err, DS_ERR_PRECONDITION, "%s: no chat template (%s)", path, jerr.text);
+		return ds_errf(err, DS_ERR_PRECONDITION, "%s: no chat template (%s)", path,
+		               jerr.text);
 	json_t *tmpl = json_object_get(root, "chat_template");
 	json_t *bos = json_object_get(root, "bos_token");
 	const char *bos_text = json_is_string(bos) ? json_string_value(bos)
-			       : json_is_object(bos) ? json_string_value(json_object_get(bos, "content"))
-						     : NULL;
+	                       : json_is_object(bos)
+	                           ? json_string_value(json_object_get(bos, "content"))
+	                           : NULL;
 	enum ds_status s;
 	if (!json_is_string(tmpl))
 		s = ds_errf(err, DS_ERR_PRECONDITION, "%s: no \"chat_template\" string", path);
 	else if ((s = ds_chat_template_init(t, json_string_value(tmpl), json_string_length(tmpl),
-					    bos_text, err)) && err) {
+	                                    bos_text, err)) &&
+	         err) {
 		char msg[sizeof(err->msg)];
 		snprintf(msg, sizeof(msg), "%s", err->msg);
 		ds_errf(err, s, "%s: %s", path, msg);
@@ -165,7 +168,7 @@ static enum ds_status load_hf_dir(struct ds_chat_template *t, const char *dir, s
 }
 
 enum ds_status ds_chat_template_load(struct ds_chat_template *t, const char *path,
-				     struct ds_err *err)
+                                     struct ds_err *err)
 {
 	memset(t, 0, sizeof(*t));
 	struct stat st;
@@ -231,7 +234,7 @@ static void sb_trimmed(struct sbuf *b, const char *s)
 }
 
 static void render_chatml(const struct ds_chat_template *t, const struct ds_chat_msg *m, int n,
-			  bool gen, struct sbuf *b)
+                          bool gen, struct sbuf *b)
 {
 	if (t->has_default_system && strcmp(m[0].role, "system") != 0) {
 		sb_str(b, "<|im_start|>system\n");
@@ -259,7 +262,7 @@ static void llama3_msg(struct sbuf *b, const char *role, const char *content)
 }
 
 static void render_llama3(const struct ds_chat_template *t, const struct ds_chat_msg *m, int n,
-			  bool gen, struct sbuf *b)
+                          bool gen, struct sbuf *b)
 {
 	sb_str(b, t->bos);
 	int first = 0;
@@ -281,8 +284,8 @@ static void render_llama3(const struct ds_chat_template *t, const struct ds_chat
 }
 
 enum ds_status ds_chat_render(const struct ds_chat_template *t, const struct ds_chat_msg *msgs,
-			      int n, bool add_generation_prompt, char **out, size_t *out_len,
-			      struct ds_err *err)
+                              int n, bool add_generation_prompt, char **out, size_t *out_len,
+                              struct ds_err *err)
 {
 	*out = NULL;
 	if (out_len)
@@ -293,7 +296,8 @@ enum ds_status ds_chat_render(const struct ds_chat_template *t, const struct ds_
 		return ds_errf(err, DS_ERR_INVALID, "chat: messages must not be empty");
 	for (int i = 0; i < n; i++)
 		if (!msgs[i].role || !msgs[i].content || !msgs[i].role[0])
-			return ds_errf(err, DS_ERR_INVALID, "chat: message %d has no role or content", i);
+			return ds_errf(err, DS_ERR_INVALID,
+			               "chat: message %d has no role or content", i);
 	struct sbuf b = {0};
 	sb_add(&b, "", 0);
 	if (t->family == DS_CHAT_CHATML)

@@ -26,36 +26,36 @@ struct ds_chat_msg {
 
 struct ds_chat_template {
 	enum ds_chat_family family;
-	bool has_default_system;   /* ChatML: insert default_system when messages[0] isn't system */
+	bool has_default_system; /* ChatML: insert default_system when messages[0] isn't system */
 	char default_system[1024];
-	char bos[64];              /* Llama-3: text of bos_token, emitted first */
-	bool llama31;              /* Llama-3.1 system block (knowledge/today dates) */
-	char date[32];             /* Llama-3.1: the date string */
+	char bos[64];  /* Llama-3: text of bos_token, emitted first */
+	bool llama31;  /* Llama-3.1 system block (knowledge/today dates) */
+	char date[32]; /* Llama-3.1: the date string */
 };
 
 /* Recognises template text (len bytes, need not be NUL-terminated). bos_text is the text of the
  * BOS token (may be NULL; Llama-3 then uses "<|begin_of_text|>").
  * DS_ERR_PRECONDITION with a message when the family is not recognised. */
 enum ds_status ds_chat_template_init(struct ds_chat_template *t, const char *text, size_t len,
-				     const char *bos_text, struct ds_err *err);
+                                     const char *bos_text, struct ds_err *err);
 
 /* From a parsed GGUF: tokenizer.chat_template, and the BOS text from the token list.
  * DS_ERR_PRECONDITION when the file has no template or an unrecognised one. */
 enum ds_status ds_chat_template_from_gguf(struct ds_chat_template *t, const struct ds_gguf *g,
-					  struct ds_err *err);
+                                          struct ds_err *err);
 
 /* From a model path: a .gguf file, or an HF directory whose tokenizer_config.json has
  * "chat_template" (a string) and optionally "bos_token". DS_ERR_IO / DS_ERR_FORMAT for
  * unreadable files, DS_ERR_PRECONDITION for a missing or unrecognised template. */
 enum ds_status ds_chat_template_load(struct ds_chat_template *t, const char *path,
-				     struct ds_err *err);
+                                     struct ds_err *err);
 
 /* Renders messages (n >= 1) and, when add_generation_prompt, the assistant header. *out is a
  * malloc'd NUL-terminated string the caller frees (its length in *out_len when non-NULL).
  * DS_ERR_INVALID for n < 1 or a NULL role/content; DS_ERR_PRECONDITION for an unrecognised
  * template; DS_ERR_NOMEM. */
 enum ds_status ds_chat_render(const struct ds_chat_template *t, const struct ds_chat_msg *msgs,
-			      int n, bool add_generation_prompt, char **out, size_t *out_len,
-			      struct ds_err *err);
+                              int n, bool add_generation_prompt, char **out, size_t *out_len,
+                              struct ds_err *err);
 
 #endif

@@ -39,7 +39,7 @@ struct cursor {
 static enum ds_status cur_fail(struct cursor *c, const char *what)
 {
 	return ds_errf(c->err, DS_ERR_FORMAT, "%s: GGUF %s entry %llu: %s (at byte %zu of %zu)",
-		       c->name, c->section, (unsigned long long)c->entry, what, c->pos, c->len);
+	               c->name, c->section, (unsigned long long)c->entry, what, c->pos, c->len);
 }
 
 static enum ds_status cur_need(struct cursor *c, uint64_t n, const char *what)
@@ -97,11 +97,23 @@ static enum ds_status cur_str(struct cursor *c, struct ds_gguf_str *out, const c
 static uint64_t scalar_size(uint32_t t)
 {
 	switch (t) {
-	case DS_GGUF_UINT8: case DS_GGUF_INT8: case DS_GGUF_BOOL: return 1;
-	case DS_GGUF_UINT16: case DS_GGUF_INT16: return 2;
-	case DS_GGUF_UINT32: case DS_GGUF_INT32: case DS_GGUF_FLOAT32: return 4;
-	case DS_GGUF_UINT64: case DS_GGUF_INT64: case DS_GGUF_FLOAT64: return 8;
-	default: return 0;
+	case DS_GGUF_UINT8:
+	case DS_GGUF_INT8:
+	case DS_GGUF_BOOL:
+		return 1;
+	case DS_GGUF_UINT16:
+	case DS_GGUF_INT16:
+		return 2;
+	case DS_GGUF_UINT32:
+	case DS_GGUF_INT32:
+	case DS_GGUF_FLOAT32:
+		return 4;
+	case DS_GGUF_UINT64:
+	case DS_GGUF_INT64:
+	case DS_GGUF_FLOAT64:
+		return 8;
+	default:
+		return 0;
 	}
 }
 
@@ -115,16 +127,16 @@ struct ggml_type_info {
 
 /* Indexed by GGML_TYPE_*; zero entries are removed or unknown types. */
 static const struct ggml_type_info ggml_types[] = {
-	[0] = {"F32", 1, 4},       [1] = {"F16", 1, 2},        [2] = {"Q4_0", 32, 18},
-	[3] = {"Q4_1", 32, 20},    [6] = {"Q5_0", 32, 22},     [7] = {"Q5_1", 32, 24},
-	[8] = {"Q8_0", 32, 34},    [9] = {"Q8_1", 32, 36},     [10] = {"Q2_K", 256, 84},
-	[11] = {"Q3_K", 256, 110}, [12] = {"Q4_K", 256, 144},  [13] = {"Q5_K", 256, 176},
-	[14] = {"Q6_K", 256, 210}, [15] = {"Q8_K", 256, 292},  [16] = {"IQ2_XXS", 256, 66},
-	[17] = {"IQ2_XS", 256, 74}, [18] = {"IQ3_XXS", 256, 98}, [19] = {"IQ1_S", 256, 50},
-	[20] = {"IQ4_NL", 32, 18}, [21] = {"IQ3_S", 256, 110}, [22] = {"IQ2_S", 256, 82},
-	[23] = {"IQ4_XS", 256, 136}, [24] = {"I8", 1, 1},      [25] = {"I16", 1, 2},
-	[26] = {"I32", 1, 4},      [27] = {"I64", 1, 8},       [28] = {"F64", 1, 8},
-	[29] = {"IQ1_M", 256, 56}, [30] = {"BF16", 1, 2},
+    [0] = {"F32", 1, 4},         [1] = {"F16", 1, 2},         [2] = {"Q4_0", 32, 18},
+    [3] = {"Q4_1", 32, 20},      [6] = {"Q5_0", 32, 22},      [7] = {"Q5_1", 32, 24},
+    [8] = {"Q8_0", 32, 34},      [9] = {"Q8_1", 32, 36},      [10] = {"Q2_K", 256, 84},
+    [11] = {"Q3_K", 256, 110},   [12] = {"Q4_K", 256, 144},   [13] = {"Q5_K", 256, 176},
+    [14] = {"Q6_K", 256, 210},   [15] = {"Q8_K", 256, 292},   [16] = {"IQ2_XXS", 256, 66},
+    [17] = {"IQ2_XS", 256, 74},  [18] = {"IQ3_XXS", 256, 98}, [19] = {"IQ1_S", 256, 50},
+    [20] = {"IQ4_NL", 32, 18},   [21] = {"IQ3_S", 256, 110},  [22] = {"IQ2_S", 256, 82},
+    [23] = {"IQ4_XS", 256, 136}, [24] = {"I8", 1, 1},         [25] = {"I16", 1, 2},
+    [26] = {"I32", 1, 4},        [27] = {"I64", 1, 8},        [28] = {"F64", 1, 8},
+    [29] = {"IQ1_M", 256, 56},   [30] = {"BF16", 1, 2},
 };
 
 const char *ds_gguf_type_name(uint32_t ggml_type)
@@ -146,7 +158,7 @@ enum ds_status ds_gguf_type_size(uint32_t ggml_type, uint32_t *blck, uint32_t *b
 /* ---- sections ---- */
 
 static enum ds_status parse_kv(struct cursor *c, struct ds_gguf_kv *kv, uint64_t **offs,
-			       uint64_t *n_offs, uint64_t *cap_offs)
+                               uint64_t *n_offs, uint64_t *cap_offs)
 {
 	enum ds_status s;
 	uint32_t type;
@@ -193,13 +205,15 @@ static enum ds_status parse_kv(struct cursor *c, struct ds_gguf_kv *kv, uint64_t
 			uint64_t cap = DS_MAX(*cap_offs * 2, *n_offs + n);
 			uint64_t *p = realloc(*offs, cap * sizeof(*p));
 			if (!p)
-				return ds_errf(c->err, DS_ERR_NOMEM, "%s: GGUF: out of memory", c->name);
+				return ds_errf(c->err, DS_ERR_NOMEM, "%s: GGUF: out of memory",
+				               c->name);
 			*offs = p;
 			*cap_offs = cap;
 		}
 		/* store the base index now; the pointer is fixed up once all kvs are parsed
-		 * (the array may still move) */
-		kv->str_offs = (const uint64_t *)(uintptr_t)(*n_offs + 1);
+		 * (the array may still move). Empty arrays keep NULL. */
+		if (n > 0)
+			kv->str_offs = (const uint64_t *)(uintptr_t)(*n_offs + 1);
 		for (uint64_t i = 0; i < n; i++) {
 			struct ds_gguf_str v;
 			(*offs)[(*n_offs)++] = c->pos - start;
@@ -232,7 +246,8 @@ static enum ds_status parse_tensor_info(struct cursor *c, struct ds_gguf_tensor 
 	for (uint32_t d = 0; d < t->n_dims; d++)
 		if ((s = cur_u64(c, &t->dims[d], "dimension")))
 			return s;
-	if ((s = cur_u32(c, &t->ggml_type, "tensor type")) || (s = cur_u64(c, &t->offset, "offset")))
+	if ((s = cur_u32(c, &t->ggml_type, "tensor type")) ||
+	    (s = cur_u64(c, &t->offset, "offset")))
 		return s;
 	return DS_OK;
 }
@@ -242,11 +257,13 @@ static enum ds_status tensor_size(struct cursor *c, struct ds_gguf_tensor *t)
 {
 	uint32_t blck, bytes;
 	if (ds_gguf_type_size(t->ggml_type, &blck, &bytes))
-		return ds_errf(c->err, DS_ERR_UNSUPPORTED, "%s: GGUF tensor '%.*s': unknown ggml type %u",
-			       c->name, (int)DS_MIN(t->name.len, 96), t->name.p, t->ggml_type);
+		return ds_errf(c->err, DS_ERR_UNSUPPORTED,
+		               "%s: GGUF tensor '%.*s': unknown ggml type %u", c->name,
+		               (int)DS_MIN(t->name.len, 96), t->name.p, t->ggml_type);
 	uint64_t ne = 1;
 	for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) {
-		if (t->dims[d] == 0 || t->dims[d] > (UINT64_C(1) << 40) || ne > (UINT64_C(1) << 62) / t->dims[d])
+		if (t->dims[d] == 0 || t->dims[d] > (UINT64_C(1) << 40) ||
+		    ne > (UINT64_C(1) << 62) / t->dims[d])
 			return cur_fail(c, "tensor dimensions are zero or overflow");
 		ne *= t->dims[d];
 	}
@@ -268,8 +285,8 @@ static void fixup_str_offs(struct ds_gguf *g, const uint64_t *offs)
 static enum ds_status parse(struct gguf_priv *P, struct ds_err *err)
 {
 	struct ds_gguf *g = &P->pub;
-	struct cursor c = {.buf = g->base, .len = g->size, .name = g->path, .section = "header",
-			   .err = err};
+	struct cursor c = {
+	    .buf = g->base, .len = g->size, .name = g->path, .section = "header", .err = err};
 	enum ds_status s;
 	uint32_t magic;
 	uint64_t n_offs = 0, cap_offs = 0;
@@ -280,12 +297,15 @@ static enum ds_status parse(struct gguf_priv *P, struct ds_err *err)
 	if ((s = cur_u32(&c, &g->version, "version")))
 		return s;
 	if (g->version == 1)
-		return ds_errf(err, DS_ERR_UNSUPPORTED, "%s: GGUF version 1 is not supported", g->path);
+		return ds_errf(err, DS_ERR_UNSUPPORTED, "%s: GGUF version 1 is not supported",
+		               g->path);
 	if (g->version != 2 && g->version != 3)
-		return ds_errf(err, DS_ERR_FORMAT,
-			       "%s: GGUF header: unknown version %u (big-endian files are not supported)",
-			       g->path, g->version);
-	if ((s = cur_u64(&c, &g->n_tensors, "tensor count")) || (s = cur_u64(&c, &g->n_kv, "kv count")))
+		return ds_errf(
+		    err, DS_ERR_FORMAT,
+		    "%s: GGUF header: unknown version %u (big-endian files are not supported)",
+		    g->path, g->version);
+	if ((s = cur_u64(&c, &g->n_tensors, "tensor count")) ||
+	    (s = cur_u64(&c, &g->n_kv, "kv count")))
 		return s;
 	/* a kv takes >= 12 bytes (key length + type), a tensor info >= 28 */
 	if (g->n_kv > (c.len - c.pos) / 12)
@@ -311,9 +331,9 @@ static enum ds_status parse(struct gguf_priv *P, struct ds_err *err)
 		uint64_t a;
 		if (ds_gguf_get_u64(g, "general.alignment", &a) || a == 0 || (a & (a - 1)) ||
 		    a > (1u << 20))
-			return ds_errf(err, DS_ERR_FORMAT,
-				       "%s: GGUF metadata: general.alignment must be a power of two",
-				       g->path);
+			return ds_errf(
+			    err, DS_ERR_FORMAT,
+			    "%s: GGUF metadata: general.alignment must be a power of two", g->path);
 		g->alignment = a;
 	}
 
@@ -343,11 +363,12 @@ static enum ds_status parse(struct gguf_priv *P, struct ds_err *err)
 			return cur_fail(&c, "tensor offset is not aligned");
 		if (t->offset > data_len || t->nbytes > data_len - t->offset)
 			return ds_errf(err, DS_ERR_FORMAT,
-				       "%s: GGUF data: tensor '%.*s' (%llu bytes at offset %llu) lies past the "
-				       "end of the file (data section holds %llu bytes)",
-				       g->path, (int)DS_MIN(t->name.len, 96), t->name.p,
-				       (unsigned long long)t->nbytes, (unsigned long long)t->offset,
-				       (unsigned long long)data_len);
+			               "%s: GGUF data: tensor '%.*s' (%llu bytes at offset %llu) "
+			               "lies past the "
+			               "end of the file (data section holds %llu bytes)",
+			               g->path, (int)DS_MIN(t->name.len, 96), t->name.p,
+			               (unsigned long long)t->nbytes, (unsigned long long)t->offset,
+			               (unsigned long long)data_len);
 		t->data = g->base + data_off + t->offset;
 	}
 	return DS_OK;
@@ -365,8 +386,8 @@ static enum ds_status gguf_new(const char *name, struct gguf_priv **out, struct 
 	return DS_OK;
 }
 
-enum ds_status ds_gguf_parse(const uint8_t *buf, size_t len, const char *name,
-			     struct ds_gguf **out, struct ds_err *err)
+enum ds_status ds_gguf_parse(const uint8_t *buf, size_t len, const char *name, struct ds_gguf **out,
+                             struct ds_err *err)
 {
 	struct gguf_priv *P = NULL;
 	*out = NULL;
@@ -465,15 +486,33 @@ enum ds_status ds_gguf_get_u64(const struct ds_gguf *g, const char *key, uint64_
 	const uint8_t *p = kv->data;
 	int64_t v;
 	switch (kv->type) {
-	case DS_GGUF_UINT8: case DS_GGUF_BOOL: *out = p[0]; return DS_OK;
-	case DS_GGUF_UINT16: *out = (uint64_t)p[0] | (uint64_t)p[1] << 8; return DS_OK;
-	case DS_GGUF_UINT32: *out = rd_u32(p); return DS_OK;
-	case DS_GGUF_UINT64: *out = rd_u64(p); return DS_OK;
-	case DS_GGUF_INT8: v = (int8_t)p[0]; break;
-	case DS_GGUF_INT16: v = (int16_t)(uint16_t)((uint16_t)p[0] | (uint16_t)p[1] << 8); break;
-	case DS_GGUF_INT32: v = (int32_t)rd_u32(p); break;
-	case DS_GGUF_INT64: v = (int64_t)rd_u64(p); break;
-	default: return DS_ERR_FORMAT;
+	case DS_GGUF_UINT8:
+	case DS_GGUF_BOOL:
+		*out = p[0];
+		return DS_OK;
+	case DS_GGUF_UINT16:
+		*out = (uint64_t)p[0] | (uint64_t)p[1] << 8;
+		return DS_OK;
+	case DS_GGUF_UINT32:
+		*out = rd_u32(p);
+		return DS_OK;
+	case DS_GGUF_UINT64:
+		*out = rd_u64(p);
+		return DS_OK;
+	case DS_GGUF_INT8:
+		v = (int8_t)p[0];
+		break;
+	case DS_GGUF_INT16:
+		v = (int16_t)(uint16_t)((uint16_t)p[0] | (uint16_t)p[1] << 8);
+		break;
+	case DS_GGUF_INT32:
+		v = (int32_t)rd_u32(p);
+		break;
+	case DS_GGUF_INT64:
+		v = (int64_t)rd_u64(p);
+		break;
+	default:
+		return DS_ERR_FORMAT;
 	}
 	if (v < 0)
 		return DS_ERR_FORMAT;
@@ -495,8 +534,14 @@ enum ds_status ds_gguf_get_f32(const struct ds_gguf *g, const char *key, float *
 		double d;
 	} u64;
 	switch (kv->type) {
-	case DS_GGUF_FLOAT32: u32.u = rd_u32(kv->data); *out = u32.f; return DS_OK;
-	case DS_GGUF_FLOAT64: u64.u = rd_u64(kv->data); *out = (float)u64.d; return DS_OK;
+	case DS_GGUF_FLOAT32:
+		u32.u = rd_u32(kv->data);
+		*out = u32.f;
+		return DS_OK;
+	case DS_GGUF_FLOAT64:
+		u64.u = rd_u64(kv->data);
+		*out = (float)u64.d;
+		return DS_OK;
 	default: {
 		uint64_t v;
 		if (ds_gguf_get_u64(g, key, &v))
@@ -521,10 +566,11 @@ enum ds_status ds_gguf_get_str(const struct ds_gguf *g, const char *key, struct 
 
 enum ds_status ds_gguf_arr_str(const struct ds_gguf_kv *kv, uint64_t i, struct ds_gguf_str *out)
 {
-	if (!kv || kv->type != DS_GGUF_ARRAY || kv->arr_type != DS_GGUF_STRING || !kv->str_offs)
+	if (!kv || kv->type != DS_GGUF_ARRAY || kv->arr_type != DS_GGUF_STRING)
 		return DS_ERR_FORMAT;
 	if (i >= kv->arr_len)
 		return DS_ERR_NOT_FOUND;
+	DS_ASSERT(kv->str_offs); /* built at parse for every non-empty string array */
 	const uint8_t *p = kv->data + kv->str_offs[i];
 	out->len = rd_u64(p); /* validated at parse */
 	out->p = (const char *)p + 8;

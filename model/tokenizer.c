@@ -22,148 +22,6 @@ const char ds_tok_re_qwen2[] =
 	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
 	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-/* ---- the GPT-2 byte <-> unicode mapping ---- */
-
-static bool byte_is_direct(unsigned b)
-{
-	return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-}
-
-/* The bytes that are not printable stand in for themselves shifted to U+0100.. in order:
- * 0..32 -> U+0100..U+0120, 127..160 -> U+0121..U+0142, 173 -> U+0143. */
-uint32_t ds_tok_byte_to_cp(uint8_t b)
-{
-	if (byte_is_direct(b))
-		return b;
-	if (b <= 32)
-		return 256u + b;
-	if (b <= 160)
-		return 256u + 33u + (b - 127u);
-	return 256u + 67u; /* 173 */
-}
-
-static int cp_to_byte(uint32_t cp)
-{
-	if (cp < 256)
-		return byte_is_direct(cp) ? (int)cp : -1;
-	uint32_t n = cp - 256;
-	if (n <= 32)
-		return (int)n;
-	if (n <= 66)
-		return (int)(127 + n - 33);
-	return n == 67 ? 173 : -1;
-}
-
-bool ds_tok_unmap(const char *s, size_t len, char *out, size_t *out_len)
-{
-	const uint8_t *p = (const uint8_t *)s;
-	size_t o = 0;
-	for (size_t i = 0; i < len;) {
-		int cl = ds_utf8_char_len(p + i, len - i);
-		if (cl <= 0)
-			return false;
-		uint32_t cp;
-		if (cl == 1)
-			cp = p[i];
-		else if (cl == 2)
-			cp = ((uint32_t)(p[i] & 0x1f) << 6) | (p[i + 1] & 0x3f);
-		else
-			return false; /* image is below U+0800 */
-		int b = cp_to_byte(cp);
-		if (b < 0)
-			return false;
-		out[o++] = (char)b;
-		i += (size_t)cl;
-	}
-	*out_len = o;
-	return true;
-}
-
-size_t ds_tok_map(const uint8_t *raw, size_t len, char *out)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		uint32_t cp = ds_tok_byte_to_cp(raw[i]);
-		if (cp < 0x80) {
-			out[o++] = (char)cp;
-		} else {
-			out[o++] = (char)(0xc0 | (cp >> 6));
-			out[o++] = (char)(0x80 | (cp & 0x3f));
-		}
-	}
-	out[o] = 0;
-	return o;
-}
-
-/* ---- UTF-8 ---- */
-
-int ds_utf8_char_len(const uint8_t *p, size_t n)
-{
-	uint8_t c = p[0];
-	if (c < 0x80)
-		return 1;
-	int need;
-	uint8_t lo = 0x80, hi = 0xbf;
-	if (c >= 0xc2 && c <= 0xdf) {
-		need = 2;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		need = 3;
-		if (c == 0xe0)
-			lo = 0xa0;
-		else if (c == 0xed)
-			hi = 0x9f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		need = 4;
-		if (c == 0xf0)
-			lo = 0x90;
-		else if (c == 0xf4)
-			hi = 0x8f;
-	} else {
-		return 0;
-	}
-	for (int k = 1; k < need; k++) {
-		if ((size_t)k >= n)
-			return -(need - k);
-		uint8_t lo_k = k == 1 ? lo : 0x80, hi_k = k == 1 ? hi : 0xbf;
-		if (p[k] < lo_k || p[k] > hi_k)
-			return 0;
-	}
-	return need;
-}
-
-size_t ds_utf8_bad_len(const uint8_t *p, size_t n)
-{
-	/* the lead byte plus the continuation bytes that were still acceptable: the longest
-	 * prefix that is a valid but incomplete sequence */
-	size_t m = n < 4 ? n : 4;
-	while (m > 1 && ds_utf8_char_len(p, m) == 0)
-		m--;
-	return m;
-}
-
-size_t ds_utf8_sanitize(const uint8_t *in, size_t len, char *out)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < len;) {
-		int cl = ds_utf8_char_len(in + i, len - i);
-		if (cl > 0) {
-			if (out)
-				memcpy(out + o, in + i, (size_t)cl);
-			o += (size_t)cl;
-			i += (size_t)cl;
-			continue;
-		}
-		if (!out)
-			return 0;
-		/* cl < 0: truncated at the end of input, one replacement for the rest */
-		size_t bad = cl < 0 ? len - i : ds_utf8_bad_len(in + i, len - i);
-		memcpy(out + o, "\xef\xbf\xbd", 3);
-		o += 3;
-		i += bad;
-	}
-	return out ? o : 1;
-}
-
 /* ---- hash tables ---- */
 
 static uint32_t table_size(size_t n)
@@ -220,6 +78,12 @@ int32_t ds_tok_added_find(const struct ds_tokenizer *t, const char *s, size_t le
 	if (!t->amap)
 		return -1;
 	return bytes_map_find(t, t->amap, t->amap_mask, s, len, true);
+}
+
+void ds_tok_merge_prefetch(const struct ds_tokenizer *t, int32_t l, int32_t r)
+{
+	uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1;
+	__builtin_prefetch(&t->merges[pair_hash(key) & t->merge_mask]);
 }
 
 const struct ds_tok_merge_slot *ds_tok_merge_find(const struct ds_tokenizer *t, int32_t l, int32_t r)
@@ -341,6 +205,60 @@ enum ds_status ds_tok_builder_merge(struct ds_tok_builder *b, const char *l, siz
 	return DS_OK;
 }
 
+/* The patterns come from Oniguruma (HF `tokenizers`), whose \s is exactly Unicode White_Space;
+ * PCRE2's \s with UCP also takes U+180E. \s and \S are therefore spelled out as classes. */
+#define WS_ITEMS "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+
+static char *rewrite_space_classes(const char *p)
+{
+	size_t n = strlen(p), o = 0;
+	char *out = malloc(n * (sizeof(WS_ITEMS) + 3) + 1);
+	if (!out)
+		return NULL;
+	bool in_class = false;
+	for (size_t i = 0; i < n;) {
+		if (p[i] == '\\' && i + 1 < n) {
+			char d = p[i + 1];
+			const char *rep = NULL;
+			if (d == 's')
+				rep = in_class ? WS_ITEMS : "[" WS_ITEMS "]";
+			else if (d == 'S' && !in_class)
+				rep = "[^" WS_ITEMS "]";
+			if (rep) {
+				memcpy(out + o, rep, strlen(rep));
+				o += strlen(rep);
+			} else {
+				out[o++] = p[i];
+				out[o++] = d;
+			}
+			i += 2;
+			continue;
+		}
+		if (p[i] == '[' && !in_class) {
+			in_class = true;
+			out[o++] = p[i++];
+			if (i < n && p[i] == '^')
+				out[o++] = p[i++];
+			if (i < n && p[i] == ']') /* a leading ']' is literal */
+				out[o++] = p[i++];
+			continue;
+		}
+		if (p[i] == '[' && in_class && i + 1 < n && p[i + 1] == ':') { /* [:posix:] */
+			const char *end = strstr(p + i + 2, ":]");
+			size_t l = end ? (size_t)(end - (p + i)) + 2 : n - i;
+			memcpy(out + o, p + i, l);
+			o += l;
+			i += l;
+			continue;
+		}
+		if (p[i] == ']' && in_class)
+			in_class = false;
+		out[o++] = p[i++];
+	}
+	out[o] = 0;
+	return out;
+}
+
 enum ds_status ds_tok_builder_step(struct ds_tok_builder *b, enum ds_tok_step_kind kind,
 				   const char *pattern, bool literal,
 				   enum ds_tok_split_behavior behavior, bool invert,
@@ -357,15 +275,19 @@ enum ds_status ds_tok_builder_step(struct ds_tok_builder *b, enum ds_tok_step_ki
 	s->add_prefix_space = add_prefix_space;
 	if (pattern) {
 		int ec;
-		PCRE2_SIZE eo;
+		PCRE2_SIZE eo; /* offset into the rewritten pattern: not reported */
 		uint32_t opt = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
-		s->re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opt, &ec, &eo, NULL);
+		char *re = literal ? NULL : rewrite_space_classes(pattern);
+		if (!literal && !re)
+			return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory", b->src);
+		s->re = pcre2_compile((PCRE2_SPTR)(re ? re : pattern), PCRE2_ZERO_TERMINATED, opt, &ec,
+				      &eo, NULL);
+		free(re);
 		if (!s->re) {
 			PCRE2_UCHAR msg[160];
 			pcre2_get_error_message(ec, msg, sizeof(msg));
-			return ds_errf(err, DS_ERR_UNSUPPORTED,
-				       "%s: pre-tokenizer regex /%s/ at offset %zu: %s", b->src,
-				       pattern, (size_t)eo, (const char *)msg);
+			return ds_errf(err, DS_ERR_UNSUPPORTED, "%s: pre-tokenizer regex /%s/: %s", b->src,
+				       pattern, (const char *)msg);
 		}
 		/* JIT is an optimization; the interpreter gives the same matches */
 		(void)pcre2_jit_compile(s->re, PCRE2_JIT_COMPLETE);
@@ -548,6 +470,18 @@ enum ds_status ds_tok_build(struct ds_tok_builder *b, struct ds_tokenizer **out,
 	}
 	if ((rv = build_merges(b, t, err)) != DS_OK)
 		goto fail;
+	for (int i = 0; i < b->n_prefix + b->n_suffix; i++) {
+		int32_t id = i < b->n_prefix ? b->prefix[i] : b->suffix[i - b->n_prefix];
+		if (id < 0 || id >= t->n_vocab || !(t->tok[id].flags & DS_TOKF_PRESENT)) {
+			rv = ds_errf(err, DS_ERR_FORMAT, "%s: post-processor adds token id %d, which is not in the vocabulary",
+				     b->src, (int)id);
+			goto fail;
+		}
+	}
+	int *special[] = { &b->bos_id, &b->eos_id, &b->pad_id };
+	for (size_t i = 0; i < DS_ARRAY_LEN(special); i++)
+		if (*special[i] >= t->n_vocab || (*special[i] >= 0 && !(t->tok[*special[i]].flags & DS_TOKF_PRESENT)))
+			*special[i] = -1; /* a BOS/EOS/PAD id without a token: treat as absent */
 	memcpy(t->steps, b->steps, sizeof(b->steps));
 	t->n_steps = b->n_steps;
 	b->n_steps = 0; /* regexes now belong to t */

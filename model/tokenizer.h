@@ -14,7 +14,14 @@
  *
  * Invalid UTF-8 in encode input is replaced by U+FFFD per maximal ill-formed subpart (what
  * Python's bytes.decode('utf-8', 'replace') and Rust's from_utf8_lossy do) before
- * anything else. Decoded text is always valid UTF-8 (the same replacement on output). */
+ * anything else. Decoded text is always valid UTF-8 (the same replacement on output).
+ *
+ * Known differences from `tokenizers`: an added token's single_word flag is ignored and
+ * added tokens with normalized=true are matched on the raw rather than the normalized text
+ * (none of the supported models use either); character classes come from PCRE2's Unicode
+ * tables (Unicode 14 in PCRE2 10.42) where `tokenizers` uses Oniguruma's (Unicode 15), so
+ * the 20 Kaktovik numerals U+1D2C0..U+1D2D3 are not \p{N} here. A sweep over every code
+ * point of planes 0-2 (tests/tokenizer) finds no other difference. */
 #ifndef DS_TOKENIZER_H
 #define DS_TOKENIZER_H
 
@@ -85,6 +92,14 @@ bool ds_tokenizer_is_special(const struct ds_tokenizer *t, int id);
 enum ds_status ds_tokenizer_encode(const struct ds_tokenizer *t, const char *text, size_t len,
 				   bool add_special, int32_t **ids, size_t *n_ids, struct ds_err *err);
 
+/* Like ds_tokenizer_encode, except that special (control) tokens written in the text are not
+ * recognized: their text is encoded like any other (HF `encode_special_tokens = True`);
+ * user-defined added tokens still are. Meant for untrusted text, such as a user's message
+ * placed inside a chat template, which must not be able to forge <|im_end|> and the like. */
+enum ds_status ds_tokenizer_encode_untrusted(const struct ds_tokenizer *t, const char *text,
+					     size_t len, bool add_special, int32_t **ids,
+					     size_t *n_ids, struct ds_err *err);
+
 /* Decodes ids to NUL-terminated valid UTF-8 (*text malloc'd, caller frees; *len excludes
  * the NUL). Invalid byte sequences become U+FFFD. Unknown ids: DS_ERR_INVALID. */
 enum ds_status ds_tokenizer_decode(const struct ds_tokenizer *t, const int32_t *ids, size_t n,
@@ -114,5 +129,39 @@ enum ds_status ds_tokenizer_stream_push(struct ds_tokenizer_stream *s, int32_t i
 enum ds_status ds_tokenizer_stream_flush(struct ds_tokenizer_stream *s, const char **text,
 					 size_t *len, struct ds_err *err);
 void ds_tokenizer_stream_free(struct ds_tokenizer_stream *s);
+
+/* ---- stop strings on the decoded text ---- */
+
+/* Watches the decoded text of a token stream for stop strings (the proto's `stop` field), across
+ * token boundaries. Text that might be the start of a stop string is held back until it is
+ * known not to be; a completed stop string ends the stream, and neither it nor anything
+ * after it is emitted (the OpenAI convention; the caller may append stops[*stop] itself). */
+struct ds_tokenizer_stop {
+	struct ds_tokenizer_stream stream; /* the rest is private */
+	char **stops;
+	size_t *stop_lens;
+	int n_stops;
+	char *held;
+	size_t n_held, cap_held;
+	char *out;
+	size_t cap_out;
+	int matched; /* index of the stop string that ended the stream, or -1 */
+};
+
+/* Copies the n_stops stop strings (stop_lens[i] bytes each; NULL stop_lens: NUL-terminated).
+ * DS_ERR_INVALID for an empty stop string, DS_ERR_NOMEM. */
+enum ds_status ds_tokenizer_stop_init(struct ds_tokenizer_stop *s, const struct ds_tokenizer *t,
+				      bool skip_special, const char *const *stops,
+				      const size_t *stop_lens, int n_stops, struct ds_err *err);
+/* Adds one token. text/len: text now safe to show (whole characters, valid until the next
+ * call); *stop: the index of the stop string completed by this token, else -1. After a stop,
+ * further pushes emit nothing and report the same index. */
+enum ds_status ds_tokenizer_stop_push(struct ds_tokenizer_stop *s, int32_t id, const char **text,
+				      size_t *len, int *stop, struct ds_err *err);
+/* End of generation without a stop: releases the held text (and a pending partial character
+ * as U+FFFD). Emits nothing after a stop. */
+enum ds_status ds_tokenizer_stop_flush(struct ds_tokenizer_stop *s, const char **text, size_t *len,
+				       struct ds_err *err);
+void ds_tokenizer_stop_free(struct ds_tokenizer_stop *s);
 
 #endif

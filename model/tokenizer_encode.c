@@ -43,11 +43,12 @@ struct cache_ent {
 	uint32_t woff, wlen, ioff, n;
 };
 
-#define CACHE_SLOTS 65536u
+#define CACHE_SLOTS 262144u
 #define CACHE_MAX_WORD 64
 
 struct enc {
 	const struct ds_tokenizer *t;
+	bool specials_as_text;
 	struct ds_err *err;
 	int32_t *ids;
 	size_t n_ids, cap_ids;
@@ -167,6 +168,11 @@ static void push_pair(const struct ds_tokenizer *t, struct sym *sy, struct heap_
 		heap_push(h, nh, (struct heap_ent){ m->rank, pos, m->new_id, sy[pos].id, sy[sy[pos].next].id });
 }
 
+static void ds_tok_cache_prefetch(const struct ds_tok_cache *c, uint64_t h)
+{
+	__builtin_prefetch(&c->slots[(uint32_t)h & (CACHE_SLOTS - 1)]);
+}
+
 static struct cache_ent *cache_slot(struct ds_tok_cache *c, const uint8_t *w, size_t n, uint64_t h)
 {
 	for (uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
@@ -245,7 +251,14 @@ static void cache_put(struct ds_tok_cache *c, const uint8_t *w, size_t n, uint64
 	pthread_mutex_unlock(&c->mu);
 }
 
-static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n)
+/* The word cache hash of a piece, 0 when the piece is not cached. */
+static uint64_t cache_hash(const struct ds_tokenizer *t, const uint8_t *w, size_t n)
+{
+	return n > 1 && n <= CACHE_MAX_WORD && t->cache ? XXH3_64bits(w, n) | 1 : 0;
+}
+
+/* h: cache_hash(w, n), computed ahead by the caller */
+static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n, uint64_t h)
 {
 	const struct ds_tokenizer *t = e->t;
 	if (n == 1)
@@ -255,10 +268,8 @@ static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n)
 		if (id >= 0)
 			return push_id(e, id);
 	}
-	uint64_t h = 0;
-	bool cacheable = n <= CACHE_MAX_WORD && t->cache;
+	bool cacheable = h != 0;
 	if (cacheable) {
-		h = XXH3_64bits(w, n) | 1;
 		int r = cache_get(e, t->cache, w, n, h);
 		if (r != 0)
 			return r > 0 ? DS_OK : ds_errf(e->err, DS_ERR_NOMEM, "encode: out of memory");
@@ -287,6 +298,9 @@ static enum ds_status bpe_word(struct enc *e, const uint8_t *w, size_t n)
 	if (t->n_merges == 0)
 		goto emit;
 	size_t nh = 0;
+	/* the first lookups are independent: let their cache misses overlap */
+	for (int32_t i = 0; i + 1 < ns; i++)
+		ds_tok_merge_prefetch(t, sy[i].id, sy[i + 1].id);
 	for (int32_t i = 0; i + 1 < ns; i++)
 		push_pair(t, sy, e->heap, &nh, i);
 	while (nh > 0) {
@@ -509,8 +523,20 @@ static enum ds_status encode_segment(struct enc *e, const char *s, size_t len)
 	size_t np = 1;
 	for (int i = 0; i < t->n_steps && rv == DS_OK; i++)
 		rv = run_step(e, &t->steps[i], &np);
-	for (size_t i = 0; i < np && rv == DS_OK; i++)
-		rv = bpe_word(e, (const uint8_t *)e->pa[i].p, e->pa[i].len);
+	/* hash the pieces LOOKAHEAD ahead of their BPE so that the cache slot misses overlap */
+	enum { LOOKAHEAD = 8 };
+	uint64_t hs[LOOKAHEAD];
+	for (size_t i = 0; i < np + LOOKAHEAD && rv == DS_OK; i++) {
+		if (i >= LOOKAHEAD) { /* first use the slot that piece i is about to take */
+			size_t k = i - LOOKAHEAD;
+			rv = bpe_word(e, (const uint8_t *)e->pa[k].p, e->pa[k].len, hs[k % LOOKAHEAD]);
+		}
+		if (i < np) {
+			hs[i % LOOKAHEAD] = cache_hash(t, (const uint8_t *)e->pa[i].p, e->pa[i].len);
+			if (hs[i % LOOKAHEAD])
+				ds_tok_cache_prefetch(t->cache, hs[i % LOOKAHEAD]);
+		}
+	}
 	for (size_t i = 0; i < e->n_bufs; i++)
 		free(e->bufs[i]);
 	e->n_bufs = 0;
@@ -525,9 +551,11 @@ static bool is_space(uint8_t c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-/* Finds the leftmost-longest added token in s[from, len): its id and span, or -1. */
+/* Finds the leftmost-longest added token in s[from, len): its id and span, or -1. With
+ * skip_special a special match is passed over whole, as `tokenizers` does (its text is then
+ * plain text; no shorter token inside it is looked for). */
 static int32_t find_added(const struct ds_tokenizer *t, const char *s, size_t from, size_t len,
-			  size_t *ms, size_t *me)
+			  bool skip_special, size_t *ms, size_t *me)
 {
 	for (size_t i = from; i < len; i++) {
 		uint8_t c = (uint8_t)s[i];
@@ -538,11 +566,15 @@ static int32_t find_added(const struct ds_tokenizer *t, const char *s, size_t fr
 			if (l > len - i)
 				continue;
 			int32_t id = ds_tok_added_find(t, s + i, l);
-			if (id >= 0) {
-				*ms = i;
-				*me = i + l;
-				return id;
+			if (id < 0)
+				continue;
+			if (skip_special && (t->tok[id].flags & DS_TOKF_SPECIAL)) {
+				i += l - 1;
+				break;
 			}
+			*ms = i;
+			*me = i + l;
+			return id;
 		}
 	}
 	return -1;
@@ -555,7 +587,7 @@ static enum ds_status encode_text(struct enc *e, const char *s, size_t len)
 	size_t seg = 0;
 	while (seg <= len) {
 		size_t ms = len, me = len;
-		int32_t id = t->n_added ? find_added(t, s, seg, len, &ms, &me) : -1;
+		int32_t id = t->n_added ? find_added(t, s, seg, len, e->specials_as_text, &ms, &me) : -1;
 		if (id >= 0) {
 			uint32_t f = t->tok[id].flags;
 			if (f & DS_TOKF_LSTRIP)
@@ -576,13 +608,14 @@ static enum ds_status encode_text(struct enc *e, const char *s, size_t len)
 	return DS_OK;
 }
 
-enum ds_status ds_tokenizer_encode(const struct ds_tokenizer *t, const char *text, size_t len,
-				   bool add_special, int32_t **ids, size_t *n_ids, struct ds_err *err)
+static enum ds_status encode(const struct ds_tokenizer *t, const char *text, size_t len,
+			     bool add_special, bool specials_as_text, int32_t **ids, size_t *n_ids,
+			     struct ds_err *err)
 {
 	enum ds_status rv = DS_OK;
 	*ids = NULL;
 	*n_ids = 0;
-	struct enc e = { .t = t, .err = err };
+	struct enc e = { .t = t, .err = err, .specials_as_text = specials_as_text };
 	char *clean = NULL;
 	if (!ds_utf8_sanitize((const uint8_t *)text, len, NULL)) {
 		clean = malloc(3 * len + 1);
@@ -621,4 +654,17 @@ out:
 	free(e.heap);
 	free(clean);
 	return rv;
+}
+
+enum ds_status ds_tokenizer_encode(const struct ds_tokenizer *t, const char *text, size_t len,
+				   bool add_special, int32_t **ids, size_t *n_ids, struct ds_err *err)
+{
+	return encode(t, text, len, add_special, false, ids, n_ids, err);
+}
+
+enum ds_status ds_tokenizer_encode_untrusted(const struct ds_tokenizer *t, const char *text,
+					     size_t len, bool add_special, int32_t **ids,
+					     size_t *n_ids, struct ds_err *err)
+{
+	return encode(t, text, len, add_special, true, ids, n_ids, err);
 }

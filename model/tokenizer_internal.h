@@ -147,6 +147,8 @@ enum ds_status ds_tok_build(struct ds_tok_builder *b, struct ds_tokenizer **out,
 int32_t ds_tok_vocab_find(const struct ds_tokenizer *t, const char *s, size_t len);
 int32_t ds_tok_added_find(const struct ds_tokenizer *t, const char *s, size_t len);
 const struct ds_tok_merge_slot *ds_tok_merge_find(const struct ds_tokenizer *t, int32_t l, int32_t r);
+/* Starts loading the merge table slot of (l, r): the table is far larger than the caches. */
+void ds_tok_merge_prefetch(const struct ds_tokenizer *t, int32_t l, int32_t r);
 
 /* ---- helpers shared by the loaders and encode ---- */
 

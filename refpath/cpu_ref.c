@@ -4,7 +4,7 @@
  * partition outputs, never a reduction.
  *  - matmul: y[m][n] = tree16(acc), acc[l] = sum over k = l (mod 16) of x[m][k]*w[n][k] in
  *    increasing k, then a fixed pairwise tree. Threads take column tiles; rows are processed
- *    in register blocks of REF_MR or one at a time, which executes the same per-element ops.
+ *    in register blocks sized per ISA, which all execute the same per-element ops.
  *  - rmsnorm: one row per task, the same 16-lane sum and tree.
  *  - attention: KV in chunks of DS_CPU_REF_KV_CHUNK aligned to absolute positions; per chunk a
  *    max / sum / weighted-V pass in position order; chunks merged in increasing order. The same
@@ -17,22 +17,24 @@
 
 #define REF_LANES 16
 #define REF_NT 16 /* output columns per task (weight tile converted to f32 once) */
-#define REF_MR 4  /* rows per register block */
-#define REF_NC 4  /* columns per register block */
+#define REF_MR 4  /* most rows per register block; fewer rows skip the tile conversion */
 
 /* Hot task bodies are compiled for AVX-512, AVX2 and baseline x86-64 (DS_CPU_VARIANTS). All
  * run the same IEEE single-precision ops per lane: no FMA (-std=c11 turns contraction off and
  * the targets below do not enable it), and tests/test_cpu_kernels.c checks every level against
  * a scalar rendition, so they give the same bits; wider vectors only run more lanes at once. */
-#define REF_VARIANTS(fn) DS_CPU_VARIANTS(fn, "avx512f,avx512vl,avx2", "avx2")
+#define REF_TARGET_AVX512 "avx512f,avx512vl,avx2"
+#define REF_TARGET_AVX2 "avx2"
+#define REF_VARIANTS(fn) DS_CPU_VARIANTS(fn, REF_TARGET_AVX512, REF_TARGET_AVX2)
 
 /* ---- fixed-order reductions ---- */
 
-static inline DS_CPU_INLINE float ref_tree16(ds_v16f a)
+/* The fixed tree over 16 lanes held as lo (0-7) and hi (8-15): s8[l] = a[l] + a[l+8], then
+ * s4[l] = s8[l] + s8[l+4], then (s4[0] + s4[2]) + (s4[1] + s4[3]). */
+static inline DS_CPU_INLINE float ref_tree16(ds_v8f lo, ds_v8f hi)
 {
-	float s8[8], s4[4];
-	for (int l = 0; l < 8; l++)
-		s8[l] = a[l] + a[l + 8];
+	ds_v8f s8 = lo + hi;
+	float s4[4];
 	for (int l = 0; l < 4; l++)
 		s4[l] = s8[l] + s8[l + 4];
 	return (s4[0] + s4[2]) + (s4[1] + s4[3]);
@@ -41,13 +43,19 @@ static inline DS_CPU_INLINE float ref_tree16(ds_v16f a)
 /* dot(x, w) over n in the reference order; w already f32. */
 static inline DS_CPU_INLINE float ref_dot(const float *x, const float *w, int n)
 {
-	ds_v16f acc = {0};
+	ds_v8f lo = {0}, hi = {0};
 	int k = 0;
-	for (; k + REF_LANES <= n; k += REF_LANES)
-		acc += ds_v16_load(x + k) * ds_v16_load(w + k);
-	for (int l = 0; k + l < n; l++)
-		acc[l] += x[k + l] * w[k + l];
-	return ref_tree16(acc);
+	for (; k + REF_LANES <= n; k += REF_LANES) {
+		lo += ds_v8_load(x + k) * ds_v8_load(w + k);
+		hi += ds_v8_load(x + k + 8) * ds_v8_load(w + k + 8);
+	}
+	for (int l = 0; k + l < n; l++) {
+		if (l < 8)
+			lo[l] += x[k + l] * w[k + l];
+		else
+			hi[l - 8] += x[k + l] * w[k + l];
+	}
+	return ref_tree16(lo, hi);
 }
 
 /* out[r*ldo + c] = dot(x row r, weight column c) for nr rows (stride ldx) and nc columns;
@@ -58,30 +66,32 @@ static inline DS_CPU_INLINE void ref_block(const float *x, size_t ldx, const int
                                            const uint16_t *w_bf16, const float *w_f32, size_t ldw,
                                            int n, float *out, size_t ldo)
 {
-	ds_v16f acc[REF_MR][REF_NC];
+	ds_v8f acc[4][4][2];
 	for (int r = 0; r < nr; r++)
 		for (int c = 0; c < nc; c++)
-			acc[r][c] = (ds_v16f){0};
+			acc[r][c][0] = acc[r][c][1] = (ds_v8f){0};
 	int k = 0;
 	for (; k + REF_LANES <= n; k += REF_LANES) {
-		ds_v16f wv[REF_NC];
+		ds_v8f wv[4][2];
 		for (int c = 0; c < nc; c++)
-			wv[c] = w_bf16 ? ds_v16_load_bf16(w_bf16 + c * ldw + k)
-			               : ds_v16_load(w_f32 + c * ldw + k);
-		for (int r = 0; r < nr; r++) {
-			ds_v16f xv = ds_v16_load(x + r * ldx + k);
-			for (int c = 0; c < nc; c++)
-				acc[r][c] += xv * wv[c];
-		}
+			for (int h = 0; h < 2; h++)
+				wv[c][h] = w_bf16 ? ds_v8_load_bf16(w_bf16 + c * ldw + k + 8 * h)
+				                  : ds_v8_load(w_f32 + c * ldw + k + 8 * h);
+		for (int r = 0; r < nr; r++)
+			for (int h = 0; h < 2; h++) {
+				ds_v8f xv = ds_v8_load(x + r * ldx + k + 8 * h);
+				for (int c = 0; c < nc; c++)
+					acc[r][c][h] += xv * wv[c][h];
+			}
 	}
 	for (int r = 0; r < nr; r++)
 		for (int c = 0; c < nc; c++) {
 			for (int l = 0; k + l < n; l++) {
 				float wl = w_bf16 ? ds_bf16_to_f32(w_bf16[c * ldw + k + l])
 				                  : w_f32[c * ldw + k + l];
-				acc[r][c][l] += x[r * ldx + k + l] * wl;
+				acc[r][c][l / 8][l % 8] += x[r * ldx + k + l] * wl;
 			}
-			out[r * ldo + c] = ref_tree16(acc[r][c]);
+			out[r * ldo + c] = ref_tree16(acc[r][c][0], acc[r][c][1]);
 		}
 }
 
@@ -108,43 +118,27 @@ struct ref_mm_multi {
 	int n_mm;
 };
 
-/* rows [m, m+nr) of one column tile, REF_NC columns at a time; nr is 1..REF_MR */
-static inline DS_CPU_INLINE void ref_mm_rows(const struct ref_mm *a, int m, const int nr, int n0,
-                                             int nt, const float *wt)
+/* rows [m, m+nr) of one column tile, nc columns at a time (constants at the call site) */
+static inline DS_CPU_INLINE void ref_mm_rows(const struct ref_mm *a, int m, const int nr,
+                                             const int nc, int n0, int nt, const float *wt)
 {
 	size_t K = (size_t)a->K, N = (size_t)a->N;
 	const float *x = a->x + (size_t)m * K;
 	float *y = a->y + (size_t)m * N + n0;
 	const uint16_t *wb = wt ? NULL : a->w + (size_t)n0 * K;
 	int j = 0;
-	for (; j + REF_NC <= nt; j += REF_NC)
-		ref_block(x, K, nr, REF_NC, wb ? wb + j * K : NULL, wt ? wt + j * K : NULL, K, a->K,
+	for (; j + nc <= nt; j += nc)
+		ref_block(x, K, nr, nc, wb ? wb + j * K : NULL, wt ? wt + j * K : NULL, K, a->K,
 		          y + j, N);
 	for (; j < nt; j++)
 		ref_block(x, K, nr, 1, wb ? wb + j * K : NULL, wt ? wt + j * K : NULL, K, a->K,
 		          y + j, N);
 }
 
-static inline DS_CPU_INLINE void ref_mm_rows_any(const struct ref_mm *a, int m, int nr, int n0,
-                                                 int nt, const float *wt)
-{
-	switch (nr) {
-	case 1:
-		ref_mm_rows(a, m, 1, n0, nt, wt);
-		break;
-	case 2:
-		ref_mm_rows(a, m, 2, n0, nt, wt);
-		break;
-	case 3:
-		ref_mm_rows(a, m, 3, n0, nt, wt);
-		break;
-	default:
-		ref_mm_rows(a, m, REF_MR, n0, nt, wt);
-		break;
-	}
-}
-
-static inline DS_CPU_INLINE void ref_mm_task(void *arg, int task, int thread)
+/* One column tile for all rows, in register blocks of mr rows x nc columns (mr, nc <= 4,
+ * chosen per ISA so the accumulators fit the register file). */
+static inline DS_CPU_INLINE void ref_mm_task(void *arg, int task, int thread, const int mr,
+                                             const int nc)
 {
 	struct ref_mm_multi *mu = arg;
 	int i = 0;
@@ -152,18 +146,34 @@ static inline DS_CPU_INLINE void ref_mm_task(void *arg, int task, int thread)
 		i++;
 	const struct ref_mm *a = &mu->mm[i];
 	int K = a->K, n0 = (task - mu->tile0[i]) * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
-	if (a->M < REF_MR) { /* too few rows to pay for converting the tile */
-		ref_mm_rows_any(a, 0, a->M, n0, nt, NULL);
-		return;
+	const float *wt = NULL;
+	if (a->M >= REF_MR) { /* enough rows to pay for converting the tile once */
+		float *buf = ds_cpu_thread_buf(a->c, thread); /* (nt, K) */
+		for (int j = 0; j < nt; j++)
+			ref_bf16_row(buf + (size_t)j * K, a->w + (size_t)(n0 + j) * K, K);
+		wt = buf;
 	}
-	float *wt = ds_cpu_thread_buf(a->c, thread); /* (nt, K) */
-	for (int j = 0; j < nt; j++)
-		ref_bf16_row(wt + (size_t)j * K, a->w + (size_t)(n0 + j) * K, K);
-	for (int m = 0; m < a->M; m += REF_MR)
-		ref_mm_rows_any(a, m, DS_MIN(REF_MR, a->M - m), n0, nt, wt);
+	for (int m = 0; m < a->M; m += mr) {
+		switch (DS_MIN(mr, a->M - m)) {
+		case 1:
+			ref_mm_rows(a, m, 1, nc, n0, nt, wt);
+			break;
+		case 2:
+			ref_mm_rows(a, m, DS_MIN(2, mr), nc, n0, nt, wt);
+			break;
+		case 3:
+			ref_mm_rows(a, m, DS_MIN(3, mr), nc, n0, nt, wt);
+			break;
+		default:
+			ref_mm_rows(a, m, DS_MIN(4, mr), nc, n0, nt, wt);
+			break;
+		}
+	}
 }
 
-REF_VARIANTS(ref_mm_task)
+DS_CPU_VARIANTS_CALLS(ref_mm_task, REF_TARGET_AVX512, ref_mm_task(arg, task, thread, 4, 3),
+                      REF_TARGET_AVX2, ref_mm_task(arg, task, thread, 2, 2),
+                      ref_mm_task(arg, task, thread, 2, 1))
 
 static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, int M, int K,
                                  const struct ds_cpu_mm *mm, int n_mm)

@@ -20,35 +20,36 @@ struct key {
 
 #define F(f) offsetof(struct ds_server_config, f), sizeof(((struct ds_server_config *)0)->f)
 static const struct key keys[] = {
-	{"model", K_STR, F(model), 0, 0},
-	{"preset", K_STR, F(preset), 0, 0},
-	{"seed", K_U64, F(seed), 0, 0},
-	{"backend", K_STR, F(backend), 0, 0},
-	{"device", K_INT, F(device), 0, 64},
-	{"threads", K_INT, F(threads), 0, 1024},
-	{"mode", K_STR, F(mode), 0, 0},
-	{"window", K_INT, F(window), 1, 4096},
-	{"group", K_INT, F(group), 1, 4096},
-	{"kv-blocks", K_INT, F(kv_blocks), 1, INT_MAX},
-	{"kv-block-size", K_INT, F(kv_block_size), 1, 4096},
-	{"max-queue", K_INT, F(max_queue), 1, INT_MAX},
-	{"max-running", K_INT, F(max_running), 1, 1 << 20},
-	{"max-step-tokens", K_INT, F(max_step_tokens), 1, 1 << 20},
-	{"inject-mismatch", K_DBL, F(inject_mismatch), 0, 1},
-	{"margin", K_DBL, F(margin), 0, 1000},
-	{"no-prefix-cache", K_BOOL, F(no_prefix_cache), 0, 0},
-	{"addr", K_STR, F(addr), 0, 0},
-	{"port", K_INT, F(port), 0, 65535},
-	{"metrics-port", K_INT, F(metrics_port), -1, 65535},
-	{"api-key", K_STR, F(api_key), 0, 0},
-	{"max-message-bytes", K_SIZE, F(max_message_bytes), 64, 1ll << 31},
-	{"max-streams", K_INT, F(max_streams), 1, 1 << 20},
-	{"max-connections", K_INT, F(max_connections), 1, 1 << 20},
-	{"keepalive", K_INT, F(keepalive_s), 0, 86400},
-	{"keepalive-timeout", K_INT, F(keepalive_timeout_s), 1, 86400},
-	{"drain-timeout", K_INT, F(drain_timeout_s), 0, 86400},
-	{"stream-high-water", K_SIZE, F(stream_high_water), 256, 1ll << 30},
-	{"log-level", K_LOG, F(log_level), 0, 0},
+    {"model", K_STR, F(model), 0, 0},
+    {"tokenizer", K_STR, F(tokenizer), 0, 0},
+    {"preset", K_STR, F(preset), 0, 0},
+    {"seed", K_U64, F(seed), 0, 0},
+    {"backend", K_STR, F(backend), 0, 0},
+    {"device", K_INT, F(device), 0, 64},
+    {"threads", K_INT, F(threads), 0, 1024},
+    {"mode", K_STR, F(mode), 0, 0},
+    {"window", K_INT, F(window), 1, 4096},
+    {"group", K_INT, F(group), 1, 4096},
+    {"kv-blocks", K_INT, F(kv_blocks), 1, INT_MAX},
+    {"kv-block-size", K_INT, F(kv_block_size), 1, 4096},
+    {"max-queue", K_INT, F(max_queue), 1, INT_MAX},
+    {"max-running", K_INT, F(max_running), 1, 1 << 20},
+    {"max-step-tokens", K_INT, F(max_step_tokens), 1, 1 << 20},
+    {"inject-mismatch", K_DBL, F(inject_mismatch), 0, 1},
+    {"margin", K_DBL, F(margin), 0, 1000},
+    {"no-prefix-cache", K_BOOL, F(no_prefix_cache), 0, 0},
+    {"addr", K_STR, F(addr), 0, 0},
+    {"port", K_INT, F(port), 0, 65535},
+    {"metrics-port", K_INT, F(metrics_port), -1, 65535},
+    {"api-key", K_STR, F(api_key), 0, 0},
+    {"max-message-bytes", K_SIZE, F(max_message_bytes), 64, 1ll << 31},
+    {"max-streams", K_INT, F(max_streams), 1, 1 << 20},
+    {"max-connections", K_INT, F(max_connections), 1, 1 << 20},
+    {"keepalive", K_INT, F(keepalive_s), 0, 86400},
+    {"keepalive-timeout", K_INT, F(keepalive_timeout_s), 1, 86400},
+    {"drain-timeout", K_INT, F(drain_timeout_s), 0, 86400},
+    {"stream-high-water", K_SIZE, F(stream_high_water), 256, 1ll << 30},
+    {"log-level", K_LOG, F(log_level), 0, 0},
 };
 #undef F
 
@@ -56,6 +57,7 @@ void ds_server_config_default(struct ds_server_config *c)
 {
 	memset(c, 0, sizeof(*c));
 	snprintf(c->preset, sizeof(c->preset), "tiny");
+	snprintf(c->tokenizer, sizeof(c->tokenizer), "auto");
 	snprintf(c->backend, sizeof(c->backend), "cpu");
 	snprintf(c->mode, sizeof(c->mode), "dvr");
 	c->window = 32;
@@ -98,8 +100,8 @@ static bool parse_ll(const char *s, long long *out)
 	return true;
 }
 
-enum ds_status ds_server_config_set(struct ds_server_config *c, const char *name,
-				    const char *v, struct ds_err *err)
+enum ds_status ds_server_config_set(struct ds_server_config *c, const char *name, const char *v,
+                                    struct ds_err *err)
 {
 	const struct key *k = key_find(name);
 	if (!k)
@@ -110,14 +112,15 @@ enum ds_status ds_server_config_set(struct ds_server_config *c, const char *name
 	case K_STR:
 		if (strlen(v) >= k->size)
 			return ds_errf(err, DS_ERR_INVALID, "%s: value longer than %zu bytes", name,
-				       k->size - 1);
+			               k->size - 1);
 		memcpy(field, v, strlen(v) + 1);
 		break;
 	case K_INT:
 	case K_SIZE:
 		if (!parse_ll(v, &ll) || ll < k->lo || ll > k->hi)
-			return ds_errf(err, DS_ERR_INVALID, "%s: '%s' is not an integer in [%lld, %lld]",
-				       name, v, k->lo, k->hi);
+			return ds_errf(err, DS_ERR_INVALID,
+			               "%s: '%s' is not an integer in [%lld, %lld]", name, v, k->lo,
+			               k->hi);
 		if (k->kind == K_INT)
 			*(int *)field = (int)ll;
 		else
@@ -128,7 +131,8 @@ enum ds_status ds_server_config_set(struct ds_server_config *c, const char *name
 		errno = 0;
 		unsigned long long u = strtoull(v, &end, 0);
 		if (errno || end == v || *end || v[0] == '-')
-			return ds_errf(err, DS_ERR_INVALID, "%s: '%s' is not an unsigned integer", name, v);
+			return ds_errf(err, DS_ERR_INVALID, "%s: '%s' is not an unsigned integer",
+			               name, v);
 		*(uint64_t *)field = u;
 		break;
 	}
@@ -136,8 +140,9 @@ enum ds_status ds_server_config_set(struct ds_server_config *c, const char *name
 		char *end;
 		double d = strtod(v, &end);
 		if (end == v || *end || !(d >= (double)k->lo && d <= (double)k->hi))
-			return ds_errf(err, DS_ERR_INVALID, "%s: '%s' is not a number in [%lld, %lld]",
-				       name, v, k->lo, k->hi);
+			return ds_errf(err, DS_ERR_INVALID,
+			               "%s: '%s' is not a number in [%lld, %lld]", name, v, k->lo,
+			               k->hi);
 		*(double *)field = d;
 		break;
 	}
@@ -156,7 +161,8 @@ enum ds_status ds_server_config_set(struct ds_server_config *c, const char *name
 			if (!strcmp(v, lv[i]))
 				break;
 		if (i == DS_ARRAY_LEN(lv))
-			return ds_errf(err, DS_ERR_INVALID, "log-level: '%s' is not error|warn|info|debug", v);
+			return ds_errf(err, DS_ERR_INVALID,
+			               "log-level: '%s' is not error|warn|info|debug", v);
 		*(enum ds_log_level *)field = (enum ds_log_level)i;
 		break;
 	}
@@ -177,7 +183,7 @@ static char *trim(char *s)
 }
 
 enum ds_status ds_server_config_load(struct ds_server_config *c, const char *path,
-				     struct ds_err *err)
+                                     struct ds_err *err)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
@@ -195,7 +201,8 @@ enum ds_status ds_server_config_load(struct ds_server_config *c, const char *pat
 			continue;
 		char *eq = strchr(s, '=');
 		if (!eq) {
-			rv = ds_errf(err, DS_ERR_INVALID, "config %s:%d: expected 'key = value'", path, lineno);
+			rv = ds_errf(err, DS_ERR_INVALID, "config %s:%d: expected 'key = value'",
+			             path, lineno);
 			break;
 		}
 		*eq = '\0';
@@ -219,8 +226,8 @@ static const char *short_alias(const char *a)
 	return NULL;
 }
 
-enum ds_status ds_server_config_parse(struct ds_server_config *c, int argc, char **argv,
-				      bool *help, bool *version, struct ds_err *err)
+enum ds_status ds_server_config_parse(struct ds_server_config *c, int argc, char **argv, bool *help,
+                                      bool *version, struct ds_err *err)
 {
 	enum ds_status rv;
 	*help = *version = false;
@@ -262,7 +269,8 @@ enum ds_status ds_server_config_parse(struct ds_server_config *c, int argc, char
 			if (eq)
 				val = eq + 1;
 		} else {
-			return ds_errf(err, DS_ERR_INVALID, "unexpected argument '%s' (see --help)", a);
+			return ds_errf(err, DS_ERR_INVALID, "unexpected argument '%s' (see --help)",
+			               a);
 		}
 		const struct key *k = key_find(name);
 		bool is_cfg = !strcmp(name, "config");
@@ -280,13 +288,15 @@ enum ds_status ds_server_config_parse(struct ds_server_config *c, int argc, char
 		if (!strcmp(name, "api-key-file")) {
 			FILE *f = fopen(val, "r");
 			if (!f)
-				return ds_errf(err, DS_ERR_IO, "api-key-file %s: %s", val, strerror(errno));
+				return ds_errf(err, DS_ERR_IO, "api-key-file %s: %s", val,
+				               strerror(errno));
 			char buf[sizeof(c->api_key)] = "";
 			bool ok = fgets(buf, sizeof(buf), f) != NULL;
 			fclose(f);
 			char *t = trim(buf);
 			if (!ok || !*t)
-				return ds_errf(err, DS_ERR_INVALID, "api-key-file %s is empty", val);
+				return ds_errf(err, DS_ERR_INVALID, "api-key-file %s is empty",
+				               val);
 			snprintf(c->api_key, sizeof(c->api_key), "%s", t);
 			continue;
 		}
@@ -305,9 +315,12 @@ const char *ds_server_config_usage(void)
 	       "  --model DIR|FILE        HF directory (config.json + safetensors) or .gguf\n"
 	       "  --preset NAME --seed N  synthetic weights (tiny|small|llama3-8b); default tiny\n"
 	       "  --backend cpu|cuda      default cpu; --device N for cuda; --threads N for cpu\n"
+	       "  --tokenizer auto|none|bytelevel|PATH  auto: the model's tokenizer.json / GGUF\n"
+	       "                          vocabulary (presets: none); bytelevel: 256 byte tokens\n"
 	       "engine:\n"
 	       "  --mode fast|dvr|invariant|ref-only   default dvr\n"
-	       "  -W N, --window N        verify window (32); -G N, --group N windows per pass (16)\n"
+	       "  -W N, --window N        verify window (32); -G N, --group N windows per pass "
+	       "(16)\n"
 	       "  --kv-blocks N --kv-block-size N      KV pool (1024 x 16)\n"
 	       "  --max-queue N --max-running N --max-step-tokens N\n"
 	       "  --margin X              early-verify margin (0.5); --no-prefix-cache\n"

@@ -17,29 +17,30 @@ enum ds_log_level { DS_LOG_ERROR = 0, DS_LOG_WARN, DS_LOG_INFO, DS_LOG_DEBUG };
 
 struct ds_server_config {
 	/* model */
-	char model[512];        /* --model DIR|FILE; empty = use the preset */
-	char preset[32];        /* --preset NAME (default "tiny") */
-	uint64_t seed;          /* --seed N for synthetic weights */
-	char backend[16];       /* --backend cpu|cuda */
-	int device;             /* --device N (cuda) */
-	int threads;            /* --threads N (cpu; 0 = all) */
+	char model[512];     /* --model DIR|FILE; empty = use the preset */
+	char tokenizer[512]; /* --tokenizer auto|none|bytelevel|PATH (default auto) */
+	char preset[32];     /* --preset NAME (default "tiny") */
+	uint64_t seed;       /* --seed N for synthetic weights */
+	char backend[16];    /* --backend cpu|cuda */
+	int device;          /* --device N (cuda) */
+	int threads;         /* --threads N (cpu; 0 = all) */
 	/* engine */
-	char mode[16];          /* --mode fast|dvr|invariant|ref-only */
-	int window, group;      /* -W, -G */
+	char mode[16];     /* --mode fast|dvr|invariant|ref-only */
+	int window, group; /* -W, -G */
 	int kv_blocks, kv_block_size;
 	int max_queue, max_running, max_step_tokens;
 	double inject_mismatch;
 	double margin;
 	bool no_prefix_cache;
 	/* transport */
-	char addr[128];         /* --addr (default 127.0.0.1) */
-	int port;               /* --port (default 50051; 0 = any free port, logged) */
-	int metrics_port;       /* --metrics-port (default 9090; -1 = off; 0 = any) */
-	char api_key[256];      /* --api-key or --api-key-file */
+	char addr[128];    /* --addr (default 127.0.0.1) */
+	int port;          /* --port (default 50051; 0 = any free port, logged) */
+	int metrics_port;  /* --metrics-port (default 9090; -1 = off; 0 = any) */
+	char api_key[256]; /* --api-key or --api-key-file */
 	size_t max_message_bytes;
-	int max_streams;        /* per connection */
+	int max_streams; /* per connection */
 	int max_connections;
-	int keepalive_s;        /* server PING interval; 0 = off */
+	int keepalive_s; /* server PING interval; 0 = off */
 	int keepalive_timeout_s;
 	int drain_timeout_s;
 	size_t stream_high_water; /* bytes queued on one stream before its request is paused */
@@ -49,14 +50,14 @@ struct ds_server_config {
 void ds_server_config_default(struct ds_server_config *c);
 
 /* Sets one key (long flag name without dashes) from a string. DS_ERR_INVALID names the key. */
-enum ds_status ds_server_config_set(struct ds_server_config *c, const char *key,
-				    const char *value, struct ds_err *err);
+enum ds_status ds_server_config_set(struct ds_server_config *c, const char *key, const char *value,
+                                    struct ds_err *err);
 /* Reads a config file. DS_ERR_IO / DS_ERR_INVALID name the file and line. */
 enum ds_status ds_server_config_load(struct ds_server_config *c, const char *path,
-				     struct ds_err *err);
+                                     struct ds_err *err);
 /* Parses argv (after argv[0]). Sets *help for -h/--help, *version for --version. */
-enum ds_status ds_server_config_parse(struct ds_server_config *c, int argc, char **argv,
-				      bool *help, bool *version, struct ds_err *err);
+enum ds_status ds_server_config_parse(struct ds_server_config *c, int argc, char **argv, bool *help,
+                                      bool *version, struct ds_err *err);
 /* The usage text. */
 const char *ds_server_config_usage(void);
 

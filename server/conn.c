@@ -21,11 +21,13 @@ static void stream_free(struct srv_stream *s);
 
 /* ---- response side ---- */
 
-#define NV(n, v) \
-	{ (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
+#define NV(n, v)                                                                                   \
+	{                                                                                          \
+		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE     \
+	}
 
 static ssize_t stream_data_read(nghttp2_session *h2, int32_t sid, uint8_t *buf, size_t len,
-				uint32_t *flags, nghttp2_data_source *src, void *ud)
+                                uint32_t *flags, nghttp2_data_source *src, void *ud)
 {
 	(void)ud;
 	struct srv_stream *s = src->ptr;
@@ -55,10 +57,11 @@ static ssize_t stream_data_read(nghttp2_session *h2, int32_t sid, uint8_t *buf, 
 static void stream_respond(struct srv_stream *s)
 {
 	nghttp2_nv hdrs[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
-			     NV("grpc-accept-encoding", "identity")};
+	                     NV("grpc-accept-encoding", "identity")};
 	nghttp2_data_provider prd = {.source.ptr = s, .read_callback = stream_data_read};
 	if (nghttp2_submit_response(s->conn->h2, s->id, hdrs, DS_ARRAY_LEN(hdrs), &prd) != 0)
-		nghttp2_submit_rst_stream(s->conn->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+		nghttp2_submit_rst_stream(s->conn->h2, NGHTTP2_FLAG_NONE, s->id,
+		                          NGHTTP2_INTERNAL_ERROR);
 	s->responded = true;
 	s->conn->dirty = true;
 }
@@ -98,7 +101,7 @@ void srv_stream_send(struct srv_stream *s, struct ds_rpc_buf *buf)
 		ds_engine_pause(srv->engine, r->engine_id, true);
 		ds_metrics_paused(srv->metrics);
 		SRV_LOG(srv, DS_LOG_DEBUG, "conn=%llu stream=%d paused: %zu bytes queued",
-			(unsigned long long)s->conn->id, s->id, evbuffer_get_length(s->out));
+		        (unsigned long long)s->conn->id, s->id, evbuffer_get_length(s->out));
 	}
 	stream_kick(s);
 }
@@ -112,9 +115,9 @@ void srv_stream_finish(struct srv_stream *s, int code, const char *msg)
 	ds_grpc_percent_encode(msg ? msg : "", s->message, sizeof(s->message));
 	ds_metrics_rpc_done(srv->metrics, s->method, code);
 	SRV_LOG(srv, code == DS_GRPC_OK ? DS_LOG_DEBUG : DS_LOG_INFO,
-		"conn=%llu stream=%d %s -> %s%s%s", (unsigned long long)s->conn->id, s->id,
-		ds_rpc_method_name(s->method), ds_grpc_code_name(code), msg && *msg ? ": " : "",
-		msg ? msg : "");
+	        "conn=%llu stream=%d %s -> %s%s%s", (unsigned long long)s->conn->id, s->id,
+	        ds_rpc_method_name(s->method), ds_grpc_code_name(code), msg && *msg ? ": " : "",
+	        msg ? msg : "");
 	if (s->deadline)
 		event_del(s->deadline);
 	if (!s->responded && evbuffer_get_length(s->out) == 0) {
@@ -122,11 +125,11 @@ void srv_stream_finish(struct srv_stream *s, int code, const char *msg)
 		char c[16];
 		snprintf(c, sizeof(c), "%d", code);
 		nghttp2_nv hdrs[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
-				     NV("grpc-status", c), NV("grpc-message", s->message)};
+		                     NV("grpc-status", c), NV("grpc-message", s->message)};
 		size_t n = s->message[0] ? 4 : 3;
 		if (nghttp2_submit_response(s->conn->h2, s->id, hdrs, n, NULL) != 0)
 			nghttp2_submit_rst_stream(s->conn->h2, NGHTTP2_FLAG_NONE, s->id,
-						  NGHTTP2_INTERNAL_ERROR);
+			                          NGHTTP2_INTERNAL_ERROR);
 		s->responded = s->closing = s->finished = true;
 		s->conn->dirty = true;
 		return;
@@ -143,7 +146,7 @@ static void stream_http_error(struct srv_stream *s, const char *status)
 	s->responded = s->closing = s->finished = true;
 	s->conn->dirty = true;
 	SRV_LOG(s->conn->srv, DS_LOG_INFO, "conn=%llu stream=%d rejected with HTTP %s",
-		(unsigned long long)s->conn->id, s->id, status);
+	        (unsigned long long)s->conn->id, s->id, status);
 }
 
 /* ---- request side ---- */
@@ -154,20 +157,21 @@ static void stream_on_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct srv_stream *s = arg;
 	struct srv_conn *c = s->conn;
+	struct ds_server *srv = c->srv;
 	srv_stream_cancel_req(s);
 	srv_stream_finish(s, DS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
-	if (srv_conn_flush(c))
-		srv_flush_all(c->srv);
+	srv_conn_flush(c); /* may free c */
+	srv_flush_all(srv);
 }
 
 static enum ds_grpc_code stream_on_msg(void *ctx, uint8_t *msg, size_t len, char *errbuf,
-				       size_t errlen)
+                                       size_t errlen)
 {
 	struct srv_stream *s = ctx;
 	if (s->n_msgs++ > 0) {
 		free(msg);
 		snprintf(errbuf, errlen, "%s takes exactly one request message",
-			 ds_rpc_method_name(s->method));
+		         ds_rpc_method_name(s->method));
 		return DS_GRPC_INVALID_ARGUMENT;
 	}
 	s->msg = msg;
@@ -193,8 +197,8 @@ static bool key_matches(const char *key, const uint8_t *v, size_t vlen)
 }
 
 static int h2_on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
-			size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-			void *ud)
+                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                        void *ud)
 {
 	(void)flags;
 	(void)ud;
@@ -210,9 +214,10 @@ static int h2_on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8
 		s->method = ds_rpc_method_lookup((const char *)value, valuelen);
 	} else if (hdr_eq(name, namelen, "content-type")) {
 		s->grpc_ct = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
-			     (valuelen == 16 || value[16] == '+' || value[16] == ';');
+		             (valuelen == 16 || value[16] == '+' || value[16] == ';');
 	} else if (hdr_eq(name, namelen, "grpc-timeout")) {
-		s->has_timeout = ds_grpc_timeout_parse((const char *)value, valuelen, &s->timeout_ns);
+		s->has_timeout =
+		    ds_grpc_timeout_parse((const char *)value, valuelen, &s->timeout_ns);
 	} else if (hdr_eq(name, namelen, "authorization")) {
 		s->authed = srv->cfg.api_key[0] && key_matches(srv->cfg.api_key, value, valuelen);
 	}
@@ -260,7 +265,7 @@ static void stream_on_headers(struct srv_stream *s)
 	}
 	if (srv->cfg.api_key[0] && !s->authed && s->method != DS_RPC_HEALTH_CHECK) {
 		srv_stream_finish(s, DS_GRPC_UNAUTHENTICATED,
-				  "missing or wrong 'authorization: Bearer <key>' header");
+		                  "missing or wrong 'authorization: Bearer <key>' header");
 		return;
 	}
 	if (s->has_timeout) {
@@ -271,7 +276,7 @@ static void stream_on_headers(struct srv_stream *s)
 		}
 		uint64_t ns = DS_MIN(s->timeout_ns, (uint64_t)86400 * 1000000000ull);
 		struct timeval tv = {.tv_sec = (time_t)(ns / 1000000000ull),
-				     .tv_usec = (suseconds_t)(ns % 1000000000ull / 1000)};
+		                     .tv_usec = (suseconds_t)(ns % 1000000000ull / 1000)};
 		evtimer_add(s->deadline, &tv);
 	}
 }
@@ -288,7 +293,7 @@ static void stream_on_end(struct srv_stream *s)
 }
 
 static int h2_on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, const uint8_t *data,
-			    size_t len, void *ud)
+                            size_t len, void *ud)
 {
 	(void)flags;
 	(void)ud;
@@ -296,8 +301,8 @@ static int h2_on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, con
 	if (!s || s->closing || s->finished)
 		return 0;
 	char err[256] = "";
-	enum ds_grpc_code c = ds_grpc_reader_feed(&s->rd, data, len, stream_on_msg, s, err,
-						  sizeof(err));
+	enum ds_grpc_code c =
+	    ds_grpc_reader_feed(&s->rd, data, len, stream_on_msg, s, err, sizeof(err));
 	if (c != DS_GRPC_OK)
 		srv_stream_finish(s, c, err);
 	return 0;
@@ -310,7 +315,7 @@ static int h2_on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *u
 	struct srv_conn *c = ud;
 	if (f->hd.type == NGHTTP2_PING) {
 		SRV_LOG(c->srv, DS_LOG_DEBUG, "conn=%llu PING%s", (unsigned long long)c->id,
-			f->hd.flags & NGHTTP2_FLAG_ACK ? " ACK" : "");
+		        f->hd.flags & NGHTTP2_FLAG_ACK ? " ACK" : "");
 		if (f->hd.flags & NGHTTP2_FLAG_ACK) {
 			c->ping_outstanding = false;
 			conn_ping_arm(c, c->srv->cfg.keepalive_s);
@@ -337,7 +342,7 @@ static int h2_on_stream_close(nghttp2_session *h2, int32_t sid, uint32_t error_c
 		return 0;
 	if (!s->finished) {
 		SRV_LOG(c->srv, DS_LOG_INFO, "conn=%llu stream=%d closed by the client (%s)",
-			(unsigned long long)c->id, sid, nghttp2_http2_strerror(error_code));
+		        (unsigned long long)c->id, sid, nghttp2_http2_strerror(error_code));
 		ds_metrics_rpc_done(c->srv->metrics, s->method, DS_GRPC_CANCELLED);
 	}
 	stream_free(s);
@@ -377,6 +382,8 @@ static void stream_free(struct srv_stream *s)
 	free(s->msg);
 	free(s->acc);
 	free(s->acc_lp);
+	if (s->ts_on)
+		ds_tokenizer_stream_free(&s->ts);
 	free(s);
 }
 
@@ -409,7 +416,7 @@ bool srv_conn_flush(struct srv_conn *c)
 	int rv = nghttp2_session_send(c->h2);
 	if (rv != 0) {
 		SRV_LOG(c->srv, DS_LOG_WARN, "conn=%llu send failed: %s", (unsigned long long)c->id,
-			nghttp2_strerror(rv));
+		        nghttp2_strerror(rv));
 		srv_conn_free(c);
 		return false;
 	}
@@ -427,8 +434,9 @@ void srv_conn_goaway(struct srv_conn *c)
 	if (c->goaway)
 		return;
 	c->goaway = true;
-	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
-			      NGHTTP2_NO_ERROR, NULL, 0);
+	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE,
+	                      nghttp2_session_get_last_proc_stream_id(c->h2), NGHTTP2_NO_ERROR,
+	                      NULL, 0);
 	c->dirty = true;
 }
 
@@ -442,7 +450,7 @@ static void conn_on_read(struct bufferevent *bev, void *arg)
 	ssize_t rv = nghttp2_session_mem_recv(c->h2, data, len);
 	if (rv < 0) {
 		SRV_LOG(srv, DS_LOG_INFO, "conn=%llu %s: bad HTTP/2 input (%s), closing",
-			(unsigned long long)c->id, c->peer, nghttp2_strerror((int)rv));
+		        (unsigned long long)c->id, c->peer, nghttp2_strerror((int)rv));
 		srv_conn_free(c);
 		srv_flush_all(srv);
 		return;
@@ -468,7 +476,7 @@ static void conn_on_event(struct bufferevent *bev, short events, void *arg)
 	struct ds_server *srv = c->srv;
 	if (events & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
 		SRV_LOG(srv, DS_LOG_DEBUG, "conn=%llu %s: %s", (unsigned long long)c->id, c->peer,
-			events & BEV_EVENT_EOF ? "peer closed" : "socket error");
+		        events & BEV_EVENT_EOF ? "peer closed" : "socket error");
 		srv_conn_free(c);
 		srv_flush_all(srv);
 	}
@@ -483,7 +491,7 @@ static void conn_on_ping_timer(evutil_socket_t fd, short what, void *arg)
 	struct ds_server *srv = c->srv;
 	if (c->ping_outstanding) {
 		SRV_LOG(srv, DS_LOG_INFO, "conn=%llu %s: keepalive PING not acknowledged, closing",
-			(unsigned long long)c->id, c->peer);
+		        (unsigned long long)c->id, c->peer);
 		srv_conn_free(c);
 		srv_flush_all(srv);
 		return;
@@ -491,8 +499,8 @@ static void conn_on_ping_timer(evutil_socket_t fd, short what, void *arg)
 	c->ping_outstanding = true;
 	nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL);
 	conn_ping_arm(c, srv->cfg.keepalive_timeout_s);
-	if (srv_conn_flush(c))
-		srv_flush_all(srv);
+	srv_conn_flush(c); /* may free c */
+	srv_flush_all(srv);
 }
 
 static void conn_ping_arm(struct srv_conn *c, int secs)
@@ -541,9 +549,9 @@ void srv_conn_accept(struct ds_server *srv, evutil_socket_t fd, const struct soc
 	if (rv != 0)
 		goto fail;
 	nghttp2_settings_entry iv[] = {
-		{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)srv->cfg.max_streams},
-		{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
-		{NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+	    {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)srv->cfg.max_streams},
+	    {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
+	    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
 	};
 	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, DS_ARRAY_LEN(iv)) != 0 ||
 	    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, H2_WINDOW) != 0)
@@ -561,7 +569,8 @@ void srv_conn_accept(struct ds_server *srv, evutil_socket_t fd, const struct soc
 	ds_metrics_conn(srv->metrics, +1);
 	bufferevent_setcb(c->bev, conn_on_read, conn_on_write, conn_on_event, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-	SRV_LOG(srv, DS_LOG_DEBUG, "conn=%llu accepted from %s", (unsigned long long)c->id, c->peer);
+	SRV_LOG(srv, DS_LOG_DEBUG, "conn=%llu accepted from %s", (unsigned long long)c->id,
+	        c->peer);
 	c->dirty = true;
 	srv_conn_flush(c);
 	return;

@@ -6,11 +6,23 @@
 #include <stdlib.h>
 
 static const char *const code_names[DS_GRPC_N_CODES] = {
-	"OK",		   "CANCELLED",		  "UNKNOWN",	  "INVALID_ARGUMENT",
-	"DEADLINE_EXCEEDED", "NOT_FOUND",	  "ALREADY_EXISTS", "PERMISSION_DENIED",
-	"RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",	  "OUT_OF_RANGE",
-	"UNIMPLEMENTED",     "INTERNAL",		  "UNAVAILABLE",  "DATA_LOSS",
-	"UNAUTHENTICATED",
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
 };
 
 const char *ds_grpc_code_name(int code)
@@ -23,17 +35,28 @@ const char *ds_grpc_code_name(int code)
 enum ds_grpc_code ds_grpc_code_from_status(enum ds_status s)
 {
 	switch (s) {
-	case DS_OK: return DS_GRPC_OK;
-	case DS_ERR_INVALID: return DS_GRPC_INVALID_ARGUMENT;
-	case DS_ERR_TOO_LONG: return DS_GRPC_INVALID_ARGUMENT;
-	case DS_ERR_FULL: return DS_GRPC_RESOURCE_EXHAUSTED;
-	case DS_ERR_NOMEM: return DS_GRPC_RESOURCE_EXHAUSTED;
-	case DS_ERR_PRECONDITION: return DS_GRPC_FAILED_PRECONDITION;
-	case DS_ERR_UNSUPPORTED: return DS_GRPC_UNIMPLEMENTED;
-	case DS_ERR_NOT_FOUND: return DS_GRPC_NOT_FOUND;
-	case DS_ERR_CANCELLED: return DS_GRPC_CANCELLED;
-	case DS_ERR_FORMAT: return DS_GRPC_INVALID_ARGUMENT;
-	default: return DS_GRPC_INTERNAL;
+	case DS_OK:
+		return DS_GRPC_OK;
+	case DS_ERR_INVALID:
+		return DS_GRPC_INVALID_ARGUMENT;
+	case DS_ERR_TOO_LONG:
+		return DS_GRPC_INVALID_ARGUMENT;
+	case DS_ERR_FULL:
+		return DS_GRPC_RESOURCE_EXHAUSTED;
+	case DS_ERR_NOMEM:
+		return DS_GRPC_RESOURCE_EXHAUSTED;
+	case DS_ERR_PRECONDITION:
+		return DS_GRPC_FAILED_PRECONDITION;
+	case DS_ERR_UNSUPPORTED:
+		return DS_GRPC_UNIMPLEMENTED;
+	case DS_ERR_NOT_FOUND:
+		return DS_GRPC_NOT_FOUND;
+	case DS_ERR_CANCELLED:
+		return DS_GRPC_CANCELLED;
+	case DS_ERR_FORMAT:
+		return DS_GRPC_INVALID_ARGUMENT;
+	default:
+		return DS_GRPC_INTERNAL;
 	}
 }
 
@@ -74,7 +97,7 @@ static enum ds_grpc_code reader_fail(struct ds_grpc_reader *r, enum ds_grpc_code
 }
 
 enum ds_grpc_code ds_grpc_reader_feed(struct ds_grpc_reader *r, const uint8_t *p, size_t n,
-				      ds_grpc_msg_cb cb, void *ctx, char *errbuf, size_t errlen)
+                                      ds_grpc_msg_cb cb, void *ctx, char *errbuf, size_t errlen)
 {
 	if (r->failed != DS_GRPC_OK)
 		return r->failed;
@@ -89,10 +112,11 @@ enum ds_grpc_code ds_grpc_reader_feed(struct ds_grpc_reader *r, const uint8_t *p
 				break;
 			r->hdr_have = 0;
 			uint32_t len = (uint32_t)r->hdr[1] << 24 | (uint32_t)r->hdr[2] << 16 |
-				       (uint32_t)r->hdr[3] << 8 | r->hdr[4];
+			               (uint32_t)r->hdr[3] << 8 | r->hdr[4];
 			if (r->hdr[0] == 1) {
 				snprintf(errbuf, errlen,
-					 "compressed messages are not supported (send grpc-encoding identity)");
+				         "compressed messages are not supported (send "
+				         "grpc-encoding identity)");
 				return reader_fail(r, DS_GRPC_UNIMPLEMENTED);
 			}
 			if (r->hdr[0] != 0) {
@@ -100,15 +124,18 @@ enum ds_grpc_code ds_grpc_reader_feed(struct ds_grpc_reader *r, const uint8_t *p
 				return reader_fail(r, DS_GRPC_INVALID_ARGUMENT);
 			}
 			if (len > r->max_len) {
-				snprintf(errbuf, errlen, "request message of %u bytes exceeds the limit of %zu bytes",
-					 len, r->max_len);
+				snprintf(
+				    errbuf, errlen,
+				    "request message of %u bytes exceeds the limit of %zu bytes",
+				    len, r->max_len);
 				return reader_fail(r, DS_GRPC_RESOURCE_EXHAUSTED);
 			}
 			r->msg_len = len;
 			r->msg_have = 0;
 			r->msg = NULL;
 			if (len > 0 && !(r->msg = malloc(len))) {
-				snprintf(errbuf, errlen, "out of memory for a %u-byte message", len);
+				snprintf(errbuf, errlen, "out of memory for a %u-byte message",
+				         len);
 				return reader_fail(r, DS_GRPC_INTERNAL);
 			}
 			r->in_msg = true;
@@ -148,13 +175,26 @@ bool ds_grpc_timeout_parse(const char *s, size_t len, uint64_t *ns)
 	}
 	uint64_t mul;
 	switch (s[len - 1]) {
-	case 'H': mul = 3600ull * 1000000000ull; break;
-	case 'M': mul = 60ull * 1000000000ull; break;
-	case 'S': mul = 1000000000ull; break;
-	case 'm': mul = 1000000ull; break;
-	case 'u': mul = 1000ull; break;
-	case 'n': mul = 1ull; break;
-	default: return false;
+	case 'H':
+		mul = 3600ull * 1000000000ull;
+		break;
+	case 'M':
+		mul = 60ull * 1000000000ull;
+		break;
+	case 'S':
+		mul = 1000000000ull;
+		break;
+	case 'm':
+		mul = 1000000ull;
+		break;
+	case 'u':
+		mul = 1000ull;
+		break;
+	case 'n':
+		mul = 1ull;
+		break;
+	default:
+		return false;
 	}
 	*ns = (v != 0 && mul > UINT64_MAX / v) ? UINT64_MAX : v * mul;
 	return true;

@@ -49,13 +49,13 @@ void ds_grpc_frame_prefix(uint8_t out[5], uint32_t len);
  * passes to the callee. Returns DS_GRPC_OK to continue, or a status that stops the reader
  * (the reader then reports it with the message the callee wrote into errbuf). */
 typedef enum ds_grpc_code (*ds_grpc_msg_cb)(void *ctx, uint8_t *msg, size_t len, char *errbuf,
-					    size_t errlen);
+                                            size_t errlen);
 
 struct ds_grpc_reader {
-	size_t max_len;    /* largest accepted message */
+	size_t max_len; /* largest accepted message */
 	uint8_t hdr[5];
-	size_t hdr_have;   /* bytes of hdr seen */
-	uint8_t *msg;      /* (msg_len) being filled */
+	size_t hdr_have; /* bytes of hdr seen */
+	uint8_t *msg;    /* (msg_len) being filled */
 	size_t msg_len, msg_have;
 	bool in_msg;
 	enum ds_grpc_code failed; /* sticky: once set, further input is ignored */
@@ -67,7 +67,7 @@ void ds_grpc_reader_free(struct ds_grpc_reader *r);
  * max_len, UNIMPLEMENTED for the compressed flag, INVALID_ARGUMENT for a flag byte other than
  * 0/1, INTERNAL when out of memory, or the callback's status; errbuf says which. */
 enum ds_grpc_code ds_grpc_reader_feed(struct ds_grpc_reader *r, const uint8_t *p, size_t n,
-				      ds_grpc_msg_cb cb, void *ctx, char *errbuf, size_t errlen);
+                                      ds_grpc_msg_cb cb, void *ctx, char *errbuf, size_t errlen);
 /* True when bytes of an unfinished message (or prefix) are buffered: at end of stream this
  * means the peer sent a truncated message. */
 bool ds_grpc_reader_partial(const struct ds_grpc_reader *r);

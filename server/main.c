@@ -11,11 +11,13 @@
 #include "engine.h"
 #include "model.h"
 #include "server.h"
+#include "chat_template.h"
+#include "tokenizer.h"
 
 #define LOG(lvl, ...) ds_log(cfg.log_level, (lvl), __VA_ARGS__)
 
 static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_model **out,
-				 struct ds_err *err)
+                                 struct ds_err *err)
 {
 	enum ds_status rv;
 	if (cfg->model[0]) {
@@ -25,7 +27,7 @@ static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_m
 	struct ds_model_config mc;
 	if (ds_model_preset(cfg->preset, &mc) != DS_OK)
 		return ds_errf(err, DS_ERR_NOT_FOUND, "--preset '%s' is not tiny|small|llama3-8b",
-			       cfg->preset);
+		               cfg->preset);
 	ds_log(cfg->log_level, DS_LOG_INFO, "synthesising model preset=%s seed=%llu", cfg->preset,
 	       (unsigned long long)cfg->seed);
 	if ((rv = ds_model_synth(&mc, cfg->seed, out, err)) != DS_OK)
@@ -35,6 +37,34 @@ static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_m
 		return ds_model_materialize(*out, err);
 	}
 	return DS_OK;
+}
+
+/* --tokenizer: auto uses the model's own (tokenizer.json or GGUF metadata); synthetic presets
+ * and model directories without one serve token ids only unless --tokenizer bytelevel. */
+static enum ds_status tokenizer_open(const struct ds_server_config *cfg, const struct ds_model *m,
+                                     struct ds_tokenizer **out, struct ds_err *err)
+{
+	const char *t = cfg->tokenizer;
+	*out = NULL;
+	if (!strcmp(t, "none") || (!strcmp(t, "auto") && !cfg->model[0]))
+		return DS_OK;
+	if (!strcmp(t, "bytelevel"))
+		return ds_tokenizer_init_bytelevel(&m->cfg, out, err);
+	enum ds_status rv = ds_tokenizer_load(strcmp(t, "auto") ? t : cfg->model, out, err);
+	if (rv == DS_ERR_IO && !strcmp(t, "auto")) {
+		ds_log(cfg->log_level, DS_LOG_INFO, "no tokenizer with %s (%s): token ids only",
+		       cfg->model, err->msg);
+		return DS_OK;
+	}
+	int tv = rv == DS_OK ? ds_tokenizer_vocab_size(*out) : 0;
+	if (tv > m->cfg.vocab_size) {
+		ds_tokenizer_free(*out);
+		*out = NULL;
+		return ds_errf(err, DS_ERR_INVALID,
+		               "tokenizer has %d ids but the model's vocab is %d", tv,
+		               m->cfg.vocab_size);
+	}
+	return rv;
 }
 
 int main(int argc, char **argv)
@@ -47,6 +77,9 @@ int main(int argc, char **argv)
 	struct ds_engine *engine = NULL;
 	struct event_base *base = NULL;
 	struct ds_server *srv = NULL;
+	struct ds_tokenizer *tok = NULL;
+	struct ds_chat_template chat;
+	bool have_chat = false;
 	bool help, version;
 	int code = 1;
 
@@ -65,7 +98,8 @@ int main(int argc, char **argv)
 	}
 	enum ds_mode mode;
 	if (ds_mode_parse(cfg.mode, &mode) != DS_OK) {
-		fprintf(stderr, "detserve: --mode '%s' is not fast|dvr|invariant|ref-only\n", cfg.mode);
+		fprintf(stderr, "detserve: --mode '%s' is not fast|dvr|invariant|ref-only\n",
+		        cfg.mode);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -80,14 +114,22 @@ int main(int argc, char **argv)
 		LOG(DS_LOG_ERROR, "model: %s", err.msg);
 		goto out;
 	}
+	if (tokenizer_open(&cfg, model, &tok, &err) != DS_OK) {
+		LOG(DS_LOG_ERROR, "tokenizer: %s", err.msg);
+		goto out;
+	}
+	if (tok && cfg.model[0]) {
+		struct ds_err cerr = {{0}};
+		have_chat = ds_chat_template_load(&chat, cfg.model, &cerr) == DS_OK;
+		if (!have_chat)
+			LOG(DS_LOG_INFO, "no chat template (%s): messages requests are refused",
+			    cerr.msg);
+	}
 	memset(&be, 0, sizeof(be));
 	enum ds_status rv;
 	if (strcmp(cfg.backend, "cuda") == 0) {
-#ifdef DS_SERVER_CUDA_BACKEND
+		/* DS_ERR_UNSUPPORTED from the stub in builds without CUDA */
 		rv = ds_backend_cuda_init(&be, model, cfg.device, &err);
-#else
-		rv = ds_errf(&err, DS_ERR_UNSUPPORTED, "this build has no CUDA backend");
-#endif
 	} else {
 		rv = ds_backend_cpu_init(&be, model, cfg.threads, &err);
 	}
@@ -135,7 +177,8 @@ int main(int argc, char **argv)
 		LOG(DS_LOG_ERROR, "cannot create the event loop");
 		goto out;
 	}
-	if (ds_server_init(&srv, base, &cfg, engine, &info, NULL, &err) != DS_OK) {
+	if (ds_server_init(&srv, base, &cfg, engine, &info, tok, have_chat ? &chat : NULL, &err) !=
+	    DS_OK) {
 		LOG(DS_LOG_ERROR, "server: %s", err.msg);
 		goto out;
 	}
@@ -143,9 +186,12 @@ int main(int argc, char **argv)
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		uint64_t t1 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-		LOG(DS_LOG_INFO, "ready in %llu ms: model=%s identity=%s backend=%s mode=%s W=%d G=%d",
+		LOG(DS_LOG_INFO,
+		    "ready in %llu ms: model=%s identity=%s backend=%s mode=%s W=%d G=%d "
+		    "tokenizer=%s",
 		    (unsigned long long)(t1 - t0), info.source, info.identity, info.backend,
-		    ds_mode_name(mode), cfg.window, cfg.group);
+		    ds_mode_name(mode), cfg.window, cfg.group,
+		    tok ? (have_chat ? "yes+chat" : "yes") : "none");
 	}
 	if (ds_server_run(srv, &err) != DS_OK) {
 		LOG(DS_LOG_ERROR, "server: %s", err.msg);
@@ -163,6 +209,7 @@ out:
 		event_base_free(base);
 	if (be_ok)
 		ds_backend_free(&be);
+	ds_tokenizer_free(tok);
 	ds_model_free(model);
 	return code;
 }

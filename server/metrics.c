@@ -12,7 +12,7 @@
 
 #define N_BUCKETS 14
 static const double buckets[N_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-					  0.25,  0.5,    1,     2.5,  5,     10,   30};
+                                          0.25,  0.5,    1,     2.5,  5,     10,   30};
 
 struct hist {
 	uint64_t counts[N_BUCKETS + 1]; /* last = +Inf */
@@ -73,7 +73,7 @@ void ds_metrics_final(struct ds_metrics *m, const struct ds_event *ev)
 		hist_observe(&m->e2e[d], (double)(ev->t_final_ns - ev->t_submit_ns) / 1e9);
 	if (ev->completion_tokens > 1 && ev->t_final_ns > ev->t_first_ns)
 		hist_observe(&m->tpot[d], (double)(ev->t_final_ns - ev->t_first_ns) / 1e9 /
-						  (ev->completion_tokens - 1));
+		                              (ev->completion_tokens - 1));
 }
 
 void ds_metrics_conn(struct ds_metrics *m, int delta)
@@ -102,16 +102,15 @@ void ds_metrics_paused(struct ds_metrics *m)
 static const char *const det_label[2] = {"false", "true"};
 
 static void put_counter2(struct evbuffer *b, const char *name, const char *help,
-			 const uint64_t v[2])
+                         const uint64_t v[2])
 {
 	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
 	for (int d = 0; d < 2; d++)
 		evbuffer_add_printf(b, "%s{deterministic=\"%s\"} %llu\n", name, det_label[d],
-				    (unsigned long long)v[d]);
+		                    (unsigned long long)v[d]);
 }
 
-static void put_hist(struct evbuffer *b, const char *name, const char *help,
-		     const struct hist h[2])
+static void put_hist(struct evbuffer *b, const char *name, const char *help, const struct hist h[2])
 {
 	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
 	for (int d = 0; d < 2; d++) {
@@ -119,85 +118,96 @@ static void put_hist(struct evbuffer *b, const char *name, const char *help,
 		for (int i = 0; i <= N_BUCKETS; i++) {
 			cum += h[d].counts[i];
 			if (i < N_BUCKETS)
-				evbuffer_add_printf(b, "%s_bucket{deterministic=\"%s\",le=\"%g\"} %llu\n", name,
-						    det_label[d], buckets[i], (unsigned long long)cum);
+				evbuffer_add_printf(
+				    b, "%s_bucket{deterministic=\"%s\",le=\"%g\"} %llu\n", name,
+				    det_label[d], buckets[i], (unsigned long long)cum);
 			else
-				evbuffer_add_printf(b, "%s_bucket{deterministic=\"%s\",le=\"+Inf\"} %llu\n",
-						    name, det_label[d], (unsigned long long)cum);
+				evbuffer_add_printf(
+				    b, "%s_bucket{deterministic=\"%s\",le=\"+Inf\"} %llu\n", name,
+				    det_label[d], (unsigned long long)cum);
 		}
 		evbuffer_add_printf(b, "%s_sum{deterministic=\"%s\"} %.9g\n", name, det_label[d],
-				    h[d].sum);
+		                    h[d].sum);
 		evbuffer_add_printf(b, "%s_count{deterministic=\"%s\"} %llu\n", name, det_label[d],
-				    (unsigned long long)h[d].n);
+		                    (unsigned long long)h[d].n);
 	}
 }
 
 static void render(struct ds_metrics *m, struct evbuffer *b)
 {
-	static const char *const fin[6] = {"none", "length", "stop", "stop_sequence", "cancelled",
-					   "error"};
+	static const char *const fin[6] = {"none",          "length",    "stop",
+	                                   "stop_sequence", "cancelled", "error"};
 	put_counter2(b, "detserve_requests_total", "Finished generation requests.", m->requests);
 	evbuffer_add_printf(b, "# HELP detserve_request_finish_total Finished requests by reason.\n"
-			       "# TYPE detserve_request_finish_total counter\n");
+	                       "# TYPE detserve_request_finish_total counter\n");
 	for (int d = 0; d < 2; d++)
 		for (int f = 1; f < 6; f++)
 			evbuffer_add_printf(b,
-					    "detserve_request_finish_total{deterministic=\"%s\",reason=\"%s\"} %llu\n",
-					    det_label[d], fin[f], (unsigned long long)m->finish[d][f]);
-	put_counter2(b, "detserve_generated_tokens_total", "Completion tokens returned.", m->tokens);
+			                    "detserve_request_finish_total{deterministic=\"%s\","
+			                    "reason=\"%s\"} %llu\n",
+			                    det_label[d], fin[f],
+			                    (unsigned long long)m->finish[d][f]);
+	put_counter2(b, "detserve_generated_tokens_total", "Completion tokens returned.",
+	             m->tokens);
 	put_counter2(b, "detserve_prompt_tokens_total", "Prompt tokens of finished requests.",
-		     m->prompt_tokens);
+	             m->prompt_tokens);
 	put_counter2(b, "detserve_verify_passes_total", "Reference verify passes per request.",
-		     m->verify_passes);
+	             m->verify_passes);
 	put_counter2(b, "detserve_verify_windows_total", "Windows verified.", m->windows);
-	put_counter2(b, "detserve_rollbacks_total", "Verified windows with a mismatch.", m->rollbacks);
+	put_counter2(b, "detserve_rollbacks_total", "Verified windows with a mismatch.",
+	             m->rollbacks);
 	put_counter2(b, "detserve_rolled_back_tokens_total", "Candidate tokens discarded.",
-		     m->rolled_back);
+	             m->rolled_back);
 	put_counter2(b, "detserve_recomputed_tokens_total",
-		     "Tokens recomputed on the reference path.", m->recomputed);
+	             "Tokens recomputed on the reference path.", m->recomputed);
 	put_hist(b, "detserve_ttft_seconds", "Time to first token.", m->ttft);
 	put_hist(b, "detserve_tpot_seconds", "Time per output token after the first.", m->tpot);
 	put_hist(b, "detserve_e2e_seconds", "Submit to final token.", m->e2e);
 
 	evbuffer_add_printf(b, "# HELP detserve_grpc_requests_total RPCs by method and status.\n"
-			       "# TYPE detserve_grpc_requests_total counter\n");
+	                       "# TYPE detserve_grpc_requests_total counter\n");
 	for (int me = 1; me < DS_RPC_N_METHODS; me++)
 		for (int c = 0; c < DS_GRPC_N_CODES; c++)
 			if (m->rpc[me][c])
-				evbuffer_add_printf(b, "detserve_grpc_requests_total{method=\"%s\",code=\"%s\"} %llu\n",
-						    ds_rpc_method_name((enum ds_rpc_method)me),
-						    ds_grpc_code_name(c), (unsigned long long)m->rpc[me][c]);
-	evbuffer_add_printf(b,
-			    "# TYPE detserve_connections gauge\ndetserve_connections %lld\n"
-			    "# TYPE detserve_connections_total counter\ndetserve_connections_total %llu\n"
-			    "# TYPE detserve_connections_refused_total counter\n"
-			    "detserve_connections_refused_total %llu\n"
-			    "# HELP detserve_backpressure_pauses_total Streams paused at the output high-water mark.\n"
-			    "# TYPE detserve_backpressure_pauses_total counter\n"
-			    "detserve_backpressure_pauses_total %llu\n",
-			    (long long)m->conns, (unsigned long long)m->conns_total,
-			    (unsigned long long)m->conns_refused, (unsigned long long)m->paused);
+				evbuffer_add_printf(b,
+				                    "detserve_grpc_requests_total{method=\"%s\","
+				                    "code=\"%s\"} %llu\n",
+				                    ds_rpc_method_name((enum ds_rpc_method)me),
+				                    ds_grpc_code_name(c),
+				                    (unsigned long long)m->rpc[me][c]);
+	evbuffer_add_printf(
+	    b,
+	    "# TYPE detserve_connections gauge\ndetserve_connections %lld\n"
+	    "# TYPE detserve_connections_total counter\ndetserve_connections_total %llu\n"
+	    "# TYPE detserve_connections_refused_total counter\n"
+	    "detserve_connections_refused_total %llu\n"
+	    "# HELP detserve_backpressure_pauses_total Streams paused at the output high-water "
+	    "mark.\n"
+	    "# TYPE detserve_backpressure_pauses_total counter\n"
+	    "detserve_backpressure_pauses_total %llu\n",
+	    (long long)m->conns, (unsigned long long)m->conns_total,
+	    (unsigned long long)m->conns_refused, (unsigned long long)m->paused);
 	if (m->engine) {
 		struct ds_engine_stats st;
 		memset(&st, 0, sizeof(st));
 		ds_engine_get_stats(m->engine, &st);
 		evbuffer_add_printf(
-			b,
-			"# HELP detserve_queue_depth Requests waiting for admission.\n"
-			"# TYPE detserve_queue_depth gauge\ndetserve_queue_depth %d\n"
-			"# TYPE detserve_running_requests gauge\ndetserve_running_requests %d\n"
-			"# HELP detserve_kv_blocks_used KV cache blocks in use.\n"
-			"# TYPE detserve_kv_blocks_used gauge\ndetserve_kv_blocks_used %d\n"
-			"# TYPE detserve_kv_blocks_total gauge\ndetserve_kv_blocks_total %d\n"
-			"# TYPE detserve_kv_usage_ratio gauge\ndetserve_kv_usage_ratio %.6f\n"
-			"# TYPE detserve_engine_steps_total counter\ndetserve_engine_steps_total %llu\n"
-			"# TYPE detserve_preemptions_total counter\ndetserve_preemptions_total %llu\n"
-			"# TYPE detserve_prefix_hit_tokens_total counter\n"
-			"detserve_prefix_hit_tokens_total %llu\n",
-			st.waiting, st.running, st.kv_blocks_used, st.kv_blocks_total,
-			st.kv_blocks_total ? (double)st.kv_blocks_used / st.kv_blocks_total : 0.0,
-			(unsigned long long)st.steps, (unsigned long long)st.preemptions,
-			(unsigned long long)st.prefix_hit_tokens);
+		    b,
+		    "# HELP detserve_queue_depth Requests waiting for admission.\n"
+		    "# TYPE detserve_queue_depth gauge\ndetserve_queue_depth %d\n"
+		    "# TYPE detserve_running_requests gauge\ndetserve_running_requests %d\n"
+		    "# HELP detserve_kv_blocks_used KV cache blocks in use.\n"
+		    "# TYPE detserve_kv_blocks_used gauge\ndetserve_kv_blocks_used %d\n"
+		    "# TYPE detserve_kv_blocks_total gauge\ndetserve_kv_blocks_total %d\n"
+		    "# TYPE detserve_kv_usage_ratio gauge\ndetserve_kv_usage_ratio %.6f\n"
+		    "# TYPE detserve_engine_steps_total counter\ndetserve_engine_steps_total %llu\n"
+		    "# TYPE detserve_preemptions_total counter\ndetserve_preemptions_total %llu\n"
+		    "# TYPE detserve_prefix_hit_tokens_total counter\n"
+		    "detserve_prefix_hit_tokens_total %llu\n",
+		    st.waiting, st.running, st.kv_blocks_used, st.kv_blocks_total,
+		    st.kv_blocks_total ? (double)st.kv_blocks_used / st.kv_blocks_total : 0.0,
+		    (unsigned long long)st.steps, (unsigned long long)st.preemptions,
+		    (unsigned long long)st.prefix_hit_tokens);
 	}
 }
 
@@ -232,14 +242,13 @@ static void on_http(struct evhttp_request *req, void *arg)
 	}
 	render(m, b);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-			  "text/plain; version=0.0.4");
+	                  "text/plain; version=0.0.4");
 	evhttp_send_reply(req, HTTP_OK, "OK", b);
 	evbuffer_free(b);
 }
 
-enum ds_status ds_metrics_init(struct ds_metrics **out, struct event_base *base,
-			       const char *addr, int port, struct ds_engine *engine,
-			       struct ds_err *err)
+enum ds_status ds_metrics_init(struct ds_metrics **out, struct event_base *base, const char *addr,
+                               int port, struct ds_engine *engine, struct ds_err *err)
 {
 	struct ds_metrics *m = calloc(1, sizeof(*m));
 	*out = NULL;
@@ -255,13 +264,14 @@ enum ds_status ds_metrics_init(struct ds_metrics **out, struct event_base *base,
 		evhttp_set_gencb(m->http, on_http, m);
 		if (!(h = evhttp_bind_socket_with_handle(m->http, addr, (ev_uint16_t)port))) {
 			ds_metrics_free(m);
-			return ds_errf(err, DS_ERR_IO, "metrics: cannot listen on %s:%d", addr, port);
+			return ds_errf(err, DS_ERR_IO, "metrics: cannot listen on %s:%d", addr,
+			               port);
 		}
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
 		getsockname(evhttp_bound_socket_get_fd(h), (struct sockaddr *)&ss, &len);
 		m->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-							 : ((struct sockaddr_in *)&ss)->sin_port);
+		                                         : ((struct sockaddr_in *)&ss)->sin_port);
 	}
 	*out = m;
 	return DS_OK;

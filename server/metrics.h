@@ -14,9 +14,8 @@ struct ds_metrics;
 
 /* Binds addr:port (port -1 = no HTTP endpoint, counters still kept; 0 = any free port).
  * DS_ERR_IO when the port cannot be bound. */
-enum ds_status ds_metrics_init(struct ds_metrics **out, struct event_base *base,
-			       const char *addr, int port, struct ds_engine *engine,
-			       struct ds_err *err);
+enum ds_status ds_metrics_init(struct ds_metrics **out, struct event_base *base, const char *addr,
+                               int port, struct ds_engine *engine, struct ds_err *err);
 void ds_metrics_free(struct ds_metrics *m);
 int ds_metrics_port(const struct ds_metrics *m);
 

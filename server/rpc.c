@@ -9,15 +9,17 @@
 
 #include "detserve.pb-c.h"
 #include "health.pb-c.h"
+#include "chat_template.h"
+#include "tokenizer.h"
 
 static const struct {
 	const char *path;
 	enum ds_rpc_method m;
 } methods[] = {
-	{"/detserve.v1.Detserve/Generate", DS_RPC_GENERATE},
-	{"/detserve.v1.Detserve/GenerateUnary", DS_RPC_GENERATE_UNARY},
-	{"/detserve.v1.Detserve/ServerInfo", DS_RPC_SERVER_INFO},
-	{"/grpc.health.v1.Health/Check", DS_RPC_HEALTH_CHECK},
+    {"/detserve.v1.Detserve/Generate", DS_RPC_GENERATE},
+    {"/detserve.v1.Detserve/GenerateUnary", DS_RPC_GENERATE_UNARY},
+    {"/detserve.v1.Detserve/ServerInfo", DS_RPC_SERVER_INFO},
+    {"/grpc.health.v1.Health/Check", DS_RPC_HEALTH_CHECK},
 };
 
 enum ds_rpc_method ds_rpc_method_lookup(const char *path, size_t len)
@@ -31,11 +33,16 @@ enum ds_rpc_method ds_rpc_method_lookup(const char *path, size_t len)
 const char *ds_rpc_method_name(enum ds_rpc_method m)
 {
 	switch (m) {
-	case DS_RPC_GENERATE: return "Generate";
-	case DS_RPC_GENERATE_UNARY: return "GenerateUnary";
-	case DS_RPC_SERVER_INFO: return "ServerInfo";
-	case DS_RPC_HEALTH_CHECK: return "Health.Check";
-	default: return "unknown";
+	case DS_RPC_GENERATE:
+		return "Generate";
+	case DS_RPC_GENERATE_UNARY:
+		return "GenerateUnary";
+	case DS_RPC_SERVER_INFO:
+		return "ServerInfo";
+	case DS_RPC_HEALTH_CHECK:
+		return "Health.Check";
+	default:
+		return "unknown";
 	}
 }
 
@@ -60,23 +67,66 @@ void ds_rpc_gen_free(struct ds_rpc_gen *g)
 	memset(g, 0, sizeof(*g));
 }
 
-/* Encodes text through the codec; FAILED_PRECONDITION without one. */
+/* Encodes text with the tokenizer; FAILED_PRECONDITION without one. add_special adds what
+ * the tokenizer's post-processor asks for (BOS) to prompts, not to stop strings. */
 static enum ds_grpc_code encode_text(const struct ds_rpc_env *env, const char *what,
-				     const char *text, int32_t **ids, int *n, char *errbuf,
-				     size_t errlen)
+                                     const char *text, bool add_special, int32_t **ids, int *n,
+                                     char *errbuf, size_t errlen)
 {
 	struct ds_err e = {{0}};
-	if (!env->codec)
+	size_t nn = 0;
+	if (!env->tok)
 		return fail(DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
-			    "%s needs a tokenizer and this model has none: send token ids", what);
-	if (env->codec->encode(env->codec->ctx, text, ids, n, &e) != DS_OK)
+		            "%s needs a tokenizer and this model has none: send token ids", what);
+	if (ds_tokenizer_encode(env->tok, text, strlen(text), add_special, ids, &nn, &e) != DS_OK)
 		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "%s: %s", what, e.msg);
+	if (nn > (size_t)INT32_MAX)
+		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "%s: too many tokens", what);
+	*n = (int)nn;
 	return DS_GRPC_OK;
 }
 
+/* Renders chat messages with the model's template (plus the assistant header) and tokenizes
+ * the text; the template writes any BOS itself, so no specials are added. */
+static enum ds_grpc_code chat_prompt(const struct ds_rpc_env *env,
+                                     const Detserve__V1__ChatMessages *cm, struct ds_rpc_gen *g,
+                                     char *errbuf, size_t errlen)
+{
+	struct ds_err e = {{0}};
+	char *text = NULL;
+	if (!env->chat || !env->tok)
+		return fail(
+		    DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
+		    "messages: this model has no chat template; send prompt_ids or prompt_text");
+	if (!cm || cm->n_messages == 0)
+		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "messages is empty");
+	if (cm->n_messages > 4096)
+		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "messages: more than 4096");
+	struct ds_chat_msg *msgs = calloc(cm->n_messages, sizeof(*msgs));
+	if (!msgs)
+		return fail(DS_GRPC_RESOURCE_EXHAUSTED, errbuf, errlen, "out of memory");
+	for (size_t i = 0; i < cm->n_messages; i++) {
+		msgs[i].role = cm->messages[i]->role;
+		msgs[i].content = cm->messages[i]->content;
+	}
+	enum ds_status rv =
+	    ds_chat_render(env->chat, msgs, (int)cm->n_messages, true, &text, NULL, &e);
+	free(msgs);
+	if (rv != DS_OK)
+		return fail(ds_grpc_code_from_status(rv), errbuf, errlen, "messages: %s", e.msg);
+	enum ds_grpc_code c = encode_text(env, "messages", text, false, &g->prompt,
+	                                  &g->params.n_prompt, errbuf, errlen);
+	free(text);
+	if (c == DS_GRPC_OK && g->params.n_prompt > env->cfg->max_pos)
+		c = fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+		         "messages: prompt of %d tokens is longer than the context (%d)",
+		         g->params.n_prompt, env->cfg->max_pos);
+	return c;
+}
+
 static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
-				  const Detserve__V1__GenerateRequest *rq, struct ds_rpc_gen *g,
-				  char *errbuf, size_t errlen)
+                                  const Detserve__V1__GenerateRequest *rq, struct ds_rpc_gen *g,
+                                  char *errbuf, size_t errlen)
 {
 	const struct ds_model_config *cfg = env->cfg;
 	struct ds_request_params *p = &g->params;
@@ -89,9 +139,10 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 		if (n == 0)
 			break;
 		if (n > (size_t)cfg->max_pos)
-			return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-				    "prompt_ids: prompt of %zu tokens is longer than the context (%d)", n,
-				    cfg->max_pos);
+			return fail(
+			    DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+			    "prompt_ids: prompt of %zu tokens is longer than the context (%d)", n,
+			    cfg->max_pos);
 		if (!(g->prompt = malloc(n * sizeof(int32_t))))
 			return fail(DS_GRPC_RESOURCE_EXHAUSTED, errbuf, errlen, "out of memory");
 		memcpy(g->prompt, rq->prompt_ids->ids, n * sizeof(int32_t));
@@ -101,34 +152,37 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 	case DETSERVE__V1__GENERATE_REQUEST__PROMPT_PROMPT_TEXT:
 		if (!rq->prompt_text[0])
 			break;
-		c = encode_text(env, "prompt_text", rq->prompt_text, &g->prompt, &p->n_prompt, errbuf,
-				errlen);
+		c = encode_text(env, "prompt_text", rq->prompt_text, true, &g->prompt, &p->n_prompt,
+		                errbuf, errlen);
 		if (c != DS_GRPC_OK)
 			return c;
 		if (p->n_prompt > cfg->max_pos)
-			return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-				    "prompt_text: prompt of %d tokens is longer than the context (%d)",
-				    p->n_prompt, cfg->max_pos);
+			return fail(
+			    DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+			    "prompt_text: prompt of %d tokens is longer than the context (%d)",
+			    p->n_prompt, cfg->max_pos);
 		break;
 	case DETSERVE__V1__GENERATE_REQUEST__PROMPT_MESSAGES:
-		return fail(DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
-			    "messages: this model has no chat template; send prompt_ids");
+		c = chat_prompt(env, rq->messages, g, errbuf, errlen);
+		if (c != DS_GRPC_OK)
+			return c;
+		break;
 	default:
 		break;
 	}
 	if (p->n_prompt == 0)
 		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-			    "prompt is empty: set prompt_ids (or prompt_text with a tokenizer)");
+		            "prompt is empty: set prompt_ids (or prompt_text with a tokenizer)");
 	for (int i = 0; i < p->n_prompt; i++)
 		if (g->prompt[i] < 0 || g->prompt[i] >= cfg->vocab_size)
 			return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-				    "prompt_ids[%d] = %d is outside the vocabulary [0, %d)", i,
-				    (int)g->prompt[i], cfg->vocab_size);
+			            "prompt_ids[%d] = %d is outside the vocabulary [0, %d)", i,
+			            (int)g->prompt[i], cfg->vocab_size);
 	p->prompt = g->prompt;
 
 	if (rq->max_tokens <= 0)
 		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-			    "max_tokens must be > 0 (got %d)", (int)rq->max_tokens);
+		            "max_tokens must be > 0 (got %d)", (int)rq->max_tokens);
 	p->max_tokens = rq->max_tokens;
 
 	/* sampling */
@@ -139,17 +193,18 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 	if (sp) {
 		if (!(sp->temperature >= 0.0f) || isinf(sp->temperature))
 			return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-				    "sampling.temperature must be a finite number >= 0 (got %g)",
-				    (double)sp->temperature);
+			            "sampling.temperature must be a finite number >= 0 (got %g)",
+			            (double)sp->temperature);
 		if (sp->top_k < 0)
 			return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-				    "sampling.top_k must be >= 0 (got %d)", (int)sp->top_k);
+			            "sampling.top_k must be >= 0 (got %d)", (int)sp->top_k);
 		p->sampling.temperature = sp->temperature;
 		p->sampling.top_k = sp->top_k;
 		if (sp->top_p_opt_case == DETSERVE__V1__SAMPLING_PARAMS__TOP_P_OPT_TOP_P) {
 			if (!(sp->top_p > 0.0f && sp->top_p <= 1.0f))
 				return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-					    "sampling.top_p must be in (0, 1] (got %g)", (double)sp->top_p);
+				            "sampling.top_p must be in (0, 1] (got %g)",
+				            (double)sp->top_p);
 			p->sampling.top_p = sp->top_p;
 		}
 		if (sp->seed_opt_case == DETSERVE__V1__SAMPLING_PARAMS__SEED_OPT_SEED) {
@@ -165,30 +220,36 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 		for (size_t i = 0; i < rq->n_stop_token_ids; i++) {
 			int32_t id = rq->stop_token_ids[i];
 			if (id < 0 || id >= cfg->vocab_size)
-				return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-					    "stop_token_ids[%zu] = %d is outside the vocabulary [0, %d)", i,
-					    (int)id, cfg->vocab_size);
+				return fail(
+				    DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+				    "stop_token_ids[%zu] = %d is outside the vocabulary [0, %d)", i,
+				    (int)id, cfg->vocab_size);
 			g->stop_ids[i] = id;
 		}
 		p->stop_ids = g->stop_ids;
 		p->n_stop_ids = (int)rq->n_stop_token_ids;
 	}
 	if (rq->n_stop > 0) {
-		if (!env->codec)
+		if (!env->tok)
 			return fail(DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
-				    "stop strings need a tokenizer and this model has none: use stop_token_ids");
+			            "stop strings need a tokenizer and this model has none: use "
+			            "stop_token_ids");
 		g->stop_seqs = calloc(rq->n_stop, sizeof(*g->stop_seqs));
 		g->stop_seq_lens = calloc(rq->n_stop, sizeof(int));
 		if (!g->stop_seqs || !g->stop_seq_lens)
 			return fail(DS_GRPC_RESOURCE_EXHAUSTED, errbuf, errlen, "out of memory");
 		for (size_t i = 0; i < rq->n_stop; i++) {
 			if (!rq->stop[i][0])
-				return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "stop[%zu] is empty", i);
-			c = encode_text(env, "stop", rq->stop[i], &g->stop_seqs[i], &g->stop_seq_lens[i],
-					errbuf, errlen);
+				return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+				            "stop[%zu] is empty", i);
+			c = encode_text(env, "stop", rq->stop[i], false, &g->stop_seqs[i],
+			                &g->stop_seq_lens[i], errbuf, errlen);
 			p->n_stop_seqs = (int)i + 1; /* so ds_rpc_gen_free frees what exists */
 			if (c != DS_GRPC_OK)
 				return c;
+			if (g->stop_seq_lens[i] == 0)
+				return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+				            "stop[%zu] encodes to no tokens", i);
 		}
 		p->stop_seqs = (const int32_t *const *)g->stop_seqs;
 		p->stop_seq_lens = g->stop_seq_lens;
@@ -196,31 +257,31 @@ static enum ds_grpc_code gen_fill(const struct ds_rpc_env *env,
 
 	if (rq->deterministic && env->mode == DS_MODE_FAST)
 		return fail(DS_GRPC_FAILED_PRECONDITION, errbuf, errlen,
-			    "deterministic requests are not served in fast mode (start the server with --mode dvr)");
+		            "deterministic requests are not served in fast mode (start the server "
+		            "with --mode dvr)");
 	p->deterministic = rq->deterministic;
 	p->early_verify = rq->early_verify_opt_case ==
-					  DETSERVE__V1__GENERATE_REQUEST__EARLY_VERIFY_OPT_EARLY_VERIFY
-				  ? rq->early_verify
-				  : true;
+	                          DETSERVE__V1__GENERATE_REQUEST__EARLY_VERIFY_OPT_EARLY_VERIFY
+	                      ? rq->early_verify
+	                      : true;
 	p->return_logprobs = rq->return_logprobs;
 	p->ignore_eos = rq->ignore_eos;
 	if (strlen(rq->request_id) >= sizeof(g->request_id))
 		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-			    "request_id is longer than %zu bytes", sizeof(g->request_id) - 1);
+		            "request_id is longer than %zu bytes", sizeof(g->request_id) - 1);
 	snprintf(g->request_id, sizeof(g->request_id), "%s", rq->request_id);
 	return DS_GRPC_OK;
 }
 
-enum ds_grpc_code ds_rpc_gen_decode(const struct ds_rpc_env *env, const uint8_t *msg,
-				    size_t len, struct ds_rpc_gen *out, char *errbuf,
-				    size_t errlen)
+enum ds_grpc_code ds_rpc_gen_decode(const struct ds_rpc_env *env, const uint8_t *msg, size_t len,
+                                    struct ds_rpc_gen *out, char *errbuf, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
 	Detserve__V1__GenerateRequest *rq =
-		detserve__v1__generate_request__unpack(env->alloc, len, msg);
+	    detserve__v1__generate_request__unpack(env->alloc, len, msg);
 	if (!rq)
 		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
-			    "malformed GenerateRequest (%zu bytes): protobuf decoding failed", len);
+		            "malformed GenerateRequest (%zu bytes): protobuf decoding failed", len);
 	enum ds_grpc_code c = gen_fill(env, rq, out, errbuf, errlen);
 	detserve__v1__generate_request__free_unpacked(rq, env->alloc);
 	if (c != DS_GRPC_OK)
@@ -245,22 +306,26 @@ static enum ds_status pack_framed(const ProtobufCMessage *m, struct ds_rpc_buf *
 static Detserve__V1__FinishReason finish_reason(enum ds_finish f)
 {
 	switch (f) {
-	case DS_FINISH_LENGTH: return DETSERVE__V1__FINISH_REASON__FINISH_REASON_LENGTH;
-	case DS_FINISH_EOS: return DETSERVE__V1__FINISH_REASON__FINISH_REASON_STOP;
-	case DS_FINISH_STOP_SEQ: return DETSERVE__V1__FINISH_REASON__FINISH_REASON_STOP_SEQUENCE;
-	case DS_FINISH_CANCELLED: return DETSERVE__V1__FINISH_REASON__FINISH_REASON_CANCELLED;
-	default: return DETSERVE__V1__FINISH_REASON__FINISH_REASON_UNSPECIFIED;
+	case DS_FINISH_LENGTH:
+		return DETSERVE__V1__FINISH_REASON__FINISH_REASON_LENGTH;
+	case DS_FINISH_EOS:
+		return DETSERVE__V1__FINISH_REASON__FINISH_REASON_STOP;
+	case DS_FINISH_STOP_SEQ:
+		return DETSERVE__V1__FINISH_REASON__FINISH_REASON_STOP_SEQUENCE;
+	case DS_FINISH_CANCELLED:
+		return DETSERVE__V1__FINISH_REASON__FINISH_REASON_CANCELLED;
+	default:
+		return DETSERVE__V1__FINISH_REASON__FINISH_REASON_UNSPECIFIED;
 	}
 }
 
-enum ds_status ds_rpc_gen_encode(const struct ds_rpc_env *env, const int32_t *tokens,
-				 const float *logprobs, int n, const struct ds_event *fin,
-				 const char *request_id, struct ds_rpc_buf *out)
+enum ds_status ds_rpc_gen_encode(const int32_t *tokens, const float *logprobs, int n,
+                                 const char *text, const struct ds_event *fin,
+                                 const char *request_id, struct ds_rpc_buf *out)
 {
 	Detserve__V1__GenerateResponse r = DETSERVE__V1__GENERATE_RESPONSE__INIT;
 	Detserve__V1__Usage usage = DETSERVE__V1__USAGE__INIT;
 	Detserve__V1__DvrStats dvr = DETSERVE__V1__DVR_STATS__INIT;
-	char *text = NULL;
 	char fp[33];
 
 	r.n_token_ids = (size_t)n;
@@ -269,11 +334,8 @@ enum ds_status ds_rpc_gen_encode(const struct ds_rpc_env *env, const int32_t *to
 		r.n_logprobs = (size_t)n;
 		r.logprobs = (float *)logprobs;
 	}
-	if (env->codec && n > 0) {
-		struct ds_err e;
-		if (env->codec->decode(env->codec->ctx, tokens, n, &text, &e) == DS_OK && text)
-			r.text = text;
-	}
+	if (text)
+		r.text = (char *)text;
 	if (request_id)
 		r.request_id = (char *)request_id;
 	if (fin) {
@@ -295,18 +357,17 @@ enum ds_status ds_rpc_gen_encode(const struct ds_rpc_env *env, const int32_t *to
 			r.dvr = &dvr;
 		}
 	}
-	enum ds_status rv = pack_framed(&r.base, out);
-	free(text);
-	return rv;
+	return pack_framed(&r.base, out);
 }
 
-enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_t *msg,
-				    size_t len, struct ds_rpc_buf *out, char *errbuf,
-				    size_t errlen)
+enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_t *msg, size_t len,
+                                    struct ds_rpc_buf *out, char *errbuf, size_t errlen)
 {
-	Detserve__V1__ServerInfoRequest *rq = detserve__v1__server_info_request__unpack(NULL, len, msg);
+	Detserve__V1__ServerInfoRequest *rq =
+	    detserve__v1__server_info_request__unpack(NULL, len, msg);
 	if (!rq)
-		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "malformed ServerInfoRequest");
+		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+		            "malformed ServerInfoRequest");
 	detserve__v1__server_info_request__free_unpacked(rq, NULL);
 
 	const struct ds_model_config *c = info->cfg;
@@ -339,22 +400,24 @@ enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_
 }
 
 enum ds_grpc_code ds_rpc_health_reply(bool serving, const uint8_t *msg, size_t len,
-				      struct ds_rpc_buf *out, char *errbuf, size_t errlen)
+                                      struct ds_rpc_buf *out, char *errbuf, size_t errlen)
 {
 	Grpc__Health__V1__HealthCheckRequest *rq =
-		grpc__health__v1__health_check_request__unpack(NULL, len, msg);
+	    grpc__health__v1__health_check_request__unpack(NULL, len, msg);
 	if (!rq)
-		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen, "malformed HealthCheckRequest");
+		return fail(DS_GRPC_INVALID_ARGUMENT, errbuf, errlen,
+		            "malformed HealthCheckRequest");
 	bool known = !rq->service[0] || strcmp(rq->service, "detserve.v1.Detserve") == 0;
 	enum ds_grpc_code c = DS_GRPC_OK;
 	if (!known)
-		c = fail(DS_GRPC_NOT_FOUND, errbuf, errlen, "unknown service '%.100s'", rq->service);
+		c = fail(DS_GRPC_NOT_FOUND, errbuf, errlen, "unknown service '%.100s'",
+		         rq->service);
 	grpc__health__v1__health_check_request__free_unpacked(rq, NULL);
 	if (c != DS_GRPC_OK)
 		return c;
 	Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
 	r.status = serving ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
-			   : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+	                   : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
 	if (pack_framed(&r.base, out) != DS_OK)
 		return fail(DS_GRPC_RESOURCE_EXHAUSTED, errbuf, errlen, "out of memory");
 	return DS_GRPC_OK;

@@ -3,9 +3,9 @@
  *
  * Key decision: every row of the bad-input table that does not need the engine's state is
  * decided here, against the model config and the mode, with a message naming the field. The
- * engine re-checks at submit; the two must agree, and the transport never has to guess. The
- * text seam (struct ds_text_codec) is NULL until a tokenizer lands: text prompts and stop
- * strings then get FAILED_PRECONDITION. */
+ * engine re-checks at submit; the two must agree, and the transport never has to guess.
+ * Text goes through the model's tokenizer when there is one (env->tok); without one, text
+ * prompts and stop strings get FAILED_PRECONDITION. */
 #ifndef DS_RPC_H
 #define DS_RPC_H
 
@@ -27,31 +27,24 @@ enum ds_rpc_method {
 enum ds_rpc_method ds_rpc_method_lookup(const char *path, size_t len);
 const char *ds_rpc_method_name(enum ds_rpc_method m);
 
-/* Text seam for a tokenizer (optional; NULL = token ids only). */
-struct ds_text_codec {
-	void *ctx;
-	/* Encodes UTF-8 text to ids (*ids malloc'd). */
-	enum ds_status (*encode)(void *ctx, const char *text, int32_t **ids, int *n,
-				 struct ds_err *err);
-	/* Decodes ids to UTF-8 text (*text malloc'd, NUL-terminated). */
-	enum ds_status (*decode)(void *ctx, const int32_t *ids, int n, char **text,
-				 struct ds_err *err);
-};
+struct ds_tokenizer;
+struct ds_chat_template;
 
 /* What validation needs to know about the server. */
 struct ds_rpc_env {
 	const struct ds_model_config *cfg;
 	enum ds_mode mode;
-	const struct ds_text_codec *codec; /* NULL: no tokenizer */
-	ProtobufCAllocator *alloc;         /* NULL: malloc */
+	const struct ds_tokenizer *tok;      /* NULL: token ids only */
+	const struct ds_chat_template *chat; /* NULL: no chat messages (needs tok too) */
+	ProtobufCAllocator *alloc;           /* NULL: malloc */
 };
 
 /* A decoded, validated Generate request; params points into the owned arrays. */
 struct ds_rpc_gen {
 	struct ds_request_params params;
-	int32_t *prompt;          /* (params.n_prompt) */
-	int32_t *stop_ids;        /* (params.n_stop_ids) */
-	int32_t **stop_seqs;      /* (params.n_stop_seqs) each (stop_seq_lens[i]) */
+	int32_t *prompt;     /* (params.n_prompt) */
+	int32_t *stop_ids;   /* (params.n_stop_ids) */
+	int32_t **stop_seqs; /* (params.n_stop_seqs) each (stop_seq_lens[i]) */
 	int *stop_seq_lens;
 	char request_id[128];
 };
@@ -61,9 +54,8 @@ struct ds_rpc_gen {
  * temperature < 0 or NaN, top_k < 0, top_p outside (0, 1], prompt longer than the context,
  * negative stop id), FAILED_PRECONDITION (deterministic in fast mode; text without a
  * tokenizer), with the reason in errbuf. *out is always safe to pass to ds_rpc_gen_free. */
-enum ds_grpc_code ds_rpc_gen_decode(const struct ds_rpc_env *env, const uint8_t *msg,
-				    size_t len, struct ds_rpc_gen *out, char *errbuf,
-				    size_t errlen);
+enum ds_grpc_code ds_rpc_gen_decode(const struct ds_rpc_env *env, const uint8_t *msg, size_t len,
+                                    struct ds_rpc_gen *out, char *errbuf, size_t errlen);
 void ds_rpc_gen_free(struct ds_rpc_gen *g);
 
 /* A framed message (5-byte prefix + protobuf) in a malloc'd buffer. */
@@ -72,11 +64,12 @@ struct ds_rpc_buf {
 	size_t len;
 };
 
-/* Encodes one GenerateResponse. tokens/logprobs may be NULL when n == 0; fin (may be NULL)
- * is the final event, whose fields fill the final message. Returns DS_ERR_NOMEM on failure. */
-enum ds_status ds_rpc_gen_encode(const struct ds_rpc_env *env, const int32_t *tokens,
-				 const float *logprobs, int n, const struct ds_event *fin,
-				 const char *request_id, struct ds_rpc_buf *out);
+/* Encodes one GenerateResponse. tokens/logprobs may be NULL when n == 0; text (may be NULL)
+ * is the decoded text of this chunk; fin (may be NULL) is the final event, whose fields fill
+ * the final message. Returns DS_ERR_NOMEM on failure. */
+enum ds_status ds_rpc_gen_encode(const int32_t *tokens, const float *logprobs, int n,
+                                 const char *text, const struct ds_event *fin,
+                                 const char *request_id, struct ds_rpc_buf *out);
 
 /* Server description for ServerInfo. */
 struct ds_rpc_info {
@@ -90,13 +83,12 @@ struct ds_rpc_info {
 };
 
 /* Decodes a ServerInfoRequest (INVALID_ARGUMENT when malformed) and encodes the reply. */
-enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_t *msg,
-				    size_t len, struct ds_rpc_buf *out, char *errbuf,
-				    size_t errlen);
+enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_t *msg, size_t len,
+                                    struct ds_rpc_buf *out, char *errbuf, size_t errlen);
 
 /* Health/Check: service "" and "detserve.v1.Detserve" report SERVING (or NOT_SERVING while
  * draining); other names get NOT_FOUND, per the health protocol. */
 enum ds_grpc_code ds_rpc_health_reply(bool serving, const uint8_t *msg, size_t len,
-				      struct ds_rpc_buf *out, char *errbuf, size_t errlen);
+                                      struct ds_rpc_buf *out, char *errbuf, size_t errlen);
 
 #endif

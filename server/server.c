@@ -34,8 +34,8 @@ void ds_log(enum ds_log_level max, enum ds_log_level lvl, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-			 ts.tv_nsec / 1000000, names[lvl]);
+	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	                 tm.tm_sec, ts.tv_nsec / 1000000, names[lvl]);
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
@@ -88,7 +88,8 @@ static void stream_submit(struct srv_stream *s)
 	struct ds_server *srv = s->conn->srv;
 	struct ds_rpc_gen g;
 	char err[512] = "";
-	enum ds_grpc_code c = ds_rpc_gen_decode(&srv->env, s->msg, s->msg_len, &g, err, sizeof(err));
+	enum ds_grpc_code c =
+	    ds_rpc_gen_decode(&srv->env, s->msg, s->msg_len, &g, err, sizeof(err));
 	if (c != DS_GRPC_OK) {
 		srv_stream_finish(s, c, err);
 		return;
@@ -125,10 +126,11 @@ static void stream_submit(struct srv_stream *s)
 		srv->reqs->prev = r;
 	srv->reqs = r;
 	srv->n_reqs++;
-	SRV_LOG(srv, DS_LOG_INFO, "conn=%llu stream=%d req=%llu submitted: %s prompt=%d max_tokens=%d det=%d%s%s",
-		(unsigned long long)s->conn->id, s->id, (unsigned long long)r->engine_id,
-		ds_rpc_method_name(s->method), n_prompt, max_tokens, det,
-		s->request_id[0] ? " id=" : "", s->request_id);
+	SRV_LOG(srv, DS_LOG_INFO,
+	        "conn=%llu stream=%d req=%llu submitted: %s prompt=%d max_tokens=%d det=%d%s%s",
+	        (unsigned long long)s->conn->id, s->id, (unsigned long long)r->engine_id,
+	        ds_rpc_method_name(s->method), n_prompt, max_tokens, det,
+	        s->request_id[0] ? " id=" : "", s->request_id);
 }
 
 void srv_stream_dispatch(struct srv_stream *s)
@@ -138,7 +140,8 @@ void srv_stream_dispatch(struct srv_stream *s)
 	struct ds_rpc_buf buf = {0};
 	enum ds_grpc_code c;
 	if (s->n_msgs != 1) {
-		srv_stream_finish(s, DS_GRPC_INVALID_ARGUMENT, "expected exactly one request message");
+		srv_stream_finish(s, DS_GRPC_INVALID_ARGUMENT,
+		                  "expected exactly one request message");
 		return;
 	}
 	switch (s->method) {
@@ -189,12 +192,58 @@ static enum ds_status unary_append(struct srv_stream *s, const struct ds_event *
 	return DS_OK;
 }
 
+/* The text of a streamed chunk (NULL without a tokenizer). The stream decoder holds bytes of
+ * a UTF-8 character split across tokens until it completes; the final chunk flushes it. */
+static enum ds_status chunk_text(struct srv_stream *s, const int32_t *t, int n, bool final,
+                                 char **out)
+{
+	const struct ds_tokenizer *tok = s->conn->srv->env.tok;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	*out = NULL;
+	if (!tok)
+		return DS_OK;
+	if (!s->ts_on) {
+		ds_tokenizer_stream_init(&s->ts, tok, true);
+		s->ts_on = true;
+	}
+	for (int i = 0; i < n || (i == n && final); i++) {
+		const char *piece = NULL;
+		size_t plen = 0;
+		struct ds_err e;
+		enum ds_status rv = i < n
+		                        ? ds_tokenizer_stream_push(&s->ts, t[i], &piece, &plen, &e)
+		                        : ds_tokenizer_stream_flush(&s->ts, &piece, &plen, &e);
+		if (rv == DS_ERR_NOMEM)
+			goto nomem;
+		if (rv != DS_OK || plen == 0)
+			continue; /* an id without a token has no text */
+		if (len + plen + 1 > cap) {
+			size_t ncap = DS_MAX(cap * 2, len + plen + 64);
+			char *nb = realloc(buf, ncap);
+			if (!nb)
+				goto nomem;
+			buf = nb;
+			cap = ncap;
+		}
+		memcpy(buf + len, piece, plen);
+		len += plen;
+		buf[len] = '\0';
+	}
+	*out = buf;
+	return DS_OK;
+nomem:
+	free(buf);
+	return DS_ERR_NOMEM;
+}
+
 static void event_to_stream(struct ds_server *srv, struct srv_stream *s, struct srv_req *r,
-			    const struct ds_event *ev)
+                            const struct ds_event *ev)
 {
 	bool lp = r->return_logprobs && ev->logprobs;
 	bool err = ev->final && ev->finish == DS_FINISH_ERROR;
 	struct ds_rpc_buf buf = {0};
+	char *text = NULL;
 	if (r->unary) {
 		if (unary_append(s, ev, lp) != DS_OK) {
 			srv_stream_cancel_req(s);
@@ -203,14 +252,27 @@ static void event_to_stream(struct ds_server *srv, struct srv_stream *s, struct 
 		}
 		if (!ev->final || err)
 			goto finish;
-		if (ds_rpc_gen_encode(&srv->env, s->acc, r->return_logprobs ? s->acc_lp : NULL, s->acc_n, ev,
-				      s->request_id, &buf) != DS_OK)
+		if (srv->env.tok && s->acc_n > 0) {
+			size_t tlen;
+			struct ds_err e;
+			if (ds_tokenizer_decode(srv->env.tok, s->acc, (size_t)s->acc_n, true, &text,
+			                        &tlen, &e) == DS_ERR_NOMEM)
+				goto oom;
+		}
+		enum ds_status rv = ds_rpc_gen_encode(s->acc, r->return_logprobs ? s->acc_lp : NULL,
+		                                      s->acc_n, text, ev, s->request_id, &buf);
+		free(text);
+		if (rv != DS_OK)
 			goto oom;
 		srv_stream_send(s, &buf);
 	} else if (!err && (ev->n_tokens > 0 || ev->final)) {
-		if (ds_rpc_gen_encode(&srv->env, ev->tokens, lp ? ev->logprobs : NULL, ev->n_tokens,
-				      ev->final ? ev : NULL, ev->final ? s->request_id : NULL,
-				      &buf) != DS_OK)
+		if (chunk_text(s, ev->tokens, ev->n_tokens, ev->final, &text) != DS_OK)
+			goto oom;
+		enum ds_status rv = ds_rpc_gen_encode(ev->tokens, lp ? ev->logprobs : NULL,
+		                                      ev->n_tokens, text, ev->final ? ev : NULL,
+		                                      ev->final ? s->request_id : NULL, &buf);
+		free(text);
+		if (rv != DS_OK)
 			goto oom;
 		srv_stream_send(s, &buf);
 	}
@@ -232,15 +294,20 @@ oom:
 static void on_final(struct ds_server *srv, const struct ds_event *ev)
 {
 	ds_metrics_final(srv->metrics, ev);
-	double ttft = ev->t_first_ns > ev->t_submit_ns ? (ev->t_first_ns - ev->t_submit_ns) / 1e6 : 0;
-	double e2e = ev->t_final_ns > ev->t_submit_ns ? (ev->t_final_ns - ev->t_submit_ns) / 1e6 : 0;
-	static const char *const fin[] = {"none", "length", "eos", "stop_seq", "cancelled", "error"};
+	double ttft =
+	    ev->t_first_ns > ev->t_submit_ns ? (ev->t_first_ns - ev->t_submit_ns) / 1e6 : 0;
+	double e2e =
+	    ev->t_final_ns > ev->t_submit_ns ? (ev->t_final_ns - ev->t_submit_ns) / 1e6 : 0;
+	static const char *const fin[] = {"none",     "length",    "eos",
+	                                  "stop_seq", "cancelled", "error"};
 	SRV_LOG(srv, DS_LOG_INFO,
-		"req=%llu finished: %s det=%d prompt=%d completion=%d ttft_ms=%.1f e2e_ms=%.1f seed=%llu%s%s%s%s",
-		(unsigned long long)ev->req_id, fin[ev->finish <= DS_FINISH_ERROR ? ev->finish : 0],
-		ev->deterministic, ev->prompt_tokens, ev->completion_tokens, ttft, e2e,
-		(unsigned long long)ev->seed, ev->fingerprint[0] ? " fp=" : "", ev->fingerprint,
-		ev->finish == DS_FINISH_ERROR ? " error=" : "", ev->finish == DS_FINISH_ERROR ? ev->error : "");
+	        "req=%llu finished: %s det=%d prompt=%d completion=%d ttft_ms=%.1f e2e_ms=%.1f "
+	        "seed=%llu%s%s%s%s",
+	        (unsigned long long)ev->req_id, fin[ev->finish <= DS_FINISH_ERROR ? ev->finish : 0],
+	        ev->deterministic, ev->prompt_tokens, ev->completion_tokens, ttft, e2e,
+	        (unsigned long long)ev->seed, ev->fingerprint[0] ? " fp=" : "", ev->fingerprint,
+	        ev->finish == DS_FINISH_ERROR ? " error=" : "",
+	        ev->finish == DS_FINISH_ERROR ? ev->error : "");
 }
 
 static void srv_on_engine(evutil_socket_t fd, short what, void *arg)
@@ -286,14 +353,14 @@ void srv_flush_all(struct ds_server *srv)
 }
 
 static void srv_on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct sockaddr *sa,
-			  int salen, void *arg)
+                          int salen, void *arg)
 {
 	(void)lis;
 	(void)salen;
 	struct ds_server *srv = arg;
 	if (srv->draining || srv->n_conns >= srv->cfg.max_connections) {
 		SRV_LOG(srv, DS_LOG_WARN, "refusing a connection: %s",
-			srv->draining ? "shutting down" : "connection limit reached");
+		        srv->draining ? "shutting down" : "connection limit reached");
 		ds_metrics_conn_refused(srv->metrics);
 		evutil_closesocket(fd);
 		return;
@@ -310,7 +377,8 @@ static void srv_on_drain_timeout(evutil_socket_t fd, short what, void *arg)
 	for (struct srv_conn *c = srv->conns; c; c = c->next)
 		for (struct srv_stream *s = c->streams; s; s = s->next) {
 			srv_stream_cancel_req(s);
-			srv_stream_finish(s, DS_GRPC_UNAVAILABLE, "server shut down before the request finished");
+			srv_stream_finish(s, DS_GRPC_UNAVAILABLE,
+			                  "server shut down before the request finished");
 		}
 	for (struct srv_conn *c = srv->conns, *next; c; c = next) {
 		next = c->next;
@@ -330,8 +398,8 @@ static void srv_on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	srv->draining = true;
 	SRV_LOG(srv, DS_LOG_INFO, "%s: draining %d requests on %d connections (timeout %d s)",
-		sig == SIGTERM ? "SIGTERM" : "SIGINT", srv->n_reqs, srv->n_conns,
-		srv->cfg.drain_timeout_s);
+	        sig == SIGTERM ? "SIGTERM" : "SIGINT", srv->n_reqs, srv->n_conns,
+	        srv->cfg.drain_timeout_s);
 	evconnlistener_disable(srv->lis);
 	for (struct srv_conn *c = srv->conns; c; c = c->next)
 		srv_conn_goaway(c);
@@ -341,9 +409,9 @@ static void srv_on_signal(evutil_socket_t sig, short what, void *arg)
 }
 
 enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
-			      const struct ds_server_config *cfg, struct ds_engine *engine,
-			      const struct ds_rpc_info *info, const struct ds_text_codec *codec,
-			      struct ds_err *err)
+                              const struct ds_server_config *cfg, struct ds_engine *engine,
+                              const struct ds_rpc_info *info, const struct ds_tokenizer *tok,
+                              const struct ds_chat_template *chat, struct ds_err *err)
 {
 	enum ds_status rv = DS_ERR_NOMEM;
 	struct ds_server *srv = calloc(1, sizeof(*srv));
@@ -358,10 +426,9 @@ enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
 	srv->info.cfg = &srv->model_cfg;
 	srv->env.cfg = &srv->model_cfg;
 	srv->env.mode = info->mode;
-	if (codec) {
-		srv->codec = *codec;
-		srv->env.codec = &srv->codec;
-	}
+	srv->env.tok = tok;
+	srv->env.chat = tok ? chat : NULL;
+	srv->info.has_tokenizer = tok != NULL;
 
 	struct sockaddr_storage ss;
 	int sslen;
@@ -389,25 +456,25 @@ enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
 		goto fail;
 	}
 	srv->lis = evconnlistener_new_bind(base, srv_on_accept, srv,
-					   LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, 128,
-					   (struct sockaddr *)&ss, sslen);
+	                                   LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE, 128,
+	                                   (struct sockaddr *)&ss, sslen);
 	if (!srv->lis) {
 		rv = ds_errf(err, DS_ERR_IO, "cannot listen on %s: %s", hostport,
-			     evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		             evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		goto fail;
 	}
 	struct sockaddr_storage bound;
 	socklen_t blen = sizeof(bound);
 	getsockname(evconnlistener_get_fd(srv->lis), (struct sockaddr *)&bound, &blen);
 	srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-						      : ((struct sockaddr_in *)&bound)->sin_port);
+	                                              : ((struct sockaddr_in *)&bound)->sin_port);
 
-	if ((rv = ds_metrics_init(&srv->metrics, base, cfg->addr, cfg->metrics_port, engine, err)) !=
-	    DS_OK)
+	if ((rv = ds_metrics_init(&srv->metrics, base, cfg->addr, cfg->metrics_port, engine,
+	                          err)) != DS_OK)
 		goto fail;
 	rv = DS_ERR_NOMEM;
-	srv->engine_ev = event_new(base, ds_engine_event_fd(engine), EV_READ | EV_PERSIST,
-				   srv_on_engine, srv);
+	srv->engine_ev =
+	    event_new(base, ds_engine_event_fd(engine), EV_READ | EV_PERSIST, srv_on_engine, srv);
 	srv->sig_term = evsignal_new(base, SIGTERM, srv_on_signal, srv);
 	srv->sig_int = evsignal_new(base, SIGINT, srv_on_signal, srv);
 	srv->drain_timer = evtimer_new(base, srv_on_drain_timeout, srv);
@@ -418,10 +485,10 @@ enum ds_status ds_server_init(struct ds_server **out, struct event_base *base,
 		goto fail;
 	}
 	SRV_LOG(srv, DS_LOG_INFO, "listening on %s:%d (h2c gRPC)%s", cfg->addr, srv->port,
-		cfg->api_key[0] ? ", API key required" : "");
+	        cfg->api_key[0] ? ", API key required" : "");
 	if (ds_metrics_port(srv->metrics) >= 0)
-		SRV_LOG(srv, DS_LOG_INFO, "metrics on http://%s:%d/metrics", v6 ? "[::1]" : cfg->addr,
-			ds_metrics_port(srv->metrics));
+		SRV_LOG(srv, DS_LOG_INFO, "metrics on http://%s:%d/metrics",
+		        v6 ? "[::1]" : cfg->addr, ds_metrics_port(srv->metrics));
 	*out = srv;
 	return DS_OK;
 fail:

@@ -10,6 +10,7 @@
 
 #include "metrics.h"
 #include "server.h"
+#include "tokenizer.h"
 
 /* A request in the engine. Lives from submit until the engine's final event. */
 struct srv_req {
@@ -32,19 +33,21 @@ struct srv_stream {
 	size_t msg_len;
 	int n_msgs;
 	/* response */
-	bool responded;   /* response HEADERS submitted */
-	bool closing;     /* status decided: trailers follow the queued data */
-	bool finished;    /* trailers (or a Trailers-Only / HTTP error response) submitted */
-	bool deferred;    /* the data source returned DEFERRED */
+	bool responded; /* response HEADERS submitted */
+	bool closing;   /* status decided: trailers follow the queued data */
+	bool finished;  /* trailers (or a Trailers-Only / HTTP error response) submitted */
+	bool deferred;  /* the data source returned DEFERRED */
 	int code;
-	char message[512]; /* percent-encoded grpc-message */
+	char message[512];    /* percent-encoded grpc-message */
 	struct evbuffer *out; /* framed messages not yet handed to nghttp2 */
 	struct event *deadline;
 	struct srv_req *req;
 	char request_id[128];
-	int32_t *acc;     /* unary: (acc_n) tokens so far */
-	float *acc_lp;    /* unary: (acc_n) logprobs or NULL */
+	int32_t *acc;  /* unary: (acc_n) tokens so far */
+	float *acc_lp; /* unary: (acc_n) logprobs or NULL */
 	int acc_n, acc_cap;
+	struct ds_tokenizer_stream ts; /* streaming detokenizer, when ts_on */
+	bool ts_on;
 	uint64_t t_start_ns;
 	struct srv_stream *prev, *next;
 };
@@ -73,7 +76,6 @@ struct ds_server {
 	struct ds_rpc_env env;
 	struct ds_rpc_info info;
 	struct ds_model_config model_cfg;
-	struct ds_text_codec codec;
 	struct ds_metrics *metrics;
 	struct srv_conn *conns;
 	int n_conns;

@@ -142,6 +142,8 @@ server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("grpc.heal
                                                  response_serializer=lambda b: b)})])
 bound = server.add_insecure_port("127.0.0.1:%d" % port)
 server.start()
+# SIGUSR1: graceful stop (GOAWAY, in-flight calls finish), to test the client's drain handling
+signal.signal(signal.SIGUSR1, lambda *a: server.stop(10))
 print("PORT %d" % bound, flush=True)
 try:
     server.wait_for_termination()

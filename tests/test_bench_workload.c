@@ -18,14 +18,14 @@ static void test_len_dist(void **state)
 	(void)state;
 	struct ds_len_dist d;
 	struct ds_err err;
-	struct ds_bench_rng r = { 3 };
+	struct ds_bench_rng r = {3};
 	char buf[64];
 	assert_int_equal(ds_len_dist_parse("x", "17", &d, &err), DS_OK);
 	assert_int_equal(ds_len_dist_draw(&d, &r), 17);
 	assert_int_equal(ds_len_dist_parse("x", "fixed:5", &d, &err), DS_OK);
 	assert_int_equal(d.a, 5);
 	assert_int_equal(ds_len_dist_parse("x", "uniform:4:9", &d, &err), DS_OK);
-	int seen[10] = { 0 };
+	int seen[10] = {0};
 	for (int i = 0; i < 2000; i++) {
 		int v = ds_len_dist_draw(&d, &r);
 		assert_true(v >= 4 && v <= 9);
@@ -35,7 +35,8 @@ static void test_len_dist(void **state)
 		assert_true(seen[v] > 200); /* each of 6 values ~333 times */
 	ds_len_dist_format(&d, buf, sizeof(buf));
 	assert_string_equal(buf, "uniform:4:9");
-	assert_int_equal(ds_len_dist_parse("--output-len", "uniform:9:4", &d, &err), DS_ERR_INVALID);
+	assert_int_equal(ds_len_dist_parse("--output-len", "uniform:9:4", &d, &err),
+	                 DS_ERR_INVALID);
 	assert_non_null(strstr(err.msg, "--output-len"));
 	assert_int_equal(ds_len_dist_parse("x", "0", &d, &err), DS_ERR_INVALID);
 	assert_int_equal(ds_len_dist_parse("x", "abc", &d, &err), DS_ERR_INVALID);
@@ -51,7 +52,7 @@ static void test_poisson_reproducible(void **state)
 	o.n_requests = 2000;
 	o.rate = 50;
 	o.det_fraction = 0.25;
-	o.output_len = (struct ds_len_dist){ DS_LEN_UNIFORM, 1, 64 };
+	o.output_len = (struct ds_len_dist){DS_LEN_UNIFORM, 1, 64};
 	assert_int_equal(ds_workload_poisson(&o, &a, &na, NULL), DS_OK);
 	assert_int_equal(ds_workload_poisson(&o, &b, &nb, NULL), DS_OK);
 	o.det_fraction = 0.5;
@@ -74,8 +75,8 @@ static void test_poisson_reproducible(void **state)
 			assert_true(c[i].deterministic); /* a superset at a higher fraction */
 		assert_true(a[i].seed < (1ull << 53));
 	}
-	assert_true(det_a > 400 && det_a < 600);   /* 25% of 2000 */
-	assert_true(det_c > 900 && det_c < 1100);  /* 50% */
+	assert_true(det_a > 400 && det_a < 600);  /* 25% of 2000 */
+	assert_true(det_c > 900 && det_c < 1100); /* 50% */
 	/* mean gap 1/rate: 2000 arrivals in about 40 s */
 	assert_true(a[na - 1].arrival_s > 36 && a[na - 1].arrival_s < 44);
 	ds_workload_free(a, na);
@@ -117,11 +118,13 @@ static void test_trace(void **state)
 	int n;
 	ds_workload_opts_default(&o);
 	o.vocab = 10;
-	char *p = write_tmp("{\"arrival_s\": 0.5, \"prompt_ids\": [1, 2, 3], \"max_tokens\": 7, \"deterministic\": true,"
-			    " \"seed\": 99, \"tag\": \"probe\"}\n"
-			    "\n"
-			    "{\"arrival_s\": 0.1, \"prompt\": \"hello\", \"temperature\": 0.7, \"top_p\": 0.9}\n"
-			    "{\"arrival_s\": 0.2, \"prompt_len\": 5}\n");
+	char *p = write_tmp(
+	    "{\"arrival_s\": 0.5, \"prompt_ids\": [1, 2, 3], \"max_tokens\": 7, \"deterministic\": "
+	    "true,"
+	    " \"seed\": 99, \"tag\": \"probe\"}\n"
+	    "\n"
+	    "{\"arrival_s\": 0.1, \"prompt\": \"hello\", \"temperature\": 0.7, \"top_p\": 0.9}\n"
+	    "{\"arrival_s\": 0.2, \"prompt_len\": 5}\n");
 	assert_int_equal(ds_workload_trace(p, &o, &q, &n, &err), DS_OK);
 	assert_int_equal(n, 3);
 	/* sorted by arrival */
@@ -144,11 +147,13 @@ static void test_trace(void **state)
 	free(p);
 
 	static const char *const bad[] = {
-		"{\"arrival_s\": 0, \"prompt_len\": 2}\n{\"prompt_len\": 3}\n",          /* line 2: no arrival */
-		"{\"arrival_s\": 0, \"prompt_len\": 2}\n{\"arrival_s\": 1}\n",           /* no prompt */
-		"{\"arrival_s\": 0, \"prompt_len\": 2}\nnot json\n",                    /* bad JSON */
-		"{\"arrival_s\": 0, \"prompt_len\": 2}\n{\"arrival_s\": 1, \"prompt_ids\": [1, \"x\"]}\n",
-		"{\"arrival_s\": 0, \"prompt_len\": 2}\n{\"arrival_s\": 1, \"prompt_len\": 2, \"max_tokens\": 0}\n",
+	    "{\"arrival_s\": 0, \"prompt_len\": 2}\n{\"prompt_len\": 3}\n", /* line 2: no arrival */
+	    "{\"arrival_s\": 0, \"prompt_len\": 2}\n{\"arrival_s\": 1}\n",  /* no prompt */
+	    "{\"arrival_s\": 0, \"prompt_len\": 2}\nnot json\n",            /* bad JSON */
+	    "{\"arrival_s\": 0, \"prompt_len\": 2}\n{\"arrival_s\": 1, \"prompt_ids\": [1, "
+	    "\"x\"]}\n",
+	    "{\"arrival_s\": 0, \"prompt_len\": 2}\n{\"arrival_s\": 1, \"prompt_len\": 2, "
+	    "\"max_tokens\": 0}\n",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		p = write_tmp(bad[i]);
@@ -159,16 +164,17 @@ static void test_trace(void **state)
 		unlink(p);
 		free(p);
 	}
-	assert_int_equal(ds_workload_trace("/nonexistent/trace.jsonl", &o, &q, &n, &err), DS_ERR_IO);
+	assert_int_equal(ds_workload_trace("/nonexistent/trace.jsonl", &o, &q, &n, &err),
+	                 DS_ERR_IO);
 	assert_non_null(strstr(err.msg, "/nonexistent/trace.jsonl"));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_len_dist),
-		cmocka_unit_test(test_poisson_reproducible),
-		cmocka_unit_test(test_trace),
+	    cmocka_unit_test(test_len_dist),
+	    cmocka_unit_test(test_poisson_reproducible),
+	    cmocka_unit_test(test_trace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

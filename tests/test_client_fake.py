@@ -142,8 +142,24 @@ try:
     check(json.load(open(summ4))["requests"]["ok"] == 40, "bench closed loop, 3 connections")
 
     v = subprocess.run(["/usr/bin/python3", os.path.join(root, "bench", "studies", "validate_summary.py"),
-                        summ, summ2, summ3, summ4], capture_output=True, text=True)
+                        summ, summ2, summ3, summ4, summ5], capture_output=True, text=True)
     check(v.returncode == 0, "summaries validate against the schema " + v.stderr.strip())
+
+    # last: graceful server stop (GOAWAY) while 4 slow calls run; they finish OK, later arrivals
+    # cannot connect and are counted UNAVAILABLE
+    trace = os.path.join(tmp, "drain.jsonl")
+    with open(trace, "w") as f:
+        for i in range(4):
+            f.write('{"arrival_s": 0, "prompt_ids": [9002], "max_tokens": 12}\n')
+        for i in range(3):
+            f.write('{"arrival_s": 1.5, "prompt_len": 3, "max_tokens": 2}\n')
+    recs = os.path.join(tmp, "drain.jsonl.out")
+    p = subprocess.Popen([bench, "--addr", addr, "--trace", trace, "--records", recs, "--quiet", "--no-table"])
+    time.sleep(0.3)
+    srv.send_signal(signal.SIGUSR1)
+    p.wait(timeout=30)
+    st = [json.loads(x)["status"] for x in open(recs)]
+    check(st == ["OK"] * 4 + ["UNAVAILABLE"] * 3, "GOAWAY: in-flight calls drain OK, later ones UNAVAILABLE (%s)" % st)
 finally:
     srv.terminate()
     srv.wait(timeout=10)

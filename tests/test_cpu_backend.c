@@ -265,22 +265,43 @@ static void check_vs_fp64(const struct ds_model_config *cfg, uint64_t seed)
 	rand_tokens(tokens, n, cfg->vocab_size, seed);
 	double *ref = d_forward(m, tokens, n);
 	struct ds_backend be;
-	backend_new(&be, m, 2, 8);
+	backend_new(&be, m, 2, 16);
 	double worst[2] = {0, 0};
+	int32_t other_tok[5][3], other_blk[5] = {8, 9, 10, 11, 12};
 	for (int path = 0; path < 2; path++) {
-		/* prefill in two chunks, then decode: covers fresh and cached KV */
-		int cut[3] = {0, 30, 44};
+		/* prefill in two chunks, then a 2-token window inside a batch of 6 sequences:
+		 * covers fresh and cached KV, and the batch shapes of both paths */
+		int cut[3] = {0, 30, 43};
 		for (int part = 0; part < 3; part++) {
 			int p0 = cut[part], p1 = part < 2 ? cut[part + 1] : n;
-			struct ds_fwd_seq s = seq_make(tokens + p0, p1 - p0, p0, blocks, 8, true);
-			float *lg = run_batch(&be, (enum ds_path)path, &s, 1);
+			struct ds_fwd_seq seqs[6];
+			int n_seqs = 1, at = 0, before = 0;
+			seqs[0] = seq_make(tokens + p0, p1 - p0, p0, blocks, 8, true);
+			if (part == 2) {
+				n_seqs = 6, at = 3;
+				for (int i = 0, j = 0; i < 6; i++) {
+					if (i == at) {
+						seqs[i] = seq_make(tokens + p0, p1 - p0, p0, blocks,
+						                   8, true);
+						continue;
+					}
+					rand_tokens(other_tok[j], 3, cfg->vocab_size,
+					            seed * 10 + (uint64_t)i);
+					seqs[i] = seq_make(other_tok[j], 1 + i % 3, 0,
+					                   &other_blk[j], 1, true);
+					before += i < at ? 1 + i % 3 : 0;
+					j++;
+				}
+			}
+			float *lg = run_batch(&be, (enum ds_path)path, seqs, n_seqs) +
+			            (size_t)before * cfg->vocab_size;
 			for (int t = p0; t < p1; t++) {
 				double e =
 				    rel_err(lg + (size_t)(t - p0) * cfg->vocab_size,
 				            ref + (size_t)t * cfg->vocab_size, cfg->vocab_size);
 				worst[path] = fmax(worst[path], e);
 			}
-			free(lg);
+			free(lg - (size_t)before * cfg->vocab_size);
 		}
 	}
 	print_message("    fp64 check (seed %llu): max rel err fast %.2e ref %.2e\n",
@@ -613,6 +634,77 @@ static void test_errors(void **state)
 	char desc[64];
 	ds_backend_describe(&be, desc, sizeof(desc));
 	assert_non_null(strstr(desc, "1 thread"));
+	/* the pool is allocated once */
+	assert_int_equal(ds_backend_kv_init(&be, 4, BS, &err), DS_ERR_INVALID);
+	ds_backend_free(&be);
+
+	/* no model, a broken config, and a forward before the KV pool exists */
+	assert_int_equal(ds_backend_cpu_init(&be, NULL, 1, &err), DS_ERR_INVALID);
+	m->cfg.n_kv_head = 3;
+	assert_int_equal(ds_backend_cpu_init(&be, m, 1, &err), DS_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "num_key_value_heads"));
+	m->cfg.n_kv_head = cfg.n_kv_head;
+	assert_int_equal(ds_backend_cpu_init(&be, m, 2, &err), DS_OK);
+	s = seq_make(&tok, 1, 0, &blk, 1, false);
+	assert_int_equal(ds_backend_forward(&be, &b, &err), DS_ERR_INVALID);
+	ds_backend_free(&be);
+	ds_model_free(m);
+}
+
+/* ---- sampling ---- */
+
+/* Every output row is ds_sample of its own logits at the position of the token it produces
+ * (pos0 + r + 1), with its sequence's parameters; last-row-only sequences give one row. */
+static void test_sampling_rows(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg = cfg_inv();
+	const int V = cfg.vocab_size;
+	struct ds_model *m = model_new(&cfg, 41);
+	struct ds_backend be;
+	backend_new(&be, m, 2, 8);
+	int32_t t0[12], t1[5], b0[4] = {0, 1, 2, 3}, b1[4] = {4, 5, 6, 7};
+	rand_tokens(t0, 12, V, 1);
+	rand_tokens(t1, 5, V, 2);
+	struct ds_fwd_seq seqs[2] = {seq_make(t0, 12, 3, b0, 4, true),
+	                             seq_make(t1, 5, 40, b1, 4, false)};
+	seqs[0].sp =
+	    (struct ds_sample_params){.temperature = 0.9f, .top_k = 20, .top_p = 0.95f, .seed = 7};
+	seqs[1].sp =
+	    (struct ds_sample_params){.temperature = 1.3f, .top_k = 0, .top_p = 1.0f, .seed = 8};
+	for (int path = 0; path < 2; path++) {
+		struct ds_fwd_row rows[13];
+		float *logits = malloc((size_t)13 * V * sizeof(float));
+		void *scratch = malloc(ds_sample_scratch_size(V));
+		struct ds_fwd_batch b = {.path = (enum ds_path)path,
+		                         .seqs = seqs,
+		                         .n_seqs = 2,
+		                         .rows = rows,
+		                         .logits = logits};
+		assert_int_equal(ds_fwd_batch_out_rows(&b), 13);
+		struct ds_err err;
+		assert_int_equal(ds_backend_forward(&be, &b, &err), DS_OK);
+		int differ_from_greedy = 0;
+		for (int o = 0; o < 13; o++) {
+			const struct ds_fwd_seq *sq = o < 12 ? &seqs[0] : &seqs[1];
+			int r = o < 12 ? o : 4;
+			struct ds_sample_result want;
+			ds_sample(logits + (size_t)o * V, V, &sq->sp, sq->pos0 + r + 1, scratch,
+			          &want);
+			assert_int_equal(rows[o].token, want.token);
+			assert_memory_equal(&rows[o].logprob, &want.logprob, sizeof(float));
+			assert_memory_equal(&rows[o].margin, &want.margin, sizeof(float));
+			int best = 0;
+			for (int i = 1; i < V; i++)
+				best = logits[(size_t)o * V + i] > logits[(size_t)o * V + best]
+				           ? i
+				           : best;
+			differ_from_greedy += rows[o].token != best;
+		}
+		assert_true(differ_from_greedy > 0); /* the sampling parameters were used */
+		free(logits);
+		free(scratch);
+	}
 	ds_backend_free(&be);
 	ds_model_free(m);
 }
@@ -628,6 +720,7 @@ int main(void)
 	    cmocka_unit_test(test_fast_variance),
 	    cmocka_unit_test(test_logits_nondegenerate),
 	    cmocka_unit_test(test_deferred_model),
+	    cmocka_unit_test(test_sampling_rows),
 	    cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests_name("cpu_backend", tests, NULL, NULL);

@@ -67,15 +67,16 @@ static void check_case(json_t *c, int *types_seen)
 	assert_int_equal(h[n], 0xbeef);
 	int bad = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint32_t want = (uint32_t)strtoul(json_string_value(json_array_get(bits, i)), NULL, 16);
+		uint32_t want =
+		    (uint32_t)strtoul(json_string_value(json_array_get(bits, i)), NULL, 16);
 		uint32_t got;
 		memcpy(&got, &f[i], 4);
 		float wf;
 		memcpy(&wf, &want, 4);
 		if (got != want || h[i] != ds_f32_to_bf16(wf)) {
 			if (bad++ < 5)
-				print_error("%s[%zu]: got %08x (bf16 %04x), numpy %08x (%g)\n", name, i,
-					    got, h[i], want, (double)wf);
+				print_error("%s[%zu]: got %08x (bf16 %04x), numpy %08x (%g)\n",
+				            name, i, got, h[i], want, (double)wf);
 		}
 	}
 	assert_int_equal(bad, 0);
@@ -95,8 +96,10 @@ static void test_matches_numpy(void **state)
 	for (size_t i = 0; i < json_array_size(cases); i++)
 		check_case(json_array_get(cases, i), seen);
 	/* every format the issue requires is covered (plus the optional K-quants) */
-	const uint32_t need[] = {DS_GGML_F32, DS_GGML_F16, DS_GGML_BF16, DS_GGML_Q8_0,
-				 DS_GGML_Q4_0, DS_GGML_Q4_1, DS_GGML_Q4_K, DS_GGML_Q6_K};
+	const uint32_t need[] = {DS_GGML_F32,  DS_GGML_F16,  DS_GGML_BF16, DS_GGML_Q8_0,
+	                         DS_GGML_Q4_0, DS_GGML_Q4_1, DS_GGML_Q5_0, DS_GGML_Q5_1,
+	                         DS_GGML_Q2_K, DS_GGML_Q3_K, DS_GGML_Q4_K, DS_GGML_Q5_K,
+	                         DS_GGML_Q6_K};
 	for (size_t i = 0; i < DS_ARRAY_LEN(need); i++)
 		assert_true(seen[need[i]]);
 	json_decref(root);
@@ -108,9 +111,9 @@ static void test_rejects(void **state)
 	uint8_t raw[64] = {0};
 	float f[64];
 	uint16_t h[64];
-	/* Q5_0 (6) has a size but no dequantizer; 99 is no type at all */
-	assert_false(ds_dequant_supported(6));
-	assert_int_equal(ds_dequant_f32(6, raw, 32, f), DS_ERR_UNSUPPORTED);
+	/* IQ4_NL (20) has a size but no dequantizer; 99 is no type at all */
+	assert_false(ds_dequant_supported(20));
+	assert_int_equal(ds_dequant_f32(20, raw, 32, f), DS_ERR_UNSUPPORTED);
 	assert_int_equal(ds_dequant_bf16(99, raw, 32, h), DS_ERR_UNSUPPORTED);
 	/* n not a multiple of the block */
 	assert_int_equal(ds_dequant_f32(DS_GGML_Q8_0, raw, 31, f), DS_ERR_INVALID);
@@ -146,9 +149,9 @@ static void test_known_blocks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_matches_numpy),
-		cmocka_unit_test(test_rejects),
-		cmocka_unit_test(test_known_blocks),
+	    cmocka_unit_test(test_matches_numpy),
+	    cmocka_unit_test(test_rejects),
+	    cmocka_unit_test(test_known_blocks),
 	};
 	return cmocka_run_group_tests_name("gguf_dequant", tests, NULL, NULL);
 }

@@ -63,14 +63,15 @@ static void test_deframer_any_split(void **state)
 	uint8_t *buf = malloc(80000);
 	size_t n = build_stream(buf);
 	/* whole, byte by byte, and a spread of chunk sizes that cut headers and bodies */
-	static const size_t chunks[] = { 80000, 1, 2, 3, 4, 5, 6, 7, 13, 4096, 16384 };
+	static const size_t chunks[] = {80000, 1, 2, 3, 4, 5, 6, 7, 13, 4096, 16384};
 	for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
 		struct ds_grpcc_deframer d;
-		struct got g = { 0 };
+		struct got g = {0};
 		ds_grpcc_deframer_init(&d, 1 << 20);
 		for (size_t off = 0; off < n; off += chunks[c]) {
 			size_t k = n - off < chunks[c] ? n - off : chunks[c];
-			assert_int_equal(ds_grpcc_deframer_feed(&d, buf + off, k, on_msg, &g, NULL), DS_OK);
+			assert_int_equal(ds_grpcc_deframer_feed(&d, buf + off, k, on_msg, &g, NULL),
+			                 DS_OK);
 		}
 		assert_true(ds_grpcc_deframer_idle(&d));
 		check_got(&g);
@@ -84,7 +85,7 @@ static void test_deframer_partial_is_not_idle(void **state)
 	(void)state;
 	uint8_t hdr[7];
 	struct ds_grpcc_deframer d;
-	struct got g = { 0 };
+	struct got g = {0};
 	ds_grpcc_frame_header(hdr, 2);
 	hdr[5] = 9;
 	ds_grpcc_deframer_init(&d, 100);
@@ -101,7 +102,7 @@ static void test_deframer_errors(void **state)
 	(void)state;
 	struct ds_grpcc_deframer d;
 	struct ds_err err;
-	struct got g = { 0 };
+	struct got g = {0};
 	uint8_t hdr[5];
 
 	ds_grpcc_frame_header(hdr, 101);
@@ -162,7 +163,8 @@ static void test_timeout_codec(void **state)
 	assert_int_equal(ds_grpcc_timeout_parse("12", 2, &us), DS_ERR_INVALID);
 	assert_int_equal(ds_grpcc_timeout_parse("m", 1, &us), DS_ERR_INVALID);
 	assert_int_equal(ds_grpcc_timeout_parse("1x0m", 4, &us), DS_ERR_INVALID);
-	assert_int_equal(ds_grpcc_timeout_parse("123456789m", 10, &us), DS_ERR_INVALID); /* > 8 digits */
+	assert_int_equal(ds_grpcc_timeout_parse("123456789m", 10, &us),
+	                 DS_ERR_INVALID); /* > 8 digits */
 }
 
 static void test_percent_decode_and_names(void **state)
@@ -170,7 +172,8 @@ static void test_percent_decode_and_names(void **state)
 	(void)state;
 	char out[32];
 	const char *in = "bad %E2%89%A5 vocab 100%25";
-	assert_int_equal(ds_grpcc_percent_decode(out, sizeof(out), in, strlen(in)), strlen("bad \xe2\x89\xa5 vocab 100%"));
+	assert_int_equal(ds_grpcc_percent_decode(out, sizeof(out), in, strlen(in)),
+	                 strlen("bad \xe2\x89\xa5 vocab 100%"));
 	assert_string_equal(out, "bad \xe2\x89\xa5 vocab 100%");
 	/* malformed escapes are kept verbatim */
 	assert_int_equal(ds_grpcc_percent_decode(out, sizeof(out), "a%zz%4", 6), 6);
@@ -192,11 +195,11 @@ static void test_percent_decode_and_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_deframer_any_split),
-		cmocka_unit_test(test_deframer_partial_is_not_idle),
-		cmocka_unit_test(test_deframer_errors),
-		cmocka_unit_test(test_timeout_codec),
-		cmocka_unit_test(test_percent_decode_and_names),
+	    cmocka_unit_test(test_deframer_any_split),
+	    cmocka_unit_test(test_deframer_partial_is_not_idle),
+	    cmocka_unit_test(test_deframer_errors),
+	    cmocka_unit_test(test_timeout_codec),
+	    cmocka_unit_test(test_percent_decode_and_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

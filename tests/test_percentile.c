@@ -15,23 +15,23 @@ static void test_percentile_hand_values(void **state)
 {
 	(void)state;
 	/* x = 10 20 30 40 50: h = 4p/100 */
-	const double x[] = { 10, 20, 30, 40, 50 };
+	const double x[] = {10, 20, 30, 40, 50};
 	NEAR(ds_percentile(x, 5, 0), 10);
-	NEAR(ds_percentile(x, 5, 50), 30);     /* h = 2 */
-	NEAR(ds_percentile(x, 5, 90), 46);     /* h = 3.6: 40 + 0.6 * 10 */
-	NEAR(ds_percentile(x, 5, 99), 49.6);   /* h = 3.96 */
+	NEAR(ds_percentile(x, 5, 50), 30);   /* h = 2 */
+	NEAR(ds_percentile(x, 5, 90), 46);   /* h = 3.6: 40 + 0.6 * 10 */
+	NEAR(ds_percentile(x, 5, 99), 49.6); /* h = 3.96 */
 	NEAR(ds_percentile(x, 5, 99.9), 49.96);
-	NEAR(ds_percentile(x, 5, 25), 20);     /* h = 1 */
-	NEAR(ds_percentile(x, 5, 10), 14);     /* h = 0.4 */
+	NEAR(ds_percentile(x, 5, 25), 20); /* h = 1 */
+	NEAR(ds_percentile(x, 5, 10), 14); /* h = 0.4 */
 	NEAR(ds_percentile(x, 5, 100), 50);
-	NEAR(ds_percentile(x, 5, 150), 50);    /* clamped */
+	NEAR(ds_percentile(x, 5, 150), 50); /* clamped */
 	NEAR(ds_percentile(x, 5, -3), 10);
 	/* even count: x = 1 2 3 4, median = 2.5; p90: h = 2.7 -> 3.7 */
-	const double y[] = { 1, 2, 3, 4 };
+	const double y[] = {1, 2, 3, 4};
 	NEAR(ds_percentile(y, 4, 50), 2.5);
 	NEAR(ds_percentile(y, 4, 90), 3.7);
 	/* one sample: every percentile is that sample */
-	const double z[] = { 7.5 };
+	const double z[] = {7.5};
 	NEAR(ds_percentile(z, 1, 0), 7.5);
 	NEAR(ds_percentile(z, 1, 99.9), 7.5);
 	assert_true(isnan(ds_percentile(x, 0, 50)));
@@ -59,7 +59,7 @@ static void test_samples_dist_sorts(void **state)
 	ds_samples_dist(&s, &d);
 	assert_int_equal(d.n, 0);
 	assert_true(isnan(d.p50) && isnan(d.mean));
-	const double in[] = { 50, 10, 40, 20, 30 }; /* unsorted on purpose */
+	const double in[] = {50, 10, 40, 20, 30}; /* unsorted on purpose */
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(ds_samples_add(&s, in[i]), DS_OK);
 	ds_samples_dist(&s, &d);
@@ -82,9 +82,9 @@ static void test_samples_dist_sorts(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_percentile_hand_values),
-		cmocka_unit_test(test_percentile_1_to_1000),
-		cmocka_unit_test(test_samples_dist_sorts),
+	    cmocka_unit_test(test_percentile_hand_values),
+	    cmocka_unit_test(test_percentile_1_to_1000),
+	    cmocka_unit_test(test_samples_dist_sorts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

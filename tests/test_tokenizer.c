@@ -4,6 +4,7 @@
  * (tests/tokenizer/run_reference.sh); here: small hand-made vocabularies whose expected
  * encodings follow from the BPE rules, round trips, the streaming decoder, UTF-8
  * replacement and every load-time error we promise. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,6 +175,16 @@ static void test_bytelevel_layout(void **state)
 	assert_int_equal(ids[2], 'b');
 	assert_int_equal(ids[3], 258);
 	assert_int_equal(ids[4], '<');
+	/* untrusted text: written specials are plain text, the BOS of add_special is still real */
+	int32_t *u;
+	size_t nu;
+	struct ds_err err;
+	assert_int_equal(ds_tokenizer_encode_untrusted(t, s, strlen(s), true, &u, &nu, &err), DS_OK);
+	assert_int_equal(nu, 1 + strlen(s));
+	assert_int_equal(u[0], 256);
+	for (size_t i = 0; i < strlen(s); i++)
+		assert_int_equal(u[1 + i], (uint8_t)s[i]);
+	free(u);
 	ds_tokenizer_free(t);
 }
 
@@ -299,6 +310,19 @@ static void test_pretokenizer_pipeline(void **state)
 	assert_int_equal(n, 2);
 	assert_int_equal(ids[0], 'a');
 	assert_int_equal(ids[1], 'a');
+	ds_tokenizer_free(t);
+
+	/* \s is Unicode White_Space as in Oniguruma (also inside a class): U+0020 and U+3000 are,
+	 * U+180E (MONGOLIAN VOWEL SEPARATOR) is not, although PCRE2's own \s takes it */
+	const char *pre6 = "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+|[^\\\\sab]\"},\"behavior\":\"Removed\",\"invert\":false}";
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre6, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "a \xe3\x80\x80" "b", 6, false, ids, 16); /* U+0020 and U+3000 are \s */
+	assert_int_equal(n, 2);
+	const char *pre7 = "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},\"behavior\":\"Removed\",\"invert\":false}";
+	ds_tokenizer_free(t);
+	assert_int_equal(load_dir(write_tok_json(m, 4, pre7, NULL, NULL), false, &t, &err), DS_OK);
+	n = enc(t, "a\xe1\xa0\x8e" "b", 5, false, ids, 16);
+	assert_int_equal(n, 5); /* nothing removed: a, e1, a0, 8e, b */
 	ds_tokenizer_free(t);
 
 	/* MergedWithNext: "b" joins the next piece, so "a|ba|b" style pieces; "a b" cannot merge */
@@ -447,92 +471,56 @@ static void test_round_trip_random(void **state)
 	ds_tokenizer_free(bl);
 }
 
-/* ---- streaming decode ---- */
-
-static void test_stream_utf8_boundaries(void **state)
+/* Every truncation and a few thousand byte flips of a valid tokenizer.json load cleanly or
+ * fail with a status, never crash or leak (the ASan build runs this too). */
+static void test_load_corrupt_json(void **state)
 {
 	(void)state;
-	struct ds_tokenizer *t = tiny_bytelevel();
-	struct ds_tokenizer_stream s;
-	struct ds_err err;
-	const char *text;
-	size_t len;
-	/* "é😀" fed one byte token at a time: nothing until a character completes */
-	const uint8_t bytes[] = { 0xc3, 0xa9, 0xf0, 0x9f, 0x98, 0x80 };
-	const size_t emit_len[] = { 0, 2, 0, 0, 0, 4 };
-	ds_tokenizer_stream_init(&s, t, false);
-	for (size_t i = 0; i < sizeof(bytes); i++) {
-		assert_int_equal(ds_tokenizer_stream_push(&s, bytes[i], &text, &len, &err), DS_OK);
-		assert_int_equal(len, emit_len[i]);
-	}
-	/* a lead byte followed by ASCII can never complete: U+FFFD then the ASCII */
-	assert_int_equal(ds_tokenizer_stream_push(&s, 0xe4, &text, &len, &err), DS_OK);
-	assert_int_equal(len, 0);
-	assert_int_equal(ds_tokenizer_stream_push(&s, 'z', &text, &len, &err), DS_OK);
-	assert_int_equal(len, 4);
-	assert_memory_equal(text, "\xef\xbf\xbdz", 4);
-	/* an incomplete character at the end comes out of flush as U+FFFD */
-	assert_int_equal(ds_tokenizer_stream_push(&s, 0xe4, &text, &len, &err), DS_OK);
-	assert_int_equal(ds_tokenizer_stream_push(&s, 0xb8, &text, &len, &err), DS_OK);
-	assert_int_equal(len, 0);
-	assert_int_equal(ds_tokenizer_stream_flush(&s, &text, &len, &err), DS_OK);
-	assert_int_equal(len, 3);
-	assert_int_equal(ds_tokenizer_stream_push(&s, 9999, &text, &len, &err), DS_ERR_INVALID);
-	/* skip_special drops specials */
-	ds_tokenizer_stream_free(&s);
-	ds_tokenizer_stream_init(&s, t, true);
-	assert_int_equal(ds_tokenizer_stream_push(&s, 257, &text, &len, &err), DS_OK);
-	assert_int_equal(len, 0);
-	ds_tokenizer_stream_free(&s);
-	ds_tokenizer_free(t);
-}
-
-static bool utf8_complete(const char *s, size_t n)
-{
-	return ds_utf8_sanitize((const uint8_t *)s, n, NULL) == 1;
-}
-
-static void test_stream_equals_decode_random(void **state)
-{
-	(void)state;
-	struct ds_tokenizer *t = tiny_bytelevel();
-	uint64_t rs = 7;
-	struct ds_err err;
-	static const int32_t pool[] = { 0xc3, 0xa9, 0xe4, 0xb8, 0xad, 0xf0, 0x9f, 0x98, 0x80, 'a', ' ', 0xff, 256 };
-	for (int it = 0; it < 2000; it++) {
-		int32_t ids[24];
-		size_t n = 1 + rng_next(&rs) % 24;
-		for (size_t i = 0; i < n; i++)
-			ids[i] = pool[rng_next(&rs) % DS_ARRAY_LEN(pool)];
-		char *d;
-		size_t dl;
-		assert_int_equal(ds_tokenizer_decode(t, ids, n, false, &d, &dl, &err), DS_OK);
-		char acc[512];
-		size_t al = 0;
-		struct ds_tokenizer_stream s;
-		ds_tokenizer_stream_init(&s, t, false);
-		for (size_t i = 0; i < n; i++) {
-			const char *text;
-			size_t len;
-			assert_int_equal(ds_tokenizer_stream_push(&s, ids[i], &text, &len, &err), DS_OK);
-			/* every emitted chunk is whole characters */
-			assert_true(utf8_complete(text, len));
-			memcpy(acc + al, text, len);
-			al += len;
+	const char *const m[] = { "Ġ t", "h e", "Ġt he", "i n" };
+	const char *added = "[{\"id\":300,\"content\":\"<|x|>\",\"special\":true}]";
+	const char *pre = "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
+			  "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}]}";
+	char path[300];
+	snprintf(path, sizeof(path), "%s/tokenizer.json", write_tok_json(m, 4, pre, NULL, added));
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	static char good[65536];
+	size_t n = fread(good, 1, sizeof(good), f);
+	fclose(f);
+	assert_true(n > 100 && n < sizeof(good));
+	static char bad[65536];
+	static const char junk[] = "{}[]\":,0123456789-\\ae";
+	uint64_t rs = 99;
+	int ok = 0, failed = 0;
+	for (int it = 0; it < 1500; it++) {
+		size_t len = n;
+		memcpy(bad, good, n);
+		if (it < 500) {
+			len = (size_t)it * n / 500; /* truncation */
+		} else {
+			for (int k = 0; k < 1 + it % 3; k++) /* flip a few bytes to JSON-ish characters */
+				bad[rng_next(&rs) % n] = junk[rng_next(&rs) % (sizeof(junk) - 1)];
 		}
-		const char *text;
-		size_t len;
-		assert_int_equal(ds_tokenizer_stream_flush(&s, &text, &len, &err), DS_OK);
-		memcpy(acc + al, text, len);
-		al += len;
-		assert_int_equal(al, dl);
-		assert_memory_equal(acc, d, dl);
-		free(d);
-		ds_tokenizer_stream_free(&s);
+		f = fopen(path, "wb");
+		assert_non_null(f);
+		assert_int_equal(fwrite(bad, 1, len, f), len);
+		fclose(f);
+		struct ds_tokenizer *t = NULL;
+		struct ds_err err = { { 0 } };
+		if (ds_tokenizer_load_json(path, NULL, &t, &err) == DS_OK) {
+			int32_t ids[64];
+			enc(t, "the 12 <|x|> in", 15, true, ids, 64);
+			ds_tokenizer_free(t);
+			ok++;
+		} else {
+			assert_null(t);
+			assert_true(err.msg[0] != 0);
+			failed++;
+		}
 	}
-	ds_tokenizer_free(t);
+	assert_true(failed >= 500); /* every strict truncation is invalid JSON */
+	(void)ok;
 }
-
 
 /* ---- GGUF metadata ---- */
 
@@ -688,6 +676,86 @@ static void test_gguf_errors(void **state)
 	expect_gguf_error("gpt2", "gpt2", "ab", DS_ERR_FORMAT, "left right");
 }
 
+/* ---- concurrency ---- */
+
+struct conc_job {
+	const struct ds_tokenizer *t;
+	const char *const *texts;
+	int n_texts;
+	size_t digest; /* sum over texts of (i+1) * hash of the ids */
+	bool ok;
+};
+
+static size_t ids_hash(const int32_t *ids, size_t n)
+{
+	size_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (size_t)(uint32_t)ids[i]) * 1099511628211ull;
+	return h;
+}
+
+static void *conc_run(void *arg)
+{
+	struct conc_job *j = arg;
+	j->ok = true;
+	j->digest = 0;
+	for (int rep = 0; rep < 20; rep++)
+		for (int i = 0; i < j->n_texts; i++) {
+			int32_t *ids;
+			size_t n;
+			struct ds_err err;
+			if (ds_tokenizer_encode(j->t, j->texts[i], strlen(j->texts[i]), false, &ids, &n, &err) != DS_OK) {
+				j->ok = false;
+				return NULL;
+			}
+			if (rep == 0)
+				j->digest += (size_t)(i + 1) * ids_hash(ids, n);
+			free(ids);
+		}
+	return NULL;
+}
+
+/* Threads share the tokenizer (and its word cache): results equal the single-thread ones. */
+static void test_concurrent_encode(void **state)
+{
+	(void)state;
+	const char *const m[] = { "Ġ t", "h e", "Ġt he", "i n", "Ġ a", "a n", "Ġa n", "Ġan d" };
+	const char *pre = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}";
+	struct ds_tokenizer *t;
+	struct ds_err err;
+	assert_int_equal(load_dir(write_tok_json(m, 8, pre, NULL, NULL), false, &t, &err), DS_OK);
+	static char texts_buf[64][512];
+	const char *texts[64];
+	uint64_t rs = 3;
+	for (int i = 0; i < 64; i++) {
+		size_t l = 0;
+		while (l < 400) {
+			static const char *const words[] = { "the", "and", "in", "an", "then", "hand", "in the" };
+			const char *w = words[rng_next(&rs) % 7];
+			memcpy(texts_buf[i] + l, w, strlen(w));
+			l += strlen(w);
+			texts_buf[i][l++] = ' ';
+		}
+		texts_buf[i][l] = 0;
+		texts[i] = texts_buf[i];
+	}
+	struct conc_job single = { t, texts, 64, 0, false };
+	conc_run(&single);
+	assert_true(single.ok);
+	pthread_t th[4];
+	struct conc_job jobs[4];
+	for (int k = 0; k < 4; k++) {
+		jobs[k] = (struct conc_job){ t, texts, 64, 0, false };
+		assert_int_equal(pthread_create(&th[k], NULL, conc_run, &jobs[k]), 0);
+	}
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(pthread_join(th[k], NULL), 0);
+		assert_true(jobs[k].ok);
+		assert_int_equal(jobs[k].digest, single.digest);
+	}
+	ds_tokenizer_free(t);
+}
+
 /* ---- load errors ---- */
 
 static void expect_load_error(const char *json, enum ds_status want, const char *msg_part)
@@ -733,6 +801,10 @@ static void test_load_errors(void **state)
 	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
 			  "\"normalizer\":{\"type\":\"NFKC\"},\"decoder\":{\"type\":\"ByteLevel\"}}",
 			  DS_ERR_UNSUPPORTED, "NFKC");
+	expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"decoder\":{\"type\":\"ByteLevel\"},"
+			  "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},"
+			  "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":{\"ids\":[7]}}}}",
+			  DS_ERR_FORMAT, "post-processor adds token id 7");
 	struct ds_tokenizer *t;
 	struct ds_err err;
 	assert_int_equal(load_dir("/nonexistent/tok", false, &t, &err), DS_ERR_IO);
@@ -750,9 +822,9 @@ int main(void)
 		cmocka_unit_test(test_added_tokens_and_ignore_merges),
 		cmocka_unit_test(test_invalid_utf8_replaced),
 		cmocka_unit_test(test_round_trip_random),
-		cmocka_unit_test(test_stream_utf8_boundaries),
-		cmocka_unit_test(test_stream_equals_decode_random),
+		cmocka_unit_test(test_concurrent_encode),
 		cmocka_unit_test(test_load_errors),
+		cmocka_unit_test(test_load_corrupt_json),
 		cmocka_unit_test(test_gguf_vocab),
 		cmocka_unit_test(test_gguf_errors),
 	};

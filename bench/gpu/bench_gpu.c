@@ -8,22 +8,26 @@
  *           shapes, and cuBLAS row invariance (row 0 at M = 1 vs M = 2048)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
- * Usage: bench_gpu OUTDIR [sections...] (default: all). */
+ *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
+ *           dvr with 0/10/50/100% deterministic requests, invariant; ratio to fast
+ * Usage: bench_gpu OUTDIR [sections...] (default: all). E2E_REQUESTS, E2E_PROMPT and
+ * E2E_OUT size the offline workload (default 256 requests, prompts of 128..256, 128 out). */
 #include "cuda_internal.h"
+#include "engine.h"
 #include "model_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-#define CK(x)                                                                            \
-	do {                                                                             \
-		cudaError_t e_ = (x);                                                    \
-		if (e_ != cudaSuccess) {                                                 \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,       \
-				cudaGetErrorString(e_));                                 \
-			return 1;                                                        \
-		}                                                                        \
+#define CK(x)                                                                                      \
+	do {                                                                                       \
+		cudaError_t e_ = (x);                                                              \
+		if (e_ != cudaSuccess) {                                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                 \
+			        cudaGetErrorString(e_));                                           \
+			return 1;                                                                  \
+		}                                                                                  \
 	} while (0)
 
 #define BS 16
@@ -96,9 +100,10 @@ static int bench_copy(struct bench *b)
 	       b->copy_bw / 1e9);
 	FILE *f = json_open(b->out, "copy");
 	if (f) {
-		fprintf(f, "{\"bench\": \"copy\", \"device\": \"%s\", \"bytes_moved\": %.0f, "
-			   "\"median_s\": %.6g, \"bandwidth_GBps\": %.1f}\n",
-			b->dev, 2.0 * n, s, b->copy_bw / 1e9);
+		fprintf(f,
+		        "{\"bench\": \"copy\", \"device\": \"%s\", \"bytes_moved\": %.0f, "
+		        "\"median_s\": %.6g, \"bandwidth_GBps\": %.1f}\n",
+		        b->dev, 2.0 * n, s, b->copy_bw / 1e9);
 		fclose(f);
 	}
 	cudaFree(src);
@@ -124,8 +129,7 @@ static size_t kv_bytes(const struct ds_model_config *c, int B, int ctx)
 }
 
 /* Times one forward of B decode rows at position ctx (KV holds random values). */
-static int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps,
-		       double *out_s)
+static int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps, double *out_s)
 {
 	int nb = (ctx + 1 + BS - 1) / BS;
 	struct ds_fwd_seq *ss = calloc((size_t)B, sizeof(*ss));
@@ -135,8 +139,8 @@ static int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int r
 		for (int j = 0; j < nb; j++)
 			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
 		tok[i] = (int32_t)(ds_hash3(B, ctx, i) % (uint64_t)b->m->cfg.vocab_size);
-		ss[i] = (struct ds_fwd_seq){tok + i, 1, ctx, blocks + (size_t)i * nb, nb, false,
-					    {0.0f, 0, 1.0f, 1}};
+		ss[i] = (struct ds_fwd_seq){
+		    tok + i, 1, ctx, blocks + (size_t)i * nb, nb, false, {0.0f, 0, 1.0f, 1}};
 	}
 	struct ds_fwd_batch fb = {path, ss, B, rows, NULL};
 	struct ds_err err;
@@ -168,10 +172,13 @@ static int bench_decode(struct bench *b)
 	FILE *f = json_open(b->out, "decode");
 	if (!f)
 		return 1;
-	fprintf(f, "{\"bench\": \"decode\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
-		   "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"points\": [\n",
-		b->dev, b->copy_bw / 1e9);
-	printf("decode step, llama3-8b (fast = cuBLASLt + flash-decoding + graphs; ref = invariant)\n");
+	fprintf(
+	    f,
+	    "{\"bench\": \"decode\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
+	    "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"points\": [\n",
+	    b->dev, b->copy_bw / 1e9);
+	printf("decode step, llama3-8b (fast = cuBLASLt + flash-decoding + graphs; ref = "
+	       "invariant)\n");
 	printf("%6s %6s %10s %10s %10s %8s %8s\n", "batch", "ctx", "roof_ms", "fast_ms", "ref_ms",
 	       "fast/roof", "ref/fast");
 	int first = 1;
@@ -182,15 +189,19 @@ static int bench_decode(struct bench *b)
 			if (decode_time(b, DS_PATH_FAST, B, ctx, 15, &tf) ||
 			    decode_time(b, DS_PATH_REF, B, ctx, 7, &tr))
 				return 1;
-			double bytes = (double)decode_weight_bytes(c, B) + (double)kv_bytes(c, B, ctx + 1);
+			double bytes =
+			    (double)decode_weight_bytes(c, B) + (double)kv_bytes(c, B, ctx + 1);
 			double roof = bytes / b->copy_bw;
-			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f\n", B, ctx, roof * 1e3, tf * 1e3,
-			       tr * 1e3, 100.0 * roof / tf, tr / tf);
-			fprintf(f, "%s  {\"batch\": %d, \"ctx\": %d, \"bytes\": %.0f, \"roofline_ms\": %.4f, "
-				   "\"fast_ms\": %.4f, \"ref_ms\": %.4f, \"fast_fraction_of_roofline\": %.4f, "
-				   "\"ref_over_fast\": %.3f, \"fast_tokens_per_s\": %.1f}",
-				first ? "" : ",\n", B, ctx, bytes, roof * 1e3, tf * 1e3, tr * 1e3, roof / tf,
-				tr / tf, B / tf);
+			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f\n", B, ctx, roof * 1e3,
+			       tf * 1e3, tr * 1e3, 100.0 * roof / tf, tr / tf);
+			fprintf(f,
+			        "%s  {\"batch\": %d, \"ctx\": %d, \"bytes\": %.0f, "
+			        "\"roofline_ms\": %.4f, "
+			        "\"fast_ms\": %.4f, \"ref_ms\": %.4f, "
+			        "\"fast_fraction_of_roofline\": %.4f, "
+			        "\"ref_over_fast\": %.3f, \"fast_tokens_per_s\": %.1f}",
+			        first ? "" : ",\n", B, ctx, bytes, roof * 1e3, tf * 1e3, tr * 1e3,
+			        roof / tf, tr / tf, B / tf);
 			first = 0;
 			fflush(stdout);
 		}
@@ -203,7 +214,7 @@ static int bench_decode(struct bench *b)
 
 /* ref: 0 = cuBLASLt (fast path), 1 = reference (wgmma), 2 = the older mma.sync kernel */
 static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t *W, float *C,
-		     int M, int N, int K, double *out_s)
+                     int M, int N, int K, double *out_s)
 {
 	struct ds_cuda_ctx *c = b->c;
 	struct ds_err err;
@@ -220,7 +231,7 @@ static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t
 				rv = ds_errf(&err, DS_ERR_DEVICE, "mma gemm launch failed");
 		} else {
 			rv = ref ? ds_cuda_ref_ops.gemm(c, A, W, C, M, N, K, &err)
-				 : ds_cuda_fast_ops.gemm(c, A, W, C, M, N, K, &err);
+			         : ds_cuda_fast_ops.gemm(c, A, W, C, M, N, K, &err);
 		}
 		if (rv != DS_OK) {
 			fprintf(stderr, "gemm %d %d %d: %s\n", M, N, K, err.msg);
@@ -244,9 +255,13 @@ static int bench_gemm(struct bench *b)
 {
 	const struct ds_model_config *c = &b->m->cfg;
 	int H = c->hidden, qd = ds_model_q_dim(c), kvd = ds_model_kv_dim(c), F = c->ffn;
-	struct { const char *name; int N, K; } shapes[] = {
-		{"qkv_proj", qd + 2 * kvd, H}, {"o_proj", H, qd}, {"gate_up_proj", 2 * F, H},
-		{"down_proj", H, F}, {"lm_head", c->vocab_size, H},
+	struct {
+		const char *name;
+		int N, K;
+	} shapes[] = {
+	    {"qkv_proj", qd + 2 * kvd, H}, {"o_proj", H, qd},
+	    {"gate_up_proj", 2 * F, H},    {"down_proj", H, F},
+	    {"lm_head", c->vocab_size, H},
 	};
 	int Ms[] = {1, 16, 64, 512, 2048, 8192};
 	size_t maxA = (size_t)8192 * F, maxW = (size_t)c->vocab_size * H;
@@ -263,30 +278,38 @@ static int bench_gemm(struct bench *b)
 	FILE *f = json_open(b->out, "gemm");
 	if (!f)
 		return 1;
-	fprintf(f, "{\"bench\": \"gemm\", \"device\": \"%s\", \"ref\": \"wgmma m64n128k16, 128x128x64 tile, 3 stages, "
-		   "no split-K\", \"mma_sync\": \"older reference kernel, mma.sync 128x128x32\", \"baseline\": \"cuBLASLt heuristic (fast path)\", \"points\": [\n",
-		b->dev);
-	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference vs cuBLASLt\n");
+	fprintf(f,
+	        "{\"bench\": \"gemm\", \"device\": \"%s\", \"ref\": \"wgmma m64n128k16, 128x128x64 "
+	        "tile, 3 stages, "
+	        "no split-K\", \"mma_sync\": \"older reference kernel, mma.sync 128x128x32\", "
+	        "\"baseline\": \"fast path GEMM: own GEMV for M <= 4, else cuBLASLt (heuristic "
+	        "top-8 autotuned for M <= 256); keys cublas_* hold it\", \"points\": [\n",
+	        b->dev);
+	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference (wgmma) vs fast (GEMV for M <= 4, "
+	       "else cuBLASLt autotuned)\n");
 	CK(ds_k_gemm_mma_setup());
-	printf("%-13s %6s %7s %6s %10s %10s %10s %8s\n", "shape", "M", "N", "K", "ref_TF/s", "mma_TF/s",
-	       "cublas_TF/s", "ref/cublas");
+	printf("%-13s %6s %7s %6s %10s %10s %10s %8s\n", "shape", "M", "N", "K", "ref_TF/s",
+	       "mma_TF/s", "fast_TF/s", "ref/fast");
 	int first = 1;
 	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
 		for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
 			int M = Ms[mi], N = shapes[si].N, K = shapes[si].K;
 			double tr, tc, tm;
-			if (time_gemm(b, 1, A, W, C, M, N, K, &tr) || time_gemm(b, 0, A, W, C, M, N, K, &tc) ||
+			if (time_gemm(b, 1, A, W, C, M, N, K, &tr) ||
+			    time_gemm(b, 0, A, W, C, M, N, K, &tc) ||
 			    time_gemm(b, 2, A, W, C, M, N, K, &tm))
 				return 1;
 			double fl = 2.0 * M * (double)N * K;
-			printf("%-13s %6d %7d %6d %10.1f %10.1f %10.1f %8.2f\n", shapes[si].name, M, N, K,
-			       fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
-			fprintf(f, "%s  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"ref_ms\": %.5f, "
-				   "\"mma_sync_ms\": %.5f, \"cublas_ms\": %.5f, \"ref_TFLOPs\": %.2f, "
-				   "\"mma_sync_TFLOPs\": %.2f, \"cublas_TFLOPs\": %.2f, "
-				   "\"ref_over_cublas_speed\": %.3f}",
-				first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3, tc * 1e3,
-				fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			printf("%-13s %6d %7d %6d %10.1f %10.1f %10.1f %8.2f\n", shapes[si].name, M,
+			       N, K, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			fprintf(f,
+			        "%s  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
+			        "\"ref_ms\": %.5f, "
+			        "\"mma_sync_ms\": %.5f, \"cublas_ms\": %.5f, \"ref_TFLOPs\": %.2f, "
+			        "\"mma_sync_TFLOPs\": %.2f, \"cublas_TFLOPs\": %.2f, "
+			        "\"ref_over_cublas_speed\": %.3f}",
+			        first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3,
+			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
 			first = 0;
 			fflush(stdout);
 		}
@@ -297,7 +320,8 @@ static int bench_gemm(struct bench *b)
 	for (int si = 1; si <= 3; si += 2) {
 		int N = shapes[si].N, K = shapes[si].K;
 		for (int ref = 0; ref < 2; ref++) {
-			const struct ds_cuda_path_ops *ops = ref ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
+			const struct ds_cuda_path_ops *ops =
+			    ref ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
 			if (ops->gemm(b->c, A, W, C2, 1, N, K, &err) != DS_OK ||
 			    ops->gemm(b->c, A, W, C, 2048, N, K, &err) != DS_OK) {
 				fprintf(stderr, "gemm invariance: %s\n", err.msg);
@@ -307,10 +331,10 @@ static int bench_gemm(struct bench *b)
 			CK(cudaMemcpy(r1, C2, (size_t)N * 4, cudaMemcpyDeviceToHost));
 			CK(cudaMemcpy(r2, C, (size_t)N * 4, cudaMemcpyDeviceToHost));
 			int same = memcmp(r1, r2, (size_t)N * 4) == 0;
-			printf("%s %s: row 0 at M=1 %s row 0 at M=2048\n", ref ? "reference" : "cuBLASLt",
-			       shapes[si].name, same ? "==" : "!=");
+			printf("%s %s: row 0 at M=1 %s row 0 at M=2048\n",
+			       ref ? "reference" : "cuBLASLt", shapes[si].name, same ? "==" : "!=");
 			fprintf(f, "%s\"%s_%s\": %s", (si == 1 && ref == 0) ? "" : ", ",
-				ref ? "ref" : "cublas", shapes[si].name, same ? "true" : "false");
+			        ref ? "ref" : "cublas", shapes[si].name, same ? "true" : "false");
 		}
 	}
 	fprintf(f, "}}\n");
@@ -330,12 +354,16 @@ static int bench_attn(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
 	const struct ds_model_config *cfg = &b->m->cfg;
-	struct { int B, ctx; } pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512}};
+	struct {
+		int B, ctx;
+	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512}};
 	FILE *f = json_open(b->out, "attn");
 	if (!f)
 		return 1;
-	fprintf(f, "{\"bench\": \"attn\", \"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, "
-		   "\"points\": [\n", b->dev, b->copy_bw / 1e9);
+	fprintf(f,
+	        "{\"bench\": \"attn\", \"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, "
+	        "\"points\": [\n",
+	        b->dev, b->copy_bw / 1e9);
 	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth)\n");
 	printf("%5s %6s %6s %10s %10s %8s %8s\n", "batch", "ctx", "split", "fast_GB/s", "ref_GB/s",
 	       "fast/roof", "ref/roof");
@@ -359,15 +387,17 @@ static int bench_attn(struct bench *b)
 			fprintf(stderr, "attn: %s\n", err.msg);
 			return 1;
 		}
-		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f, c->stream));
+		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f,
+		                   c->stream));
 		double tt[2];
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
 		for (int ref = 0; ref < 2; ref++) {
 			double t[20];
 			for (int i = -2; i < 20; i++) {
 				CK(cudaEventRecord(e0, c->stream));
-				enum ds_status rv = ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
-							: ds_cuda_fast_ops.attention(c, &p, c->kv, split, &err);
+				enum ds_status rv =
+				    ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
+				        : ds_cuda_fast_ops.attention(c, &p, c->kv, split, &err);
 				if (rv != DS_OK) {
 					fprintf(stderr, "attn: %s\n", err.msg);
 					return 1;
@@ -382,14 +412,15 @@ static int bench_attn(struct bench *b)
 			tt[ref] = median(t, 20);
 		}
 		double bytes = (double)B * (ctx + 1) * 2 * ds_model_kv_dim(cfg) * 2;
-		printf("%5d %6d %6d %10.0f %10.0f %7.1f%% %7.1f%%\n", B, ctx, split, bytes / tt[0] / 1e9,
-		       bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
+		printf("%5d %6d %6d %10.0f %10.0f %7.1f%% %7.1f%%\n", B, ctx, split,
+		       bytes / tt[0] / 1e9, bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
 		       100 * bytes / tt[1] / b->copy_bw);
-		fprintf(f, "%s  {\"batch\": %d, \"ctx\": %d, \"fast_split\": %d, \"kv_bytes\": %.0f, "
-			   "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
-			   "\"ref_fraction_of_roofline\": %.4f}",
-			pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
-			bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw);
+		fprintf(f,
+		        "%s  {\"batch\": %d, \"ctx\": %d, \"fast_split\": %d, \"kv_bytes\": %.0f, "
+		        "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
+		        "\"ref_fraction_of_roofline\": %.4f}",
+		        pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
+		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw);
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
@@ -410,9 +441,10 @@ static int bench_verify(struct bench *b)
 		for (int j = 0; j < nb; j++)
 			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
 		for (int j = 0; j < W; j++)
-			tok[i * W + j] = (int32_t)(ds_hash3(i, j, 9) % (uint64_t)b->m->cfg.vocab_size);
-		ss[i] = (struct ds_fwd_seq){tok + i * W, W, ctx, blocks + (size_t)i * nb, nb, true,
-					    {0.0f, 0, 1.0f, 1}};
+			tok[i * W + j] =
+			    (int32_t)(ds_hash3(i, j, 9) % (uint64_t)b->m->cfg.vocab_size);
+		ss[i] = (struct ds_fwd_seq){
+		    tok + i * W, W, ctx, blocks + (size_t)i * nb, nb, true, {0.0f, 0, 1.0f, 1}};
 	}
 	struct ds_fwd_batch fb = {DS_PATH_REF, ss, G, rows, NULL};
 	struct ds_err err;
@@ -429,19 +461,174 @@ static int bench_verify(struct bench *b)
 	double tv = median(t, 10), td = 0;
 	if (decode_time(b, DS_PATH_FAST, 64, ctx, 15, &td))
 		return 1;
-	printf("verify pass G=%d x W=%d (ref path, ctx %d): %.3f ms; %d fast decode steps at batch 64: "
-	       "%.3f ms; ratio %.3f\n", G, W, ctx, tv * 1e3, W, W * td * 1e3, tv / (W * td));
+	printf("verify pass G=%d x W=%d (ref path, ctx %d): %.3f ms; %d fast decode steps at batch "
+	       "64: "
+	       "%.3f ms; ratio %.3f\n",
+	       G, W, ctx, tv * 1e3, W, W * td * 1e3, tv / (W * td));
 	FILE *f = json_open(b->out, "verify");
 	if (f) {
-		fprintf(f, "{\"bench\": \"verify\", \"device\": \"%s\", \"G\": %d, \"W\": %d, \"ctx\": %d, "
-			   "\"verify_ms\": %.4f, \"decode_step_b64_ms\": %.4f, \"W_decode_steps_ms\": %.4f, "
-			   "\"verify_over_W_steps\": %.4f, \"graph_captured\": false}\n",
-			b->dev, G, W, ctx, tv * 1e3, td * 1e3, W * td * 1e3, tv / (W * td));
+		fprintf(f,
+		        "{\"bench\": \"verify\", \"device\": \"%s\", \"G\": %d, \"W\": %d, "
+		        "\"ctx\": %d, "
+		        "\"verify_ms\": %.4f, \"decode_step_b64_ms\": %.4f, \"W_decode_steps_ms\": "
+		        "%.4f, "
+		        "\"verify_over_W_steps\": %.4f, \"graph_captured\": false}\n",
+		        b->dev, G, W, ctx, tv * 1e3, td * 1e3, W * td * 1e3, tv / (W * td));
 		fclose(f);
 	}
 	free(blocks);
 	free(tok);
 	free(rows);
+	return 0;
+}
+
+/* ---- end to end through the engine ---- */
+
+struct e2e_cfg {
+	const char *name;
+	enum ds_mode mode;
+	int det_pct;
+	bool early; /* early verification at low-margin tokens (the engine's default) */
+};
+
+static int env_int(const char *k, int def)
+{
+	const char *v = getenv(k);
+	return v && *v ? atoi(v) : def;
+}
+
+static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, int n_req, int prompt_max, int n_out,
+                   double *secs, uint64_t *tokens, struct ds_engine_stats *st)
+{
+	struct ds_backend be;
+	struct ds_engine *e = NULL;
+	struct ds_err err;
+	int rc = 1;
+	if (ds_backend_cuda_init(&be, b->m, 0, &err) != DS_OK) {
+		fprintf(stderr, "e2e: %s\n", err.msg);
+		return 1;
+	}
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.mode = cfg->mode;
+	o.kv_blocks = 256 * ((prompt_max + n_out) / 16 + 2) + 256;
+	o.max_step_tokens = 2048;
+	if (ds_engine_init(&e, &be, &o, &err) != DS_OK) {
+		fprintf(stderr, "e2e: %s\n", err.msg);
+		goto out;
+	}
+	int32_t *prompt = malloc((size_t)prompt_max * sizeof(int32_t));
+	uint64_t h = 12345;
+	for (int i = 0; i < n_req; i++) {
+		int n = prompt_max / 2 + (int)((h = ds_mix64(h)) % (uint64_t)(prompt_max / 2 + 1));
+		for (int k = 0; k < n; k++)
+			prompt[k] = (int32_t)((h = ds_mix64(h)) % (uint64_t)b->m->cfg.vocab_size);
+		bool det = cfg->mode != DS_MODE_FAST &&
+		           (int)(ds_mix64(777 ^ (uint64_t)i) % 100) < cfg->det_pct;
+		struct ds_request_params p = {
+		    .prompt = prompt,
+		    .n_prompt = n,
+		    .max_tokens = n_out,
+		    .sampling = {.temperature = 0.7f, .top_p = 1.0f, .seed = ds_mix64((uint64_t)i)},
+		    .has_seed = true,
+		    .ignore_eos = true,
+		    .deterministic = det,
+		    .early_verify = cfg->early,
+		};
+		uint64_t id;
+		if (ds_engine_submit(e, &p, &id, &err) != DS_OK) {
+			fprintf(stderr, "e2e submit: %s\n", err.msg);
+			free(prompt);
+			goto out;
+		}
+	}
+	free(prompt);
+	double t0 = now_s();
+	while (!ds_engine_idle(e)) {
+		if (ds_engine_step(e, &err) != DS_OK) {
+			fprintf(stderr, "e2e step: %s\n", err.msg);
+			goto out;
+		}
+		struct ds_event *ev;
+		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (ev->final && ev->finish == DS_FINISH_ERROR) {
+				fprintf(stderr, "e2e request failed: %s\n", ev->error);
+				ds_event_free(ev);
+				goto out;
+			}
+			ds_event_free(ev);
+		}
+	}
+	*secs = now_s() - t0;
+	ds_engine_get_stats(e, st);
+	*tokens = st->tokens[0] + st->tokens[1];
+	rc = 0;
+out:
+	ds_engine_free(e);
+	ds_backend_free(&be);
+	return rc;
+}
+
+static int bench_e2e(struct bench *b)
+{
+	int n_req = env_int("E2E_REQUESTS", 256), prompt_max = env_int("E2E_PROMPT", 256);
+	int n_out = env_int("E2E_OUT", 128);
+	const struct e2e_cfg cfgs[] = {
+	    {"fast", DS_MODE_FAST, 0, true},
+	    {"dvr-0%", DS_MODE_DVR, 0, true},
+	    {"dvr-10%", DS_MODE_DVR, 10, true},
+	    {"dvr-50%", DS_MODE_DVR, 50, true},
+	    {"dvr-100%", DS_MODE_DVR, 100, true},
+	    {"invariant", DS_MODE_INVARIANT, 100, true},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false},
+	};
+	FILE *f = json_open(b->out, "e2e");
+	if (!f)
+		return 1;
+	fprintf(f,
+	        "{\"bench\": \"e2e\", \"device\": \"%s\", \"model\": \"llama3-8b (synthetic)\", "
+	        "\"requests\": %d, \"prompt_tokens\": \"%d..%d\", \"output_tokens\": %d, "
+	        "\"temperature\": 0.7, \"W\": 32, \"G\": 16, \"runs\": [\n",
+	        b->dev, n_req, prompt_max / 2, prompt_max, n_out);
+	printf(
+	    "end to end, llama3-8b, %d requests, prompts %d..%d, %d out (engine, manual steps)\n",
+	    n_req, prompt_max / 2, prompt_max, n_out);
+	printf("%-21s %8s %10s %8s %8s %9s %10s\n", "mode", "secs", "tok/s", "vs fast", "windows",
+	       "rollbacks", "recomputed");
+	double fast_tps = 0;
+	for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
+		double secs = 0;
+		uint64_t tok = 0;
+		struct ds_engine_stats st;
+		memset(&st, 0, sizeof(st));
+		if (e2e_run(b, &cfgs[i], n_req, prompt_max, n_out, &secs, &tok, &st))
+			return 1;
+		double tps = (double)tok / secs;
+		if (i == 0)
+			fast_tps = tps;
+		printf("%-21s %8.2f %10.0f %8.3f %8llu %9llu %10llu\n", cfgs[i].name, secs, tps,
+		       tps / fast_tps, (unsigned long long)st.windows,
+		       (unsigned long long)st.rollbacks, (unsigned long long)st.recomputed);
+		fprintf(f,
+		        "%s  {\"mode\": \"%s\", \"deterministic_pct\": %d, \"early_verify\": %s, "
+		        "\"secs\": %.3f, "
+		        "\"tokens\": %llu, \"tokens_per_s\": %.1f, \"ratio_to_fast\": %.4f, "
+		        "\"windows\": %llu, \"rollbacks\": %llu, \"rolled_back\": %llu, "
+		        "\"recomputed\": %llu, \"preemptions\": %llu, \"ref_calls\": %llu, "
+		        "\"fast_calls\": %llu}",
+		        i ? ",\n" : "", cfgs[i].name, cfgs[i].det_pct,
+		        cfgs[i].early ? "true" : "false", secs, (unsigned long long)tok, tps,
+		        tps / fast_tps, (unsigned long long)st.windows,
+		        (unsigned long long)st.rollbacks, (unsigned long long)st.rolled_back,
+		        (unsigned long long)st.recomputed, (unsigned long long)st.preemptions,
+		        (unsigned long long)st.ref_forward_calls,
+		        (unsigned long long)st.fast_forward_calls);
+		fflush(stdout);
+		fflush(f);
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
 	return 0;
 }
 
@@ -499,6 +686,8 @@ int main(int argc, char **argv)
 	if (!rc && want(argc, argv, "verify"))
 		rc = bench_verify(&b);
 	ds_backend_free(&b.be);
+	if (!rc && want(argc, argv, "e2e"))
+		rc = bench_e2e(&b);
 	ds_model_free(b.m);
 	return rc;
 }

@@ -9,7 +9,8 @@ src=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/devlib"
 cp "$src/run.sh" "$dest/"
-cp "$build/tests/test_gpu_kernels" "$build/tests/test_gpu_backend" "$build/bench/bench_gpu" "$dest/bin/"
+cp "$build/tests/test_gpu_kernels" "$build/tests/test_gpu_backend" "$build/tests/test_gpu_engine" \
+  "$build/bench/bench_gpu" "$dest/bin/"
 for lib in libcmocka.so.0 libxxhash.so.0 libjansson.so.4 libcudart.so.13; do
   path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
   [ -n "$path" ] && cp -L "$path" "$dest/devlib/"

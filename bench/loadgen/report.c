@@ -17,7 +17,8 @@ json_t *ds_json_num(double x)
 	return isfinite(x) ? json_real(x) : json_null();
 }
 
-enum ds_status ds_bench_rec_add_tokens(struct ds_bench_rec *r, const int32_t *ids, size_t n, double t)
+enum ds_status ds_bench_rec_add_tokens(struct ds_bench_rec *r, const int32_t *ids, size_t n,
+                                       double t)
 {
 	if (n == 0)
 		return DS_OK;
@@ -40,7 +41,8 @@ enum ds_status ds_bench_rec_add_tokens(struct ds_bench_rec *r, const int32_t *id
 			r->t_first = t;
 		} else {
 			/* the gap belongs to the first token of the chunk; the rest came with it */
-			r->itl_ms[r->n_tokens - 1] = i == 0 ? (float)((t - r->t_last_tok) * 1e3) : 0.0f;
+			r->itl_ms[r->n_tokens - 1] =
+			    i == 0 ? (float)((t - r->t_last_tok) * 1e3) : 0.0f;
 		}
 		r->tokens[r->n_tokens++] = ids[i];
 	}
@@ -76,9 +78,10 @@ double ds_bench_rec_e2e_ms(const struct ds_bench_rec *r)
 
 static json_t *dvr_json(const struct ds_bench_dvr *d)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "verify_passes", (json_int_t)d->verify_passes, "windows",
-			 (json_int_t)d->windows, "rollbacks", (json_int_t)d->rollbacks, "rolled_back_tokens",
-			 (json_int_t)d->rolled_back_tokens, "recomputed_tokens", (json_int_t)d->recomputed_tokens);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "verify_passes", (json_int_t)d->verify_passes,
+	                 "windows", (json_int_t)d->windows, "rollbacks", (json_int_t)d->rollbacks,
+	                 "rolled_back_tokens", (json_int_t)d->rolled_back_tokens,
+	                 "recomputed_tokens", (json_int_t)d->recomputed_tokens);
 }
 
 static json_t *record_json(const struct ds_bench_rec *r, int idx, bool with_tokens)
@@ -86,19 +89,20 @@ static json_t *record_json(const struct ds_bench_rec *r, int idx, bool with_toke
 	const struct ds_bench_req *q = r->req;
 	char hash[17];
 	snprintf(hash, sizeof(hash), "%016llx",
-		 (unsigned long long)XXH64(r->tokens, sizeof(int32_t) * (size_t)r->n_tokens, 0));
+	         (unsigned long long)XXH64(r->tokens, sizeof(int32_t) * (size_t)r->n_tokens, 0));
 	json_t *itl = json_array();
 	for (int i = 0; i + 1 < r->n_tokens; i++)
 		json_array_append_new(itl, json_real(round(r->itl_ms[i] * 1000.0) / 1000.0));
-	json_t *j = json_pack("{s:i,s:s,s:b,s:o,s:o,s:i,s:i,s:s,s:s,s:o,s:o,s:o,s:i,s:o,s:s,s:s,s:I,s:s}",
-			      "i", idx, "tag", q->tag, "deterministic", q->deterministic, "arrival_s",
-			      ds_json_num(r->t_sched), "sent_s", ds_json_num(r->t_sent), "prompt_tokens",
-			      q->prompt ? q->n_prompt : r->prompt_tokens, "max_tokens", q->max_tokens, "status",
-			      ds_grpcc_code_name(r->code), "message", r->message, "ttft_ms",
-			      ds_json_num(ds_bench_rec_ttft_ms(r)), "tpot_ms", ds_json_num(ds_bench_rec_tpot_ms(r)),
-			      "e2e_ms", ds_json_num(ds_bench_rec_e2e_ms(r)), "tokens", r->n_tokens, "itl_ms", itl,
-			      "finish", ds_client_finish_name(r->finish), "fingerprint", r->fingerprint, "seed",
-			      (json_int_t)(r->seed & 0x7fffffffffffffffull), "output_hash", hash);
+	json_t *j = json_pack(
+	    "{s:i,s:s,s:b,s:o,s:o,s:i,s:i,s:s,s:s,s:o,s:o,s:o,s:i,s:o,s:s,s:s,s:I,s:s}", "i", idx,
+	    "tag", q->tag, "deterministic", q->deterministic, "arrival_s", ds_json_num(r->t_sched),
+	    "sent_s", ds_json_num(r->t_sent), "prompt_tokens",
+	    q->prompt ? q->n_prompt : r->prompt_tokens, "max_tokens", q->max_tokens, "status",
+	    ds_grpcc_code_name(r->code), "message", r->message, "ttft_ms",
+	    ds_json_num(ds_bench_rec_ttft_ms(r)), "tpot_ms", ds_json_num(ds_bench_rec_tpot_ms(r)),
+	    "e2e_ms", ds_json_num(ds_bench_rec_e2e_ms(r)), "tokens", r->n_tokens, "itl_ms", itl,
+	    "finish", ds_client_finish_name(r->finish), "fingerprint", r->fingerprint, "seed",
+	    (json_int_t)(r->seed & 0x7fffffffffffffffull), "output_hash", hash);
 	if (!j)
 		return NULL;
 	json_object_set_new(j, "dvr", dvr_json(&r->dvr));
@@ -112,7 +116,7 @@ static json_t *record_json(const struct ds_bench_rec *r, int idx, bool with_toke
 }
 
 enum ds_status ds_report_records(FILE *f, const struct ds_bench_rec *recs, int n, bool with_tokens,
-				 struct ds_err *err)
+                                 struct ds_err *err)
 {
 	for (int i = 0; i < n; i++) {
 		json_t *j = record_json(&recs[i], i, with_tokens);
@@ -132,9 +136,10 @@ static json_t *dist_json(struct ds_samples *s)
 {
 	struct ds_dist d;
 	ds_samples_dist(s, &d);
-	return json_pack("{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "n", (json_int_t)d.n, "mean", ds_json_num(d.mean),
-			 "min", ds_json_num(d.min), "max", ds_json_num(d.max), "p50", ds_json_num(d.p50), "p90",
-			 ds_json_num(d.p90), "p99", ds_json_num(d.p99), "p99.9", ds_json_num(d.p999));
+	return json_pack("{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "n", (json_int_t)d.n, "mean",
+	                 ds_json_num(d.mean), "min", ds_json_num(d.min), "max", ds_json_num(d.max),
+	                 "p50", ds_json_num(d.p50), "p90", ds_json_num(d.p90), "p99",
+	                 ds_json_num(d.p99), "p99.9", ds_json_num(d.p999));
 }
 
 /* class: 0 = non-deterministic, 1 = deterministic, 2 = all */
@@ -161,8 +166,9 @@ static json_t *latency_json(const struct ds_bench_rec *recs, int n, int cls)
 		for (int k = 0; k + 1 < r->n_tokens; k++)
 			ds_samples_add(&itl, r->itl_ms[k]);
 	}
-	json_t *j = json_pack("{s:i,s:o,s:o,s:o,s:o}", "requests", nreq, "ttft_ms", dist_json(&ttft), "tpot_ms",
-			      dist_json(&tpot), "e2e_ms", dist_json(&e2e), "itl_ms", dist_json(&itl));
+	json_t *j = json_pack("{s:i,s:o,s:o,s:o,s:o}", "requests", nreq, "ttft_ms",
+	                      dist_json(&ttft), "tpot_ms", dist_json(&tpot), "e2e_ms",
+	                      dist_json(&e2e), "itl_ms", dist_json(&itl));
 	ds_samples_free(&ttft);
 	ds_samples_free(&tpot);
 	ds_samples_free(&e2e);
@@ -176,16 +182,17 @@ static double ratio(double a, double b)
 }
 
 json_t *ds_report_summary(const struct ds_bench_rec *recs, int n, double duration_s, json_t *config,
-			  json_t *server)
+                          json_t *server)
 {
-	int ok = 0, ok_det = 0, errors[DS_GRPCC_CODE_COUNT] = { 0 }, n_det = 0;
+	int ok = 0, ok_det = 0, errors[DS_GRPCC_CODE_COUNT] = {0}, n_det = 0;
 	uint64_t tok = 0, tok_det = 0;
-	struct ds_bench_dvr d = { 0 };
+	struct ds_bench_dvr d = {0};
 	for (int i = 0; i < n; i++) {
 		const struct ds_bench_rec *r = &recs[i];
 		n_det += r->req->deterministic;
 		if (r->code != 0) {
-			errors[r->code >= 0 && r->code < DS_GRPCC_CODE_COUNT ? r->code : DS_GRPCC_UNKNOWN]++;
+			errors[r->code >= 0 && r->code < DS_GRPCC_CODE_COUNT ? r->code
+			                                                     : DS_GRPCC_UNKNOWN]++;
 			continue;
 		}
 		ok++;
@@ -204,27 +211,30 @@ json_t *ds_report_summary(const struct ds_bench_rec *recs, int n, double duratio
 	for (int c = 1; c < DS_GRPCC_CODE_COUNT; c++)
 		if (errors[c])
 			json_object_set_new(errs, ds_grpcc_code_name(c), json_integer(errors[c]));
-	json_t *dvr = json_pack("{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o,s:o}", "requests", ok_det, "tokens",
-				(json_int_t)tok_det, "verify_passes", (json_int_t)d.verify_passes, "windows",
-				(json_int_t)d.windows, "rollbacks", (json_int_t)d.rollbacks, "rolled_back_tokens",
-				(json_int_t)d.rolled_back_tokens, "recomputed_tokens", (json_int_t)d.recomputed_tokens,
-				"rollback_rate_per_window", ds_json_num(ratio((double)d.rollbacks, (double)d.windows)),
-				"rollbacks_per_1k_tokens",
-				ds_json_num(ratio(1000.0 * (double)d.rollbacks, (double)tok_det)), "recompute_ratio",
-				ds_json_num(ratio((double)d.recomputed_tokens, (double)tok_det)), "rolled_back_ratio",
-				ds_json_num(ratio((double)d.rolled_back_tokens, (double)tok_det)));
-	json_t *thr = json_pack("{s:o,s:o,s:o,s:o}", "req_per_s", ds_json_num(ratio(ok, duration_s)), "tok_per_s",
-				ds_json_num(ratio((double)tok, duration_s)), "det_tok_per_s",
-				ds_json_num(ratio((double)tok_det, duration_s)), "nondet_tok_per_s",
-				ds_json_num(ratio((double)(tok - tok_det), duration_s)));
-	json_t *lat = json_pack("{s:o,s:o,s:o}", "det", latency_json(recs, n, 1), "nondet", latency_json(recs, n, 0),
-				"all", latency_json(recs, n, 2));
-	json_t *reqs = json_pack("{s:i,s:i,s:i,s:i,s:I}", "total", n, "deterministic", n_det, "ok", ok, "errors",
-				 n - ok, "tokens", (json_int_t)tok);
-	return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "schema", "detserve-bench-summary/1", "config",
-			 config ? config : json_object(), "server", server ? server : json_null(), "duration_s",
-			 ds_json_num(duration_s), "requests", reqs, "errors_by_status", errs, "throughput", thr,
-			 "latency", lat, "dvr", dvr);
+	json_t *dvr = json_pack(
+	    "{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o,s:o}", "requests", ok_det, "tokens",
+	    (json_int_t)tok_det, "verify_passes", (json_int_t)d.verify_passes, "windows",
+	    (json_int_t)d.windows, "rollbacks", (json_int_t)d.rollbacks, "rolled_back_tokens",
+	    (json_int_t)d.rolled_back_tokens, "recomputed_tokens", (json_int_t)d.recomputed_tokens,
+	    "rollback_rate_per_window", ds_json_num(ratio((double)d.rollbacks, (double)d.windows)),
+	    "rollbacks_per_1k_tokens",
+	    ds_json_num(ratio(1000.0 * (double)d.rollbacks, (double)tok_det)), "recompute_ratio",
+	    ds_json_num(ratio((double)d.recomputed_tokens, (double)tok_det)), "rolled_back_ratio",
+	    ds_json_num(ratio((double)d.rolled_back_tokens, (double)tok_det)));
+	json_t *thr =
+	    json_pack("{s:o,s:o,s:o,s:o}", "req_per_s", ds_json_num(ratio(ok, duration_s)),
+	              "tok_per_s", ds_json_num(ratio((double)tok, duration_s)), "det_tok_per_s",
+	              ds_json_num(ratio((double)tok_det, duration_s)), "nondet_tok_per_s",
+	              ds_json_num(ratio((double)(tok - tok_det), duration_s)));
+	json_t *lat = json_pack("{s:o,s:o,s:o}", "det", latency_json(recs, n, 1), "nondet",
+	                        latency_json(recs, n, 0), "all", latency_json(recs, n, 2));
+	json_t *reqs = json_pack("{s:i,s:i,s:i,s:i,s:I}", "total", n, "deterministic", n_det, "ok",
+	                         ok, "errors", n - ok, "tokens", (json_int_t)tok);
+	return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "schema",
+	                 "detserve-bench-summary/1", "config", config ? config : json_object(),
+	                 "server", server ? server : json_null(), "duration_s",
+	                 ds_json_num(duration_s), "requests", reqs, "errors_by_status", errs,
+	                 "throughput", thr, "latency", lat, "dvr", dvr);
 }
 
 /* ---- table ---- */
@@ -259,20 +269,25 @@ void ds_report_table(FILE *f, const json_t *s)
 {
 	const json_t *srv = json_object_get(s, "server");
 	const json_t *cfg = json_object_get(s, "config");
-	fprintf(f, "detserve-bench: %s  mode=%s W=%d G=%d backend=%s model=%s\n", str(cfg, "label"), str(srv, "mode"),
-		(int)num(srv, "window", NULL), (int)num(srv, "group", NULL), str(srv, "backend"),
-		str(json_object_get(srv, "model"), "source"));
-	fprintf(f, "requests %d (det %d)  ok %d  errors %d  in %.2f s:  %.2f req/s  %.1f tok/s (det %.1f, non-det %.1f)\n",
-		(int)num(s, "requests", "total", NULL), (int)num(s, "requests", "deterministic", NULL),
-		(int)num(s, "requests", "ok", NULL), (int)num(s, "requests", "errors", NULL), num(s, "duration_s", NULL),
-		num(s, "throughput", "req_per_s", NULL), num(s, "throughput", "tok_per_s", NULL),
-		num(s, "throughput", "det_tok_per_s", NULL), num(s, "throughput", "nondet_tok_per_s", NULL));
-	fprintf(f, "%-8s %5s |%-35s |%-35s |%-26s\n", "ms", "n", "  TTFT p50      p90      p99    p99.9",
-		"  TPOT p50      p90      p99    p99.9", "   E2E p50      p99    p99.9");
-	static const char *const cls[] = { "det", "nondet", "all" };
-	static const char *const lbl[] = { "det", "non-det", "all" };
-	static const char *const q4[] = { "p50", "p90", "p99", "p99.9" };
-	static const char *const q3[] = { "p50", "p99", "p99.9" };
+	fprintf(f, "detserve-bench: %s  mode=%s W=%d G=%d backend=%s model=%s\n", str(cfg, "label"),
+	        str(srv, "mode"), (int)num(srv, "window", NULL), (int)num(srv, "group", NULL),
+	        str(srv, "backend"), str(json_object_get(srv, "model"), "source"));
+	fprintf(f,
+	        "requests %d (det %d)  ok %d  errors %d  in %.2f s:  %.2f req/s  %.1f tok/s (det "
+	        "%.1f, non-det %.1f)\n",
+	        (int)num(s, "requests", "total", NULL),
+	        (int)num(s, "requests", "deterministic", NULL), (int)num(s, "requests", "ok", NULL),
+	        (int)num(s, "requests", "errors", NULL), num(s, "duration_s", NULL),
+	        num(s, "throughput", "req_per_s", NULL), num(s, "throughput", "tok_per_s", NULL),
+	        num(s, "throughput", "det_tok_per_s", NULL),
+	        num(s, "throughput", "nondet_tok_per_s", NULL));
+	fprintf(f, "%-8s %5s |%-35s |%-35s |%-26s\n", "ms", "n",
+	        "  TTFT p50      p90      p99    p99.9", "  TPOT p50      p90      p99    p99.9",
+	        "   E2E p50      p99    p99.9");
+	static const char *const cls[] = {"det", "nondet", "all"};
+	static const char *const lbl[] = {"det", "non-det", "all"};
+	static const char *const q4[] = {"p50", "p90", "p99", "p99.9"};
+	static const char *const q3[] = {"p50", "p99", "p99.9"};
 	for (int c = 0; c < 3; c++) {
 		const json_t *l = json_object_get(json_object_get(s, "latency"), cls[c]);
 		fprintf(f, "%-8s %5d |", lbl[c], (int)num(l, "requests", NULL));
@@ -287,19 +302,25 @@ void ds_report_table(FILE *f, const json_t *s)
 		fprintf(f, "\n");
 	}
 	const json_t *d = json_object_get(s, "dvr");
-	fprintf(f, "DVR: %d det requests, %d tokens; windows %d, rollbacks %d (%.2f%% of windows, %.2f per 1k tokens); "
-		   "recompute ratio %.3f; rolled back %.2f%% of tokens\n",
-		(int)num(d, "requests", NULL), (int)num(d, "tokens", NULL), (int)num(d, "windows", NULL),
-		(int)num(d, "rollbacks", NULL), 100.0 * num(d, "rollback_rate_per_window", NULL),
-		num(d, "rollbacks_per_1k_tokens", NULL), num(d, "recompute_ratio", NULL),
-		100.0 * num(d, "rolled_back_ratio", NULL));
+	if (num(d, "requests", NULL) > 0)
+		fprintf(
+		    f,
+		    "DVR: %d det requests, %d tokens; windows %d, rollbacks %d (%.2f%% of windows, "
+		    "%.2f per 1k tokens); recompute ratio %.3f; rolled back %.2f%% of tokens\n",
+		    (int)num(d, "requests", NULL), (int)num(d, "tokens", NULL),
+		    (int)num(d, "windows", NULL), (int)num(d, "rollbacks", NULL),
+		    100.0 * num(d, "rollback_rate_per_window", NULL),
+		    num(d, "rollbacks_per_1k_tokens", NULL), num(d, "recompute_ratio", NULL),
+		    100.0 * num(d, "rolled_back_ratio", NULL));
+	else
+		fprintf(f, "DVR: no successful deterministic requests\n");
 	const json_t *errs = json_object_get(s, "errors_by_status");
 	if (json_object_size(errs)) {
 		const char *k;
 		json_t *v;
 		fprintf(f, "errors:");
 		json_object_foreach((json_t *)errs, k, v)
-			fprintf(f, " %s=%d", k, (int)json_integer_value(v));
+		    fprintf(f, " %s=%d", k, (int)json_integer_value(v));
 		fprintf(f, "\n");
 	}
 }

@@ -21,7 +21,8 @@ double ds_bench_rng_uniform(struct ds_bench_rng *r)
 	return (double)(ds_bench_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-enum ds_status ds_len_dist_parse(const char *what, const char *s, struct ds_len_dist *d, struct ds_err *err)
+enum ds_status ds_len_dist_parse(const char *what, const char *s, struct ds_len_dist *d,
+                                 struct ds_err *err)
 {
 	char *end;
 	long a, b;
@@ -46,8 +47,9 @@ enum ds_status ds_len_dist_parse(const char *what, const char *s, struct ds_len_
 	d->a = d->b = (int)a;
 	return DS_OK;
 bad:
-	return ds_errf(err, DS_ERR_INVALID, "%s: bad length distribution '%s' (want N, fixed:N or uniform:A:B)",
-		       what, s);
+	return ds_errf(err, DS_ERR_INVALID,
+	               "%s: bad length distribution '%s' (want N, fixed:N or uniform:A:B)", what,
+	               s);
 }
 
 int ds_len_dist_draw(const struct ds_len_dist *d, struct ds_bench_rng *r)
@@ -71,8 +73,8 @@ void ds_workload_opts_default(struct ds_workload_opts *o)
 	o->seed = 1;
 	o->rate = 10;
 	o->n_requests = 100;
-	o->prompt_len = (struct ds_len_dist){ DS_LEN_FIXED, 32, 32 };
-	o->output_len = (struct ds_len_dist){ DS_LEN_FIXED, 32, 32 };
+	o->prompt_len = (struct ds_len_dist){DS_LEN_FIXED, 32, 32};
+	o->output_len = (struct ds_len_dist){DS_LEN_FIXED, 32, 32};
 	o->vocab = 256;
 	o->top_p = 1.0f;
 }
@@ -88,7 +90,8 @@ void ds_workload_free(struct ds_bench_req *reqs, int n)
 	free(reqs);
 }
 
-static enum ds_status random_prompt(struct ds_bench_req *q, int len, int vocab, struct ds_bench_rng *r)
+static enum ds_status random_prompt(struct ds_bench_req *q, int len, int vocab,
+                                    struct ds_bench_rng *r)
 {
 	q->prompt = malloc(sizeof(int32_t) * (size_t)len);
 	if (!q->prompt)
@@ -99,7 +102,8 @@ static enum ds_status random_prompt(struct ds_bench_req *q, int len, int vocab, 
 	return DS_OK;
 }
 
-static void req_defaults(struct ds_bench_req *q, const struct ds_workload_opts *o, struct ds_bench_rng *r)
+static void req_defaults(struct ds_bench_req *q, const struct ds_workload_opts *o,
+                         struct ds_bench_rng *r)
 {
 	q->seed = ds_bench_rng_next(r) >> 11; /* < 2^53: exact in any JSON reader */
 	q->temperature = o->temperature;
@@ -107,18 +111,21 @@ static void req_defaults(struct ds_bench_req *q, const struct ds_workload_opts *
 	q->top_p = o->top_p;
 }
 
-enum ds_status ds_workload_poisson(const struct ds_workload_opts *o, struct ds_bench_req **out, int *n,
-				   struct ds_err *err)
+enum ds_status ds_workload_poisson(const struct ds_workload_opts *o, struct ds_bench_req **out,
+                                   int *n, struct ds_err *err)
 {
 	*out = NULL;
 	*n = 0;
 	if (o->n_requests <= 0 || o->vocab <= 0 || !(o->det_fraction >= 0 && o->det_fraction <= 1))
-		return ds_errf(err, DS_ERR_INVALID, "workload: need requests > 0, vocab > 0, det fraction in [0,1]");
+		return ds_errf(err, DS_ERR_INVALID,
+		               "workload: need requests > 0, vocab > 0, det fraction in [0,1]");
 	struct ds_bench_req *reqs = calloc((size_t)o->n_requests, sizeof(*reqs));
 	if (!reqs)
-		return ds_errf(err, DS_ERR_NOMEM, "workload: no memory for %d requests", o->n_requests);
+		return ds_errf(err, DS_ERR_NOMEM, "workload: no memory for %d requests",
+		               o->n_requests);
 	/* separate streams, so changing the det fraction does not change arrivals or prompts */
-	struct ds_bench_rng arr = { o->seed ^ 0xa5a5a5a5ull }, mix = { o->seed ^ 0x5a5a5a5aull }, body = { o->seed };
+	struct ds_bench_rng arr = {o->seed ^ 0xa5a5a5a5ull}, mix = {o->seed ^ 0x5a5a5a5aull},
+	                    body = {o->seed};
 	double t = 0;
 	int k = 0;
 	for (; k < o->n_requests; k++) {
@@ -156,8 +163,9 @@ static int cmp_arrival(const void *a, const void *b)
 	return (x->arrival_s > y->arrival_s) - (x->arrival_s < y->arrival_s);
 }
 
-static enum ds_status trace_line(json_t *j, struct ds_bench_req *q, const struct ds_workload_opts *o,
-				 struct ds_bench_rng *r, const char *where, struct ds_err *err)
+static enum ds_status trace_line(json_t *j, struct ds_bench_req *q,
+                                 const struct ds_workload_opts *o, struct ds_bench_rng *r,
+                                 const char *where, struct ds_err *err)
 {
 	json_t *v;
 	if (!json_is_object(j))
@@ -165,32 +173,39 @@ static enum ds_status trace_line(json_t *j, struct ds_bench_req *q, const struct
 	req_defaults(q, o, r);
 	v = json_object_get(j, "arrival_s");
 	if (!json_is_number(v) || json_number_value(v) < 0 || !isfinite(json_number_value(v)))
-		return ds_errf(err, DS_ERR_FORMAT, "%s: \"arrival_s\" must be a number >= 0", where);
+		return ds_errf(err, DS_ERR_FORMAT, "%s: \"arrival_s\" must be a number >= 0",
+		               where);
 	q->arrival_s = json_number_value(v);
 	q->max_tokens = ds_len_dist_draw(&o->output_len, r);
 	if ((v = json_object_get(j, "max_tokens"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000)
-			return ds_errf(err, DS_ERR_FORMAT, "%s: \"max_tokens\" must be an integer >= 1", where);
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000000)
+			return ds_errf(err, DS_ERR_FORMAT,
+			               "%s: \"max_tokens\" must be an integer >= 1", where);
 		q->max_tokens = (int)json_integer_value(v);
 	}
 	if ((v = json_object_get(j, "deterministic"))) {
 		if (!json_is_boolean(v))
-			return ds_errf(err, DS_ERR_FORMAT, "%s: \"deterministic\" must be a boolean", where);
+			return ds_errf(err, DS_ERR_FORMAT,
+			               "%s: \"deterministic\" must be a boolean", where);
 		q->deterministic = json_is_true(v);
 	}
 	if ((v = json_object_get(j, "seed"))) {
 		if (!json_is_integer(v) || json_integer_value(v) < 0)
-			return ds_errf(err, DS_ERR_FORMAT, "%s: \"seed\" must be an integer >= 0", where);
+			return ds_errf(err, DS_ERR_FORMAT, "%s: \"seed\" must be an integer >= 0",
+			               where);
 		q->seed = (uint64_t)json_integer_value(v);
 	}
 	if ((v = json_object_get(j, "temperature"))) {
 		if (!json_is_number(v))
-			return ds_errf(err, DS_ERR_FORMAT, "%s: \"temperature\" must be a number", where);
+			return ds_errf(err, DS_ERR_FORMAT, "%s: \"temperature\" must be a number",
+			               where);
 		q->temperature = (float)json_number_value(v);
 	}
 	if ((v = json_object_get(j, "top_k"))) {
 		if (!json_is_integer(v))
-			return ds_errf(err, DS_ERR_FORMAT, "%s: \"top_k\" must be an integer", where);
+			return ds_errf(err, DS_ERR_FORMAT, "%s: \"top_k\" must be an integer",
+			               where);
 		q->top_k = (int)json_integer_value(v);
 	}
 	if ((v = json_object_get(j, "top_p"))) {
@@ -206,43 +221,50 @@ static enum ds_status trace_line(json_t *j, struct ds_bench_req *q, const struct
 	if ((v = json_object_get(j, "prompt_ids"))) {
 		size_t n = json_array_size(v);
 		if (!json_is_array(v) || n == 0 || n > 1000000)
-			return ds_errf(err, DS_ERR_FORMAT, "%s: \"prompt_ids\" must be a non-empty array", where);
+			return ds_errf(err, DS_ERR_FORMAT,
+			               "%s: \"prompt_ids\" must be a non-empty array", where);
 		q->prompt = malloc(sizeof(int32_t) * n);
 		if (!q->prompt)
 			return ds_errf(err, DS_ERR_NOMEM, "%s: no memory", where);
 		q->n_prompt = (int)n;
 		for (size_t i = 0; i < n; i++) {
 			json_t *e = json_array_get(v, i);
-			if (!json_is_integer(e) || json_integer_value(e) < INT32_MIN || json_integer_value(e) > INT32_MAX)
-				return ds_errf(err, DS_ERR_FORMAT, "%s: prompt_ids[%zu] is not an int32", where, i);
+			if (!json_is_integer(e) || json_integer_value(e) < INT32_MIN ||
+			    json_integer_value(e) > INT32_MAX)
+				return ds_errf(err, DS_ERR_FORMAT,
+				               "%s: prompt_ids[%zu] is not an int32", where, i);
 			q->prompt[i] = (int32_t)json_integer_value(e);
 		}
 	} else if ((v = json_object_get(j, "prompt"))) {
 		if (!json_is_string(v))
-			return ds_errf(err, DS_ERR_FORMAT, "%s: \"prompt\" must be a string", where);
+			return ds_errf(err, DS_ERR_FORMAT, "%s: \"prompt\" must be a string",
+			               where);
 		q->prompt_text = strdup(json_string_value(v));
 		if (!q->prompt_text)
 			return ds_errf(err, DS_ERR_NOMEM, "%s: no memory", where);
 	} else if ((v = json_object_get(j, "prompt_len"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000)
-			return ds_errf(err, DS_ERR_FORMAT, "%s: \"prompt_len\" must be an integer >= 1", where);
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000000)
+			return ds_errf(err, DS_ERR_FORMAT,
+			               "%s: \"prompt_len\" must be an integer >= 1", where);
 		if (random_prompt(q, (int)json_integer_value(v), o->vocab, r) != DS_OK)
 			return ds_errf(err, DS_ERR_NOMEM, "%s: no memory", where);
 	} else {
-		return ds_errf(err, DS_ERR_FORMAT, "%s: needs \"prompt_ids\", \"prompt\" or \"prompt_len\"", where);
+		return ds_errf(err, DS_ERR_FORMAT,
+		               "%s: needs \"prompt_ids\", \"prompt\" or \"prompt_len\"", where);
 	}
 	return DS_OK;
 }
 
-enum ds_status ds_workload_trace(const char *path, const struct ds_workload_opts *o, struct ds_bench_req **out,
-				 int *n, struct ds_err *err)
+enum ds_status ds_workload_trace(const char *path, const struct ds_workload_opts *o,
+                                 struct ds_bench_req **out, int *n, struct ds_err *err)
 {
 	FILE *f = fopen(path, "r");
 	char *line = NULL, where[300];
 	size_t lcap = 0;
 	int cap = 0, k = 0, lineno = 0;
 	struct ds_bench_req *reqs = NULL;
-	struct ds_bench_rng r = { o->seed };
+	struct ds_bench_rng r = {o->seed};
 	enum ds_status rv = DS_OK;
 
 	*out = NULL;

@@ -193,6 +193,9 @@ def write_result(outdir, study, args, result):
     result["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     # DETSERVE_RESULT_COMMIT describes builds that are not one commit (e.g. a local merge)
     result["commit"] = os.environ.get("DETSERVE_RESULT_COMMIT") or git_commit()
+    # how busy the machine was: shared CI boxes make throughput numbers noisy
+    result["loadavg_1_5_15"] = [round(x, 2) for x in os.getloadavg()]
+    result["cpus"] = os.cpu_count()
     p = os.path.join(outdir, study + ".json")
     with open(p, "w") as f:
         json.dump(result, f, indent=2, sort_keys=False)

@@ -66,8 +66,9 @@ def main():
     data = "\n\n".join(blocks)
     for col, what in ((3, "TTFT"), (5, "TPOT")):
         plots = ", \\\n     ".join(
-            'DAT index %d using 1:%d with linespoints lw 2 title "p99, %g%% det", '
-            'DAT index %d using 1:%d with linespoints dt 2 title "p50, %g%% det"' % (i, col, d, i, col - 1, d)
+            'DAT index %d using 1:%d with linespoints lw 2 lc %d title "p99, %g%% det", '
+            'DAT index %d using 1:%d with linespoints dt 2 lc %d title "p50, %g%% det"' % (
+                i, col, i + 1, d, i, col - 1, i + 1, d)
             for i, d in enumerate(dets))
         common.gnuplot(args, out, "latency_vs_load_%s" % what.lower(), """
 set title "Non-deterministic %s vs load (%s; saturation %.2f req/s)"

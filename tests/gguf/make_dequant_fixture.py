@@ -58,7 +58,12 @@ def main():
     cases.append(case("Q8_0", T.Q8_0, *blocks(T.Q8_0, 4, [(0, 0.05)])))
     cases.append(case("Q4_0", T.Q4_0, *blocks(T.Q4_0, 4, [(0, 0.05)])))
     cases.append(case("Q4_1", T.Q4_1, *blocks(T.Q4_1, 4, [(0, 0.05), (2, 1.0)])))
+    cases.append(case("Q5_0", T.Q5_0, *blocks(T.Q5_0, 4, [(0, 0.05)])))
+    cases.append(case("Q5_1", T.Q5_1, *blocks(T.Q5_1, 4, [(0, 0.05), (2, 1.0)])))
     cases.append(case("Q4_K", T.Q4_K, *blocks(T.Q4_K, 2, [(0, 0.01), (2, 0.01)])))
+    cases.append(case("Q5_K", T.Q5_K, *blocks(T.Q5_K, 2, [(0, 0.01), (2, 0.01)])))
+    cases.append(case("Q2_K", T.Q2_K, *blocks(T.Q2_K, 2, [(80, 0.01), (82, 0.01)])))
+    cases.append(case("Q3_K", T.Q3_K, *blocks(T.Q3_K, 2, [(108, 0.01)])))
     cases.append(case("Q6_K", T.Q6_K, *blocks(T.Q6_K, 2, [(208, 0.01)])))
     with open(out, "w") as f:
         json.dump({"generator": "tests/gguf/make_dequant_fixture.py",

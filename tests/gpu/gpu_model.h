@@ -68,14 +68,16 @@ static inline void twin_rmsnorm(const float *x, const uint16_t *w, int n, float 
 /* Runs tokens[0..n) one at a time from position 0 and writes logits (n, vocab). Host model
  * (weights present), no bias / qk-norm (Llama presets). */
 static inline void twin_forward(const struct ds_model *m, const int32_t *tokens, int n,
-				float *logits)
+                                float *logits)
 {
 	const struct ds_model_config *c = &m->cfg;
 	int H = c->hidden, D = c->head_dim, half = D / 2, qd = ds_model_q_dim(c);
 	int kvd = ds_model_kv_dim(c), F = c->ffn, G = c->n_head / c->n_kv_head;
-	float *K = malloc((size_t)c->n_layer * n * kvd * 4), *V = malloc((size_t)c->n_layer * n * kvd * 4);
+	float *K = malloc((size_t)c->n_layer * n * kvd * 4),
+	      *V = malloc((size_t)c->n_layer * n * kvd * 4);
 	float *x = malloc((size_t)H * 4), *h = malloc((size_t)DS_MAX(H, F) * 4);
-	float *q = malloc((size_t)qd * 4), *k = malloc((size_t)kvd * 4), *v = malloc((size_t)kvd * 4);
+	float *q = malloc((size_t)qd * 4), *k = malloc((size_t)kvd * 4),
+	      *v = malloc((size_t)kvd * 4);
 	float *att = malloc((size_t)qd * 4), *o = malloc((size_t)H * 4);
 	float *g = malloc((size_t)F * 4), *u = malloc((size_t)F * 4);
 	double *s = malloc((size_t)n * sizeof(double));
@@ -108,13 +110,15 @@ static inline void twin_forward(const struct ds_model *m, const int32_t *tokens,
 			for (int hh = 0; hh < c->n_head + c->n_kv_head; hh++) {
 				float *r = hh < c->n_head ? q + hh * D : k + (hh - c->n_head) * D;
 				for (int i = 0; i < half; i++) {
-					float co = (float)cos(p * inv[i]), si = (float)sin(p * inv[i]);
+					float co = (float)cos(p * inv[i]),
+					      si = (float)sin(p * inv[i]);
 					float a = r[i], b = r[i + half];
 					r[i] = twin_bf(a * co - b * si);
 					r[i + half] = twin_bf(b * co + a * si);
 				}
 			}
-			float *Kl = K + ((size_t)l * n + p) * kvd, *Vl = V + ((size_t)l * n + p) * kvd;
+			float *Kl = K + ((size_t)l * n + p) * kvd,
+			      *Vl = V + ((size_t)l * n + p) * kvd;
 			for (int i = 0; i < kvd; i++) {
 				Kl[i] = k[i];
 				Vl[i] = twin_bf(v[i]);
@@ -158,8 +162,19 @@ static inline void twin_forward(const struct ds_model *m, const int32_t *tokens,
 		twin_rmsnorm(x, m->w.out_norm, H, c->rms_eps, h);
 		twin_matvec(m->w.lm_head, h, c->vocab_size, H, logits + (size_t)p * c->vocab_size);
 	}
-	free(K); free(V); free(x); free(h); free(q); free(k); free(v); free(att); free(o);
-	free(g); free(u); free(s); free(inv);
+	free(K);
+	free(V);
+	free(x);
+	free(h);
+	free(q);
+	free(k);
+	free(v);
+	free(att);
+	free(o);
+	free(g);
+	free(u);
+	free(s);
+	free(inv);
 }
 
 #endif

@@ -18,11 +18,12 @@
 #include "ds_common.h"
 #include "rng.h"
 
-#define CK(expr)                                                                            \
-	do {                                                                                \
-		cudaError_t e_ = (expr);                                                    \
-		if (e_ != cudaSuccess)                                                      \
-			fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+#define CK(expr)                                                                                   \
+	do {                                                                                       \
+		cudaError_t e_ = (expr);                                                           \
+		if (e_ != cudaSuccess)                                                             \
+			fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, #expr,                       \
+			         cudaGetErrorString(e_));                                          \
 	} while (0)
 
 #define GUARD_BYTES 4096

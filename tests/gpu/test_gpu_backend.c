@@ -6,7 +6,8 @@
  *  - reference path bit-invariance: whole vs chunked prefill vs token by token, and a row in
  *    batches of 1..256 at any position, with verify windows mixed in (memcmp of logits);
  *  - fast path variance: the same decode row differs in bits across batch sizes, stays close
- *    to the reference, and replays (CUDA graphs) are run-to-run identical. */
+ *    to the reference, and replays (CUDA graphs) are run-to-run identical;
+ *  - forwards larger than one pass, KV block copies, and refused bad input. */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "cuda_internal.h"
@@ -51,7 +52,7 @@ static int32_t *blocks_new(struct env *e, int positions)
 }
 
 static void fwd(struct env *e, enum ds_path path, struct ds_fwd_seq *s, int n, float *logits,
-		struct ds_fwd_row *rows)
+                struct ds_fwd_row *rows)
 {
 	struct ds_fwd_batch b = {path, s, n, rows, logits};
 	struct ds_err err;
@@ -60,10 +61,10 @@ static void fwd(struct env *e, enum ds_path path, struct ds_fwd_seq *s, int n, f
 }
 
 static struct ds_fwd_seq seq_of(const int32_t *tok, int n, int pos0, const int32_t *blocks,
-				int max_pos, bool all)
+                                int max_pos, bool all)
 {
-	struct ds_fwd_seq s = {tok, n, pos0, blocks, (max_pos + BS - 1) / BS, all,
-			       {0.0f, 0, 1.0f, 1}};
+	struct ds_fwd_seq s = {
+	    tok, n, pos0, blocks, (max_pos + BS - 1) / BS, all, {0.0f, 0, 1.0f, 1}};
 	return s;
 }
 
@@ -140,19 +141,44 @@ static void test_deferred_llama3_8b_samples(void **state)
 		size_t kvd = (size_t)ds_model_kv_dim(cfg), f = (size_t)cfg->ffn;
 		const uint16_t *dev = NULL;
 		switch (d->field) {
-		case DS_T_TOK_EMBD: dev = c->tok_embd; break;
-		case DS_T_OUT_NORM: dev = c->out_norm; break;
-		case DS_T_LM_HEAD: dev = c->lm_head; break;
-		case DS_T_ATTN_NORM: dev = L->attn_norm; break;
-		case DS_T_WQ: dev = L->wqkv; break;
-		case DS_T_WK: dev = L->wqkv + qd * h; break;
-		case DS_T_WV: dev = L->wqkv + (qd + kvd) * h; break;
-		case DS_T_WO: dev = L->wo; break;
-		case DS_T_FFN_NORM: dev = L->ffn_norm; break;
-		case DS_T_W_GATE: dev = L->w_gu; break;
-		case DS_T_W_UP: dev = L->w_gu + f * h; break;
-		case DS_T_W_DOWN: dev = L->w_down; break;
-		default: continue;
+		case DS_T_TOK_EMBD:
+			dev = c->tok_embd;
+			break;
+		case DS_T_OUT_NORM:
+			dev = c->out_norm;
+			break;
+		case DS_T_LM_HEAD:
+			dev = c->lm_head;
+			break;
+		case DS_T_ATTN_NORM:
+			dev = L->attn_norm;
+			break;
+		case DS_T_WQ:
+			dev = L->wqkv;
+			break;
+		case DS_T_WK:
+			dev = L->wqkv + qd * h;
+			break;
+		case DS_T_WV:
+			dev = L->wqkv + (qd + kvd) * h;
+			break;
+		case DS_T_WO:
+			dev = L->wo;
+			break;
+		case DS_T_FFN_NORM:
+			dev = L->ffn_norm;
+			break;
+		case DS_T_W_GATE:
+			dev = L->w_gu;
+			break;
+		case DS_T_W_UP:
+			dev = L->w_gu + f * h;
+			break;
+		case DS_T_W_DOWN:
+			dev = L->w_down;
+			break;
+		default:
+			continue;
 		}
 		size_t numel = (size_t)ds_tensor_numel(d), k = 4096;
 		size_t firsts[3] = {0, numel / 2 - k / 2, numel - k};
@@ -160,11 +186,12 @@ static void test_deferred_llama3_8b_samples(void **state)
 		for (int j = 0; j < 3; j++) {
 			size_t len = DS_MIN(k, numel), first = numel <= k ? 0 : firsts[j];
 			ds_synth_fill(want, len, first, 42, ds_synth_key(d->name), d->synth_scale,
-				      d->synth_offset);
+			              d->synth_offset);
 			from_dev(got, dev + first, len * 2);
 			if (memcmp(want, got, len * 2) != 0)
-				fail_msg("llama3-8b tensor %s elements [%zu, %zu) differ from the host generator",
-					 d->name, first, first + len);
+				fail_msg("llama3-8b tensor %s elements [%zu, %zu) differ from the "
+				         "host generator",
+				         d->name, first, first + len);
 		}
 		checked++;
 	}
@@ -194,15 +221,17 @@ static void twin_case(const char *preset)
 		int agree = 0;
 		for (int r = 0; r < n; r++) {
 			for (int i = 0; i < V; i++) {
-				double dd = fabs((double)got[(size_t)r * V + i] - want[(size_t)r * V + i]);
+				double dd =
+				    fabs((double)got[(size_t)r * V + i] - want[(size_t)r * V + i]);
 				maxd = fmax(maxd, dd);
 				sd += (double)want[(size_t)r * V + i] * want[(size_t)r * V + i];
 			}
 			agree += argmax(got + (size_t)r * V, V) == argmax(want + (size_t)r * V, V);
 		}
 		sd = sqrt(sd / ((double)n * V));
-		print_message("%s %s path vs CPU twin: max |dlogit| %.4f (logit sd %.2f), argmax agree %d/%d\n",
-			      preset, path ? "ref" : "fast", maxd, sd, agree, n);
+		print_message("%s %s path vs CPU twin: max |dlogit| %.4f (logit sd %.2f), argmax "
+		              "agree %d/%d\n",
+		              preset, path ? "ref" : "fast", maxd, sd, agree, n);
 		assert_true(maxd < 0.05 * sd + 0.05);
 		assert_true(agree >= n - 2);
 		free(blk);
@@ -252,7 +281,8 @@ static void cpu_backend_case(const char *preset)
 			agree += rows[r].token == crows[r].token;
 		sd = sqrt(sd / ((double)n * V));
 		print_message("%s %s path, CUDA vs CPU backend: max |dlogit| %.4f (logit sd %.2f), "
-			      "greedy tokens agree %d/%d\n", preset, path ? "ref" : "fast", maxd, sd, agree, n);
+		              "greedy tokens agree %d/%d\n",
+		              preset, path ? "ref" : "fast", maxd, sd, agree, n);
 		assert_true(maxd < 0.05 * sd + 0.1);
 		assert_true(agree >= n - 3);
 	}
@@ -334,8 +364,10 @@ static void test_ref_invariance(void **state)
 			float *lg = malloc((size_t)row * rowb);
 			struct ds_fwd_row *rr = malloc((size_t)row * sizeof(*rr));
 			fwd(&e, DS_PATH_REF, ss, n, lg, rr);
-			if (memcmp(lg + (size_t)main_row * V, whole + (size_t)(L - 1) * V, rowb) != 0)
-				fail_msg("reference row differs in a batch of %d at place %d", n, places[pi]);
+			if (memcmp(lg + (size_t)main_row * V, whole + (size_t)(L - 1) * V, rowb) !=
+			    0)
+				fail_msg("reference row differs in a batch of %d at place %d", n,
+				         places[pi]);
 			assert_int_equal(rr[main_row].token, rows[0].token);
 			for (int i = 0; i < n; i++)
 				free(jb[i]);
@@ -358,12 +390,15 @@ static void test_ref_invariance(void **state)
 
 /* ---- fast path: variant across batch sizes, close to the reference, replay-stable ---- */
 
+/* On llama3-8b (generated on the device): there cuBLASLt picks different reductions (split-K)
+ * for different M, as a throughput-tuned server would; on the tiny/small presets its choices
+ * are M-invariant, so they cannot show the effect. */
 static void test_fast_variance(void **state)
 {
 	(void)state;
 	struct env e;
-	env_init(&e, model_deferred("small", 7), 8192);
-	int V = e.m->cfg.vocab_size, L = 2000; /* long enough for the split count to matter */
+	env_init(&e, model_deferred("llama3-8b", 7), 8192);
+	int V = e.m->cfg.vocab_size, L = 200;
 	int32_t *tok = malloc((size_t)L * 4);
 	random_tokens(tok, L, V, 13);
 	size_t rowb = (size_t)V * 4;
@@ -372,6 +407,10 @@ static void test_fast_variance(void **state)
 	int32_t *blk = blocks_new(&e, L);
 	struct ds_fwd_seq s = seq_of(tok, L, 0, blk, L, false);
 	fwd(&e, DS_PATH_REF, &s, 1, ref, &row);
+	double sd = 0;
+	for (int i = 0; i < V; i++)
+		sd += (double)ref[i] * ref[i];
+	sd = sqrt(sd / V);
 
 	int sizes[] = {1, 8, 64, 256};
 	float *got[4];
@@ -402,9 +441,11 @@ static void test_fast_variance(void **state)
 		double maxd = 0;
 		for (int i = 0; i < V; i++)
 			maxd = fmax(maxd, fabs((double)lg[i] - ref[i]));
-		print_message("fast decode batch %d: max |fast - ref| logit %.4f, token %d vs ref %d\n", n,
-			      maxd, rr[0].token, row.token);
-		assert_true(maxd < 0.25);
+		print_message(
+		    "llama3-8b fast decode batch %d: max |fast - ref| logit %.4f (sd %.2f), "
+		    "token %d vs ref %d\n",
+		    n, maxd, sd, rr[0].token, row.token);
+		assert_true(maxd < 0.1 * sd + 0.1);
 		for (int i = 1; i < n; i++)
 			free(jb[i]);
 		free(jb);
@@ -423,6 +464,62 @@ static void test_fast_variance(void **state)
 	free(ref);
 	free(blk);
 	free(tok);
+	env_free(&e);
+}
+
+/* A forward larger than one pass (1300 output rows > 1024 per pass) is cut into passes; the
+ * reference rows still equal a chunked prefill's, bit for bit. */
+static void test_multi_pass(void **state)
+{
+	(void)state;
+	struct env e;
+	env_init(&e, model_deferred("small", 5), 1024);
+	int V = e.m->cfg.vocab_size, L = 1300;
+	int32_t *tok = malloc((size_t)L * 4);
+	random_tokens(tok, L, V, 31);
+	size_t rowb = (size_t)V * 4;
+	float *a = malloc(L * rowb), *b = malloc(L * rowb);
+	struct ds_fwd_row *rows = malloc((size_t)L * sizeof(*rows));
+	int32_t *b1 = blocks_new(&e, L), *b2 = blocks_new(&e, L);
+	struct ds_fwd_seq s = seq_of(tok, L, 0, b1, L, true);
+	fwd(&e, DS_PATH_REF, &s, 1, a, rows);
+	int cuts[4] = {0, 500, 501, L};
+	for (int i = 0; i < 3; i++) {
+		s = seq_of(tok + cuts[i], cuts[i + 1] - cuts[i], cuts[i], b2, cuts[i + 1], true);
+		fwd(&e, DS_PATH_REF, &s, 1, b + (size_t)cuts[i] * V, rows);
+	}
+	assert_memory_equal(a, b, L * rowb);
+	free(b1);
+	free(b2);
+	free(tok);
+	free(a);
+	free(b);
+	free(rows);
+	env_free(&e);
+}
+
+/* Bad input: a config the kernels cannot run is refused before touching the device, and a
+ * second kv_init is an error, not a leak. */
+static void test_bad_input(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg;
+	struct ds_err err;
+	assert_int_equal(ds_model_preset("tiny", &cfg), DS_OK);
+	cfg.head_dim = 12; /* not a multiple of 8 */
+	struct ds_model *m = NULL;
+	assert_int_equal(ds_model_new(&cfg, &m, &err), DS_OK);
+	m->synthetic = m->deferred = true;
+	struct ds_backend be;
+	assert_int_equal(ds_backend_cuda_init(&be, m, 0, &err), DS_ERR_UNSUPPORTED);
+	assert_non_null(strstr(err.msg, "head_dim"));
+	ds_model_free(m);
+	m = model_deferred("tiny", 1);
+	assert_int_equal(ds_backend_cuda_init(&be, m, 99, &err), DS_ERR_INVALID); /* no device 99 */
+	ds_model_free(m);
+	struct env e;
+	env_init(&e, model_deferred("tiny", 1), 16);
+	assert_int_equal(ds_backend_kv_init(&e.be, 16, BS, &err), DS_ERR_INVALID);
 	env_free(&e);
 }
 
@@ -455,13 +552,15 @@ static void test_kv_copy_block(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_deferred_tiny_small),
-		cmocka_unit_test(test_deferred_llama3_8b_samples),
-		cmocka_unit_test(test_vs_cpu_twin),
-		cmocka_unit_test(test_vs_cpu_backend),
-		cmocka_unit_test(test_ref_invariance),
-		cmocka_unit_test(test_fast_variance),
-		cmocka_unit_test(test_kv_copy_block),
+	    cmocka_unit_test(test_deferred_tiny_small),
+	    cmocka_unit_test(test_deferred_llama3_8b_samples),
+	    cmocka_unit_test(test_vs_cpu_twin),
+	    cmocka_unit_test(test_vs_cpu_backend),
+	    cmocka_unit_test(test_ref_invariance),
+	    cmocka_unit_test(test_fast_variance),
+	    cmocka_unit_test(test_kv_copy_block),
+	    cmocka_unit_test(test_multi_pass),
+	    cmocka_unit_test(test_bad_input),
 	};
 	return cmocka_run_group_tests_name("gpu_backend", tests, NULL, NULL);
 }

@@ -68,17 +68,24 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 	int32_t *rows = malloc((size_t)n_rows * 4);
 	for (int r = 0; r < n_rows; r++)
 		rows[r] = gather ? n_x - 1 - 2 * r : r;
+	if (gather && n_rows > 1)
+		rows[n_rows - 1] = -1; /* a padding row: zero output, x untouched */
 	float *dx = to_dev(x, nx * 4), *dd = to_dev(dl, nx * 4);
 	uint16_t *dw = to_dev(w, (size_t)hidden * 2);
 	int32_t *drows = to_dev(rows, (size_t)n_rows * 4);
 	size_t on = (size_t)n_rows * hidden * 2;
 	uint16_t *dout = dev_alloc_guarded(on), *out = malloc(on);
 	CK(ds_k_rmsnorm(dx, delta ? dd : NULL, gather ? drows : NULL, dw, n_rows, hidden, 1e-5f,
-			dout, 0));
+	                dout, 0));
 	from_dev(out, dout, on);
 	from_dev(xg, dx, nx * 4);
 	dev_check_guard(dout, on);
 	for (int r = 0; r < n_rows; r++) {
+		if (rows[r] < 0) {
+			for (int i = 0; i < hidden; i++)
+				assert_int_equal(out[(size_t)r * hidden + i], 0);
+			continue;
+		}
 		float *xr = x + (size_t)rows[r] * hidden;
 		if (delta)
 			for (int i = 0; i < hidden; i++)
@@ -91,7 +98,7 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 			uint16_t ref = ds_f32_to_bf16(xr[i] * inv * bf(w[i]));
 			if (!bf16_close(ref, out[(size_t)r * hidden + i], 1))
 				fail_msg("rmsnorm %dx%d row %d col %d: %g vs %g", n_x, hidden, r, i,
-					 bf(ref), bf(out[(size_t)r * hidden + i]));
+				         bf(ref), bf(out[(size_t)r * hidden + i]));
 		}
 	}
 	assert_memory_equal(x, xg, nx * 4); /* residual add is exact and lands in x */
@@ -134,11 +141,12 @@ static void test_silu_mul(void **state)
 		dev_check_guard(dout, on);
 		for (int t = 0; t < T; t++)
 			for (int i = 0; i < F; i++) {
-				double g = gu[(size_t)t * 2 * F + i], u = gu[(size_t)t * 2 * F + F + i];
+				double g = gu[(size_t)t * 2 * F + i],
+				       u = gu[(size_t)t * 2 * F + F + i];
 				uint16_t ref = ds_f32_to_bf16((float)(g / (1.0 + exp(-g)) * u));
 				if (!bf16_close(ref, out[(size_t)t * F + i], 1))
-					fail_msg("silu_mul %dx%d at (%d, %d): %g vs %g", T, F, t, i, bf(ref),
-						 bf(out[(size_t)t * F + i]));
+					fail_msg("silu_mul %dx%d at (%d, %d): %g vs %g", T, F, t, i,
+					         bf(ref), bf(out[(size_t)t * F + i]));
 			}
 		cudaFree(dgu);
 		cudaFree(dout);
@@ -151,8 +159,8 @@ static void test_silu_mul(void **state)
 
 static void qkv_case(bool bias, bool qk_norm)
 {
-	struct ds_k_dims d = {.n_head = 4, .n_kv = 2, .head_dim = 64, .block_size = 16,
-			      .n_blocks = 8, .eps = 1e-6f};
+	struct ds_k_dims d = {
+	    .n_head = 4, .n_kv = 2, .head_dim = 64, .block_size = 16, .n_blocks = 8, .eps = 1e-6f};
 	int D = d.head_dim, half = D / 2, n_all = d.n_head + 2 * d.n_kv, max_pos = 128;
 	int T = 6;
 	int32_t pos[6] = {0, 1, 37, 5, -1, 100};
@@ -198,7 +206,8 @@ static void qkv_case(bool bias, bool qk_norm)
 			uint16_t o[64];
 			if ((is_q || is_k) && pos[t] >= 0) {
 				for (int i = 0; i < half; i++) {
-					float c = cs[(pos[t] * half + i) * 2], s = cs[(pos[t] * half + i) * 2 + 1];
+					float c = cs[(pos[t] * half + i) * 2],
+					      s = cs[(pos[t] * half + i) * 2 + 1];
 					o[i] = ds_f32_to_bf16(v[i] * c - v[i + half] * s);
 					o[i + half] = ds_f32_to_bf16(v[i + half] * c + v[i] * s);
 				}
@@ -212,7 +221,8 @@ static void qkv_case(bool bias, bool qk_norm)
 				int blk = bt[bt_off[seq[t]] + pos[t] / d.block_size];
 				int slot = is_k ? h - d.n_head : d.n_kv + (h - d.n_head - d.n_kv);
 				size_t off = (((size_t)blk * 2 * d.n_kv + slot) * d.block_size +
-					      pos[t] % d.block_size) * D;
+				              pos[t] % d.block_size) *
+				             D;
 				memcpy(kv_ref + off, o, (size_t)D * 2);
 			}
 		}
@@ -225,8 +235,8 @@ static void qkv_case(bool bias, bool qk_norm)
 	size_t qn_b = (size_t)T * d.n_head * D * 2;
 	uint16_t *dq = dev_alloc_guarded(qn_b);
 	struct ds_k_tokmeta tm = {dpos, dseq, doff, dbt};
-	CK(ds_k_qkv_rope(dqkv, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL, dcs, tm,
-			 T, d, dq, dkv, 0));
+	CK(ds_k_qkv_rope(dqkv, bias ? db : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL, dcs,
+	                 tm, T, d, dq, dkv, 0));
 	uint16_t *q_out = malloc(qn_b), *kv_out = malloc(kv_n * 2);
 	from_dev(q_out, dq, qn_b);
 	from_dev(kv_out, dkv, kv_n * 2);
@@ -237,8 +247,9 @@ static void qkv_case(bool bias, bool qk_norm)
 			fail_msg("qkv_rope q[%zu] %g vs %g", i, bf(q_ref[i]), bf(q_out[i]));
 	for (size_t i = 0; i < kv_n; i++)
 		if (!bf16_close(kv_ref[i], kv_out[i], 1))
-			fail_msg("qkv_rope kv[%zu] %g vs %g (untouched slots must keep their bytes)", i,
-				 bf(kv_ref[i]), bf(kv_out[i]));
+			fail_msg(
+			    "qkv_rope kv[%zu] %g vs %g (untouched slots must keep their bytes)", i,
+			    bf(kv_ref[i]), bf(kv_out[i]));
 	void *fr[] = {dqkv, dcs, db, dqn, dkn, dpos, dseq, doff, dbt, dkv, dq};
 	for (size_t i = 0; i < DS_ARRAY_LEN(fr); i++)
 		cudaFree(fr[i]);
@@ -262,7 +273,7 @@ static void test_qkv_rope(void **state)
 /* ---- reference GEMM ---- */
 
 typedef cudaError_t (*gemm_fn)(const uint16_t *, const uint16_t *, float *, int, int, int,
-				cudaStream_t);
+                               cudaStream_t);
 
 static void gemm_case(gemm_fn gemm, int M, int N, int K)
 {
@@ -280,13 +291,15 @@ static void gemm_case(gemm_fn gemm, int M, int N, int K)
 		for (int n = 0; n < N; n++) {
 			double s = 0, sa = 0;
 			for (int k = 0; k < K; k++) {
-				double p = (double)bf(A[(size_t)m * K + k]) * bf(W[(size_t)n * K + k]);
+				double p =
+				    (double)bf(A[(size_t)m * K + k]) * bf(W[(size_t)n * K + k]);
 				s += p;
 				sa += fabs(p);
 			}
 			double got = C[(size_t)m * N + n];
 			if (!(fabs(got - s) <= 4.0 * K * 6e-8 * sa + 1e-30))
-				fail_msg("gemm %dx%dx%d at (%d,%d): %.9g vs %.9g", M, N, K, m, n, got, s);
+				fail_msg("gemm %dx%dx%d at (%d,%d): %.9g vs %.9g", M, N, K, m, n,
+				         got, s);
 		}
 	/* invariance: each row alone (M = 1) and the rows reversed give the same bits */
 	uint16_t *Ar = malloc(na * 2);
@@ -335,6 +348,46 @@ static void test_gemm_ref(void **state)
 	}
 }
 
+static void test_gemv(void **state)
+{
+	(void)state;
+	int shapes[][2] = {{128, 64}, {72, 40}, {1000, 136}, {4096, 4104}, {333, 14336}};
+	for (int M = 1; M <= DS_K_GEMV_MAX_M; M++)
+		for (size_t s = 0; s < DS_ARRAY_LEN(shapes); s++) {
+			int N = shapes[s][0], K = shapes[s][1];
+			size_t na = (size_t)M * K, nw = (size_t)N * K, nc = (size_t)M * N;
+			uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
+			fill_bf16(A, na, 71 + M, 1.0f);
+			fill_bf16(W, nw, 72 + s, 1.0f);
+			uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
+			float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
+			CK(ds_k_gemv(dA, dW, dC, M, N, K, 0));
+			from_dev(C, dC, nc * 4);
+			dev_check_guard(dC, nc * 4);
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < N; n++) {
+					double r = 0, sa = 0;
+					for (int k = 0; k < K; k++) {
+						double p = (double)bf(A[(size_t)m * K + k]) *
+						           bf(W[(size_t)n * K + k]);
+						r += p;
+						sa += fabs(p);
+					}
+					if (!(fabs(C[(size_t)m * N + n] - r) <=
+					      4.0 * K * 6e-8 * sa + 1e-30))
+						fail_msg(
+						    "gemv M=%d N=%d K=%d at (%d,%d): %.9g vs %.9g",
+						    M, N, K, m, n, C[(size_t)m * N + n], r);
+				}
+			cudaFree(dA);
+			cudaFree(dW);
+			cudaFree(dC);
+			free(A);
+			free(W);
+			free(C);
+		}
+}
+
 /* ---- attention ---- */
 
 struct attn_fix {
@@ -353,8 +406,9 @@ static void attn_ref_cpu(const struct attn_fix *f, int t, int h, double *out)
 	double *s = malloc((size_t)(p + 1) * sizeof(double)), m = -INFINITY, l = 0;
 	for (int j = 0; j <= p; j++) {
 		int blk = f->bt[f->bt_off[f->seq[t]] + j / d->block_size];
-		const uint16_t *k = f->kv + (((size_t)blk * 2 * d->n_kv + kh) * d->block_size +
-					     j % d->block_size) * D;
+		const uint16_t *k =
+		    f->kv +
+		    (((size_t)blk * 2 * d->n_kv + kh) * d->block_size + j % d->block_size) * D;
 		double a = 0;
 		for (int i = 0; i < D; i++)
 			a += (double)bf(qv[i]) * bf(k[i]);
@@ -365,8 +419,10 @@ static void attn_ref_cpu(const struct attn_fix *f, int t, int h, double *out)
 		out[i] = 0;
 	for (int j = 0; j <= p; j++) {
 		int blk = f->bt[f->bt_off[f->seq[t]] + j / d->block_size];
-		const uint16_t *v = f->kv + (((size_t)blk * 2 * d->n_kv + d->n_kv + kh) * d->block_size +
-					     j % d->block_size) * D;
+		const uint16_t *v =
+		    f->kv + (((size_t)blk * 2 * d->n_kv + d->n_kv + kh) * d->block_size +
+		             j % d->block_size) *
+		                D;
 		double e = exp(s[j] - m);
 		l += e;
 		for (int i = 0; i < D; i++)
@@ -391,8 +447,8 @@ static void attn_case(int n_head, int n_kv, int D)
 		for (int i = 0; i < need; i++, nb++)
 			f.bt[nb] = (nb * 7 + 3) % f.d.n_blocks;
 	}
-	int rows[][2] = {{0, 0}, {1, 0}, {1, 63}, {1, 64}, {1, 69}, {2, 5},
-			 {2, 127}, {2, 128}, {2, 255}, {2, 399}, {0, -1}};
+	int rows[][2] = {{0, 0},   {1, 0},   {1, 63},  {1, 64},  {1, 69}, {2, 5},
+	                 {2, 127}, {2, 128}, {2, 255}, {2, 399}, {0, -1}};
 	f.T = (int)DS_ARRAY_LEN(rows);
 	for (int t = 0; t < f.T; t++) {
 		f.seq[t] = rows[t][0];
@@ -436,7 +492,8 @@ static void attn_case(int n_head, int n_kv, int D)
 			for (int i = 0; i < D; i++)
 				if (!bf16_close(ds_f32_to_bf16((float)ref[i]), g[i], 2) &&
 				    fabs(ref[i] - bf(g[i])) > 1e-3)
-					fail_msg("attn ref t=%d h=%d i=%d: %g vs %g", t, h, i, ref[i], bf(g[i]));
+					fail_msg("attn ref t=%d h=%d i=%d: %g vs %g", t, h, i,
+					         ref[i], bf(g[i]));
 		}
 	int splits[] = {1, 2, 7};
 	uint16_t *o_fast = malloc(on);
@@ -454,8 +511,9 @@ static void attn_case(int n_head, int n_kv, int D)
 				for (int i = 0; i < D; i++)
 					if (!bf16_close(ds_f32_to_bf16((float)ref[i]), g[i], 2) &&
 					    fabs(ref[i] - bf(g[i])) > 1e-3)
-						fail_msg("attn fast split %d t=%d h=%d i=%d: %g vs %g", splits[s], t,
-							 h, i, ref[i], bf(g[i]));
+						fail_msg(
+						    "attn fast split %d t=%d h=%d i=%d: %g vs %g",
+						    splits[s], t, h, i, ref[i], bf(g[i]));
 			}
 	}
 	void *fr[] = {dkv, dq, dpos, dseq, doff, dbt, dpart, dout};
@@ -482,14 +540,14 @@ static void test_attention(void **state)
 static void sample_case(int vocab)
 {
 	struct ds_k_sample_row sp[] = {
-		{0.0f, 0, 1.0f, 0, 7, 3},       {0.7f, 0, 1.0f, 0, 7, 4},
-		{1.0f, 0, 1.0f, 0, 99, 1000},   {1.0f, 1, 1.0f, 0, 5, 9},
-		{0.8f, 5, 1.0f, 0, 5, 10},      {1.2f, 50, 1.0f, 0, 6, 11},
-		{1.0f, 0, 0.9f, 0, 8, 12},      {0.6f, 0, 0.5f, 0, 8, 13},
-		{1.0f, 40, 0.8f, 0, 9, 14},     {1.0f, vocab, 1.0f, 0, 9, 15},
-		{2.0f, 0, 0.999f, 0, 10, 16},   {0.5f, 3, 0.3f, 0, 11, 17},
-		{1.0f, 0, 0.02f, 0, 12, 18},    {0.0f, 0, 1.0f, 0, 12, 19},
-		{1.0f, 7, 1.0f, 0, 13, 20},     {1.0f, 0, 0.7f, 0, 14, 21},
+	    {0.0f, 0, 1.0f, 0, 7, 3},     {0.7f, 0, 1.0f, 0, 7, 4},
+	    {1.0f, 0, 1.0f, 0, 99, 1000}, {1.0f, 1, 1.0f, 0, 5, 9},
+	    {0.8f, 5, 1.0f, 0, 5, 10},    {1.2f, 50, 1.0f, 0, 6, 11},
+	    {1.0f, 0, 0.9f, 0, 8, 12},    {0.6f, 0, 0.5f, 0, 8, 13},
+	    {1.0f, 40, 0.8f, 0, 9, 14},   {1.0f, vocab, 1.0f, 0, 9, 15},
+	    {2.0f, 0, 0.999f, 0, 10, 16}, {0.5f, 3, 0.3f, 0, 11, 17},
+	    {1.0f, 0, 0.02f, 0, 12, 18},  {0.0f, 0, 1.0f, 0, 12, 19},
+	    {1.0f, 7, 1.0f, 0, 13, 20},   {1.0f, 0, 0.7f, 0, 14, 21},
 	};
 	int R = (int)DS_ARRAY_LEN(sp);
 	size_t n = (size_t)R * vocab;
@@ -515,12 +573,14 @@ static void sample_case(int vocab)
 	dev_check_guard(dout, on);
 	void *scratch = malloc(ds_sample_scratch_size(vocab));
 	for (int r = 0; r < R; r++) {
-		struct ds_sample_params p = {sp[r].temperature, sp[r].top_k, sp[r].top_p, sp[r].seed};
+		struct ds_sample_params p = {sp[r].temperature, sp[r].top_k, sp[r].top_p,
+		                             sp[r].seed};
 		struct ds_sample_result want;
 		ds_sample(L + (size_t)r * vocab, vocab, &p, sp[r].pos, scratch, &want);
 		if (want.token != out[r].token)
-			fail_msg("sample vocab %d row %d (T=%g k=%d p=%g): host %d device %d", vocab, r,
-				 p.temperature, p.top_k, p.top_p, want.token, out[r].token);
+			fail_msg("sample vocab %d row %d (T=%g k=%d p=%g): host %d device %d",
+			         vocab, r, p.temperature, p.top_k, p.top_p, want.token,
+			         out[r].token);
 		assert_true(want.margin == out[r].margin);
 		assert_true(fabsf(want.logprob - out[r].logprob) < 1e-4f);
 	}
@@ -543,10 +603,15 @@ static void test_sample(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_synth_matches_host), cmocka_unit_test(test_embed),
-		cmocka_unit_test(test_rmsnorm),            cmocka_unit_test(test_silu_mul),
-		cmocka_unit_test(test_qkv_rope),           cmocka_unit_test(test_gemm_ref),
-		cmocka_unit_test(test_attention),          cmocka_unit_test(test_sample),
+	    cmocka_unit_test(test_synth_matches_host),
+	    cmocka_unit_test(test_embed),
+	    cmocka_unit_test(test_rmsnorm),
+	    cmocka_unit_test(test_silu_mul),
+	    cmocka_unit_test(test_qkv_rope),
+	    cmocka_unit_test(test_gemm_ref),
+	    cmocka_unit_test(test_gemv),
+	    cmocka_unit_test(test_attention),
+	    cmocka_unit_test(test_sample),
 	};
 	return cmocka_run_group_tests_name("gpu_kernels", tests, NULL, NULL);
 }

@@ -21,7 +21,6 @@ BIN = os.environ.get("DETSERVE_BIN", "")
 PROTO_DIR = os.environ.get("DETSERVE_PROTO_DIR", "")
 GEN_DIR = os.environ.get("DETSERVE_GEN_DIR", "")
 ASAN = os.environ.get("DETSERVE_ASAN", "") == "1"
-FAKE = os.path.basename(BIN).startswith("detserve-fake")
 START_TIMEOUT = 120 if ASAN else 60
 
 

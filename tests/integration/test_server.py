@@ -14,7 +14,7 @@ import threading
 import time
 import unittest
 
-from dsharness import (ASAN, FAKE, RawH2, Server, frame, grpc, health_pb2, health_pb2_grpc,
+from dsharness import (ASAN, BIN as BIN_PATH, RawH2, Server, frame, grpc, health_pb2, health_pb2_grpc,
                        pb, unframe)
 
 VOCAB = 259   # the tiny preset
@@ -67,7 +67,7 @@ class ServerCase(unittest.TestCase):
 
 # ---------------------------------------------------------------------------------------------
 class TestRpcs(ServerCase):
-    server_args = ["-W", "8", "-G", "4"]
+    server_args = ["-W", "8", "-G", "4", "--tokenizer", "bytelevel"]
 
     def test_server_info(self):
         info = self.stub.ServerInfo(pb.ServerInfoRequest(), timeout=10)
@@ -140,6 +140,33 @@ class TestRpcs(ServerCase):
         self.assertEqual(list(u.token_ids), list(v.token_ids))
         self.assertEqual(u.seed, v.seed)
 
+    def test_text_prompt(self):
+        # the tiny preset serves the byte-level tokenizer: bytes are ids 0..255, BOS is 256
+        info = self.stub.ServerInfo(pb.ServerInfoRequest(), timeout=10)
+        self.assertTrue(info.model.has_tokenizer)
+        r = pb.GenerateRequest(prompt_text="héllo", max_tokens=12, ignore_eos=True)
+        u = self.stub.GenerateUnary(r, timeout=30)
+        self.assertEqual(u.usage.prompt_tokens, len("héllo".encode()) + 1)
+        ids = req(prompt=[256] + list("héllo".encode()), max_tokens=12)
+        self.assertEqual(list(self.stub.GenerateUnary(ids, timeout=30).token_ids),
+                         list(u.token_ids))
+        streamed = "".join(m.text for m in self.stub.Generate(r, timeout=30))
+        self.assertEqual(streamed, u.text)
+        want = bytes(t for t in u.token_ids if t < 256).decode("utf-8", "replace")
+        self.assertEqual(u.text, want)
+
+    def test_stop_string(self):
+        base = req(prompt=(72, 105, 33), max_tokens=40)
+        toks = list(self.stub.GenerateUnary(base, timeout=30).token_ids)
+        # the first printable ASCII byte that did not occur before it
+        k = next((i for i, t in enumerate(toks) if 0x21 <= t < 0x7f and t not in toks[:i]), None)
+        if k is None:
+            self.skipTest("no printable byte in the greedy output")
+        r = req(prompt=(72, 105, 33), max_tokens=40, stop=[chr(toks[k])])
+        u = self.stub.GenerateUnary(r, timeout=30)
+        self.assertEqual(list(u.token_ids), toks[:k + 1])
+        self.assertEqual(u.finish_reason, pb.FINISH_REASON_STOP_SEQUENCE)
+
     def test_64_concurrent_streams(self):
         n = 64
 
@@ -184,7 +211,7 @@ class TestRpcs(ServerCase):
 
 # ---------------------------------------------------------------------------------------------
 class TestBadInput(ServerCase):
-    server_args = ["--max-message-bytes", "4096"]
+    server_args = ["--max-message-bytes", "4096"]  # presets have no tokenizer by default
 
     def unary(self, r, **kw):
         return lambda: self.stub.GenerateUnary(r, timeout=30, **kw)
@@ -349,6 +376,47 @@ class TestBadInput(ServerCase):
         s2.close()
         self.assertEqual(len(ok.GenerateUnary(req(max_tokens=2), timeout=30).token_ids), 2)
         self.assertTrue(self.srv.wait_log(r"bad HTTP/2 input"))
+
+
+class TestChatMessages(unittest.TestCase):
+    """messages requests render the model's chat template (here ChatML, from the model
+    directory's tokenizer_config.json) and tokenize it; the byte-level tokenizer makes the
+    rendered text's bytes the prompt."""
+
+    TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+    def test_messages(self):
+        import json
+        import subprocess
+        import tempfile
+        mkmodel = os.path.join(os.path.dirname(os.path.dirname(BIN_PATH)), "tools",
+                               "detserve-mkmodel")
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([mkmodel, "--preset", "tiny", "--seed", "5", "--out", d], check=True,
+                           capture_output=True)
+            with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+                json.dump({"chat_template": self.TEMPLATE}, f)
+            with Server("--model", d, "--tokenizer", "bytelevel", "--threads", "1") as srv:
+                stub = srv.stub()
+                msgs = pb.ChatMessages(messages=[pb.ChatMessage(role="user", content="hi")])
+                r = pb.GenerateRequest(messages=msgs, max_tokens=6, ignore_eos=True)
+                u = stub.GenerateUnary(r, timeout=60)
+                rendered = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n".encode()
+                self.assertEqual(u.usage.prompt_tokens, len(rendered))
+                same = stub.GenerateUnary(req(prompt=list(rendered), max_tokens=6), timeout=60)
+                self.assertEqual(list(u.token_ids), list(same.token_ids))
+                with self.assertRaises(grpc.RpcError) as cm:
+                    stub.GenerateUnary(pb.GenerateRequest(messages=pb.ChatMessages(),
+                                                          max_tokens=2), timeout=30)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        # without a template: FAILED_PRECONDITION
+        with Server(*(PRESET + ["--tokenizer", "bytelevel"])) as srv:
+            with self.assertRaises(grpc.RpcError) as cm:
+                srv.stub().GenerateUnary(pb.GenerateRequest(messages=msgs, max_tokens=2),
+                                         timeout=30)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
 
 
 class TestFastMode(ServerCase):
@@ -533,6 +601,13 @@ class TestConnections(unittest.TestCase):
             live.close()
             self.assertEqual(st["trailers"]["grpc-status"], "0")
 
+    def test_max_streams_advertised(self):
+        with Server(*(PRESET + ["--max-streams", "3"])) as srv:
+            raw = RawH2(srv.port)
+            while raw.conn.remote_settings.max_concurrent_streams != 3:
+                self.assertTrue(raw.pump(1.0))
+            raw.close()
+
     def test_graceful_shutdown(self):
         srv = Server(*PRESET)
         stub = srv.stub()
@@ -551,6 +626,20 @@ class TestConnections(unittest.TestCase):
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", srv.port), timeout=2).recv(1)
 
+    def test_drain_timeout(self):
+        # a request longer than the drain timeout is cut with UNAVAILABLE; the exit is still 0
+        srv = Server(*(PRESET + ["--preset", "small", "--drain-timeout", "1"]))
+        it = srv.stub().Generate(req(max_tokens=3000), timeout=120)
+        next(it)
+        srv.proc.send_signal(15)
+        with self.assertRaises(grpc.RpcError) as cm:
+            collect(it)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(srv.proc.wait(60), 0)
+        rc, log = srv.stop()
+        self.assertEqual(rc, 0)
+        self.assertIn("drain timeout", log)
+
     def test_config_file(self):
         import tempfile
         with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
@@ -563,6 +652,7 @@ class TestConnections(unittest.TestCase):
             bad = Server("--config", f.name, "--window", "zero", expect_fail=True)
             self.assertEqual(bad.proc.wait(30), 2)
             bad.reader.join(10)
+            bad.proc.stderr.close()
             self.assertIn("window", bad.log())
         finally:
             os.unlink(f.name)
@@ -581,6 +671,8 @@ class TestDeterminismOverTheWire(unittest.TestCase):
         self.assertEqual(len(ref.token_ids), 24)
         with Server(*(PRESET + ["-W", "8", "-G", "4"])) as srv:
             stub = srv.stub()
+            self.assertEqual(list(stub.GenerateUnary(target, timeout=300).token_ids),
+                             list(ref.token_ids))
             for load in (0, 8, 32):
                 load = int(load * SCALE) if load else 0
                 seen = set()
@@ -616,6 +708,20 @@ class TestDeterminismOverTheWire(unittest.TestCase):
                 self.assertEqual(list(toks), list(ref.token_ids), "load %d differs from ref-only" % load)
                 self.assertEqual(fp, ref.fingerprint)
                 self.assertEqual(list(lps), list(ref.logprobs))
+
+
+    def test_rollbacks_keep_the_oracle_answer(self):
+        # --inject-mismatch forces half the verify windows to roll back: the committed output
+        # must still be the oracle's, and the final message must report the rollbacks
+        target = req(prompt=(9, 8, 7, 6, 5), max_tokens=40, det=True, seed=99, temperature=0.8)
+        with Server(*(PRESET + ["--mode", "ref-only"])) as oracle:
+            ref = oracle.stub().GenerateUnary(target, timeout=300)
+        with Server(*(PRESET + ["-W", "4", "--inject-mismatch", "0.5"])) as srv:
+            toks, _, last, _ = collect(srv.stub().Generate(target, timeout=300))
+        self.assertEqual(toks, list(ref.token_ids))
+        self.assertEqual(last.fingerprint, ref.fingerprint)
+        self.assertGreater(last.dvr.rollbacks, 0)
+        self.assertGreater(last.dvr.recomputed_tokens, 0)
 
 
 if __name__ == "__main__":

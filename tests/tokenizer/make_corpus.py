@@ -4,7 +4,15 @@ READMEs under /usr/share/doc, man pages in many languages), in sorted path order
 machine always yields the same corpus, plus hand-written edge cases. Writes records
 (u32 little-endian length + raw bytes) to the output file; raw bytes may be invalid UTF-8.
 
-usage: make_corpus.py OUT [MIN_BYTES]"""
+With --sweep, writes instead every code point of planes 0-2 (no surrogates) in a few
+contexts that exercise \s, \p{L}, \p{N}, contractions and NFC, 1024 code points per record;
+inside large uniform blocks (CJK ideographs, Hangul syllables, Tangut, private use) only
+every 61st code point.
+The 20 Kaktovik numerals (U+1D2C0..U+1D2D3, new in Unicode 15) are left out: PCRE2 10.42
+classifies them with its Unicode 14 tables, Oniguruma in `tokenizers` as numbers.
+
+usage: make_corpus.py OUT [MIN_BYTES]
+       make_corpus.py --sweep OUT"""
 import gzip
 import os
 import struct
@@ -73,7 +81,31 @@ EDGE_BYTES = [
 ]
 
 
+UNIFORM = [(0x3400, 0x4dc0), (0x4e00, 0xa000), (0xac00, 0xd7a4), (0xe000, 0xf900),
+           (0x17000, 0x18d00), (0x20000, 0x30000)]
+
+
+def sweep(out):
+    with open(out, 'wb') as f:
+        for lo in range(0, 0x30000, 0x400):
+            parts = []
+            for cp in range(lo, lo + 0x400):
+                if 0xd800 <= cp < 0xe000 or 0x1d2c0 <= cp <= 0x1d2d3:
+                    continue
+                if any(a <= cp < b for a, b in UNIFORM) and cp % 61:
+                    continue
+                c = chr(cp)
+                parts.append("a" + c + "1 " + c + c + "'" + c + " \t" + c + "\n")
+            if not parts:
+                continue
+            d = "".join(parts).encode('utf-8')
+            f.write(struct.pack('<I', len(d)))
+            f.write(d)
+
+
 def main():
+    if sys.argv[1] == '--sweep':
+        return sweep(sys.argv[2])
     out = sys.argv[1]
     min_bytes = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 20
     docs = []

