@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 {
 	const char *preset = "small", *batches = "1,8,32";
 	int threads = 0, ctx = 128, steps = 8, reps = 2;
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < argc; i += 2) { /* --option value pairs */
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v) {
 			fprintf(stderr, "bench_cpu: %s needs a value\n", a);
@@ -213,7 +213,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_cpu: unknown option %s\n", a);
 			return 2;
 		}
-		i++;
 	}
 	if (ctx < 1 || steps < 1 || reps < 1) {
 		fprintf(stderr, "bench_cpu: --ctx, --steps and --reps must be >= 1\n");

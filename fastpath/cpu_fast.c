@@ -15,7 +15,11 @@
 #include <math.h>
 
 /* The fast path may fuse multiply-adds (FMA where the CPU has it), like cuBLAS. */
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#else
 #pragma GCC optimize("fp-contract=fast")
+#endif
 
 #define FAST_LANES 16
 #define FAST_NT 16 /* output columns per task */

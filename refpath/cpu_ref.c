@@ -13,6 +13,12 @@
  * vectorise across lanes and rows but cannot re-associate a sum. */
 #include "cpu_internal.h"
 
+/* GCC with -std=c11 never contracts a*b+c into an FMA; clang does by default (within an
+ * expression), which would change the documented order, so switch it off explicitly. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
 #include <math.h>
 
 #define REF_LANES 16
