@@ -194,11 +194,13 @@ static bool commit_token(struct ds_engine *e, struct ds_req *r, int32_t t, float
 /* ---- planning ---- */
 
 /* Candidates a DVR window may hold: W, but never so many that a full match plus the bonus
- * would pass max_tokens. */
+ * would pass max_tokens, nor more than a step's budget can verify. */
 static int window_cap(const struct ds_engine *e, const struct ds_req *r)
 {
 	int remaining = r->max_tokens - (r->C - r->n_prompt);
-	return DS_MIN(e->o.window, remaining - 1);
+	/* a window's verify pass (candidates + 1 rows) must fit one step's token budget */
+	int w = DS_MIN(e->o.window, e->o.max_step_tokens - 1);
+	return DS_MAX(0, DS_MIN(w, remaining - 1));
 }
 
 static bool window_ready(const struct ds_engine *e, const struct ds_req *r)
