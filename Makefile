@@ -23,6 +23,7 @@ run: build
 test: build
 	meson test -C $(BUILD) --print-errorlogs --suite unit --suite integration
 	$(MAKE) test-asan
+	$(MAKE) fuzz
 
 $(ASAN)/build.ninja:
 	meson setup $(ASAN) -Dcuda=disabled -Dbuildtype=debugoptimized \

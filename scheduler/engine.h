@@ -56,7 +56,7 @@ struct ds_request_params {
 	int n_stop_seqs;
 	bool ignore_eos;
 	bool deterministic;
-	bool early_verify;   /* default true for deterministic requests */
+	bool early_verify;   /* verify at the first low-margin candidate; callers (the server) default it to true */
 	bool return_logprobs;
 	uint64_t user_tag;   /* opaque, echoed in events */
 };
