@@ -49,7 +49,8 @@ static void usage(FILE *f)
 	    f,
 	    "usage: detserve-cli [--addr HOST:PORT] [--timeout-ms N] [--api-key KEY] COMMAND ...\n"
 	    "commands:\n"
-	    "  generate (--prompt TEXT | --prompt-ids 1,2,3) [--deterministic] [--max-tokens N]\n"
+	    "  generate (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT [--system TEXT])\n"
+	    "           [--deterministic] [--max-tokens N]\n"
 	    "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--logprobs]\n"
 	    "           [--stop-ids 1,2] [--ignore-eos] [--no-early-verify] [--request-id ID] "
 	    "[--unary]\n"
@@ -123,8 +124,13 @@ static void print_chunk(struct cli *c, const Detserve__V1__GenerateResponse *r)
 {
 	if (c->quiet_stream)
 		return;
+	/* a text request implies a tokenizer: a chunk without text (an EOS, or bytes of a
+	 * character still incomplete) prints nothing rather than its ids */
+	bool text_mode = (c->req.prompt_text || c->req.chat_user) && !c->req.prompt_ids;
 	if (r->text && r->text[0] && !c->req.return_logprobs) {
 		fputs(r->text, stdout);
+	} else if (text_mode && !c->req.return_logprobs) {
+		/* nothing to show */
 	} else {
 		for (size_t i = 0; i < r->n_token_ids; i++) {
 			printf("%s%" PRId32, c->n_tokens + (int)i ? " " : "", r->token_ids[i]);
@@ -293,7 +299,9 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 		O_NOEV,
 		O_RID,
 		O_UNARY,
-		O_QUIET
+		O_QUIET,
+		O_CHAT,
+		O_SYSTEM
 	};
 	static const struct option opts[] = {
 	    {"prompt", required_argument, NULL, O_PROMPT},
@@ -311,6 +319,8 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 	    {"request-id", required_argument, NULL, O_RID},
 	    {"unary", no_argument, NULL, O_UNARY},
 	    {"quiet", no_argument, NULL, O_QUIET},
+	    {"chat", required_argument, NULL, O_CHAT},
+	    {"system", required_argument, NULL, O_SYSTEM},
 	    {NULL, 0, NULL, 0},
 	};
 	struct ds_client_gen_req *r = &c->req;
@@ -383,6 +393,12 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 		case O_QUIET:
 			c->quiet_stream = true;
 			break;
+		case O_CHAT:
+			r->chat_user = optarg;
+			break;
+		case O_SYSTEM:
+			r->chat_system = optarg;
+			break;
 		default:
 			goto fail;
 		}
@@ -391,8 +407,8 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 			goto fail;
 		}
 	}
-	if (optind != argc || (!r->prompt_ids && !r->prompt_text)) {
-		fprintf(stderr, "detserve-cli generate: need --prompt or --prompt-ids\n");
+	if (optind != argc || (!r->prompt_ids && !r->prompt_text && !r->chat_user)) {
+		fprintf(stderr, "detserve-cli generate: need --prompt, --prompt-ids or --chat\n");
 		goto fail;
 	}
 	return 0;

@@ -12,6 +12,10 @@ enum ds_status ds_client_gen_req_pack(const struct ds_client_gen_req *r, uint8_t
 	Detserve__V1__GenerateRequest req = DETSERVE__V1__GENERATE_REQUEST__INIT;
 	Detserve__V1__TokenIds ids = DETSERVE__V1__TOKEN_IDS__INIT;
 	Detserve__V1__SamplingParams sp = DETSERVE__V1__SAMPLING_PARAMS__INIT;
+	Detserve__V1__ChatMessages chat = DETSERVE__V1__CHAT_MESSAGES__INIT;
+	Detserve__V1__ChatMessage msg[2] = {DETSERVE__V1__CHAT_MESSAGE__INIT,
+					    DETSERVE__V1__CHAT_MESSAGE__INIT};
+	Detserve__V1__ChatMessage *msgp[2];
 
 	*out = NULL;
 	*len = 0;
@@ -26,6 +30,22 @@ enum ds_status ds_client_gen_req_pack(const struct ds_client_gen_req *r, uint8_t
 	} else if (r->prompt_text) {
 		req.prompt_case = DETSERVE__V1__GENERATE_REQUEST__PROMPT_PROMPT_TEXT;
 		req.prompt_text = (char *)r->prompt_text;
+	} else if (r->chat_user) {
+		size_t n = 0;
+		if (r->chat_system) {
+			msg[n].role = "system";
+			msg[n].content = (char *)r->chat_system;
+			msgp[n] = &msg[n];
+			n++;
+		}
+		msg[n].role = "user";
+		msg[n].content = (char *)r->chat_user;
+		msgp[n] = &msg[n];
+		n++;
+		chat.n_messages = n;
+		chat.messages = msgp;
+		req.prompt_case = DETSERVE__V1__GENERATE_REQUEST__PROMPT_MESSAGES;
+		req.messages = &chat;
 	} else {
 		return ds_errf(err, DS_ERR_INVALID, "generate request: no prompt (ids or text)");
 	}

@@ -20,6 +20,8 @@ struct ds_client_gen_req {
 	const int32_t *prompt_ids; /* (n_prompt) token ids, or NULL to send prompt_text */
 	int n_prompt;
 	const char *prompt_text;
+	const char *chat_user;     /* when set (and no ids/text): a chat request, messages = */
+	const char *chat_system;   /* [system (optional), user], rendered by the model's template */
 	int max_tokens;
 	bool deterministic;
 	float temperature; /* 0 = greedy */

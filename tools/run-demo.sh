@@ -60,12 +60,26 @@ addr=127.0.0.1:$port
 echo "== server info"
 "$cli" --addr "$addr" info
 
+chat=
 if "$cli" --addr "$addr" info 2>/dev/null | grep -qi "tokenizer[^a-z]*\(yes\|true\)"; then
 	prompt="--prompt"
 	text="Deterministic inference means"
+	# a chat question through the model's chat template (SmolLM2: ChatML)
+	question="What is the capital of France? Answer in one sentence."
+	"$cli" --addr "$addr" generate --chat "$question" --max-tokens 1 --quiet >/dev/null 2>&1 &&
+		chat=1
 else
 	prompt="--prompt-ids"
 	text="1,2,3,4,5,6,7,8"
+fi
+
+if [ -n "$chat" ]; then
+	echo
+	echo "== chat: \"$question\""
+	echo "-- normal request (greedy, fast path)"
+	"$cli" --addr "$addr" generate --chat "$question" --max-tokens 48
+	echo "-- the same question with deterministic (verified against the reference path)"
+	"$cli" --addr "$addr" generate --chat "$question" --max-tokens 48 --deterministic
 fi
 
 echo
