@@ -112,7 +112,7 @@ void srv_stream_finish(struct srv_stream *s, int code, const char *msg)
 		return;
 	struct ds_server *srv = s->conn->srv;
 	s->code = code;
-	ds_grpc_percent_encode(msg ? msg : "", s->message, sizeof(s->message));
+	ds_grpc_percent_encode(s->message, sizeof(s->message), msg ? msg : "");
 	ds_metrics_rpc_done(srv->metrics, s->method, code);
 	SRV_LOG(srv, code == DS_GRPC_OK ? DS_LOG_DEBUG : DS_LOG_INFO,
 	        "conn=%llu stream=%d %s -> %s%s%s", (unsigned long long)s->conn->id, s->id,
@@ -164,19 +164,37 @@ static void stream_on_deadline(evutil_socket_t fd, short what, void *arg)
 	srv_flush_all(srv);
 }
 
-static enum ds_grpc_code stream_on_msg(void *ctx, uint8_t *msg, size_t len, char *errbuf,
-                                       size_t errlen)
+/* The deframer lends each message: keep a copy of the one request message (NULL when empty). */
+static enum ds_status stream_on_msg(void *ctx, const uint8_t *msg, size_t len, struct ds_err *err)
 {
 	struct srv_stream *s = ctx;
-	if (s->n_msgs++ > 0) {
-		free(msg);
-		snprintf(errbuf, errlen, "%s takes exactly one request message",
-		         ds_rpc_method_name(s->method));
-		return DS_GRPC_INVALID_ARGUMENT;
+	if (s->n_msgs++ > 0)
+		return ds_errf(err, DS_ERR_INVALID, "%s takes exactly one request message",
+		               ds_rpc_method_name(s->method));
+	if (len > 0) {
+		if (!(s->msg = malloc(len)))
+			return ds_errf(err, DS_ERR_NOMEM, "out of memory for a %zu-byte message",
+			               len);
+		memcpy(s->msg, msg, len);
 	}
-	s->msg = msg;
 	s->msg_len = len;
-	return DS_GRPC_OK;
+	return DS_OK;
+}
+
+/* A request the deframer refused: the status the server answers with. */
+static enum ds_grpc_code stream_deframe_code(enum ds_status rv)
+{
+	switch (rv) {
+	case DS_ERR_TOO_LONG:
+		return DS_GRPC_RESOURCE_EXHAUSTED;
+	case DS_ERR_UNSUPPORTED:
+		return DS_GRPC_UNIMPLEMENTED; /* compressed: we negotiate no grpc-encoding */
+	case DS_ERR_FORMAT:
+	case DS_ERR_INVALID:
+		return DS_GRPC_INVALID_ARGUMENT;
+	default:
+		return DS_GRPC_INTERNAL;
+	}
 }
 
 static bool hdr_eq(const uint8_t *a, size_t alen, const char *b)
@@ -217,7 +235,7 @@ static int h2_on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8
 		             (valuelen == 16 || value[16] == '+' || value[16] == ';');
 	} else if (hdr_eq(name, namelen, "grpc-timeout")) {
 		s->has_timeout =
-		    ds_grpc_timeout_parse((const char *)value, valuelen, &s->timeout_ns);
+		    ds_grpc_timeout_parse((const char *)value, valuelen, &s->timeout_ns) == DS_OK;
 	} else if (hdr_eq(name, namelen, "authorization")) {
 		s->authed = srv->cfg.api_key[0] && key_matches(srv->cfg.api_key, value, valuelen);
 	}
@@ -237,7 +255,7 @@ static int h2_on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void
 	s->conn = c;
 	s->id = f->hd.stream_id;
 	s->t_start_ns = srv_now_ns();
-	ds_grpc_reader_init(&s->rd, c->srv->cfg.max_message_bytes);
+	ds_grpc_deframer_init(&s->rd, c->srv->cfg.max_message_bytes);
 	s->next = c->streams;
 	if (c->streams)
 		c->streams->prev = s;
@@ -285,7 +303,7 @@ static void stream_on_end(struct srv_stream *s)
 {
 	if (s->closing || s->finished)
 		return;
-	if (ds_grpc_reader_partial(&s->rd)) {
+	if (!ds_grpc_deframer_idle(&s->rd)) {
 		srv_stream_finish(s, DS_GRPC_INVALID_ARGUMENT, "request ended inside a message");
 		return;
 	}
@@ -300,11 +318,10 @@ static int h2_on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t sid, con
 	struct srv_stream *s = nghttp2_session_get_stream_user_data(h2, sid);
 	if (!s || s->closing || s->finished)
 		return 0;
-	char err[256] = "";
-	enum ds_grpc_code c =
-	    ds_grpc_reader_feed(&s->rd, data, len, stream_on_msg, s, err, sizeof(err));
-	if (c != DS_GRPC_OK)
-		srv_stream_finish(s, c, err);
+	struct ds_err err;
+	enum ds_status rv = ds_grpc_deframer_feed(&s->rd, data, len, stream_on_msg, s, &err);
+	if (rv != DS_OK)
+		srv_stream_finish(s, stream_deframe_code(rv), err.msg);
 	return 0;
 }
 
@@ -378,7 +395,7 @@ static void stream_free(struct srv_stream *s)
 	if (s->deadline)
 		event_free(s->deadline);
 	evbuffer_free(s->out);
-	ds_grpc_reader_free(&s->rd);
+	ds_grpc_deframer_free(&s->rd);
 	free(s->msg);
 	free(s->acc);
 	free(s->acc_lp);

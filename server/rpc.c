@@ -46,6 +46,34 @@ const char *ds_rpc_method_name(enum ds_rpc_method m)
 	}
 }
 
+enum ds_grpc_code ds_rpc_code_from_status(enum ds_status s)
+{
+	switch (s) {
+	case DS_OK:
+		return DS_GRPC_OK;
+	case DS_ERR_INVALID:
+		return DS_GRPC_INVALID_ARGUMENT;
+	case DS_ERR_TOO_LONG:
+		return DS_GRPC_INVALID_ARGUMENT;
+	case DS_ERR_FULL:
+		return DS_GRPC_RESOURCE_EXHAUSTED;
+	case DS_ERR_NOMEM:
+		return DS_GRPC_RESOURCE_EXHAUSTED;
+	case DS_ERR_PRECONDITION:
+		return DS_GRPC_FAILED_PRECONDITION;
+	case DS_ERR_UNSUPPORTED:
+		return DS_GRPC_UNIMPLEMENTED;
+	case DS_ERR_NOT_FOUND:
+		return DS_GRPC_NOT_FOUND;
+	case DS_ERR_CANCELLED:
+		return DS_GRPC_CANCELLED;
+	case DS_ERR_FORMAT:
+		return DS_GRPC_INVALID_ARGUMENT;
+	default:
+		return DS_GRPC_INTERNAL;
+	}
+}
+
 __attribute__((format(printf, 4, 5))) static enum ds_grpc_code
 fail(enum ds_grpc_code c, char *errbuf, size_t errlen, const char *fmt, ...)
 {
@@ -113,7 +141,7 @@ static enum ds_grpc_code chat_prompt(const struct ds_rpc_env *env,
 	    ds_chat_render(env->chat, msgs, (int)cm->n_messages, true, &text, NULL, &e);
 	free(msgs);
 	if (rv != DS_OK)
-		return fail(ds_grpc_code_from_status(rv), errbuf, errlen, "messages: %s", e.msg);
+		return fail(ds_rpc_code_from_status(rv), errbuf, errlen, "messages: %s", e.msg);
 	enum ds_grpc_code c = encode_text(env, "messages", text, false, &g->prompt,
 	                                  &g->params.n_prompt, errbuf, errlen);
 	free(text);

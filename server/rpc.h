@@ -12,7 +12,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "engine.h"
-#include "grpc_frame.h"
+#include "grpc_wire.h"
 
 enum ds_rpc_method {
 	DS_RPC_UNKNOWN = 0,
@@ -22,6 +22,9 @@ enum ds_rpc_method {
 	DS_RPC_HEALTH_CHECK,
 	DS_RPC_N_METHODS,
 };
+
+/* The gRPC status a request-path enum ds_status maps to on the wire (server side). */
+enum ds_grpc_code ds_rpc_code_from_status(enum ds_status s);
 
 /* Maps an HTTP/2 :path to a method (DS_RPC_UNKNOWN when not served). */
 enum ds_rpc_method ds_rpc_method_lookup(const char *path, size_t len);

@@ -115,7 +115,7 @@ static void stream_submit(struct srv_stream *s)
 	ds_rpc_gen_free(&g);
 	if (st != DS_OK) {
 		free(r);
-		srv_stream_finish(s, ds_grpc_code_from_status(st), e.msg);
+		srv_stream_finish(s, ds_rpc_code_from_status(st), e.msg);
 		return;
 	}
 	r->unary = s->method == DS_RPC_GENERATE_UNARY;
@@ -280,7 +280,7 @@ finish:
 	if (!ev->final)
 		return;
 	if (err)
-		srv_stream_finish(s, ds_grpc_code_from_status(ev->status), ev->error);
+		srv_stream_finish(s, ds_rpc_code_from_status(ev->status), ev->error);
 	else if (ev->finish == DS_FINISH_CANCELLED)
 		srv_stream_finish(s, DS_GRPC_CANCELLED, "request cancelled by the server");
 	else

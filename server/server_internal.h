@@ -28,7 +28,7 @@ struct srv_stream {
 	bool is_post, grpc_ct, authed, has_timeout;
 	uint64_t timeout_ns;
 	/* request body */
-	struct ds_grpc_reader rd;
+	struct ds_grpc_deframer rd;
 	uint8_t *msg;
 	size_t msg_len;
 	int n_msgs;

@@ -1,12 +1,13 @@
-/* fuzz_grpc.c - fuzz target for the server's gRPC framing and request decoding: the 5-byte
- * message reader fed in arbitrary chunks, GenerateRequest / ServerInfoRequest /
- * HealthCheckRequest decoding and validation (with and without a tokenizer, with protobuf-c
- * allocations failing at a chosen index), response encoding, grpc-timeout parsing and
- * grpc-message percent-encoding.
+/* fuzz_grpc.c - fuzz target for the gRPC framing (grpc/grpc_wire.c, shared by the server and the
+ * client) and the server's request decoding: the 5-byte message deframer fed in arbitrary chunks,
+ * GenerateRequest / ServerInfoRequest / HealthCheckRequest decoding and validation (with and
+ * without a tokenizer, with protobuf-c allocations failing at a chosen index), response encoding,
+ * grpc-timeout parsing and grpc-message percent-encoding/decoding.
  *
  * Besides "no crash, no leak" it checks properties: chunked reassembly yields exactly the
  * messages of a one-shot feed; an accepted request satisfies every bad-input rule; an encoded
- * response decodes back to the same tokens; an encoded grpc-message is printable ASCII.
+ * response decodes back to the same tokens; an encoded grpc-message is printable ASCII and decodes
+ * back to the input.
  *
  * Built two ways: with clang as a libFuzzer target (-fsanitize=fuzzer, `make fuzz`), and
  * otherwise with a small deterministic driver (main below) that runs built-in seeds plus
@@ -18,7 +19,7 @@
 
 #include "chat_template.h"
 #include "detserve.pb-c.h"
-#include "grpc_frame.h"
+#include "grpc_wire.h"
 #include "rpc.h"
 #include "tokenizer.h"
 
@@ -67,17 +68,21 @@ struct msgs {
 	size_t len[64];
 };
 
-static enum ds_grpc_code collect(void *ctx, uint8_t *msg, size_t len, char *errbuf, size_t errlen)
+/* The deframer lends each message: keep a copy (NULL when empty). */
+static enum ds_status collect(void *ctx, const uint8_t *msg, size_t len, struct ds_err *err)
 {
 	struct msgs *m = ctx;
-	if (m->n == 64) {
-		free(msg);
-		snprintf(errbuf, errlen, "too many");
-		return DS_GRPC_INVALID_ARGUMENT;
+	if (m->n == 64)
+		return ds_errf(err, DS_ERR_INVALID, "too many");
+	uint8_t *copy = NULL;
+	if (len > 0) {
+		if (!(copy = malloc(len)))
+			return ds_errf(err, DS_ERR_NOMEM, "out of memory");
+		memcpy(copy, msg, len);
 	}
-	m->data[m->n] = msg;
+	m->data[m->n] = copy;
 	m->len[m->n++] = len;
-	return DS_GRPC_OK;
+	return DS_OK;
 }
 
 static void msgs_free(struct msgs *m)
@@ -184,19 +189,19 @@ static void check_reader(const struct ds_model_config *cfg, uint8_t sel, uint8_t
 {
 	size_t max_len = (sel & 0x40) ? 64 : 1 << 16;
 	struct msgs whole = {0}, parts = {0};
-	struct ds_grpc_reader a, b;
-	char err[256];
-	ds_grpc_reader_init(&a, max_len);
-	ds_grpc_reader_init(&b, max_len);
-	enum ds_grpc_code ca = ds_grpc_reader_feed(&a, p, n, collect, &whole, err, sizeof(err));
-	enum ds_grpc_code cb = DS_GRPC_OK;
+	struct ds_grpc_deframer a, b;
+	struct ds_err err;
+	ds_grpc_deframer_init(&a, max_len);
+	ds_grpc_deframer_init(&b, max_len);
+	enum ds_status ca = ds_grpc_deframer_feed(&a, p, n, collect, &whole, &err);
+	enum ds_status cb = DS_OK;
 	uint32_t x = chunk_seed * 2654435761u + 1;
-	for (size_t off = 0; off < n && cb == DS_GRPC_OK;) {
+	for (size_t off = 0; off < n && cb == DS_OK;) {
 		x ^= x << 13;
 		x ^= x >> 17;
 		x ^= x << 5;
 		size_t take = DS_MIN(n - off, (size_t)(x % 9)); /* includes empty chunks */
-		cb = ds_grpc_reader_feed(&b, p + off, take, collect, &parts, err, sizeof(err));
+		cb = ds_grpc_deframer_feed(&b, p + off, take, collect, &parts, &err);
 		off += take;
 	}
 	CHECK(ca == cb);
@@ -206,8 +211,8 @@ static void check_reader(const struct ds_model_config *cfg, uint8_t sel, uint8_t
 		CHECK(whole.len[i] <= max_len);
 		CHECK(whole.len[i] == 0 || memcmp(whole.data[i], parts.data[i], whole.len[i]) == 0);
 	}
-	if (ca == DS_GRPC_OK)
-		CHECK(ds_grpc_reader_partial(&a) == ds_grpc_reader_partial(&b));
+	if (ca == DS_OK)
+		CHECK(ds_grpc_deframer_idle(&a) == ds_grpc_deframer_idle(&b));
 	/* each complete message is a request for one of the methods */
 	for (int i = 0; i < whole.n && i < 4; i++) {
 		struct ds_rpc_buf out = {0};
@@ -225,23 +230,26 @@ static void check_reader(const struct ds_model_config *cfg, uint8_t sel, uint8_t
 	}
 	msgs_free(&whole);
 	msgs_free(&parts);
-	ds_grpc_reader_free(&a);
-	ds_grpc_reader_free(&b);
+	ds_grpc_deframer_free(&a);
+	ds_grpc_deframer_free(&b);
 }
 
 static void check_headers(const uint8_t *p, size_t n)
 {
-	char s[64], enc[256];
+	char s[64], enc[256], dec[64];
 	size_t k = DS_MIN(n, sizeof(s) - 1);
 	memcpy(s, p, k);
 	s[k] = '\0';
 	uint64_t ns;
-	if (ds_grpc_timeout_parse(s, k, &ns))
+	if (ds_grpc_timeout_parse(s, k, &ns) == DS_OK)
 		CHECK(k >= 2 && k <= 9);
-	ds_grpc_percent_encode(s, enc, sizeof(enc));
+	size_t e = ds_grpc_percent_encode(enc, sizeof(enc), s); /* 63 bytes fit escaped */
+	CHECK(e == strlen(enc));
 	for (const char *c = enc; *c; c++)
 		CHECK(*c >= 0x20 && *c <= 0x7e);
-	ds_grpc_percent_encode(s, enc, 7); /* truncation keeps whole escapes */
+	CHECK(ds_grpc_percent_decode(dec, sizeof(dec), enc, e) == strlen(s));
+	CHECK(strcmp(dec, s) == 0);
+	ds_grpc_percent_encode(enc, 7, s); /* truncation keeps whole escapes */
 	CHECK(strlen(enc) < 7);
 }
 
