@@ -114,7 +114,7 @@ static int parse_ids(const char *s, int32_t **out, int *n)
 
 static int fail_status(int code, const char *msg)
 {
-	fprintf(stderr, "error: %s: %s\n", ds_grpcc_code_name(code), msg);
+	fprintf(stderr, "error: %s: %s\n", ds_grpc_code_name(code), msg);
 	return code == 0 ? 1 : code;
 }
 
@@ -210,7 +210,7 @@ static int cmd_generate(struct cli *c, struct ds_grpcc_conn *conn, const struct 
 	                        len, c->timeout_ms, md, n_md, &cbs, c, &call, &err);
 	free(buf);
 	if (rv != DS_OK)
-		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
+		return fail_status(DS_GRPC_UNAVAILABLE, err.msg);
 	while (!c->done) {
 		if (interrupted) {
 			ds_grpcc_call_cancel(call);
@@ -219,12 +219,12 @@ static int cmd_generate(struct cli *c, struct ds_grpcc_conn *conn, const struct 
 		}
 		ds_grpcc_conn_run(conn, 100, &err);
 	}
-	if (c->code != DS_GRPCC_OK) {
+	if (c->code != DS_GRPC_OK) {
 		if (c->n_tokens)
 			printf("\n");
 		rc = fail_status(c->code, c->message);
 	} else if (!c->final) {
-		rc = fail_status(DS_GRPCC_INTERNAL, "the stream ended without a final message");
+		rc = fail_status(DS_GRPC_INTERNAL, "the stream ended without a final message");
 	} else {
 		print_final(c->final);
 		rc = 0;
@@ -243,8 +243,8 @@ static int cmd_info(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_g
 	struct ds_client_status st;
 	struct ds_err err = {{0}};
 	if (ds_client_server_info(conn, c->timeout_ms, md, n_md, &r, &st, &err) != DS_OK)
-		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
-	if (st.code != DS_GRPCC_OK)
+		return fail_status(DS_GRPC_UNAVAILABLE, err.msg);
+	if (st.code != DS_GRPC_OK)
 		return fail_status(st.code, st.message);
 	printf("version: %s\nbackend: %s\nmode: %s\nwindow: %d\ngroup: %d\nkv_blocks: "
 	       "%d\nkv_block_size: %d\n",
@@ -273,8 +273,8 @@ static int cmd_health(struct cli *c, struct ds_grpcc_conn *conn)
 	struct ds_err err = {{0}};
 	int serving;
 	if (ds_client_health(conn, "", c->timeout_ms, &serving, &st, &err) != DS_OK)
-		return fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
-	if (st.code != DS_GRPCC_OK)
+		return fail_status(DS_GRPC_UNAVAILABLE, err.msg);
+	if (st.code != DS_GRPC_OK)
 		return fail_status(st.code, st.message);
 	printf("%s\n", ds_client_serving_name(serving));
 	return serving == 1 ? 0 : 1;
@@ -479,7 +479,7 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_sigint);
 	signal(SIGPIPE, SIG_IGN);
 	if (ds_grpcc_conn_connect(&conn, c.host, c.port, NULL, &err) != DS_OK) {
-		rc = fail_status(DS_GRPCC_UNAVAILABLE, err.msg);
+		rc = fail_status(DS_GRPC_UNAVAILABLE, err.msg);
 		goto out;
 	}
 	if (!strcmp(cmd, "generate"))

@@ -14,7 +14,7 @@ enum ds_status ds_client_gen_req_pack(const struct ds_client_gen_req *r, uint8_t
 	Detserve__V1__SamplingParams sp = DETSERVE__V1__SAMPLING_PARAMS__INIT;
 	Detserve__V1__ChatMessages chat = DETSERVE__V1__CHAT_MESSAGES__INIT;
 	Detserve__V1__ChatMessage msg[2] = {DETSERVE__V1__CHAT_MESSAGE__INIT,
-					    DETSERVE__V1__CHAT_MESSAGE__INIT};
+	                                    DETSERVE__V1__CHAT_MESSAGE__INIT};
 	Detserve__V1__ChatMessage *msgp[2];
 
 	*out = NULL;
@@ -131,7 +131,7 @@ enum ds_status ds_client_unary(struct ds_grpcc_conn *c, const char *path, const 
 
 	*resp = NULL;
 	*resp_len = 0;
-	st->code = DS_GRPCC_UNKNOWN;
+	st->code = DS_GRPC_UNKNOWN;
 	st->message[0] = '\0';
 	rv = ds_grpcc_call_start(c, path, req, len, timeout_ms, md, n_md, &cbs, &u, NULL, err);
 	if (rv != DS_OK)
@@ -149,12 +149,12 @@ enum ds_status ds_client_unary(struct ds_grpcc_conn *c, const char *path, const 
 		rv = ds_errf(err, DS_ERR_FORMAT, "%s: %d replies to a unary call", path, u.n_msgs);
 		goto fail;
 	}
-	if (st->code != DS_GRPCC_OK) {
+	if (st->code != DS_GRPC_OK) {
 		free(u.resp);
 		return DS_OK;
 	}
 	if (u.n_msgs == 0) {
-		st->code = DS_GRPCC_INTERNAL;
+		st->code = DS_GRPC_INTERNAL;
 		snprintf(st->message, sizeof(st->message), "%s: OK status without a reply", path);
 		return DS_OK;
 	}
@@ -177,7 +177,7 @@ enum ds_status ds_client_server_info(struct ds_grpcc_conn *c, int64_t timeout_ms
 	/* ServerInfoRequest is empty: zero bytes */
 	enum ds_status rv = ds_client_unary(c, DS_PATH_SERVER_INFO, NULL, 0, timeout_ms, md, n_md,
 	                                    &resp, &n, st, err);
-	if (rv != DS_OK || st->code != DS_GRPCC_OK)
+	if (rv != DS_OK || st->code != DS_GRPC_OK)
 		return rv;
 	*out = detserve__v1__server_info_response__unpack(NULL, n, resp);
 	free(resp);
@@ -267,7 +267,7 @@ enum ds_status ds_client_health(struct ds_grpcc_conn *c, const char *service, in
 	                                    &resp, &n, st, err);
 	free(req);
 	*serving = 0;
-	if (rv != DS_OK || st->code != DS_GRPCC_OK)
+	if (rv != DS_OK || st->code != DS_GRPC_OK)
 		return rv;
 	rv = ds_client_health_resp_decode(resp, n, serving);
 	free(resp);

@@ -20,8 +20,8 @@ struct ds_client_gen_req {
 	const int32_t *prompt_ids; /* (n_prompt) token ids, or NULL to send prompt_text */
 	int n_prompt;
 	const char *prompt_text;
-	const char *chat_user;     /* when set (and no ids/text): a chat request, messages = */
-	const char *chat_system;   /* [system (optional), user], rendered by the model's template */
+	const char *chat_user;   /* when set (and no ids/text): a chat request, messages = */
+	const char *chat_system; /* [system (optional), user], rendered by the model's template */
 	int max_tokens;
 	bool deterministic;
 	float temperature; /* 0 = greedy */
@@ -45,7 +45,7 @@ enum ds_status ds_client_gen_req_pack(const struct ds_client_gen_req *r, uint8_t
 
 /* The outcome of a finished call. */
 struct ds_client_status {
-	int code; /* enum ds_grpcc_code */
+	int code; /* enum ds_grpc_code */
 	char message[512];
 };
 

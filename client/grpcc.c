@@ -29,7 +29,7 @@ struct ds_grpcc_call {
 	uint8_t *req; /* framed request: 5-byte prefix + message */
 	size_t req_len, req_off;
 	uint64_t deadline_ns; /* 0 = none */
-	struct ds_grpcc_deframer deframer;
+	struct ds_grpc_deframer deframer;
 	int header_blocks; /* HEADERS frames begun: 1 = response headers, 2 = trailers */
 	int http_status;
 	int grpc_status; /* -1 until the trailers give one */
@@ -75,7 +75,7 @@ static void call_unlink_free(struct ds_grpcc_call *call)
 		call->next->prev = call->prev;
 	if (call->stream_id > 0 && c->session)
 		nghttp2_session_set_stream_user_data(c->session, call->stream_id, NULL);
-	ds_grpcc_deframer_free(&call->deframer);
+	ds_grpc_deframer_free(&call->deframer);
 	free(call->req);
 	free(call);
 }
@@ -104,7 +104,7 @@ static void call_abort(struct ds_grpcc_call *call, int code, const char *msg)
 
 void ds_grpcc_call_cancel(struct ds_grpcc_call *call)
 {
-	call_abort(call, DS_GRPCC_CANCELLED, "cancelled by the client");
+	call_abort(call, DS_GRPC_CANCELLED, "cancelled by the client");
 }
 
 int32_t ds_grpcc_call_stream_id(const struct ds_grpcc_call *call)
@@ -158,15 +158,15 @@ static int cb_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 		int st = 0;
 		for (size_t i = 0; i < valuelen && i < 3; i++) {
 			if (value[i] < '0' || value[i] > '9') {
-				st = DS_GRPCC_UNKNOWN;
+				st = DS_GRPC_UNKNOWN;
 				break;
 			}
 			st = st * 10 + (value[i] - '0');
 		}
 		call->grpc_status = st;
 	} else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
-		ds_grpcc_percent_decode(call->grpc_message, sizeof(call->grpc_message),
-		                        (const char *)value, valuelen);
+		ds_grpc_percent_decode(call->grpc_message, sizeof(call->grpc_message),
+		                       (const char *)value, valuelen);
 	}
 	return 0;
 }
@@ -187,16 +187,16 @@ static int cb_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 	return 0;
 }
 
-static int on_deframed(void *ud, const uint8_t *msg, size_t len)
+static enum ds_status on_deframed(void *ud, const uint8_t *msg, size_t len, struct ds_err *err)
 {
 	struct ds_grpcc_call *call = ud;
 	if (call->notified)
-		return 1;
+		return ds_errf(err, DS_ERR_CANCELLED, "grpc call: already closed");
 	if (call->cbs.on_message && call->cbs.on_message(call, msg, len, call->ud) != 0) {
 		ds_grpcc_call_cancel(call);
-		return 1;
+		return ds_errf(err, DS_ERR_CANCELLED, "grpc call: stopped by the receiver");
 	}
-	return 0;
+	return DS_OK;
 }
 
 static int cb_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id, const uint8_t *data,
@@ -209,10 +209,10 @@ static int cb_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id, c
 		return 0;
 	struct ds_err err;
 	enum ds_status rv =
-	    ds_grpcc_deframer_feed(&call->deframer, data, len, on_deframed, call, &err);
+	    ds_grpc_deframer_feed(&call->deframer, data, len, on_deframed, call, &err);
 	if (rv == DS_OK || rv == DS_ERR_CANCELLED)
 		return 0;
-	call_abort(call, rv == DS_ERR_TOO_LONG ? DS_GRPCC_RESOURCE_EXHAUSTED : DS_GRPCC_INTERNAL,
+	call_abort(call, rv == DS_ERR_TOO_LONG ? DS_GRPC_RESOURCE_EXHAUSTED : DS_GRPC_INTERNAL,
 	           err.msg);
 	return 0;
 }
@@ -221,15 +221,15 @@ static int code_from_h2_error(uint32_t e)
 {
 	switch (e) {
 	case NGHTTP2_REFUSED_STREAM:
-		return DS_GRPCC_UNAVAILABLE;
+		return DS_GRPC_UNAVAILABLE;
 	case NGHTTP2_CANCEL:
-		return DS_GRPCC_CANCELLED;
+		return DS_GRPC_CANCELLED;
 	case NGHTTP2_ENHANCE_YOUR_CALM:
-		return DS_GRPCC_RESOURCE_EXHAUSTED;
+		return DS_GRPC_RESOURCE_EXHAUSTED;
 	case NGHTTP2_INADEQUATE_SECURITY:
-		return DS_GRPCC_PERMISSION_DENIED;
+		return DS_GRPC_PERMISSION_DENIED;
 	default:
-		return DS_GRPCC_INTERNAL;
+		return DS_GRPC_INTERNAL;
 	}
 }
 
@@ -245,8 +245,8 @@ static int cb_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t error
 		if (call->grpc_status >= 0) {
 			code = call->grpc_status;
 			snprintf(msg, sizeof(msg), "%s", call->grpc_message);
-			if (code == DS_GRPCC_OK && !ds_grpcc_deframer_idle(&call->deframer)) {
-				code = DS_GRPCC_INTERNAL;
+			if (code == DS_GRPC_OK && !ds_grpc_deframer_idle(&call->deframer)) {
+				code = DS_GRPC_INTERNAL;
 				snprintf(msg, sizeof(msg), "stream ended inside a message");
 			}
 		} else if (error_code != NGHTTP2_NO_ERROR) {
@@ -254,11 +254,11 @@ static int cb_stream_close(nghttp2_session *s, int32_t stream_id, uint32_t error
 			snprintf(msg, sizeof(msg), "stream reset by the server: %s",
 			         nghttp2_http2_strerror(error_code));
 		} else if (call->http_status != 0 && call->http_status != 200) {
-			code = ds_grpcc_code_from_http(call->http_status);
+			code = ds_grpc_code_from_http(call->http_status);
 			snprintf(msg, sizeof(msg), "HTTP status %d without grpc-status",
 			         call->http_status);
 		} else {
-			code = DS_GRPCC_INTERNAL;
+			code = DS_GRPC_INTERNAL;
 			snprintf(msg, sizeof(msg), "stream closed without grpc-status");
 		}
 		call_notify(call, code, msg);
@@ -393,7 +393,7 @@ static void conn_kill(struct ds_grpcc_conn *c, const char *why)
 	while (c->calls) {
 		struct ds_grpcc_call *call = c->calls;
 		/* on_close may not start calls here: dead connections refuse them */
-		call_notify(call, DS_GRPCC_UNAVAILABLE, why);
+		call_notify(call, DS_GRPC_UNAVAILABLE, why);
 		call_unlink_free(call);
 	}
 }
@@ -462,7 +462,7 @@ enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, co
 		return ds_errf(err, DS_ERR_NOMEM, "grpc call: no memory for a %zu-byte request",
 		               len);
 	}
-	ds_grpcc_frame_header(call->req, (uint32_t)len);
+	ds_grpc_frame_prefix(call->req, (uint32_t)len);
 	if (len)
 		memcpy(call->req + 5, msg, len);
 	call->req_len = len + 5;
@@ -470,7 +470,7 @@ enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, co
 	call->cbs = *cbs;
 	call->ud = ud;
 	call->grpc_status = -1;
-	ds_grpcc_deframer_init(&call->deframer, c->opts.max_recv_msg);
+	ds_grpc_deframer_init(&call->deframer, c->opts.max_recv_msg);
 
 	char tbuf[10];
 	nghttp2_nv nva[8 + 16] = {
@@ -484,7 +484,7 @@ enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, co
 	};
 	size_t nv = 7;
 	if (timeout_ms > 0) {
-		ds_grpcc_timeout_format(tbuf, (uint64_t)timeout_ms * 1000);
+		ds_grpc_timeout_format(tbuf, (uint64_t)timeout_ms * 1000000ull);
 		nghttp2_nv t = MAKE_NV("grpc-timeout", tbuf);
 		nva[nv++] = t;
 		call->deadline_ns = ds_grpcc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -496,7 +496,7 @@ enum ds_status ds_grpcc_call_start(struct ds_grpcc_conn *c, const char *path, co
 	nghttp2_data_provider prd = {.source.ptr = call, .read_callback = cb_read_req};
 	int32_t sid = nghttp2_submit_request(c->session, NULL, nva, nv, &prd, call);
 	if (sid < 0) {
-		ds_grpcc_deframer_free(&call->deframer);
+		ds_grpc_deframer_free(&call->deframer);
 		free(call->req);
 		free(call);
 		return ds_errf(err, sid == NGHTTP2_ERR_NOMEM ? DS_ERR_NOMEM : DS_ERR_IO,
@@ -549,8 +549,7 @@ static void conn_expire(struct ds_grpcc_conn *c)
 	while (k) {
 		struct ds_grpcc_call *next = k->next; /* call_abort may not free k, but be safe */
 		if (!k->notified && k->deadline_ns && k->deadline_ns <= now)
-			call_abort(k, DS_GRPCC_DEADLINE_EXCEEDED,
-			           "deadline exceeded (client side)");
+			call_abort(k, DS_GRPC_DEADLINE_EXCEEDED, "deadline exceeded (client side)");
 		k = next;
 	}
 }

@@ -14,7 +14,7 @@
 #ifndef DS_GRPCC_CLIENT_H
 #define DS_GRPCC_CLIENT_H
 
-#include "grpcc_frame.h"
+#include "grpc_wire.h"
 
 #include <poll.h>
 

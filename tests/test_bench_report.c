@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "report.h"
-#include "grpcc_frame.h"
+#include "grpc_wire.h"
 
 #define NEAR(a, b) assert_true(fabs((a) - (b)) < 1e-6)
 
@@ -83,9 +83,9 @@ static void make_run(struct ds_bench_req q[4], struct ds_bench_rec r[4])
 	/* deadline after 1 token */
 	ds_bench_rec_add_tokens(&r[2], toks, 1, 0.3);
 	r[2].t_end = 0.9;
-	r[2].code = DS_GRPCC_DEADLINE_EXCEEDED;
+	r[2].code = DS_GRPC_DEADLINE_EXCEEDED;
 	r[3].t_end = 0.31;
-	r[3].code = DS_GRPCC_INVALID_ARGUMENT;
+	r[3].code = DS_GRPC_INVALID_ARGUMENT;
 	snprintf(r[3].message, sizeof(r[3].message), "bad \"token\"");
 }
 

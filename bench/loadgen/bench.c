@@ -119,15 +119,15 @@ static void ctx_on_close(struct ds_grpcc_call *call, int code, const char *messa
 	r->done = true;
 	r->t_end = elapsed(b);
 	r->code = code;
-	if (code != DS_GRPCC_OK || !r->message[0])
+	if (code != DS_GRPC_OK || !r->message[0])
 		snprintf(r->message, sizeof(r->message), "%s", message);
-	if (code == DS_GRPCC_OK && !r->got_final) {
-		r->code = DS_GRPCC_INTERNAL;
+	if (code == DS_GRPC_OK && !r->got_final) {
+		r->code = DS_GRPC_INTERNAL;
 		snprintf(r->message, sizeof(r->message), "stream ended without a final message");
 	}
 	b->inflight--;
 	b->done++;
-	if (r->code != DS_GRPCC_OK)
+	if (r->code != DS_GRPC_OK)
 		b->n_err++;
 	else
 		b->tokens += (uint64_t)r->n_tokens;
@@ -197,7 +197,7 @@ static void start_request(struct bench *b, int i)
 	struct call_ctx *x = malloc(sizeof(*x));
 	static const struct ds_grpcc_call_cbs cbs = {.on_message = ctx_on_message,
 	                                             .on_close = ctx_on_close};
-	int code = DS_GRPCC_INTERNAL;
+	int code = DS_GRPC_INTERNAL;
 	if (!x || ds_client_gen_req_pack(&g, &buf, &len, &err) != DS_OK) {
 		snprintf(err.msg, sizeof(err.msg), "no memory");
 		goto fail;
@@ -206,13 +206,13 @@ static void start_request(struct bench *b, int i)
 	x->r = r;
 	struct ds_grpcc_conn *c = pick_conn(b);
 	if (!c) {
-		code = DS_GRPCC_UNAVAILABLE;
+		code = DS_GRPC_UNAVAILABLE;
 		snprintf(err.msg, sizeof(err.msg), "cannot connect to %s:%d", b->host, b->port);
 		goto fail;
 	}
 	if (ds_grpcc_call_start(c, DS_PATH_GENERATE, buf, len, b->timeout_ms, b->md, b->n_md, &cbs,
 	                        x, NULL, &err) != DS_OK) {
-		code = DS_GRPCC_UNAVAILABLE;
+		code = DS_GRPC_UNAVAILABLE;
 		goto fail;
 	}
 	free(buf);
@@ -575,13 +575,13 @@ int main(int argc, char **argv)
 
 	if (ds_grpcc_conn_connect(&b.conns[0], b.host, b.port, NULL, &err) != DS_OK) {
 		fprintf(stderr, "detserve-bench: error: UNAVAILABLE: %s\n", err.msg);
-		return DS_GRPCC_UNAVAILABLE;
+		return DS_GRPC_UNAVAILABLE;
 	}
 	if (ds_client_server_info(b.conns[0], 10000, b.md, b.n_md, &info, &st, &err) != DS_OK ||
-	    st.code != DS_GRPCC_OK) {
+	    st.code != DS_GRPC_OK) {
 		fprintf(stderr, "detserve-bench: error: ServerInfo: %s: %s\n",
-		        ds_grpcc_code_name(st.code), err.msg[0] ? err.msg : st.message);
-		rc = st.code ? st.code : DS_GRPCC_UNAVAILABLE;
+		        ds_grpc_code_name(st.code), err.msg[0] ? err.msg : st.message);
+		rc = st.code ? st.code : DS_GRPC_UNAVAILABLE;
 		goto out;
 	}
 	server = server_json(info);
@@ -602,7 +602,7 @@ int main(int argc, char **argv)
 	for (int i = 1; i < b.n_conns; i++)
 		if (ds_grpcc_conn_connect(&b.conns[i], b.host, b.port, NULL, &err) != DS_OK) {
 			fprintf(stderr, "detserve-bench: error: UNAVAILABLE: %s\n", err.msg);
-			rc = DS_GRPCC_UNAVAILABLE;
+			rc = DS_GRPC_UNAVAILABLE;
 			goto out;
 		}
 

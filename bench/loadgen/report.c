@@ -3,7 +3,7 @@
  * errors are counted by gRPC status name. */
 #include "report.h"
 
-#include "grpcc_frame.h"
+#include "grpc_wire.h"
 #include "detserve_client.h"
 
 #include <math.h>
@@ -98,7 +98,7 @@ static json_t *record_json(const struct ds_bench_rec *r, int idx, bool with_toke
 	    "tag", q->tag, "deterministic", q->deterministic, "arrival_s", ds_json_num(r->t_sched),
 	    "sent_s", ds_json_num(r->t_sent), "prompt_tokens",
 	    q->prompt ? q->n_prompt : r->prompt_tokens, "max_tokens", q->max_tokens, "status",
-	    ds_grpcc_code_name(r->code), "message", r->message, "ttft_ms",
+	    ds_grpc_code_name(r->code), "message", r->message, "ttft_ms",
 	    ds_json_num(ds_bench_rec_ttft_ms(r)), "tpot_ms", ds_json_num(ds_bench_rec_tpot_ms(r)),
 	    "e2e_ms", ds_json_num(ds_bench_rec_e2e_ms(r)), "tokens", r->n_tokens, "itl_ms", itl,
 	    "finish", ds_client_finish_name(r->finish), "fingerprint", r->fingerprint, "seed",
@@ -184,15 +184,15 @@ static double ratio(double a, double b)
 json_t *ds_report_summary(const struct ds_bench_rec *recs, int n, double duration_s, json_t *config,
                           json_t *server)
 {
-	int ok = 0, ok_det = 0, errors[DS_GRPCC_CODE_COUNT] = {0}, n_det = 0;
+	int ok = 0, ok_det = 0, errors[DS_GRPC_N_CODES] = {0}, n_det = 0;
 	uint64_t tok = 0, tok_det = 0;
 	struct ds_bench_dvr d = {0};
 	for (int i = 0; i < n; i++) {
 		const struct ds_bench_rec *r = &recs[i];
 		n_det += r->req->deterministic;
 		if (r->code != 0) {
-			errors[r->code >= 0 && r->code < DS_GRPCC_CODE_COUNT ? r->code
-			                                                     : DS_GRPCC_UNKNOWN]++;
+			errors[r->code >= 0 && r->code < DS_GRPC_N_CODES ? r->code
+			                                                 : DS_GRPC_UNKNOWN]++;
 			continue;
 		}
 		ok++;
@@ -208,9 +208,9 @@ json_t *ds_report_summary(const struct ds_bench_rec *recs, int n, double duratio
 		}
 	}
 	json_t *errs = json_object();
-	for (int c = 1; c < DS_GRPCC_CODE_COUNT; c++)
+	for (int c = 1; c < DS_GRPC_N_CODES; c++)
 		if (errors[c])
-			json_object_set_new(errs, ds_grpcc_code_name(c), json_integer(errors[c]));
+			json_object_set_new(errs, ds_grpc_code_name(c), json_integer(errors[c]));
 	json_t *dvr = json_pack(
 	    "{s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o,s:o}", "requests", ok_det, "tokens",
 	    (json_int_t)tok_det, "verify_passes", (json_int_t)d.verify_passes, "windows",

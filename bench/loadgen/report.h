@@ -23,7 +23,7 @@ struct ds_bench_rec {
 	float *itl_ms; /* (n_tokens - 1) gap before each token after the first; 0 within a chunk */
 	int n_tokens, cap;
 	bool started, done, got_final;
-	int code; /* enum ds_grpcc_code */
+	int code; /* enum ds_grpc_code */
 	char message[200];
 	int finish; /* FinishReason */
 	int prompt_tokens, completion_tokens;
