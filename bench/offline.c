@@ -9,7 +9,6 @@
  * configurations R times, interleaved, and keeps each one's fastest run. Besides wall time it
  * measures process CPU time, which other tenants of a shared box disturb far less; with
  * --threads 1 (no spinning workers) tokens per CPU-second is the steadiest measure of cost. */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -17,6 +16,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "cli_common.h"
 #include "engine.h"
 
 struct cfg {
@@ -145,17 +145,6 @@ static void usage(FILE *fp)
 	            "  [--repeat R]\n");
 }
 
-static bool num(const char *s, long long lo, long long hi, long long *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -201,39 +190,39 @@ int main(int argc, char **argv)
 			only = optarg;
 			break;
 		case 'r':
-			ok = num(optarg, 1, 100, &v);
+			ok = ds_cli_parse_long(optarg, 1, 100, &v);
 			repeat = (int)v;
 			break;
 		case 'n':
-			ok = num(optarg, 1, 100000, &v);
+			ok = ds_cli_parse_long(optarg, 1, 100000, &v);
 			bo.n_req = (int)v;
 			break;
 		case 'l':
-			ok = num(optarg, 2, 100000, &v);
+			ok = ds_cli_parse_long(optarg, 2, 100000, &v);
 			bo.prompt_max = (int)v;
 			break;
 		case 'm':
-			ok = num(optarg, 1, 100000, &v);
+			ok = ds_cli_parse_long(optarg, 1, 100000, &v);
 			bo.max_tokens = (int)v;
 			break;
 		case 't':
-			ok = num(optarg, 0, 1024, &v);
+			ok = ds_cli_parse_long(optarg, 0, 1024, &v);
 			bo.threads = (int)v;
 			break;
 		case 'w':
-			ok = num(optarg, 1, 4096, &v);
+			ok = ds_cli_parse_long(optarg, 1, 4096, &v);
 			bo.window = (int)v;
 			break;
 		case 'g':
-			ok = num(optarg, 1, 4096, &v);
+			ok = ds_cli_parse_long(optarg, 1, 4096, &v);
 			bo.group = (int)v;
 			break;
 		case 'k':
-			ok = num(optarg, 1, 1 << 24, &v);
+			ok = ds_cli_parse_long(optarg, 1, 1 << 24, &v);
 			bo.kv_blocks = (int)v;
 			break;
 		case 's':
-			ok = num(optarg, 0, LLONG_MAX, &v);
+			ok = ds_cli_parse_long(optarg, 0, LLONG_MAX, &v);
 			bo.seed = (uint64_t)v;
 			break;
 		case 'T':

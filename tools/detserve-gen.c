@@ -9,10 +9,10 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cli_common.h"
 #include "engine.h"
 
 static void usage(FILE *fp)
@@ -34,28 +34,6 @@ static void usage(FILE *fp)
 	    "  --kv-blocks N --block-size B          KV pool (defaults 1024, 16)\n"
 	    "  --background N        N extra non-deterministic requests of random traffic\n"
 	    "  --threads T           CPU backend threads (default: all cores)\n");
-}
-
-static bool parse_long(const char *s, long long lo, long long hi, long long *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
-
-static bool parse_float(const char *s, float *out)
-{
-	char *end;
-	errno = 0;
-	float v = strtof(s, &end);
-	if (errno || end == s || *end || !isfinite(v))
-		return false;
-	*out = v;
-	return true;
 }
 
 static int parse_ids(const char *s, int32_t **out)
@@ -174,58 +152,58 @@ int main(int argc, char **argv)
 			early = false;
 			break;
 		case O_MSEED:
-			bad |= !parse_long(optarg, 0, INT64_MAX, &mseed);
+			bad |= !ds_cli_parse_long(optarg, 0, INT64_MAX, &mseed);
 			break;
 		case O_SEED:
-			bad |= !parse_long(optarg, 0, INT64_MAX, &seed);
+			bad |= !ds_cli_parse_long(optarg, 0, INT64_MAX, &seed);
 			has_seed = true;
 			break;
 		case O_MODE:
 			bad |= ds_mode_parse(optarg, &eo.mode) != DS_OK;
 			break;
 		case O_MAXTOK:
-			bad |= !parse_long(optarg, 1, INT_MAX, &v);
+			bad |= !ds_cli_parse_long(optarg, 1, INT_MAX, &v);
 			max_tokens = (int)v;
 			break;
 		case O_TOPK:
-			bad |= !parse_long(optarg, 0, INT_MAX, &v);
+			bad |= !ds_cli_parse_long(optarg, 0, INT_MAX, &v);
 			sp.top_k = (int)v;
 			break;
 		case O_WIN:
-			bad |= !parse_long(optarg, 1, 4096, &v);
+			bad |= !ds_cli_parse_long(optarg, 1, 4096, &v);
 			eo.window = (int)v;
 			break;
 		case O_GROUP:
-			bad |= !parse_long(optarg, 1, 4096, &v);
+			bad |= !ds_cli_parse_long(optarg, 1, 4096, &v);
 			eo.group = (int)v;
 			break;
 		case O_KVB:
-			bad |= !parse_long(optarg, 1, 1 << 24, &v);
+			bad |= !ds_cli_parse_long(optarg, 1, 1 << 24, &v);
 			eo.kv_blocks = (int)v;
 			break;
 		case O_BS:
-			bad |= !parse_long(optarg, 1, 1 << 16, &v);
+			bad |= !ds_cli_parse_long(optarg, 1, 1 << 16, &v);
 			eo.kv_block_size = (int)v;
 			break;
 		case O_BG:
-			bad |= !parse_long(optarg, 0, 4096, &v);
+			bad |= !ds_cli_parse_long(optarg, 0, 4096, &v);
 			background = (int)v;
 			break;
 		case O_THREADS:
-			bad |= !parse_long(optarg, 0, 1024, &v);
+			bad |= !ds_cli_parse_long(optarg, 0, 1024, &v);
 			threads = (int)v;
 			break;
 		case O_TEMP:
-			bad |= !parse_float(optarg, &sp.temperature);
+			bad |= !ds_cli_parse_float(optarg, &sp.temperature);
 			break;
 		case O_TOPP:
-			bad |= !parse_float(optarg, &sp.top_p);
+			bad |= !ds_cli_parse_float(optarg, &sp.top_p);
 			break;
 		case O_MARGIN:
-			bad |= !parse_float(optarg, &eo.margin_threshold);
+			bad |= !ds_cli_parse_float(optarg, &eo.margin_threshold);
 			break;
 		case O_INJECT:
-			bad |= !parse_float(optarg, &f);
+			bad |= !ds_cli_parse_float(optarg, &f);
 			eo.inject_mismatch = f;
 			break;
 		case O_HELP:
