@@ -235,34 +235,33 @@ static void test_timeout_format(void **state)
 static void test_timeout_parse(void **state)
 {
 	(void)state;
-	uint64_t ns;
-	assert_int_equal(ds_grpc_timeout_parse("250m", 4, &ns), DS_OK);
-	assert_int_equal(ns, 250000000ull);
-	assert_int_equal(ds_grpc_timeout_parse("150m", 4, &ns), DS_OK);
-	assert_int_equal(ns, 150000000ull);
-	assert_int_equal(ds_grpc_timeout_parse("2S", 2, &ns), DS_OK);
-	assert_int_equal(ns, 2000000000ull);
-	assert_int_equal(ds_grpc_timeout_parse("1500n", 5, &ns), DS_OK);
-	assert_int_equal(ns, 1500);
-	assert_int_equal(ds_grpc_timeout_parse("7u", 2, &ns), DS_OK);
-	assert_int_equal(ns, 7000);
-	assert_int_equal(ds_grpc_timeout_parse("3M", 2, &ns), DS_OK);
-	assert_int_equal(ns, 180000000000ull);
-	assert_int_equal(ds_grpc_timeout_parse("1H", 2, &ns), DS_OK);
-	assert_int_equal(ns, 3600000000000ull);
-	assert_int_equal(ds_grpc_timeout_parse("0S", 2, &ns), DS_OK);
-	assert_int_equal(ns, 0);
-	/* 8 digits of hours overflow 64-bit nanoseconds: saturated, not wrapped */
-	assert_int_equal(ds_grpc_timeout_parse("99999999H", 9, &ns), DS_OK);
-	assert_true(ns == UINT64_MAX);
-	assert_int_equal(ds_grpc_timeout_parse("12", 2, &ns), DS_ERR_INVALID);
-	assert_int_equal(ds_grpc_timeout_parse("m", 1, &ns), DS_ERR_INVALID);
-	assert_int_equal(ds_grpc_timeout_parse("", 0, &ns), DS_ERR_INVALID);
-	assert_int_equal(ds_grpc_timeout_parse("1x0m", 4, &ns), DS_ERR_INVALID);
-	assert_int_equal(ds_grpc_timeout_parse("-1m", 3, &ns), DS_ERR_INVALID);
-	assert_int_equal(ds_grpc_timeout_parse("5s", 2, &ns), DS_ERR_INVALID); /* units: case */
-	assert_int_equal(ds_grpc_timeout_parse("123456789m", 10, &ns),
-	                 DS_ERR_INVALID); /* > 8 digits */
+	static const struct {
+		const char *s;
+		uint64_t ns;
+	} ok[] = {
+	    {"250m", 250000000ull},
+	    {"150m", 150000000ull},
+	    {"2S", 2000000000ull},
+	    {"1500n", 1500},
+	    {"7u", 7000},
+	    {"3M", 180000000000ull},
+	    {"1H", 3600000000000ull},
+	    {"0S", 0},
+	    {"99999999H", UINT64_MAX}, /* overflows 64-bit ns: saturated, not wrapped */
+	};
+	/* no unit, no digits, empty, a non-digit, a sign, a lower-case unit, > 8 digits */
+	static const char *const bad[] = {"12", "m", "", "1x0m", "-1m", "5s", "123456789m"};
+	for (size_t i = 0; i < DS_ARRAY_LEN(ok); i++) {
+		uint64_t ns = 12345;
+		assert_int_equal(ds_grpc_timeout_parse(ok[i].s, strlen(ok[i].s), &ns), DS_OK);
+		assert_true(ns == ok[i].ns);
+	}
+	for (size_t i = 0; i < DS_ARRAY_LEN(bad); i++) {
+		uint64_t ns = 12345;
+		assert_int_equal(ds_grpc_timeout_parse(bad[i], strlen(bad[i]), &ns),
+		                 DS_ERR_INVALID);
+		assert_int_equal(ns, 12345); /* untouched */
+	}
 }
 
 static void test_percent_codec(void **state)
@@ -276,6 +275,11 @@ static void test_percent_codec(void **state)
 	/* malformed escapes are kept verbatim */
 	assert_int_equal(ds_grpc_percent_decode(out, sizeof(out), "a%zz%4", 6), 6);
 	assert_string_equal(out, "a%zz%4");
+	/* only len bytes are read: an escape cut by len stays verbatim */
+	assert_int_equal(ds_grpc_percent_decode(out, sizeof(out), "%41", 2), 2);
+	assert_string_equal(out, "%4");
+	assert_int_equal(ds_grpc_percent_decode(out, sizeof(out), "%41", 3), 1);
+	assert_string_equal(out, "A");
 	/* truncation keeps the terminator */
 	assert_int_equal(ds_grpc_percent_decode(out, 4, "abcdef", 6), 3);
 	assert_string_equal(out, "abc");
