@@ -27,6 +27,7 @@ struct cfg {
 
 struct result {
 	double secs, tok_s, cpu_secs, tok_cpu_s;
+	float margin_thr, margin_delta; /* early-verify threshold in use, calibration delta */
 	uint64_t tokens, det_tokens, windows, rollbacks, rolled_back, recomputed, preempt;
 	uint64_t ref_calls, fast_calls, steps, verify_passes;
 };
@@ -133,6 +134,8 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	res->fast_calls = st.fast_forward_calls;
 	res->steps = st.steps;
 	res->verify_passes = st.verify_passes;
+	res->margin_thr = st.margin_threshold;
+	res->margin_delta = st.margin_delta;
 out:
 	ds_engine_free(e);
 	ds_backend_free(&be);
@@ -145,7 +148,8 @@ static void usage(FILE *fp)
 	            "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
 	            "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
 	            "  [--repeat R] [--json FILE]\n"
-	            "  --margin M: early-verify threshold; < 0 (auto) where the engine supports it\n");
+	            "  --margin M: early-verify threshold in logits; < 0 = auto (default): the engine\n"
+	            "  calibrates it (the table's margin column shows the value in use)\n");
 }
 
 static bool num(const char *s, long long lo, long long hi, long long *out)
@@ -188,7 +192,7 @@ int main(int argc, char **argv)
 	                        .group = 16,
 	                        .kv_blocks = 1024,
 	                        .temperature = 0.7f,
-	                        .margin = 0.5f,
+	                        .margin = -1.0f, /* auto (calibrated by the engine) */
 	                        .inject = 0.0,
 	                        .seed = 42};
 	const char *preset = "small", *only = NULL, *json = NULL;
@@ -284,9 +288,9 @@ int main(int argc, char **argv)
 	       "W=%d G=%d margin=%.2f inject=%.2f\n",
 	       preset, bo.n_req, bo.prompt_max / 2, bo.prompt_max, bo.max_tokens, bo.temperature,
 	       bo.window, bo.group, bo.margin, bo.inject);
-	printf("%-10s %7s %8s %7s %8s %9s %8s %8s %9s %9s %9s %7s %7s %6s %8s\n", "config",
+	printf("%-10s %7s %8s %7s %8s %9s %8s %8s %9s %9s %9s %7s %7s %6s %8s %8s\n", "config",
 	       "wall_s", "tok/s", "x fast", "cpu_s", "tok/cpu-s", "x fast", "windows", "rollbacks",
-	       "rb/window", "rb/1k det", "recomp", "refcall", "steps", "ref/step");
+	       "rb/window", "rb/1k det", "recomp", "refcall", "steps", "ref/step", "margin");
 	enum { NC = DS_ARRAY_LEN(cfgs) };
 	struct result best[NC];
 	bool have[NC] = {false};
@@ -344,15 +348,17 @@ int main(int argc, char **argv)
 			        ", \"fast_calls\": %" PRIu64 ", \"verify_passes\": %" PRIu64
 			        ", \"windows\": %" PRIu64 ", \"rollbacks\": %" PRIu64
 			        ", \"rolled_back\": %" PRIu64 ", \"recomputed\": %" PRIu64
-			        ", \"preemptions\": %" PRIu64 "}",
+			        ", \"preemptions\": %" PRIu64
+			        ", \"margin_threshold\": %.6g, \"margin_delta\": %.6g}",
 			        nj++ ? "," : "", cfgs[i].name, cfgs[i].det_pct, r->secs, r->tok_s,
 			        fast_tps > 0 ? r->tok_s / fast_tps : 0.0, r->cpu_secs, r->tok_cpu_s,
 			        fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0, r->tokens, r->det_tokens,
 			        r->steps, r->ref_calls, r->fast_calls, r->verify_passes, r->windows,
-			        r->rollbacks, r->rolled_back, r->recomputed, r->preempt);
+			        r->rollbacks, r->rolled_back, r->recomputed, r->preempt,
+			        (double)r->margin_thr, (double)r->margin_delta);
 		printf("%-10s %7.2f %8.1f %7.3f %8.2f %9.1f %8.3f %8" PRIu64 " %9" PRIu64
 		       " %9.4f %9.3f"
-		       " %7.3f %7" PRIu64 " %6" PRIu64 " %8.3f\n",
+		       " %7.3f %7" PRIu64 " %6" PRIu64 " %8.3f %8.3g\n",
 		       cfgs[i].name, r->secs, r->tok_s, fast_tps > 0 ? r->tok_s / fast_tps : 0.0,
 		       r->cpu_secs, r->tok_cpu_s, fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0,
 		       r->windows, r->rollbacks,
@@ -360,7 +366,8 @@ int main(int argc, char **argv)
 		       r->det_tokens ? 1000.0 * (double)r->rollbacks / (double)r->det_tokens : 0.0,
 		       r->det_tokens ? (double)r->recomputed / (double)r->det_tokens : 0.0,
 		       r->ref_calls, r->steps,
-		       r->steps ? (double)r->ref_calls / (double)r->steps : 0.0);
+		       r->steps ? (double)r->ref_calls / (double)r->steps : 0.0,
+		       (double)r->margin_thr);
 	}
 	if (jf) {
 		fprintf(jf, "\n]}\n");

@@ -86,6 +86,7 @@ struct ds_engine {
 	struct ds_fwd_row *rows; /* (cap_rows) */
 	int cap_rows;
 	bool did_work;
+	int ready_rows_left; /* planning: rows of ready windows not yet planned this step */
 	float margin_thr;   /* early-verify threshold in use (explicit or calibrated) */
 	float margin_delta; /* calibration: max |fast - ref| logit, -1 when not run */
 

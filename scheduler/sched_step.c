@@ -3,11 +3,11 @@
  * then commit / roll back (DESIGN.md section 4) and emit events.
  *
  * Verification cadence: a REF pass at small M costs a full read of the weights, about one decode
- * step, so it must not run every step. When any DVR window is ready (full, early-verify or a
- * stop token) every other DVR request with at least one candidate joins the same pass (oldest
- * first, up to G windows per pass); all deterministic requests then restart their windows
- * together and fall into one shared cadence of about one REF pass per W+1 steps. Nobody waits
- * for a full group. When more than G windows are ready, ceil(ready/G) REF passes run in the
+ * step, so it must not run every step. When any DVR window is full, every other DVR request
+ * with at least one candidate joins the same pass (oldest first, up to G windows per pass); all
+ * deterministic requests then restart their windows together and fall into one shared cadence
+ * of about one REF pass per W+1 steps. Early-verify and stop-token windows are verified at
+ * once, alone (see select_verify). Nobody waits for a full group. When more than G windows are ready, ceil(ready/G) REF passes run in the
  * same step rather than leaving ready windows (and their requests) stalled for a step, which
  * would split the cohort into cadences out of phase.
  *
@@ -242,24 +242,36 @@ static bool verify_eligible(const struct ds_req *r)
 	return r->dvr && !r->paused && r->n_kv >= r->C - 1;
 }
 
-/* Marks (r->vsel) the windows to verify this step: every ready one, then, oldest first, windows
- * with at least one candidate until the passes the ready ones need (ceil(ready/G)) are full. */
+/* Marks (r->vsel) the windows to verify this step: every ready one; then, when one of them is
+ * full (the cadence), oldest first, windows with at least one candidate until the passes the
+ * ready ones need (ceil(ready/G)) are full, as far as the step's token budget has room left
+ * after the ready windows and one token for every other running request (joining must never
+ * push a ready window to the next step). An early-verify or stop-token window alone does not
+ * pull the others in: its pass runs anyway, and joining would only add rows and cut the
+ * others' windows short, moving everyone onto the early windows' (much faster) clock. */
 static void select_verify(struct ds_engine *e)
 {
-	int n_ready = 0;
+	int n_ready = 0, ready_rows = 0;
+	bool full = false;
 	for (int i = 0; i < e->n_running; i++) {
 		struct ds_req *r = e->running[i];
 		r->vsel = verify_eligible(r) && window_ready(e, r);
 		n_ready += r->vsel;
+		ready_rows += r->vsel ? r->L - r->C + 1 : 0;
+		full |= r->vsel && r->L - r->C >= window_cap(e, r);
 	}
-	if (n_ready == 0)
+	e->ready_rows_left = ready_rows;
+	if (!full)
 		return;
 	int room = (n_ready + e->o.group - 1) / e->o.group * e->o.group - n_ready;
-	for (int i = 0; i < e->n_running && room > 0; i++) {
+	int spare = e->o.max_step_tokens - ready_rows - (e->n_running - n_ready);
+	for (int i = 0; i < e->n_running && room > 0 && spare > 0; i++) {
 		struct ds_req *r = e->running[i];
-		if (!r->vsel && verify_eligible(r) && r->L - r->C >= 1) {
+		int n = r->L - r->C + 1;
+		if (!r->vsel && verify_eligible(r) && n >= 2 && n - 1 <= spare) {
 			r->vsel = true;
 			room--;
+			spare -= n - 1; /* it would have taken one token to decode anyway */
 		}
 	}
 }
@@ -274,7 +286,12 @@ static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_v
 		return false;
 	if (r->vsel) {
 		int n = r->L - r->C + 1;
-		bool fits = n <= budget || budget >= e->o.max_step_tokens;
+		bool ready = window_ready(e, r);
+		if (ready)
+			e->ready_rows_left -= n;
+		/* a joining window leaves the budget of the ready ones behind it alone */
+		bool fits = ready ? n <= budget || budget >= e->o.max_step_tokens
+		                  : n <= budget - e->ready_rows_left;
 		if (fits) {
 			it->kind = PLAN_VERIFY;
 			it->pos0 = r->C - 1;
@@ -283,7 +300,7 @@ static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_v
 			*path = DS_PATH_REF;
 			return true;
 		}
-		if (window_ready(e, r))
+		if (ready)
 			return false; /* a ready window waits for the next step rather than grow */
 		/* a window that only joined the cadence keeps decoding instead */
 	}

@@ -1,7 +1,7 @@
 /* test_engine_cadence.c - the cost side of DVR: deterministic requests share one verification
  * cadence (about one REF pass per W+1 steps, not one per step, also when they arrive at
  * different steps), more than G ready windows run as several REF passes in the same step
- * without stalling anyone, and the "auto" early-verify threshold is calibrated from the measured
+ * without stalling anyone, an early-verify window is verified alone, and the "auto" early-verify threshold is calibrated from the measured
  * fast-vs-reference logit difference (an explicit value overrides it). Every scenario's outputs
  * are also checked bit for bit against the ref-only oracle: the cadence changes only when
  * windows are verified, never what is committed. */
@@ -178,6 +178,48 @@ static void test_cadence_multi_pass(void **state)
 	scen_free(&s);
 }
 
+/* An early-verify window is verified at once but does not drag the others along: their
+ * windows stay full (one request verifying every token must not cost everyone that). */
+static void test_early_verify_alone(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.0f;
+	struct scenario s;
+	const int N = 6, T = 40, W = 8;
+	make_scenario(&s, N, T, 0, W, 16);
+	s.opts.margin_threshold = 1e9f; /* every candidate is "low margin" */
+	s.req[0].early_verify = true;
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("early alone: req 0: %llu windows; req 1: %llu windows\n",
+	              (unsigned long long)s.req[0].dvr.windows,
+	              (unsigned long long)s.req[1].dvr.windows);
+	assert_true(s.req[0].dvr.windows >= (uint64_t)T / 2 - 1); /* 1 candidate + bonus */
+	for (int i = 1; i < N; i++)
+		assert_true(s.req[i].dvr.windows <= (uint64_t)(T / W + 2));
+	scen_free(&s);
+}
+
+/* Ready windows that overflow the step's token budget: the ones left over wait a step, and
+ * joiners must not take their budget or churn through tiny windows; the cadence re-forms. */
+static void test_cadence_budget(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.0f;
+	struct scenario s;
+	const int N = 12, T = 40, W = 4;
+	make_scenario(&s, N, T, 0, W, 16);
+	s.opts.max_step_tokens = 24; /* 4 full windows of W+1 rows, plus decode tokens */
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("budget 24: %d det: %llu steps, %llu verify passes, %llu windows\n", N,
+	              (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
+	              (unsigned long long)st.windows);
+	/* windows stay (nearly) full: about T/W per request, not one per step */
+	assert_true(st.windows <= (uint64_t)(N * (T / W + 2)));
+	scen_free(&s);
+}
+
 /* The real (batch-variant) CPU fast path, staggered, with injection: oracle-equal. */
 static void test_cadence_cpu_oracle(void **state)
 {
@@ -281,6 +323,8 @@ int main(void)
 	    cmocka_unit_test(test_cadence_lockstep),
 	    cmocka_unit_test(test_cadence_staggered),
 	    cmocka_unit_test(test_cadence_multi_pass),
+	    cmocka_unit_test(test_cadence_budget),
+	    cmocka_unit_test(test_early_verify_alone),
 	    cmocka_unit_test(test_cadence_cpu_oracle),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
