@@ -144,12 +144,13 @@ out:
 
 static void usage(FILE *fp)
 {
-	fprintf(fp, "usage: bench_offline [--preset small] [--requests N] [--prompt-max N]\n"
-	            "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
-	            "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
-	            "  [--repeat R] [--json FILE]\n"
-	            "  --margin M: early-verify threshold in logits; < 0 = auto (default): the engine\n"
-	            "  calibrates it (the table's margin column shows the value in use)\n");
+	fprintf(fp,
+	        "usage: bench_offline [--preset small] [--requests N] [--prompt-max N]\n"
+	        "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
+	        "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
+	        "  [--repeat R] [--json FILE]\n"
+	        "  --margin M: early-verify threshold in logits; < 0 = auto (default): the engine\n"
+	        "  calibrates it (the table's margin column shows the value in use)\n");
 }
 
 static bool num(const char *s, long long lo, long long hi, long long *out)
@@ -327,35 +328,37 @@ int main(int argc, char **argv)
 		rc = 1;
 	}
 	if (jf)
-		fprintf(jf,
-		        "{\"bench\": \"offline\", \"preset\": \"%s\", \"requests\": %d, "
-		        "\"prompt_tokens\": \"%d..%d\", \"output_tokens\": %d, \"temperature\": %.2f, "
-		        "\"W\": %d, \"G\": %d, \"margin\": %.4f, \"inject\": %.3f, \"threads\": %d, "
-		        "\"repeat\": %d, \"runs\": [",
-		        preset, bo.n_req, bo.prompt_max / 2, bo.prompt_max, bo.max_tokens,
-		        bo.temperature, bo.window, bo.group, bo.margin, bo.inject, bo.threads, repeat);
+		fprintf(
+		    jf,
+		    "{\"bench\": \"offline\", \"preset\": \"%s\", \"requests\": %d, "
+		    "\"prompt_tokens\": \"%d..%d\", \"output_tokens\": %d, \"temperature\": %.2f, "
+		    "\"W\": %d, \"G\": %d, \"margin\": %.4f, \"inject\": %.3f, \"threads\": %d, "
+		    "\"repeat\": %d, \"runs\": [",
+		    preset, bo.n_req, bo.prompt_max / 2, bo.prompt_max, bo.max_tokens,
+		    bo.temperature, bo.window, bo.group, bo.margin, bo.inject, bo.threads, repeat);
 	for (size_t i = 0, nj = 0; i < NC && rc == 0; i++) {
 		if (!have[i])
 			continue;
 		const struct result *r = &best[i];
 		if (jf)
-			fprintf(jf,
-			        "%s\n  {\"config\": \"%s\", \"det_pct\": %d, \"secs\": %.3f, "
-			        "\"tokens_per_s\": %.1f, \"ratio_to_fast\": %.4f, \"cpu_secs\": %.3f, "
-			        "\"tokens_per_cpu_s\": %.1f, \"cpu_ratio_to_fast\": %.4f, "
-			        "\"tokens\": %" PRIu64 ", \"det_tokens\": %" PRIu64
-			        ", \"steps\": %" PRIu64 ", \"ref_calls\": %" PRIu64
-			        ", \"fast_calls\": %" PRIu64 ", \"verify_passes\": %" PRIu64
-			        ", \"windows\": %" PRIu64 ", \"rollbacks\": %" PRIu64
-			        ", \"rolled_back\": %" PRIu64 ", \"recomputed\": %" PRIu64
-			        ", \"preemptions\": %" PRIu64
-			        ", \"margin_threshold\": %.6g, \"margin_delta\": %.6g}",
-			        nj++ ? "," : "", cfgs[i].name, cfgs[i].det_pct, r->secs, r->tok_s,
-			        fast_tps > 0 ? r->tok_s / fast_tps : 0.0, r->cpu_secs, r->tok_cpu_s,
-			        fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0, r->tokens, r->det_tokens,
-			        r->steps, r->ref_calls, r->fast_calls, r->verify_passes, r->windows,
-			        r->rollbacks, r->rolled_back, r->recomputed, r->preempt,
-			        (double)r->margin_thr, (double)r->margin_delta);
+			fprintf(
+			    jf,
+			    "%s\n  {\"config\": \"%s\", \"det_pct\": %d, \"secs\": %.3f, "
+			    "\"tokens_per_s\": %.1f, \"ratio_to_fast\": %.4f, \"cpu_secs\": %.3f, "
+			    "\"tokens_per_cpu_s\": %.1f, \"cpu_ratio_to_fast\": %.4f, "
+			    "\"tokens\": %" PRIu64 ", \"det_tokens\": %" PRIu64
+			    ", \"steps\": %" PRIu64 ", \"ref_calls\": %" PRIu64
+			    ", \"fast_calls\": %" PRIu64 ", \"verify_passes\": %" PRIu64
+			    ", \"windows\": %" PRIu64 ", \"rollbacks\": %" PRIu64
+			    ", \"rolled_back\": %" PRIu64 ", \"recomputed\": %" PRIu64
+			    ", \"preemptions\": %" PRIu64
+			    ", \"margin_threshold\": %.6g, \"margin_delta\": %.6g}",
+			    nj++ ? "," : "", cfgs[i].name, cfgs[i].det_pct, r->secs, r->tok_s,
+			    fast_tps > 0 ? r->tok_s / fast_tps : 0.0, r->cpu_secs, r->tok_cpu_s,
+			    fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0, r->tokens, r->det_tokens,
+			    r->steps, r->ref_calls, r->fast_calls, r->verify_passes, r->windows,
+			    r->rollbacks, r->rolled_back, r->recomputed, r->preempt,
+			    (double)r->margin_thr, (double)r->margin_delta);
 		printf("%-10s %7.2f %8.1f %7.3f %8.2f %9.1f %8.3f %8" PRIu64 " %9" PRIu64
 		       " %9.4f %9.3f"
 		       " %7.3f %7" PRIu64 " %6" PRIu64 " %8.3f %8.3g\n",

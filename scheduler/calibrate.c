@@ -41,15 +41,17 @@ enum ds_status ds_engine_calibrate(struct ds_engine *e, struct ds_err *err)
 	struct ds_fwd_seq seqs[CAL_SEQS];
 	memset(kv, 0, sizeof(kv));
 	if (!tok || !lg[0] || !lg[1] || !out) {
-		rv = ds_errf(err, DS_ERR_NOMEM, "engine: out of memory for margin calibration "
-		                                "(%zu rows x %zu logits)", rows, V);
+		rv = ds_errf(err, DS_ERR_NOMEM,
+		             "engine: out of memory for margin calibration "
+		             "(%zu rows x %zu logits)",
+		             rows, V);
 		goto out;
 	}
 	for (size_t i = 0; i < rows; i++)
 		tok[i] = (int32_t)(ds_hash3(0x63616c6962ull, i / (size_t)n_tok, i) % V);
 	for (int s = 0; s < n_seq; s++) {
 		if (!ds_kv_seq_reserve(e->pool, &kv[s], n_tok))
-			goto out; /* cannot happen with n_seq bounded by the pool; keep the ceiling */
+			goto out; /* not with n_seq bounded by the pool; keeps the ceiling */
 		seqs[s] = (struct ds_fwd_seq){
 		    .tokens = tok + (size_t)s * (size_t)n_tok,
 		    .n_tokens = n_tok,

@@ -7,9 +7,9 @@
  * with at least one candidate joins the same pass (oldest first, up to G windows per pass); all
  * deterministic requests then restart their windows together and fall into one shared cadence
  * of about one REF pass per W+1 steps. Early-verify and stop-token windows are verified at
- * once, alone (see select_verify). Nobody waits for a full group. When more than G windows are ready, ceil(ready/G) REF passes run in the
- * same step rather than leaving ready windows (and their requests) stalled for a step, which
- * would split the cohort into cadences out of phase.
+ * once, alone (see select_verify). Nobody waits for a full group. When more than G windows are
+ * ready, ceil(ready/G) REF passes run in the same step rather than leaving ready windows (and their
+ * requests) stalled for a step, which would split the cohort into cadences out of phase.
  *
  * Key decision: one uniform bookkeeping for every request: tokens[0, C) are committed,
  * tokens[C, L) are unverified fast candidates (DVR only), KV is written for [0, n_kv). A
@@ -517,8 +517,8 @@ enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
 		enum ds_path path = order[o];
 		/* one forward call per pass: REF items are grouped by pass, FAST has one */
 		for (int i0 = 0, i1; i0 < e->n_plan[path]; i0 = i1) {
-			for (i1 = i0 + 1;
-			     i1 < e->n_plan[path] && e->plan[path][i1].pass == e->plan[path][i0].pass;
+			for (i1 = i0 + 1; i1 < e->n_plan[path] &&
+			                  e->plan[path][i1].pass == e->plan[path][i0].pass;
 			     i1++)
 				;
 			struct ds_err perr = {{0}};

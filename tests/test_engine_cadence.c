@@ -1,10 +1,10 @@
 /* test_engine_cadence.c - the cost side of DVR: deterministic requests share one verification
  * cadence (about one REF pass per W+1 steps, not one per step, also when they arrive at
  * different steps), more than G ready windows run as several REF passes in the same step
- * without stalling anyone, an early-verify window is verified alone, and the "auto" early-verify threshold is calibrated from the measured
- * fast-vs-reference logit difference (an explicit value overrides it). Every scenario's outputs
- * are also checked bit for bit against the ref-only oracle: the cadence changes only when
- * windows are verified, never what is committed. */
+ * without stalling anyone, an early-verify window is verified alone, and the "auto" early-verify
+ * threshold is calibrated from the measured fast-vs-reference logit difference (an explicit value
+ * overrides it). Every scenario's outputs are also checked bit for bit against the ref-only oracle:
+ * the cadence changes only when windows are verified, never what is committed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -263,8 +263,7 @@ static void test_margin_calibration(void **state)
 	print_message("cpu tiny: delta %.3g -> threshold %.3g\n", (double)st.margin_delta,
 	              (double)st.margin_threshold);
 	assert_true(st.margin_delta >= 0.0f && st.margin_delta < 0.1f);
-	assert_true(st.margin_threshold ==
-	            fminf(fmaxf(4.0f * st.margin_delta, 1e-3f), 0.5f));
+	assert_true(st.margin_threshold == fminf(fmaxf(4.0f * st.margin_delta, 1e-3f), 0.5f));
 	assert_true(be.counters.calls[DS_PATH_REF] == 1 && be.counters.calls[DS_PATH_FAST] == 1);
 	assert_int_equal(st.ref_forward_calls, 0); /* not counted as request work */
 	ds_engine_free(e);
@@ -319,12 +318,9 @@ static void test_margin_calibration(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_margin_calibration),
-	    cmocka_unit_test(test_cadence_lockstep),
-	    cmocka_unit_test(test_cadence_staggered),
-	    cmocka_unit_test(test_cadence_multi_pass),
-	    cmocka_unit_test(test_cadence_budget),
-	    cmocka_unit_test(test_early_verify_alone),
+	    cmocka_unit_test(test_margin_calibration), cmocka_unit_test(test_cadence_lockstep),
+	    cmocka_unit_test(test_cadence_staggered),  cmocka_unit_test(test_cadence_multi_pass),
+	    cmocka_unit_test(test_cadence_budget),     cmocka_unit_test(test_early_verify_alone),
 	    cmocka_unit_test(test_cadence_cpu_oracle),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
