@@ -3,13 +3,14 @@
  * then commit / roll back (DESIGN.md section 4) and emit events.
  *
  * Verification cadence: a REF pass at small M costs a full read of the weights, about one decode
- * step, so it must not run every step. When any DVR window is full, every other DVR request
- * with at least one candidate joins the same pass (oldest first, up to G windows per pass); all
- * deterministic requests then restart their windows together and fall into one shared cadence
- * of about one REF pass per W+1 steps. Early-verify and stop-token windows are verified at
- * once, alone (see select_verify). Nobody waits for a full group. When more than G windows are
- * ready, ceil(ready/G) REF passes run in the same step rather than leaving ready windows (and their
- * requests) stalled for a step, which would split the cohort into cadences out of phase.
+ * step, so it must not run every step. When any DVR window is ready (full, early-verify or a
+ * stop token) every other DVR request with at least one candidate joins the same pass (oldest
+ * first, up to G windows per pass); all deterministic requests then restart their windows
+ * together and fall into one shared cadence of about one REF pass per W+1 steps (see
+ * select_verify for why joining costs no extra REF rows). Nobody waits for a full group.
+ * When more than G windows are ready, ceil(ready/G) REF passes run in the same step rather than
+ * leaving ready windows (and their requests) stalled for a step, which would split the cohort
+ * into cadences out of phase.
  *
  * Key decision: one uniform bookkeeping for every request: tokens[0, C) are committed,
  * tokens[C, L) are unverified fast candidates (DVR only), KV is written for [0, n_kv). A
@@ -242,26 +243,24 @@ static bool verify_eligible(const struct ds_req *r)
 	return r->dvr && !r->paused && r->n_kv >= r->C - 1;
 }
 
-/* Marks (r->vsel) the windows to verify this step: every ready one; then, when one of them is
- * full (the cadence), oldest first, windows with at least one candidate until the passes the
- * ready ones need (ceil(ready/G)) are full, as far as the step's token budget has room left
- * after the ready windows and one token for every other running request (joining must never
- * push a ready window to the next step). An early-verify or stop-token window alone does not
- * pull the others in: its pass runs anyway, and joining would only add rows and cut the
- * others' windows short, moving everyone onto the early windows' (much faster) clock. */
+/* Marks (r->vsel) the windows to verify this step: every ready one (full, early-verify or stop
+ * token), then, oldest first, windows with at least one candidate until the passes the ready
+ * ones need (ceil(ready/G)) are full, as far as the step's token budget has room left after
+ * the ready windows and one token for every other running request (joining must never push a
+ * ready window to the next step). Joining is free in REF rows: every candidate is verified
+ * exactly once whatever the window size, and a joiner's step yields its bonus token from the
+ * REF row instead of a FAST candidate; what it saves is passes, which cost a weight read each. */
 static void select_verify(struct ds_engine *e)
 {
 	int n_ready = 0, ready_rows = 0;
-	bool full = false;
 	for (int i = 0; i < e->n_running; i++) {
 		struct ds_req *r = e->running[i];
 		r->vsel = verify_eligible(r) && window_ready(e, r);
 		n_ready += r->vsel;
 		ready_rows += r->vsel ? r->L - r->C + 1 : 0;
-		full |= r->vsel && r->L - r->C >= window_cap(e, r);
 	}
 	e->ready_rows_left = ready_rows;
-	if (!full)
+	if (n_ready == 0)
 		return;
 	int room = (n_ready + e->o.group - 1) / e->o.group * e->o.group - n_ready;
 	int spare = e->o.max_step_tokens - ready_rows - (e->n_running - n_ready);
