@@ -27,8 +27,9 @@ struct cfg {
 
 struct result {
 	double secs, tok_s, cpu_secs, tok_cpu_s;
+	float margin_thr, margin_delta; /* early-verify threshold in use, calibration delta */
 	uint64_t tokens, det_tokens, windows, rollbacks, rolled_back, recomputed, preempt;
-	uint64_t ref_calls, fast_calls;
+	uint64_t ref_calls, fast_calls, steps, verify_passes;
 };
 
 struct bench_opts {
@@ -131,6 +132,10 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	res->preempt = st.preemptions;
 	res->ref_calls = st.ref_forward_calls;
 	res->fast_calls = st.fast_forward_calls;
+	res->steps = st.steps;
+	res->verify_passes = st.verify_passes;
+	res->margin_thr = st.margin_threshold;
+	res->margin_delta = st.margin_delta;
 out:
 	ds_engine_free(e);
 	ds_backend_free(&be);
@@ -139,10 +144,13 @@ out:
 
 static void usage(FILE *fp)
 {
-	fprintf(fp, "usage: bench_offline [--preset small] [--requests N] [--prompt-max N]\n"
-	            "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
-	            "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
-	            "  [--repeat R]\n");
+	fprintf(fp,
+	        "usage: bench_offline [--preset small] [--requests N] [--prompt-max N]\n"
+	        "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
+	        "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
+	        "  [--repeat R] [--json FILE]\n"
+	        "  --margin M: early-verify threshold in logits; < 0 = auto (default): the engine\n"
+	        "  calibrates it (the table's margin column shows the value in use)\n");
 }
 
 int main(int argc, char **argv)
@@ -162,6 +170,7 @@ int main(int argc, char **argv)
 	    {"seed", required_argument, NULL, 's'},
 	    {"only", required_argument, NULL, 'o'},
 	    {"repeat", required_argument, NULL, 'r'},
+	    {"json", required_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -173,10 +182,10 @@ int main(int argc, char **argv)
 	                        .group = 16,
 	                        .kv_blocks = 1024,
 	                        .temperature = 0.7f,
-	                        .margin = 0.5f,
+	                        .margin = -1.0f, /* auto (calibrated by the engine) */
 	                        .inject = 0.0,
 	                        .seed = 42};
-	const char *preset = "small", *only = NULL;
+	const char *preset = "small", *only = NULL, *json = NULL;
 	int repeat = 1;
 	long long v;
 	int c;
@@ -188,6 +197,9 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			only = optarg;
+			break;
+		case 'j':
+			json = optarg;
 			break;
 		case 'r':
 			ok = ds_cli_parse_long(optarg, 1, 100, &v);
@@ -266,9 +278,9 @@ int main(int argc, char **argv)
 	       "W=%d G=%d margin=%.2f inject=%.2f\n",
 	       preset, bo.n_req, bo.prompt_max / 2, bo.prompt_max, bo.max_tokens, bo.temperature,
 	       bo.window, bo.group, bo.margin, bo.inject);
-	printf("%-10s %7s %8s %7s %8s %9s %8s %8s %9s %9s %9s %7s %7s\n", "config", "wall_s",
-	       "tok/s", "x fast", "cpu_s", "tok/cpu-s", "x fast", "windows", "rollbacks",
-	       "rb/window", "rb/1k det", "recomp", "refcall");
+	printf("%-10s %7s %8s %7s %8s %9s %8s %8s %9s %9s %9s %7s %7s %6s %8s %8s\n", "config",
+	       "wall_s", "tok/s", "x fast", "cpu_s", "tok/cpu-s", "x fast", "windows", "rollbacks",
+	       "rb/window", "rb/1k det", "recomp", "refcall", "steps", "ref/step", "margin");
 	enum { NC = DS_ARRAY_LEN(cfgs) };
 	struct result best[NC];
 	bool have[NC] = {false};
@@ -299,20 +311,62 @@ int main(int argc, char **argv)
 	}
 	double fast_tps = have[0] ? best[0].tok_s : 0;
 	double fast_cpu = have[0] ? best[0].tok_cpu_s : 0;
-	for (size_t i = 0; i < NC && rc == 0; i++) {
+	FILE *jf = NULL;
+	if (json && rc == 0 && !(jf = fopen(json, "w"))) {
+		fprintf(stderr, "bench_offline: cannot write %s\n", json);
+		rc = 1;
+	}
+	if (jf)
+		fprintf(
+		    jf,
+		    "{\"bench\": \"offline\", \"preset\": \"%s\", \"requests\": %d, "
+		    "\"prompt_tokens\": \"%d..%d\", \"output_tokens\": %d, \"temperature\": %.2f, "
+		    "\"W\": %d, \"G\": %d, \"margin\": %.4f, \"inject\": %.3f, \"threads\": %d, "
+		    "\"repeat\": %d, \"runs\": [",
+		    preset, bo.n_req, bo.prompt_max / 2, bo.prompt_max, bo.max_tokens,
+		    bo.temperature, bo.window, bo.group, bo.margin, bo.inject, bo.threads, repeat);
+	for (size_t i = 0, nj = 0; i < NC && rc == 0; i++) {
 		if (!have[i])
 			continue;
 		const struct result *r = &best[i];
+		if (jf)
+			fprintf(
+			    jf,
+			    "%s\n  {\"config\": \"%s\", \"det_pct\": %d, \"secs\": %.3f, "
+			    "\"tokens_per_s\": %.1f, \"ratio_to_fast\": %.4f, \"cpu_secs\": %.3f, "
+			    "\"tokens_per_cpu_s\": %.1f, \"cpu_ratio_to_fast\": %.4f, "
+			    "\"tokens\": %" PRIu64 ", \"det_tokens\": %" PRIu64
+			    ", \"steps\": %" PRIu64 ", \"ref_calls\": %" PRIu64
+			    ", \"fast_calls\": %" PRIu64 ", \"verify_passes\": %" PRIu64
+			    ", \"windows\": %" PRIu64 ", \"rollbacks\": %" PRIu64
+			    ", \"rolled_back\": %" PRIu64 ", \"recomputed\": %" PRIu64
+			    ", \"preemptions\": %" PRIu64
+			    ", \"margin_threshold\": %.6g, \"margin_delta\": %.6g}",
+			    nj++ ? "," : "", cfgs[i].name, cfgs[i].det_pct, r->secs, r->tok_s,
+			    fast_tps > 0 ? r->tok_s / fast_tps : 0.0, r->cpu_secs, r->tok_cpu_s,
+			    fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0, r->tokens, r->det_tokens,
+			    r->steps, r->ref_calls, r->fast_calls, r->verify_passes, r->windows,
+			    r->rollbacks, r->rolled_back, r->recomputed, r->preempt,
+			    (double)r->margin_thr, (double)r->margin_delta);
 		printf("%-10s %7.2f %8.1f %7.3f %8.2f %9.1f %8.3f %8" PRIu64 " %9" PRIu64
 		       " %9.4f %9.3f"
-		       " %7.3f %7" PRIu64 "\n",
+		       " %7.3f %7" PRIu64 " %6" PRIu64 " %8.3f %8.3g\n",
 		       cfgs[i].name, r->secs, r->tok_s, fast_tps > 0 ? r->tok_s / fast_tps : 0.0,
 		       r->cpu_secs, r->tok_cpu_s, fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0,
 		       r->windows, r->rollbacks,
 		       r->windows ? (double)r->rollbacks / (double)r->windows : 0.0,
 		       r->det_tokens ? 1000.0 * (double)r->rollbacks / (double)r->det_tokens : 0.0,
 		       r->det_tokens ? (double)r->recomputed / (double)r->det_tokens : 0.0,
-		       r->ref_calls);
+		       r->ref_calls, r->steps,
+		       r->steps ? (double)r->ref_calls / (double)r->steps : 0.0,
+		       (double)r->margin_thr);
+	}
+	if (jf) {
+		fprintf(jf, "\n]}\n");
+		if (fclose(jf) != 0) {
+			fprintf(stderr, "bench_offline: error writing %s\n", json);
+			rc = 1;
+		}
 	}
 	ds_model_free(m);
 	return rc;

@@ -39,7 +39,7 @@ void ds_engine_opts_default(struct ds_engine_opts *o)
 	    .mode = DS_MODE_DVR,
 	    .window = 32,
 	    .group = 16,
-	    .margin_threshold = 0.5f,
+	    .margin_threshold = -1.0f, /* auto: calibrated at init */
 	    .inject_mismatch = 0.0,
 	    .inject_seed = 0,
 	    .kv_block_size = 16,
@@ -67,8 +67,9 @@ static enum ds_status check_opts(const struct ds_engine_opts *o, struct ds_err *
 		               o->window);
 	if (o->group < 1 || o->group > 4096)
 		return ds_errf(err, DS_ERR_INVALID, "engine: group %d outside [1, 4096]", o->group);
-	if (!(o->margin_threshold >= 0.0f))
-		return ds_errf(err, DS_ERR_INVALID, "engine: margin_threshold must be >= 0");
+	if (isnan(o->margin_threshold))
+		return ds_errf(err, DS_ERR_INVALID,
+		               "engine: margin_threshold must be a number (< 0 = auto)");
 	if (!(o->inject_mismatch >= 0.0 && o->inject_mismatch <= 1.0))
 		return ds_errf(err, DS_ERR_INVALID, "engine: inject_mismatch must be in [0, 1]");
 	if (o->kv_block_size < 1 || o->kv_blocks < 1)
@@ -127,6 +128,17 @@ enum ds_status ds_engine_init(struct ds_engine **out, struct ds_backend *be,
 		rv = ds_errf(err, DS_ERR_IO, "engine: eventfd: %s", strerror(errno));
 		goto fail;
 	}
+	/* the early-verify threshold: explicit (>= 0), else calibrated once (DVR only) */
+	e->margin_thr = e->o.margin_threshold;
+	e->margin_delta = -1.0f;
+	if (e->o.margin_threshold < 0.0f) {
+		e->margin_thr = 0.0f;
+		if (e->o.mode == DS_MODE_DVR && (rv = ds_engine_calibrate(e, err)) != DS_OK)
+			goto fail;
+	}
+	e->st.margin_threshold = e->margin_thr;
+	e->st.margin_delta = e->margin_delta;
+	/* after calibration: engine stats count only the requests' forward calls */
 	for (int p = 0; p < DS_N_PATHS; p++)
 		e->calls0[p] = be->counters.calls[p];
 	e->st.kv_blocks_total = e->o.kv_blocks;

@@ -29,7 +29,10 @@ struct ds_engine_opts {
 	enum ds_mode mode;
 	int window;              /* W: candidate tokens per verify window (default 32) */
 	int group;               /* G: windows per reference pass (default 16) */
-	float margin_threshold;  /* early verification when top1-top2 < this (default 0.5) */
+	float margin_threshold;  /* early verification when top1-top2 < this; < 0 = auto (the
+	                          * default): 4x the max |fast - ref| logit difference measured on
+	                          * a small calibration batch at init (DVR mode), clamped to
+	                          * [1e-3, 0.5]; the stats report the value in use */
 	double inject_mismatch;  /* P: fraction of windows forced to roll back (studies) */
 	uint64_t inject_seed;
 	int kv_block_size;       /* positions per block (default 16) */
@@ -40,7 +43,7 @@ struct ds_engine_opts {
 	bool prefix_cache;       /* default true */
 };
 
-/* Fills opts with the defaults listed above (kv_blocks = 1024). */
+/* Fills opts with the defaults listed above (kv_blocks = 1024, margin_threshold = -1: auto). */
 void ds_engine_opts_default(struct ds_engine_opts *o);
 
 struct ds_request_params {
@@ -117,6 +120,10 @@ struct ds_engine_stats {
 	uint64_t fast_forward_calls;
 	int waiting, running;      /* now */
 	int kv_blocks_used, kv_blocks_total;
+	/* added with the calibrated threshold: the early-verify margin in use, and the measured
+	 * max |fast - ref| logit difference it came from (-1 when not calibrated) */
+	float margin_threshold;
+	float margin_delta;
 };
 
 struct ds_engine;

@@ -28,6 +28,7 @@ struct ds_req {
 	int n_stop_seqs;
 	bool ignore_eos, det, dvr, early_verify, return_logprobs;
 	bool paused, verify_now;
+	bool vsel; /* planning: selected for this step's verification */
 	float *logprobs; /* (max_tokens) of committed output tokens */
 	struct ds_kv_seq kv;
 	struct ds_fp fp;
@@ -62,6 +63,7 @@ struct ds_plan_item {
 	enum plan_kind kind;
 	int pos0, n;
 	int row0; /* first output row */
+	int pass; /* REF pass index within the step (verify groups of at most G) */
 };
 
 struct ds_engine {
@@ -84,6 +86,9 @@ struct ds_engine {
 	struct ds_fwd_row *rows; /* (cap_rows) */
 	int cap_rows;
 	bool did_work;
+	int ready_rows_left; /* planning: rows of ready windows not yet planned this step */
+	float margin_thr;   /* early-verify threshold in use (explicit or calibrated) */
+	float margin_delta; /* calibration: max |fast - ref| logit, -1 when not run */
 
 	/* ---- shared state, under mu ---- */
 	pthread_mutex_t mu;
@@ -105,6 +110,9 @@ uint64_t ds_engine_now_ns(void);
 void ds_engine_emit(struct ds_engine *e, struct ds_req *r);
 /* Final event, KV release, stats, free. r must already be out of waiting/running. */
 void ds_engine_retire(struct ds_engine *e, struct ds_req *r);
+
+/* calibrate.c: sets margin_thr / margin_delta from one FAST and one REF pass with logits. */
+enum ds_status ds_engine_calibrate(struct ds_engine *e, struct ds_err *err);
 
 /* sched_step.c */
 enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err);

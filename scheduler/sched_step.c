@@ -1,6 +1,16 @@
-/* sched_step.c - one scheduler iteration: drain the inbox, admit, plan one REF pass and one
+/* sched_step.c - one scheduler iteration: drain the inbox, admit, plan the REF pass(es) and one
  * FAST pass under a token budget (preempting the newest requests when KV runs out), run them,
  * then commit / roll back (DESIGN.md section 4) and emit events.
+ *
+ * Verification cadence: a REF pass at small M costs a full read of the weights, about one decode
+ * step, so it must not run every step. When any DVR window is ready (full, early-verify or a
+ * stop token) every other DVR request with at least one candidate joins the same pass (oldest
+ * first, up to G windows per pass); all deterministic requests then restart their windows
+ * together and fall into one shared cadence of about one REF pass per W+1 steps (see
+ * select_verify for why joining costs no extra REF rows). Nobody waits for a full group.
+ * When more than G windows are ready, ceil(ready/G) REF passes run in the same step rather than
+ * leaving ready windows (and their requests) stalled for a step, which would split the cohort
+ * into cadences out of phase.
  *
  * Key decision: one uniform bookkeeping for every request: tokens[0, C) are committed,
  * tokens[C, L) are unverified fast candidates (DVR only), KV is written for [0, n_kv). A
@@ -230,6 +240,43 @@ static void maybe_inject(struct ds_engine *e, struct ds_req *r)
 	               vocab);
 }
 
+static bool verify_eligible(const struct ds_req *r)
+{
+	return r->dvr && !r->paused && r->n_kv >= r->C - 1;
+}
+
+/* Marks (r->vsel) the windows to verify this step: every ready one (full, early-verify or stop
+ * token), then, oldest first, windows with at least one candidate until the passes the ready
+ * ones need (ceil(ready/G)) are full, as far as the step's token budget has room left after
+ * the ready windows and one token for every other running request (joining must never push a
+ * ready window to the next step). Joining is free in REF rows: every candidate is verified
+ * exactly once whatever the window size, and a joiner's step yields its bonus token from the
+ * REF row instead of a FAST candidate; what it saves is passes, which cost a weight read each. */
+static void select_verify(struct ds_engine *e)
+{
+	int n_ready = 0, ready_rows = 0;
+	for (int i = 0; i < e->n_running; i++) {
+		struct ds_req *r = e->running[i];
+		r->vsel = verify_eligible(r) && window_ready(e, r);
+		n_ready += r->vsel;
+		ready_rows += r->vsel ? r->L - r->C + 1 : 0;
+	}
+	e->ready_rows_left = ready_rows;
+	if (n_ready == 0)
+		return;
+	int room = (n_ready + e->o.group - 1) / e->o.group * e->o.group - n_ready;
+	int spare = e->o.max_step_tokens - ready_rows - (e->n_running - n_ready);
+	for (int i = 0; i < e->n_running && room > 0 && spare > 0; i++) {
+		struct ds_req *r = e->running[i];
+		int n = r->L - r->C + 1;
+		if (!r->vsel && verify_eligible(r) && n >= 2 && n - 1 <= spare) {
+			r->vsel = true;
+			room--;
+			spare -= n - 1; /* it would have taken one token to decode anyway */
+		}
+	}
+}
+
 /* Plans one request: which path, which tokens. Returns false when nothing is to be done. */
 static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_verify,
                      enum ds_path *path, struct ds_plan_item *it)
@@ -238,19 +285,28 @@ static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_v
 	it->r = r;
 	if (r->paused || budget <= 0)
 		return false;
-	if (r->dvr && r->n_kv >= r->C - 1 && window_ready(e, r)) {
-		if (*n_verify >= e->o.group)
-			return false; /* ready windows wait for the next pass rather than grow */
+	if (r->vsel) {
 		int n = r->L - r->C + 1;
-		if (n > budget && budget < e->o.max_step_tokens)
-			return false;
-		it->kind = PLAN_VERIFY;
-		it->pos0 = r->C - 1;
-		it->n = n;
-		*path = DS_PATH_REF;
-		return true;
+		bool ready = window_ready(e, r);
+		if (ready)
+			e->ready_rows_left -= n;
+		/* a joining window leaves the budget of the ready ones behind it alone */
+		bool fits = ready ? n <= budget || budget >= e->o.max_step_tokens
+		                  : n <= budget - e->ready_rows_left;
+		if (fits) {
+			it->kind = PLAN_VERIFY;
+			it->pos0 = r->C - 1;
+			it->n = n;
+			it->pass = *n_verify / e->o.group;
+			*path = DS_PATH_REF;
+			return true;
+		}
+		if (ready)
+			return false; /* a ready window waits for the next step rather than grow */
+		/* a window that only joined the cadence keeps decoding instead */
 	}
 	it->kind = PLAN_COMPUTE;
+	it->pass = 0;
 	it->pos0 = r->n_kv;
 	it->n = DS_MIN(r->L - r->n_kv, budget);
 	DS_ASSERT(it->n >= 1);
@@ -264,6 +320,7 @@ static void plan(struct ds_engine *e)
 	int budget = e->o.max_step_tokens;
 	int n_verify = 0;
 	e->n_plan[0] = e->n_plan[1] = 0;
+	select_verify(e);
 	for (int i = 0; i < e->n_running; i++) {
 		struct ds_req *r = e->running[i];
 		struct ds_plan_item it;
@@ -292,16 +349,30 @@ static void plan(struct ds_engine *e)
 		budget -= it.n;
 		e->plan[path][e->n_plan[path]++] = it;
 	}
+	/* group the REF items by pass, keeping arrival order within a pass (insertion sort:
+	 * stable, and the list is nearly sorted) */
+	struct ds_plan_item *ref = e->plan[DS_PATH_REF];
+	for (int i = 1; i < e->n_plan[DS_PATH_REF]; i++) {
+		struct ds_plan_item x = ref[i];
+		int j = i;
+		while (j > 0 && ref[j - 1].pass > x.pass) {
+			ref[j] = ref[j - 1];
+			j--;
+		}
+		ref[j] = x;
+	}
 }
 
 /* ---- forward ---- */
 
-static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, struct ds_err *err)
+/* Runs plan items [i0, i1) of a path as one backend forward call. */
+static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, int i0, int i1,
+                               struct ds_err *err)
 {
-	int n = e->n_plan[path];
+	int n = i1 - i0;
 	int rows = 0;
 	for (int i = 0; i < n; i++) {
-		struct ds_plan_item *it = &e->plan[path][i];
+		struct ds_plan_item *it = &e->plan[path][i0 + i];
 		struct ds_req *r = it->r;
 		bool all = it->kind == PLAN_VERIFY;
 		e->seqs[i] = (struct ds_fwd_seq){
@@ -397,7 +468,7 @@ static void after_compute(struct ds_engine *e, enum ds_path path, struct ds_plan
 	if (r->dvr && path == DS_PATH_FAST) {
 		/* a candidate: not committed, not streamed */
 		r->tokens[r->L++] = row->token;
-		if (r->early_verify && row->margin < e->o.margin_threshold)
+		if (r->early_verify && row->margin < e->margin_thr)
 			r->verify_now = true;
 		if (is_stop_token(e, r, row->token))
 			r->verify_now = true; /* nothing after a stop can be kept */
@@ -407,10 +478,10 @@ static void after_compute(struct ds_engine *e, enum ds_path path, struct ds_plan
 	r->L = r->C;
 }
 
-static void fail_pass(struct ds_engine *e, enum ds_path path, enum ds_status rv,
+static void fail_pass(struct ds_engine *e, enum ds_path path, int i0, int i1, enum ds_status rv,
                       const struct ds_err *err)
 {
-	for (int i = 0; i < e->n_plan[path]; i++) {
+	for (int i = i0; i < i1; i++) {
 		struct ds_req *r = e->plan[path][i].r;
 		r->finish = DS_FINISH_ERROR;
 		r->status = rv;
@@ -445,31 +516,35 @@ enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
 	static const enum ds_path order[2] = {DS_PATH_REF, DS_PATH_FAST};
 	for (int o = 0; o < 2; o++) {
 		enum ds_path path = order[o];
-		if (e->n_plan[path] == 0)
-			continue;
-		struct ds_err perr = {{0}};
-		enum ds_status rv = run_pass(e, path, &perr);
-		if (rv != DS_OK) {
-			fail_pass(e, path, rv, &perr);
-			if (status == DS_OK) {
-				status = rv;
-				if (err)
-					*err = perr;
+		/* one forward call per pass: REF items are grouped by pass, FAST has one */
+		for (int i0 = 0, i1; i0 < e->n_plan[path]; i0 = i1) {
+			for (i1 = i0 + 1; i1 < e->n_plan[path] &&
+			                  e->plan[path][i1].pass == e->plan[path][i0].pass;
+			     i1++)
+				;
+			struct ds_err perr = {{0}};
+			enum ds_status rv = run_pass(e, path, i0, i1, &perr);
+			if (rv != DS_OK) {
+				fail_pass(e, path, i0, i1, rv, &perr);
+				if (status == DS_OK) {
+					status = rv;
+					if (err)
+						*err = perr;
+				}
+				continue;
 			}
-			continue;
-		}
-		int n_verify = 0;
-		for (int i = 0; i < e->n_plan[path]; i++) {
-			struct ds_plan_item *it = &e->plan[path][i];
-			if (it->kind == PLAN_VERIFY) {
-				after_verify(e, it);
-				n_verify++;
-			} else {
-				after_compute(e, path, it);
+			int n_verify = 0;
+			for (int i = i0; i < i1; i++) {
+				struct ds_plan_item *it = &e->plan[path][i];
+				if (it->kind == PLAN_VERIFY) {
+					after_verify(e, it);
+					n_verify++;
+				} else {
+					after_compute(e, path, it);
+				}
 			}
-		}
-		if (n_verify > 0) {
-			e->st.verify_passes++;
+			if (n_verify > 0)
+				e->st.verify_passes++;
 		}
 	}
 	/* publish stable full blocks, stream, retire */

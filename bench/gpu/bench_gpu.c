@@ -9,7 +9,8 @@
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
- *           dvr with 0/10/50/100% deterministic requests, invariant; ratio to fast
+ *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),
+ *           invariant, dvr without early verification; ratio to fast
  * Usage: bench_gpu OUTDIR [sections...] (default: all). E2E_REQUESTS, E2E_PROMPT and
  * E2E_OUT size the offline workload (default 256 requests, prompts of 128..256, 128 out). */
 #include "cuda_internal.h"
@@ -489,6 +490,7 @@ struct e2e_cfg {
 	enum ds_mode mode;
 	int det_pct;
 	bool early; /* early verification at low-margin tokens (the engine's default) */
+	int group;  /* G: windows per reference pass */
 };
 
 static int env_int(const char *k, int def)
@@ -511,6 +513,7 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, int n_req, int pr
 	struct ds_engine_opts o;
 	ds_engine_opts_default(&o);
 	o.mode = cfg->mode;
+	o.group = cfg->group;
 	o.kv_blocks = 256 * ((prompt_max + n_out) / 16 + 2) + 256;
 	o.max_step_tokens = 2048;
 	if (ds_engine_init(&e, &be, &o, &err) != DS_OK) {
@@ -574,14 +577,17 @@ static int bench_e2e(struct bench *b)
 	int n_req = env_int("E2E_REQUESTS", 256), prompt_max = env_int("E2E_PROMPT", 256);
 	int n_out = env_int("E2E_OUT", 128);
 	const struct e2e_cfg cfgs[] = {
-	    {"fast", DS_MODE_FAST, 0, true},
-	    {"dvr-0%", DS_MODE_DVR, 0, true},
-	    {"dvr-10%", DS_MODE_DVR, 10, true},
-	    {"dvr-50%", DS_MODE_DVR, 50, true},
-	    {"dvr-100%", DS_MODE_DVR, 100, true},
-	    {"invariant", DS_MODE_INVARIANT, 100, true},
-	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false},
-	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false},
+	    {"fast", DS_MODE_FAST, 0, true, 16},
+	    {"dvr-0%", DS_MODE_DVR, 0, true, 16},
+	    {"dvr-10%", DS_MODE_DVR, 10, true, 16},
+	    {"dvr-50%", DS_MODE_DVR, 50, true, 16},
+	    {"dvr-100%", DS_MODE_DVR, 100, true, 16},
+	    {"invariant", DS_MODE_INVARIANT, 100, true, 16},
+	    {"dvr-10%-G64", DS_MODE_DVR, 10, true, 64},
+	    {"dvr-50%-G64", DS_MODE_DVR, 50, true, 64},
+	    {"dvr-100%-G64", DS_MODE_DVR, 100, true, 64},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16},
 	};
 	FILE *f = json_open(b->out, "e2e");
 	if (!f)
@@ -589,13 +595,13 @@ static int bench_e2e(struct bench *b)
 	fprintf(f,
 	        "{\"bench\": \"e2e\", \"device\": \"%s\", \"model\": \"llama3-8b (synthetic)\", "
 	        "\"requests\": %d, \"prompt_tokens\": \"%d..%d\", \"output_tokens\": %d, "
-	        "\"temperature\": 0.7, \"W\": 32, \"G\": 16, \"runs\": [\n",
+	        "\"temperature\": 0.7, \"W\": 32, \"max_step_tokens\": 2048, \"runs\": [\n",
 	        b->dev, n_req, prompt_max / 2, prompt_max, n_out);
 	printf(
 	    "end to end, llama3-8b, %d requests, prompts %d..%d, %d out (engine, manual steps)\n",
 	    n_req, prompt_max / 2, prompt_max, n_out);
-	printf("%-21s %8s %10s %8s %8s %9s %10s\n", "mode", "secs", "tok/s", "vs fast", "windows",
-	       "rollbacks", "recomputed");
+	printf("%-21s %8s %10s %8s %8s %9s %10s %6s %6s %9s\n", "mode", "secs", "tok/s", "vs fast",
+	       "windows", "rollbacks", "recomputed", "steps", "refcal", "margin");
 	double fast_tps = 0;
 	for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
 		double secs = 0;
@@ -607,23 +613,28 @@ static int bench_e2e(struct bench *b)
 		double tps = (double)tok / secs;
 		if (i == 0)
 			fast_tps = tps;
-		printf("%-21s %8.2f %10.0f %8.3f %8llu %9llu %10llu\n", cfgs[i].name, secs, tps,
-		       tps / fast_tps, (unsigned long long)st.windows,
-		       (unsigned long long)st.rollbacks, (unsigned long long)st.recomputed);
+		printf("%-21s %8.2f %10.0f %8.3f %8llu %9llu %10llu %6llu %6llu %9.3g\n", cfgs[i].name,
+		       secs, tps, tps / fast_tps, (unsigned long long)st.windows,
+		       (unsigned long long)st.rollbacks, (unsigned long long)st.recomputed,
+		       (unsigned long long)st.steps, (unsigned long long)st.ref_forward_calls,
+		       (double)st.margin_threshold);
 		fprintf(f,
 		        "%s  {\"mode\": \"%s\", \"deterministic_pct\": %d, \"early_verify\": %s, "
 		        "\"secs\": %.3f, "
 		        "\"tokens\": %llu, \"tokens_per_s\": %.1f, \"ratio_to_fast\": %.4f, "
 		        "\"windows\": %llu, \"rollbacks\": %llu, \"rolled_back\": %llu, "
 		        "\"recomputed\": %llu, \"preemptions\": %llu, \"ref_calls\": %llu, "
-		        "\"fast_calls\": %llu}",
+		        "\"fast_calls\": %llu, \"G\": %d, \"steps\": %llu, \"verify_passes\": %llu, "
+		        "\"margin_threshold\": %.6g, \"margin_delta\": %.6g}",
 		        i ? ",\n" : "", cfgs[i].name, cfgs[i].det_pct,
 		        cfgs[i].early ? "true" : "false", secs, (unsigned long long)tok, tps,
 		        tps / fast_tps, (unsigned long long)st.windows,
 		        (unsigned long long)st.rollbacks, (unsigned long long)st.rolled_back,
 		        (unsigned long long)st.recomputed, (unsigned long long)st.preemptions,
 		        (unsigned long long)st.ref_forward_calls,
-		        (unsigned long long)st.fast_forward_calls);
+		        (unsigned long long)st.fast_forward_calls, cfgs[i].group,
+		        (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
+		        (double)st.margin_threshold, (double)st.margin_delta);
 		fflush(stdout);
 		fflush(f);
 	}

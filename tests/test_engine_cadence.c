@@ -1,0 +1,334 @@
+/* test_engine_cadence.c - the cost side of DVR: deterministic requests share one verification
+ * cadence (about one REF pass per W+1 steps, not one per step, also when they arrive at
+ * different steps), more than G ready windows run as several REF passes in the same step
+ * without stalling anyone, an early-verify window takes the others along, and the "auto"
+ * early-verify threshold is calibrated from the measured fast-vs-reference logit difference (an
+ * explicit value overrides it). Every scenario's outputs are also checked bit for bit against the
+ * ref-only oracle: the cadence changes only when windows are verified, never what is committed. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine.h"
+#include "test_engine_harness.h"
+#include "test_engine_mockbe.h"
+
+struct fixture {
+	struct ds_model *tiny;
+	uint64_t bad_reads;
+	float noise;
+};
+
+static enum ds_status mk_mock(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
+{
+	struct fixture *f = arg;
+	(void)oracle;
+	struct mockbe_opts o = {
+	    .fast_noise = f->noise, .logit_scale = 4.0f, .bad_reads = &f->bad_reads};
+	return mockbe_init(be, f->tiny, &o, err);
+}
+
+static enum ds_status mk_cpu(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
+{
+	struct fixture *f = arg;
+	(void)oracle;
+	return ds_backend_cpu_init(be, f->tiny, 1, err);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct ds_model_config cfg;
+	struct ds_err err;
+	if (!f || ds_model_preset("tiny", &cfg) != DS_OK ||
+	    ds_model_synth(&cfg, 1234, &f->tiny, &err) != DS_OK)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	ds_model_free(f->tiny);
+	free(f);
+	return 0;
+}
+
+/* n deterministic requests of max_tokens each, arriving `stagger` steps apart, prompts of
+ * different lengths, no early verification (the cadence alone is under test). */
+static void make_scenario(struct scenario *s, int n, int max_tokens, int stagger, int W, int G)
+{
+	memset(s, 0, sizeof(*s));
+	ds_engine_opts_default(&s->opts);
+	s->opts.window = W;
+	s->opts.group = G;
+	s->opts.margin_threshold = 0.0f;
+	s->opts.kv_blocks = 256;
+	s->n_req = n;
+	s->req = calloc((size_t)n, sizeof(*s->req));
+	assert_non_null(s->req);
+	for (int i = 0; i < n; i++) {
+		struct scen_req *q = &s->req[i];
+		q->n_prompt = 6 + (i * 5) % 17;
+		for (int k = 0; k < q->n_prompt; k++)
+			q->prompt[k] = (int32_t)((k * 37 + i * 11 + 3) % 200);
+		q->max_tokens = max_tokens;
+		q->det = true;
+		q->sp = (struct ds_sample_params){
+		    .temperature = i % 2 ? 0.8f : 0.0f, .top_p = 1.0f, .seed = 100 + (uint64_t)i};
+		q->has_seed = true;
+		q->early_verify = false;
+		q->ignore_eos = true;
+		q->cancel_step = -1;
+		q->follow = -1;
+		q->arrive_step = i * stagger;
+	}
+}
+
+static void run_and_check(struct fixture *f, struct scenario *s, scen_backend_fn mk,
+                          struct ds_engine_stats *st)
+{
+	char msg[512];
+	if (!scen_run(s, mk, f, st, msg, sizeof(msg)))
+		fail_msg("run: %s", msg);
+	if (!scen_check_oracle(s, mk, f, msg, sizeof(msg)))
+		fail_msg("oracle: %s", msg);
+	assert_int_equal(f->bad_reads, 0);
+}
+
+/* Lock-step requests: REF passes ~ steps / (W+1), not ~ steps. */
+static void test_cadence_lockstep(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.0f;
+	struct scenario s;
+	const int N = 8, T = 48, W = 4;
+	make_scenario(&s, N, T, 0, W, 16);
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("lock-step: %d det x %d tokens, W=%d: %llu steps, %llu REF calls, "
+	              "%llu verify passes, %llu windows\n",
+	              N, T, W, (unsigned long long)st.steps,
+	              (unsigned long long)st.ref_forward_calls,
+	              (unsigned long long)st.verify_passes, (unsigned long long)st.windows);
+	assert_int_equal(st.tokens[1], (uint64_t)(N * T));
+	/* the prompts prefill on REF in the first step; after that one pass per window */
+	assert_true(st.verify_passes <= st.steps / (uint64_t)(W + 1) + 2);
+	assert_true(st.ref_forward_calls <= st.verify_passes + 1);
+	/* and every pass carries (nearly) every request's window */
+	assert_true(st.windows >= (uint64_t)N * (st.verify_passes - 1));
+	scen_free(&s);
+}
+
+/* Staggered arrivals: without a shared cadence each request's windows would fall ready at its
+ * own steps and a REF pass would run almost every step. */
+static void test_cadence_staggered(void **state)
+{
+	struct fixture *f = *state;
+	struct scenario s;
+	const int N = 8, T = 48, W = 4;
+	for (int noisy = 0; noisy < 2; noisy++) {
+		f->noise = noisy ? 0.05f : 0.0f; /* with rollbacks too */
+		make_scenario(&s, N, T, 1, W, 16);
+		struct ds_engine_stats st;
+		run_and_check(f, &s, mk_mock, &st);
+		print_message("staggered (noise %.2f): %llu steps, %llu REF calls, %llu verify "
+		              "passes, %llu windows, %llu rollbacks\n",
+		              (double)f->noise, (unsigned long long)st.steps,
+		              (unsigned long long)st.ref_forward_calls,
+		              (unsigned long long)st.verify_passes, (unsigned long long)st.windows,
+		              (unsigned long long)st.rollbacks);
+		assert_int_equal(st.tokens[1], (uint64_t)(N * T));
+		if (noisy)
+			assert_true(st.rollbacks > 0);
+		/* one pass per W+1 steps, plus the joins of late arrivals and the tails */
+		uint64_t bound = st.steps / (uint64_t)(W + 1) + (uint64_t)N;
+		assert_true(st.verify_passes <= bound);
+		/* REF calls: the verify passes plus at most one prefill per arrival */
+		assert_true(st.ref_forward_calls <= st.verify_passes + (uint64_t)N);
+		scen_free(&s);
+	}
+}
+
+/* More ready windows than G: several REF passes in the same step, nobody stalls. */
+static void test_cadence_multi_pass(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.0f;
+	struct scenario s;
+	const int N = 12, T = 40, W = 4, G = 4;
+	make_scenario(&s, N, T, 0, W, G);
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("multi-pass: %d det, G=%d: %llu steps, %llu verify passes, %llu windows\n", N,
+	              G, (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
+	              (unsigned long long)st.windows);
+	uint64_t per = (uint64_t)((N + G - 1) / G);
+	/* every verify step runs ceil(N/G) passes of G windows */
+	assert_int_equal(st.verify_passes % per, 0);
+	assert_true(st.windows >= (uint64_t)G * (st.verify_passes - per));
+	/* no stall: one committed token per request per step (prefill step + T) plus the passes */
+	assert_true(st.steps <= (uint64_t)T + 2);
+	scen_free(&s);
+}
+
+/* An early-verify window is verified at once and the others join it: one request that
+ * verifies every token must not add passes of its own to the cadence (the joiners' bonus
+ * tokens come from the REF rows, so joining costs no extra rows). */
+static void test_early_verify_joins(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.0f;
+	struct scenario s;
+	const int N = 6, T = 40, W = 8;
+	make_scenario(&s, N, T, 0, W, 16);
+	s.opts.margin_threshold = 1e9f; /* every candidate is "low margin" */
+	s.req[0].early_verify = true;
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("early joins: %llu steps, %llu verify passes; req 0: %llu windows, req 1: "
+	              "%llu\n",
+	              (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
+	              (unsigned long long)s.req[0].dvr.windows,
+	              (unsigned long long)s.req[1].dvr.windows);
+	assert_true(s.req[0].dvr.windows >= (uint64_t)T / 2 - 1); /* 1 candidate + bonus */
+	assert_true(st.verify_passes <= st.steps / 2 + 1);
+	/* REF rows: one per committed token (plus the prompts), whatever the windows */
+	uint64_t prompts = 0;
+	for (int i = 0; i < N; i++)
+		prompts += (uint64_t)s.req[i].n_prompt;
+	assert_true(st.recomputed <= st.tokens[1] + prompts);
+	scen_free(&s);
+}
+
+/* Ready windows that overflow the step's token budget: the ones left over wait a step, and
+ * joiners must not take their budget or churn through tiny windows; the cadence re-forms. */
+static void test_cadence_budget(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.0f;
+	struct scenario s;
+	const int N = 12, T = 40, W = 4;
+	make_scenario(&s, N, T, 0, W, 16);
+	s.opts.max_step_tokens = 24; /* 4 full windows of W+1 rows, plus decode tokens */
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("budget 24: %d det: %llu steps, %llu verify passes, %llu windows\n", N,
+	              (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
+	              (unsigned long long)st.windows);
+	/* windows stay (nearly) full: about T/W per request, not one per step */
+	assert_true(st.windows <= (uint64_t)(N * (T / W + 2)));
+	scen_free(&s);
+}
+
+/* The real (batch-variant) CPU fast path, staggered, with injection: oracle-equal. */
+static void test_cadence_cpu_oracle(void **state)
+{
+	struct fixture *f = *state;
+	struct scenario s;
+	make_scenario(&s, 6, 24, 2, 8, 4);
+	s.opts.inject_mismatch = 0.2;
+	s.opts.inject_seed = 7;
+	for (int i = 0; i < s.n_req; i++)
+		s.req[i].early_verify = true;
+	s.opts.margin_threshold = -1.0f; /* auto */
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_cpu, &st);
+	assert_true(st.rollbacks > 0);
+	assert_true(st.margin_threshold >= 1e-3f && st.margin_threshold <= 0.5f);
+	scen_free(&s);
+}
+
+static void init_engine(struct fixture *f, struct ds_backend *be, struct ds_engine **e,
+                        struct ds_engine_opts *o, bool cpu)
+{
+	struct ds_err err;
+	assert_int_equal(cpu ? mk_cpu(be, f, false, &err) : mk_mock(be, f, false, &err), DS_OK);
+	if (ds_engine_init(e, be, o, &err) != DS_OK)
+		fail_msg("init: %s", err.msg);
+}
+
+static void test_margin_calibration(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_engine_opts o;
+	struct ds_engine_stats st;
+	ds_engine_opts_default(&o);
+	assert_true(o.margin_threshold < 0.0f); /* auto is the default */
+
+	/* CPU backend: a tiny but real discrepancy, threshold = clamp(4 delta) */
+	init_engine(f, &be, &e, &o, true);
+	ds_engine_get_stats(e, &st);
+	print_message("cpu tiny: delta %.3g -> threshold %.3g\n", (double)st.margin_delta,
+	              (double)st.margin_threshold);
+	assert_true(st.margin_delta >= 0.0f && st.margin_delta < 0.1f);
+	assert_true(st.margin_threshold == fminf(fmaxf(4.0f * st.margin_delta, 1e-3f), 0.5f));
+	assert_true(be.counters.calls[DS_PATH_REF] == 1 && be.counters.calls[DS_PATH_FAST] == 1);
+	assert_int_equal(st.ref_forward_calls, 0); /* not counted as request work */
+	ds_engine_free(e);
+	ds_backend_free(&be);
+
+	/* mock with a known fast-path perturbation: delta tracks it */
+	f->noise = 0.05f;
+	init_engine(f, &be, &e, &o, false);
+	ds_engine_get_stats(e, &st);
+	print_message("mock noise 0.05: delta %.3g -> threshold %.3g\n", (double)st.margin_delta,
+	              (double)st.margin_threshold);
+	assert_true(st.margin_delta > 0.0f && st.margin_delta <= 0.05f * 1.01f);
+	assert_true(fabsf(st.margin_threshold - 4.0f * st.margin_delta) < 1e-6f);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+
+	/* identical paths: the floor */
+	f->noise = 0.0f;
+	init_engine(f, &be, &e, &o, false);
+	ds_engine_get_stats(e, &st);
+	assert_true(st.margin_delta == 0.0f && st.margin_threshold == 1e-3f);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+
+	/* explicit overrides; no calibration */
+	o.margin_threshold = 0.3f;
+	init_engine(f, &be, &e, &o, false);
+	ds_engine_get_stats(e, &st);
+	assert_true(st.margin_threshold == 0.3f && st.margin_delta == -1.0f);
+	assert_true(be.counters.calls[DS_PATH_REF] == 0);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+
+	/* fast mode never calibrates (the threshold is unused there) */
+	o.margin_threshold = -1.0f;
+	o.mode = DS_MODE_FAST;
+	init_engine(f, &be, &e, &o, false);
+	assert_true(be.counters.calls[DS_PATH_REF] == 0 && be.counters.calls[DS_PATH_FAST] == 0);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+
+	/* NaN is an error */
+	struct ds_err err;
+	o.margin_threshold = NAN;
+	o.mode = DS_MODE_DVR;
+	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
+	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_ERR_INVALID);
+	assert_non_null(strstr(err.msg, "margin_threshold"));
+	ds_backend_free(&be);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_margin_calibration), cmocka_unit_test(test_cadence_lockstep),
+	    cmocka_unit_test(test_cadence_staggered),  cmocka_unit_test(test_cadence_multi_pass),
+	    cmocka_unit_test(test_cadence_budget),     cmocka_unit_test(test_early_verify_joins),
+	    cmocka_unit_test(test_cadence_cpu_oracle),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
