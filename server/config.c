@@ -36,7 +36,7 @@ static const struct key keys[] = {
     {"max-running", K_INT, F(max_running), 1, 1 << 20},
     {"max-step-tokens", K_INT, F(max_step_tokens), 1, 1 << 20},
     {"inject-mismatch", K_DBL, F(inject_mismatch), 0, 1},
-    {"margin", K_DBL, F(margin), 0, 1000},
+    {"margin", K_DBL, F(margin), -1, 1000},
     {"no-prefix-cache", K_BOOL, F(no_prefix_cache), 0, 0},
     {"addr", K_STR, F(addr), 0, 0},
     {"port", K_INT, F(port), 0, 65535},
@@ -67,7 +67,7 @@ void ds_server_config_default(struct ds_server_config *c)
 	c->max_queue = 1024;
 	c->max_running = 256;
 	c->max_step_tokens = 512;
-	c->margin = 0.5;
+	c->margin = -1.0; /* auto: calibrated by the engine at start-up */
 	snprintf(c->addr, sizeof(c->addr), "127.0.0.1");
 	c->port = 50051;
 	c->metrics_port = 9090;
@@ -323,7 +323,9 @@ const char *ds_server_config_usage(void)
 	       "(16)\n"
 	       "  --kv-blocks N --kv-block-size N      KV pool (1024 x 16)\n"
 	       "  --max-queue N --max-running N --max-step-tokens N\n"
-	       "  --margin X              early-verify margin (0.5); --no-prefix-cache\n"
+	       "  --margin X              verify early at a candidate with top1-top2 < X\n"
+	       "                          (-1 = auto: 4x the measured fast-vs-ref logit gap,\n"
+	       "                          in [0.001, 0.5]); --no-prefix-cache\n"
 	       "  --inject-mismatch P     force a fraction P of windows to roll back (studies)\n"
 	       "server:\n"
 	       "  --addr HOST --port N    gRPC h2c listener (127.0.0.1:50051; port 0 = any)\n"
