@@ -89,6 +89,24 @@ cudaError_t ds_k_gemm_mma_setup(void);
 cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                       cudaStream_t st);
 
+/* ---- fast-path tensor-core skinny GEMM (kernels/skinny.cu) ---- */
+
+/* C (M, N) fp32 = A (M, K) . W (N, K)^T for 1 <= M <= DS_K_SKINNY_MAX_M on mma.sync (weights as
+ * the 16-row operand, the batch padded to 8/16/32/64). K % 8 == 0, any N; A and W 16-byte
+ * aligned. variant (0 .. DS_K_SKINNY_VARIANTS-1) picks a block shape (warps per block, weight
+ * tiles per warp, K unroll); every variant is correct for every M, the fast path times them.
+ * pdl != 0 launches with programmatic stream serialization: the kernel issues its first
+ * weight loads, then waits for the previous kernel (griddepcontrol.wait) before it reads A or
+ * writes C. Reduction order depends on the variant (not on the data): not batch-invariant.
+ * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
+#define DS_K_SKINNY_MAX_M 64
+#define DS_K_SKINNY_VARIANTS 4
+cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+                        int variant, int pdl, cudaStream_t st);
+/* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
+ * snprintf's count, or -1 for an M or variant out of range. */
+int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);
+
 /* ---- paged attention (kernels/attn.cu) ---- */
 
 /* Causal attention of T query rows (row t at position pos[t] attends to [0, pos[t]]) against
