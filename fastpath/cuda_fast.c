@@ -345,8 +345,9 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                      const uint16_t *kv, int n_split, struct ds_err *err)
 {
-	DS_CUDA_TRY(ds_k_attn_fast(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
-	                           n_split < 1 ? 1 : n_split, c->part, c->att, c->stream),
+	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
+	                               n_split < 1 ? 1 : n_split, c->part, c->att, c->fast.pdl,
+	                               c->stream),
 	            err);
 	return DS_OK;
 }

@@ -153,6 +153,30 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
                         const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
                         cudaStream_t st);
 
+/* ---- programmatic dependent launch (PDL) for the fast path's decode chain ---- */
+
+/* The launchers above with a pdl switch: pdl != 0 launches with programmatic stream
+ * serialization, so the kernel may start while the previous kernel in the stream finishes; each
+ * kernel of rows.cu, attn.cu and sample.cu waits (griddepcontrol.wait) before touching memory,
+ * so results are bit-identical to pdl == 0. The previous kernel's completion, not just its
+ * launch, is what is waited on; a kernel launched without PDL after one of these is ordered as
+ * usual. pdl == 0 is exactly the plain launcher. */
+cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
+                             int n_rows, int hidden, float eps, uint16_t *out, int pdl,
+                             cudaStream_t st);
+cudaError_t ds_k_silu_mul_pdl(const float *gu, int T, int ffn, uint16_t *out, int pdl,
+                              cudaStream_t st);
+cudaError_t ds_k_qkv_rope_pdl(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
+                              const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
+                              int T, struct ds_k_dims d, uint16_t *q, uint16_t *kv, int pdl,
+                              cudaStream_t st);
+cudaError_t ds_k_attn_fast_pdl(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
+                               struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
+                               cudaStream_t st);
+cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
+                            const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, int pdl,
+                            cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

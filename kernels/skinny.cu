@@ -12,6 +12,7 @@
  * issued before griddepcontrol.wait, so under programmatic dependent launch they overlap the
  * previous kernel's tail (weights are never written by the forward pass). */
 #include "kernels.h"
+#include "pdl.cuh"
 
 #include <stdio.h>
 
@@ -37,13 +38,6 @@ __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
 	             : "l"(p));
 	return v;
-}
-
-__device__ __forceinline__ void grid_dep_wait(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
 }
 
 __device__ __forceinline__ void mma16816(float *c, unsigned a0, unsigned a1, unsigned a2,
@@ -107,7 +101,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 				wv[u][r][h] = (wok[r][h] && k < K) ? ld_stream(wp[r][h] + k) : zero;
 	}
 	/* everything below reads activations or writes C: wait for the previous kernel */
-	grid_dep_wait();
+	ds_grid_dep_wait();
 	for (; c < nch; c += step) {
 #pragma unroll
 		for (int u = 0; u < U; u++) {
@@ -170,17 +164,9 @@ template <int NT, int R, int U, int WARPS>
 static cudaError_t skinny_launch(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
                                  int K, int pdl, cudaStream_t st)
 {
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[1];
-	cfg.gridDim = dim3((unsigned)((N + 16 * R - 1) / (16 * R)));
-	cfg.blockDim = dim3(WARPS * 32);
-	cfg.dynamicSmemBytes = (size_t)WARPS * R * NT * 32 * sizeof(float4);
-	cfg.stream = st;
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
-	cfg.attrs = at;
-	cfg.numAttrs = pdl ? 1 : 0;
-	return cudaLaunchKernelEx(&cfg, skinny_kernel<NT, R, U, WARPS>, A, W, C, M, N, K);
+	return ds_launch(skinny_kernel<NT, R, U, WARPS>,
+	                 dim3((unsigned)((N + 16 * R - 1) / (16 * R))), dim3(WARPS * 32),
+	                 (size_t)WARPS * R * NT * 32 * sizeof(float4), st, pdl, A, W, C, M, N, K);
 }
 
 template <int NT>

@@ -3,8 +3,11 @@
  * odd N and K not a multiple of the 32-wide chunk, and the llama3-8b projection shapes; guard
  * bytes after C and a poisoned C (every element must be written). Also: bad arguments are
  * rejected, runs are bit-reproducible, and a programmatic-dependent launch after a kernel that
- * writes A sees the new A, eagerly and inside a captured CUDA graph. */
+ * writes A sees the new A, eagerly and inside a captured CUDA graph; and the CUDA backend's
+ * fast decode with the whole chain under PDL (DS_CUDA_PDL=1) gives the same bits as without. */
 #include "gpu_util.h"
+#include "gpu_model.h"
+#include "cuda_internal.h"
 #include "kernels.h"
 #include "synth.h"
 
@@ -212,13 +215,91 @@ static void test_skinny_pdl_chain(void **state)
 	free(C);
 }
 
+/* ---- the backend's decode chain with and without programmatic dependent launch ---- */
+
+#define BS 16
+
+static void fwd_ok(struct ds_backend *be, enum ds_path path, struct ds_fwd_seq *s, int n,
+                   float *logits, struct ds_fwd_row *rows)
+{
+	struct ds_fwd_batch b = {path, s, n, rows, logits};
+	struct ds_err err;
+	if (ds_backend_forward(be, &b, &err) != DS_OK)
+		fail_msg("forward: %s", err.msg);
+}
+
+static void test_pdl_decode_bits(void **state)
+{
+	(void)state;
+	struct ds_model *m = model_deferred("small", 11);
+	assert_non_null(m);
+	struct ds_backend be;
+	struct ds_err err;
+	int B_max = 32, L = 45, nb = (L + 1 + BS - 1) / BS;
+	if (ds_backend_cuda_init(&be, m, 0, &err) != DS_OK)
+		fail_msg("cuda init: %s", err.msg);
+	if (ds_backend_kv_init(&be, B_max * nb, BS, &err) != DS_OK)
+		fail_msg("kv init: %s", err.msg);
+	struct ds_cuda_ctx *c = be.ctx;
+	int V = m->cfg.vocab_size;
+	int32_t *tok = malloc((size_t)B_max * (L + 1) * 4), *blk = malloc((size_t)B_max * nb * 4);
+	for (int i = 0; i < B_max * (L + 1); i++)
+		tok[i] = (int32_t)(ds_hash3(3, 4, (uint64_t)i) % (uint64_t)V);
+	for (int i = 0; i < B_max * nb; i++)
+		blk[i] = i;
+	struct ds_fwd_seq *ss = calloc((size_t)B_max, sizeof(*ss));
+	struct ds_fwd_row *rows = malloc((size_t)B_max * L * sizeof(*rows));
+	/* prompts of L tokens through the reference path fill the KV */
+	for (int i = 0; i < B_max; i++)
+		ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1), L,  0,
+		                            blk + (size_t)i * nb,      nb, false,
+		                            {0.0f, 0, 1.0f, 1}};
+	fwd_ok(&be, DS_PATH_REF, ss, B_max, NULL, rows);
+	size_t rowb = (size_t)V * 4;
+	float *lg0 = malloc((size_t)B_max * rowb), *lg = malloc((size_t)B_max * rowb);
+	int sizes[] = {1, 8, 32};
+	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
+		int B = sizes[si];
+		for (int i = 0; i < B; i++)
+			ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1) + L,
+			                            1,
+			                            L,
+			                            blk + (size_t)i * nb,
+			                            nb,
+			                            false,
+			                            {0.0f, 0, 1.0f, 1}};
+		for (int pdl = 0; pdl < 2; pdl++) {
+			ds_cuda_fast_graphs_reset(c);
+			c->fast.pdl = pdl;
+			/* eager (the GEMM choices are timed here on first use), capture, replays */
+			for (int k = 0; k < 4; k++) {
+				fwd_ok(&be, DS_PATH_FAST, ss, B, pdl || k ? lg : lg0, rows);
+				if (pdl || k)
+					assert_memory_equal(lg0, lg, (size_t)B * rowb);
+			}
+		}
+		double sd = 0;
+		for (int i = 0; i < V; i++)
+			sd += (double)lg0[i] * lg0[i];
+		assert_true(sd > 0 && isfinite(sd));
+	}
+	c->fast.pdl = false;
+	free(tok);
+	free(blk);
+	free(ss);
+	free(rows);
+	free(lg0);
+	free(lg);
+	ds_backend_free(&be);
+	ds_model_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_skinny_rejects),
-	    cmocka_unit_test(test_skinny_odd_shapes),
-	    cmocka_unit_test(test_skinny_pdl_chain),
-	    cmocka_unit_test(test_skinny_model_shapes),
+	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
+	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
+	    cmocka_unit_test(test_pdl_decode_bits),
 	};
 	return cmocka_run_group_tests_name("gpu_skinny", tests, NULL, NULL);
 }
