@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 		for (int h = 0; h < 2; h++) {
 			int n = row0 + r * 16 + h * 8 + g;
 			wok[r][h] = n < N;
-			wp[r][h] = W + (size_t)(n < N ? n : 0) * K + 8 * t;
+			wp[r][h] = W + (size_t)(n < N ? n : 0) * K;
 		}
 	const uint16_t *ap[NT];
 	bool aok[NT];
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 	for (int j = 0; j < NT; j++) {
 		int m = j * 8 + g;
 		aok[j] = m < M;
-		ap[j] = A + (size_t)(m < M ? m : 0) * K + 8 * t;
+		ap[j] = A + (size_t)(m < M ? m : 0) * K;
 	}
 
 	float acc[R][NT][4];
