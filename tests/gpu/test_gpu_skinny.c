@@ -75,18 +75,22 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 	size_t ncmax = (size_t)Mmax * N;
 	double *ref = malloc(ncmax * sizeof(double)), *sabs = malloc(ncmax * sizeof(double));
 	float *C = malloc(ncmax * 4), *C0 = malloc(ncmax * 4);
+	cudaStream_t st;
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	for (int i = 0; i < n_m; i++) {
 		int M = m_list[i];
 		size_t nc = (size_t)M * N;
 		reference(A, W, M, N, K, all, ref, sabs);
 		float *dC = dev_alloc_guarded(nc * 4);
+		CK(cudaDeviceSynchronize());
 		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
 			char name[64];
 			assert_true(ds_k_skinny_describe(M, v, name, sizeof(name)) > 0);
 			for (int pdl = 0; pdl < 2; pdl++) {
-				CK(cudaMemset(dC, 0x7f, nc * 4));
-				CK(ds_k_skinny(dA, dW, dC, M, N, K, v, pdl, 0));
-				CK(cudaDeviceSynchronize());
+				/* on a non-blocking stream, as the backend launches */
+				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
+				CK(ds_k_skinny(dA, dW, dC, M, N, K, v, pdl, st));
+				CK(cudaStreamSynchronize(st));
 				from_dev(C, dC, nc * 4);
 				dev_check_guard(dC, nc * 4);
 				check_c(C, ref, sabs, M, N, K, all, name);
@@ -98,6 +102,7 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 		}
 		cudaFree(dC);
 	}
+	CK(cudaStreamDestroy(st));
 	cudaFree(dA);
 	cudaFree(dW);
 	free(A);
@@ -173,11 +178,12 @@ static void test_skinny_pdl_chain(void **state)
 	uint16_t *dA = to_dev(stale, na * 2), *dW = to_dev(W, nw * 2);
 	float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
 	cudaStream_t st;
+	CK(cudaDeviceSynchronize());
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
 		/* eager */
-		CK(cudaMemcpy(dA, stale, na * 2, cudaMemcpyHostToDevice));
-		CK(cudaMemset(dC, 0x7f, nc * 4));
+		CK(cudaMemcpyAsync(dA, stale, na * 2, cudaMemcpyHostToDevice, st));
+		CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
 		CK(ds_k_synth_fill(dA, na, 0, 5, 6, 1.0f, 0.0f, st));
 		CK(ds_k_skinny(dA, dW, dC, M, N, K, v, 1, st));
 		CK(cudaStreamSynchronize(st));
@@ -192,8 +198,8 @@ static void test_skinny_pdl_chain(void **state)
 		CK(cudaStreamEndCapture(st, &g));
 		CK(cudaGraphInstantiate(&ge, g, 0));
 		for (int rep = 0; rep < 3; rep++) {
-			CK(cudaMemcpy(dA, stale, na * 2, cudaMemcpyHostToDevice));
-			CK(cudaMemset(dC, 0x7f, nc * 4));
+			CK(cudaMemcpyAsync(dA, stale, na * 2, cudaMemcpyHostToDevice, st));
+			CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
 			CK(cudaGraphLaunch(ge, st));
 			CK(cudaStreamSynchronize(st));
 			from_dev(C, dC, nc * 4);
