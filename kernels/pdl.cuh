@@ -4,8 +4,9 @@
  * in the stream is still finishing; griddepcontrol.wait then blocks until that kernel has
  * completed and its memory is visible. So every kernel that can be launched this way calls
  * ds_grid_dep_wait() before it touches any memory another kernel writes or reads (in practice:
- * first thing, in every block). Without the launch attribute the wait returns at once, so the
- * same kernels serve launches with and without PDL, and the arithmetic never changes. */
+ * first thing, in every block); the wait also lets the next PDL kernel launch. Without the
+ * launch attribute (for this kernel or the next) both are no-ops, so the same kernels serve
+ * launches with and without PDL, and the arithmetic never changes. */
 #ifndef DS_PDL_CUH
 #define DS_PDL_CUH
 
@@ -17,6 +18,10 @@ __device__ __forceinline__ void ds_grid_dep_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.wait;\n" ::: "memory");
+	/* The next kernel (if launched with PDL) may now be scheduled: its blocks start, issue what
+	 * needs no earlier result (the skinny GEMM's weight loads) and then wait for this grid to
+	 * complete. Triggering only after our own wait keeps at most two grids in flight. */
+	asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 
