@@ -16,20 +16,35 @@
 
 #include <stdio.h>
 
-/* One variant: WARPS warps per block, R 16-row weight tiles per warp, U 32-wide K chunks per
- * iteration (in flight per lane: 2 * R * U 16-byte weight loads). */
-struct skinny_cfg {
-	int warps, r, u;
-};
-
-/* Per batch-tile count NT (M <= 8, 16, 32, 64): the candidates the fast path autotunes over.
- * Shared memory is warps * r * NT * 512 bytes, kept <= 48 KB (no opt-in needed). */
-static const struct skinny_cfg skinny_cfgs[4][DS_K_SKINNY_VARIANTS] = {
-    {{8, 1, 4}, {16, 1, 4}, {8, 2, 4}, {4, 1, 8}}, /* NT = 1 */
-    {{8, 1, 4}, {16, 1, 2}, {8, 2, 2}, {4, 1, 8}}, /* NT = 2 */
-    {{8, 1, 4}, {16, 1, 2}, {8, 2, 2}, {4, 2, 4}}, /* NT = 4 */
-    {{8, 1, 2}, {8, 1, 4}, {4, 2, 2}, {4, 1, 4}},  /* NT = 8 */
-};
+/* The variants, one X(nt_index, variant, NT, WARPS, R, U) each: for batch tiles NT (M <= 8, 16,
+ * 32, 64), WARPS warps per block, R 16-row weight tiles per warp, U 32-wide K chunks per
+ * iteration (in flight per lane: 2 * R * U 16-byte weight loads). The fast path times them all
+ * for its shapes. Shared memory is WARPS * R * NT * 512 bytes, kept <= 48 KB (no opt-in). */
+#define SKINNY_VARIANTS(X)                                                                         \
+	X(0, 0, 1, 8, 1, 4)                                                                        \
+	X(0, 1, 1, 16, 1, 4)                                                                       \
+	X(0, 2, 1, 8, 2, 4)                                                                        \
+	X(0, 3, 1, 4, 1, 8)                                                                        \
+	X(0, 4, 1, 8, 1, 8)                                                                        \
+	X(0, 5, 1, 16, 1, 2)                                                                       \
+	X(1, 0, 2, 8, 1, 4)                                                                        \
+	X(1, 1, 2, 16, 1, 2)                                                                       \
+	X(1, 2, 2, 8, 2, 2)                                                                        \
+	X(1, 3, 2, 4, 1, 8)                                                                        \
+	X(1, 4, 2, 8, 1, 8)                                                                        \
+	X(1, 5, 2, 16, 1, 4)                                                                       \
+	X(2, 0, 4, 8, 1, 4)                                                                        \
+	X(2, 1, 4, 16, 1, 2)                                                                       \
+	X(2, 2, 4, 8, 2, 2)                                                                        \
+	X(2, 3, 4, 4, 2, 4)                                                                        \
+	X(2, 4, 4, 4, 1, 8)                                                                        \
+	X(2, 5, 4, 16, 1, 4)                                                                       \
+	X(3, 0, 8, 8, 1, 2)                                                                        \
+	X(3, 1, 8, 8, 1, 4)                                                                        \
+	X(3, 2, 8, 4, 2, 2)                                                                        \
+	X(3, 3, 8, 4, 1, 4)                                                                        \
+	X(3, 4, 8, 4, 1, 2)                                                                        \
+	X(3, 5, 8, 4, 2, 1)
 
 __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 {
@@ -169,49 +184,6 @@ static cudaError_t skinny_launch(const uint16_t *A, const uint16_t *W, float *C,
 	                 (size_t)WARPS * R * NT * 32 * sizeof(float4), st, pdl, A, W, C, M, N, K);
 }
 
-template <int NT>
-static cudaError_t skinny_dispatch(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
-                                   int K, int v, int pdl, cudaStream_t st)
-{
-	/* the instantiations must match skinny_cfgs */
-	switch (NT * 16 + v) {
-	case 16 + 0:
-		return skinny_launch<1, 1, 4, 8>(A, W, C, M, N, K, pdl, st);
-	case 16 + 1:
-		return skinny_launch<1, 1, 4, 16>(A, W, C, M, N, K, pdl, st);
-	case 16 + 2:
-		return skinny_launch<1, 2, 4, 8>(A, W, C, M, N, K, pdl, st);
-	case 16 + 3:
-		return skinny_launch<1, 1, 8, 4>(A, W, C, M, N, K, pdl, st);
-	case 32 + 0:
-		return skinny_launch<2, 1, 4, 8>(A, W, C, M, N, K, pdl, st);
-	case 32 + 1:
-		return skinny_launch<2, 1, 2, 16>(A, W, C, M, N, K, pdl, st);
-	case 32 + 2:
-		return skinny_launch<2, 2, 2, 8>(A, W, C, M, N, K, pdl, st);
-	case 32 + 3:
-		return skinny_launch<2, 1, 8, 4>(A, W, C, M, N, K, pdl, st);
-	case 64 + 0:
-		return skinny_launch<4, 1, 4, 8>(A, W, C, M, N, K, pdl, st);
-	case 64 + 1:
-		return skinny_launch<4, 1, 2, 16>(A, W, C, M, N, K, pdl, st);
-	case 64 + 2:
-		return skinny_launch<4, 2, 2, 8>(A, W, C, M, N, K, pdl, st);
-	case 64 + 3:
-		return skinny_launch<4, 2, 4, 4>(A, W, C, M, N, K, pdl, st);
-	case 128 + 0:
-		return skinny_launch<8, 1, 2, 8>(A, W, C, M, N, K, pdl, st);
-	case 128 + 1:
-		return skinny_launch<8, 1, 4, 8>(A, W, C, M, N, K, pdl, st);
-	case 128 + 2:
-		return skinny_launch<8, 2, 2, 4>(A, W, C, M, N, K, pdl, st);
-	case 128 + 3:
-		return skinny_launch<8, 1, 4, 4>(A, W, C, M, N, K, pdl, st);
-	default:
-		return cudaErrorInvalidValue;
-	}
-}
-
 static int skinny_nt_index(int M)
 {
 	return M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : 3;
@@ -221,9 +193,15 @@ extern "C" int ds_k_skinny_describe(int M, int variant, char *buf, size_t len)
 {
 	if (M < 1 || M > DS_K_SKINNY_MAX_M || variant < 0 || variant >= DS_K_SKINNY_VARIANTS)
 		return -1;
-	const struct skinny_cfg *s = &skinny_cfgs[skinny_nt_index(M)][variant];
-	return snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d", 8 << skinny_nt_index(M), s->warps, s->r,
-	                s->u);
+	switch (skinny_nt_index(M) * 16 + variant) {
+#define SKINNY_DESC(i, v, nt, w, r, u)                                                             \
+	case i * 16 + v:                                                                           \
+		return snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d", 8 * nt, w, r, u);
+		SKINNY_VARIANTS(SKINNY_DESC)
+#undef SKINNY_DESC
+	default:
+		return -1;
+	}
 }
 
 extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
@@ -234,22 +212,13 @@ extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *
 	if (M > DS_K_SKINNY_MAX_M || K <= 0 || K % 8 != 0 || variant < 0 ||
 	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
-	cudaError_t e;
-	switch (skinny_nt_index(M)) {
-	case 0:
-		e = skinny_dispatch<1>(A, W, C, M, N, K, variant, pdl, st);
-		break;
-	case 1:
-		e = skinny_dispatch<2>(A, W, C, M, N, K, variant, pdl, st);
-		break;
-	case 2:
-		e = skinny_dispatch<4>(A, W, C, M, N, K, variant, pdl, st);
-		break;
+	switch (skinny_nt_index(M) * 16 + variant) {
+#define SKINNY_CASE(i, v, nt, w, r, u)                                                             \
+	case i * 16 + v:                                                                           \
+		return skinny_launch<nt, r, u, w>(A, W, C, M, N, K, pdl, st);
+		SKINNY_VARIANTS(SKINNY_CASE)
+#undef SKINNY_CASE
 	default:
-		e = skinny_dispatch<8>(A, W, C, M, N, K, variant, pdl, st);
-		break;
+		return cudaErrorInvalidValue;
 	}
-	if (e != cudaSuccess)
-		return e;
-	return cudaGetLastError();
 }
