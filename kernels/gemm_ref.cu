@@ -123,16 +123,18 @@ template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_setup(void)
 }
 
 /* The TMA variants (gemm_ref_tma.cu); bn is 128 or 256. */
-cudaError_t ds_gemm_ref_tma_launch(int bn, const uint16_t *A, const uint16_t *W, float *C, int M,
-                                   int N, int K, cudaStream_t st);
+cudaError_t ds_gemm_ref_tma_launch(int bn, bool persistent, const uint16_t *A, const uint16_t *W,
+                                   float *C, int M, int N, int K, cudaStream_t st);
 cudaError_t ds_gemm_ref_tma_setup(void);
 
 static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
-    "cp128x128s3",   /* 0: the original kernel: cp.async, 3 stages, row-major raster */
-    "cp128x128s3g",  /* 1: the same, grouped raster */
-    "cp128x256s4g",  /* 2: cp.async, 128x256 tile, 4 stages, grouped raster */
-    "tma128x256s4g", /* 3: TMA + mbarrier, producer warp + 2 consumer warpgroups, 4 stages */
-    "tma128x128s6g", /* 4: the same with a 128x128 tile and 6 stages */
+    "cp128x128s3",    /* 0: the original kernel: cp.async, 3 stages, row-major raster */
+    "cp128x128s3g",   /* 1: the same, grouped raster */
+    "cp128x256s4g",   /* 2: cp.async, 128x256 tile, 4 stages, grouped raster */
+    "tma128x256s4g",  /* 3: TMA + mbarrier, producer warp + 2 consumer warpgroups, 4 stages */
+    "tma128x128s6g",  /* 4: the same with a 128x128 tile and 6 stages */
+    "tma128x256s4gp", /* 5: variant 3, persistent (one block per SM walks the tiles) */
+    "tma128x128s6gp", /* 6: variant 4, persistent */
 };
 
 extern "C" const char *ds_k_gemm_ref_variant_name(int variant)
@@ -159,9 +161,10 @@ extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, con
 	case 2:
 		return cp_launch<256, 4, true>(A, W, C, M, N, K, st);
 	case 3:
-		return ds_gemm_ref_tma_launch(256, A, W, C, M, N, K, st);
+	case 5:
+		return ds_gemm_ref_tma_launch(256, variant == 5, A, W, C, M, N, K, st);
 	default:
-		return ds_gemm_ref_tma_launch(128, A, W, C, M, N, K, st);
+		return ds_gemm_ref_tma_launch(128, variant == 6, A, W, C, M, N, K, st);
 	}
 }
 

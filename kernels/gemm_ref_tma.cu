@@ -6,8 +6,10 @@
  * barrier; the warpgroup gives registers back with setmaxnreg); warpgroups 1 and 2 are the
  * consumers, each owning 64 rows of the tile: wait for the stage's "full" barrier, issue
  * BK/16 wgmma.m64nBNk16 on one fp32 accumulator, keep one wgmma group in flight and release
- * the previous stage. The tensor maps are encoded on the host per launch (they carry the
- * pointers and M), through the runtime's driver entry point, and passed as __grid_constant__.
+ * the previous stage. A block walks tiles blockIdx.x, + gridDim.x, ... (grouped raster): one
+ * block per tile, or one per SM (persistent: the producer fills the next tile's stages while
+ * the consumers store this one). The tensor maps are encoded on the host per launch (they
+ * carry the pointers and M), through the runtime's driver entry point, as __grid_constant__.
  *
  * Invariance (why a row's bits cannot depend on M): no split-K; each output element belongs
  * to one consumer thread which accumulates K slices 0, 16, 32, ... in issue order into one
@@ -84,9 +86,8 @@ __global__ void __launch_bounds__(TMA_THREADS, 1)
 	base = (base + 1023u) & ~1023u;
 	unsigned full = base + STAGES * cfg::STAGE_BYTES, empty = full + STAGES * 8;
 	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-	int tm, tn;
-	gr_tile((int)blockIdx.x, (M + DS_GR_BM - 1) / DS_GR_BM, (N + BN - 1) / BN, true, &tm, &tn);
-	int m0 = tm * DS_GR_BM, n0 = tn * BN;
+	int tiles_m = (M + DS_GR_BM - 1) / DS_GR_BM, tiles_n = (N + BN - 1) / BN;
+	int tiles = tiles_m * tiles_n;
 	int KT = (K + DS_GR_BK - 1) / DS_GR_BK;
 
 	if (tid == 0) {
@@ -101,16 +102,25 @@ __global__ void __launch_bounds__(TMA_THREADS, 1)
 	}
 	__syncthreads();
 
+	/* it counts k-tiles over all of this block's tiles: stage it % STAGES, and the barriers'
+	 * phase parity (it / STAGES) & 1. Both roles walk the same tiles in the same order. */
 	if (wg == 0) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
-			for (int kt = 0; kt < KT; kt++) {
-				int s = kt % STAGES;
-				mbar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
-				unsigned sa = base + s * cfg::STAGE_BYTES;
-				mbar_expect_tx(full + 8 * s, cfg::STAGE_BYTES);
-				tma_load(sa, &tmA, kt * DS_GR_BK, m0, full + 8 * s);
-				tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK, n0, full + 8 * s);
+			int it = 0;
+			for (int t = (int)blockIdx.x; t < tiles; t += (int)gridDim.x) {
+				int tm, tn;
+				gr_tile(t, tiles_m, tiles_n, true, &tm, &tn);
+				for (int kt = 0; kt < KT; kt++, it++) {
+					int s = it % STAGES;
+					mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+					unsigned sa = base + s * cfg::STAGE_BYTES;
+					mbar_expect_tx(full + 8 * s, cfg::STAGE_BYTES);
+					tma_load(sa, &tmA, kt * DS_GR_BK, tm * DS_GR_BM,
+					         full + 8 * s);
+					tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK, tn * BN,
+					         full + 8 * s);
+				}
 			}
 		}
 		return;
@@ -118,28 +128,35 @@ __global__ void __launch_bounds__(TMA_THREADS, 1)
 
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 	int cw = wg - 1; /* consumer warpgroup: rows cw*64 .. cw*64+63 of the tile */
-	float d[BN / 2];
+	int it = 0;
+	for (int t = (int)blockIdx.x; t < tiles; t += (int)gridDim.x) {
+		int tm, tn;
+		gr_tile(t, tiles_m, tiles_n, true, &tm, &tn);
+		float d[BN / 2];
 #pragma unroll
-	for (int i = 0; i < BN / 2; i++)
-		d[i] = 0.0f;
-	for (int kt = 0; kt < KT; kt++) {
-		int s = kt % STAGES;
-		mbar_wait(full + 8 * s, (kt / STAGES) & 1);
-		unsigned sa = base + s * cfg::STAGE_BYTES + cw * 64 * 128;
-		unsigned sb = base + s * cfg::STAGE_BYTES + cfg::A_BYTES;
-		asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+		for (int i = 0; i < BN / 2; i++)
+			d[i] = 0.0f;
+		for (int kt = 0; kt < KT; kt++, it++) {
+			int s = it % STAGES;
+			mbar_wait(full + 8 * s, (it / STAGES) & 1);
+			unsigned sa = base + s * cfg::STAGE_BYTES + cw * 64 * 128;
+			unsigned sb = base + s * cfg::STAGE_BYTES + cfg::A_BYTES;
+			asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-		for (int ks = 0; ks < DS_GR_BK / 16; ks++)
-			gr_wgmma<BN>(d, gr_desc(sa + ks * 32), gr_desc(sb + ks * 32));
-		asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-		/* the group of k-tile kt-1 is done: its stage may be refilled */
-		asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-		if (kt > 0 && lane == 0)
-			mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+			for (int ks = 0; ks < DS_GR_BK / 16; ks++)
+				gr_wgmma<BN>(d, gr_desc(sa + ks * 32), gr_desc(sb + ks * 32));
+			asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+			/* the group of the previous k-tile is done: its stage may be refilled */
+			asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+			if (kt > 0 && lane == 0)
+				mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+		}
+		asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+		if (lane == 0)
+			mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+		/* the producer is already filling the next tile's stages while this one stores */
+		gr_store<BN>(d, C, M, N, tm * DS_GR_BM + cw * 64, tn * BN, warp, lane);
 	}
-	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-
-	gr_store<BN>(d, C, M, N, m0 + cw * 64, n0, warp, lane);
 }
 
 typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
@@ -163,8 +180,8 @@ static cudaError_t make_map(encode_fn enc, CUtensorMap *tm, const uint16_t *p, i
 }
 
 template <int BN>
-static cudaError_t tma_launch(encode_fn enc, const uint16_t *A, const uint16_t *W, float *C, int M,
-                              int N, int K, cudaStream_t st)
+static cudaError_t tma_launch(encode_fn enc, bool persistent, const uint16_t *A, const uint16_t *W,
+                              float *C, int M, int N, int K, cudaStream_t st)
 {
 	CUtensorMap ta, tw;
 	cudaError_t e = make_map(enc, &ta, A, M, K, DS_GR_BM);
@@ -173,14 +190,26 @@ static cudaError_t tma_launch(encode_fn enc, const uint16_t *A, const uint16_t *
 	if (e != cudaSuccess)
 		return e;
 	unsigned tiles = (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM) * (unsigned)((N + BN - 1) / BN);
-	gemm_ref_tma_kernel<BN><<<tiles, TMA_THREADS, tma_cfg<BN>::SMEM, st>>>(ta, tw, C, M, N, K);
+	unsigned grid = tiles;
+	if (persistent) {
+		int dev, sms;
+		if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+		    (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) !=
+		        cudaSuccess)
+			return e;
+		if ((unsigned)sms < grid)
+			grid = (unsigned)sms;
+	}
+	gemm_ref_tma_kernel<BN><<<grid, TMA_THREADS, tma_cfg<BN>::SMEM, st>>>(ta, tw, C, M, N, K);
 	return cudaGetLastError();
 }
 
 /* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0
- * (the tensor map needs 16-byte row strides; A and W must be 16-byte aligned). */
-cudaError_t ds_gemm_ref_tma_launch(int bn, const uint16_t *A, const uint16_t *W, float *C, int M,
-                                   int N, int K, cudaStream_t st)
+ * (the tensor map needs 16-byte row strides; A and W must be 16-byte aligned). persistent:
+ * one block per SM walking the tiles (the next tile's loads overlap this tile's stores), else
+ * one block per tile. The same tile is computed the same way either way. */
+cudaError_t ds_gemm_ref_tma_launch(int bn, bool persistent, const uint16_t *A, const uint16_t *W,
+                                   float *C, int M, int N, int K, cudaStream_t st)
 {
 	if (((uintptr_t)A | (uintptr_t)W) & 15u)
 		return cudaErrorInvalidValue;
@@ -193,8 +222,8 @@ cudaError_t ds_gemm_ref_tma_launch(int bn, const uint16_t *A, const uint16_t *W,
 	if (q != cudaDriverEntryPointSuccess || !fn)
 		return cudaErrorNotSupported;
 	if (bn == 256)
-		return tma_launch<256>((encode_fn)fn, A, W, C, M, N, K, st);
-	return tma_launch<128>((encode_fn)fn, A, W, C, M, N, K, st);
+		return tma_launch<256>((encode_fn)fn, persistent, A, W, C, M, N, K, st);
+	return tma_launch<128>((encode_fn)fn, persistent, A, W, C, M, N, K, st);
 }
 
 cudaError_t ds_gemm_ref_tma_setup(void)

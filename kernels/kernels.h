@@ -82,7 +82,7 @@ cudaError_t ds_k_gemm_ref_setup(void);
  * M. Variant 0 is ds_k_gemm_ref. ds_k_gemm_ref_setup covers all of them (it fails only for
  * variant 0; another variant's setup failure shows as its launch error). TMA variants also
  * need A and W 16-byte aligned. */
-#define DS_K_GEMM_REF_N_VARIANTS 5
+#define DS_K_GEMM_REF_N_VARIANTS 7
 cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
                                   int M, int N, int K, cudaStream_t st);
 /* Short name of a variant ("cp128x128s3", ...), or "?" when out of range. */

@@ -114,6 +114,7 @@ static void test_variants_vs_cpu(void **state)
 	variant_case(3, 72, 40);     /* K not a multiple of the 64-wide k-tile, tiny N */
 	variant_case(257, 264, 136); /* N just past a 256 tile */
 	variant_case(130, 520, 4096);
+	variant_case(1100, 8200, 136); /* more tiles than SMs: persistent blocks walk several */
 }
 
 /* Row x (K) alone, then at several places of batches of M random rows: memcmp per variant. */
@@ -121,7 +122,7 @@ static void test_variants_invariant(void **state)
 {
 	(void)state;
 	CK(ds_k_gemm_ref_setup());
-	const int N = 1000, K = 4160, Mmax = 2048;
+	const int N = 4200, K = 4104, Mmax = 2048; /* > 132 tiles; K ends mid k-tile */
 	uint16_t *W = malloc((size_t)N * K * 2), *B = malloc((size_t)Mmax * K * 2);
 	uint16_t *x = malloc((size_t)K * 2);
 	fill_bf16(W, (size_t)N * K, 77, 1.0f);
