@@ -36,10 +36,14 @@ __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
 	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 
+/* Waits for the phase of parity `parity` of bar. A watchdog traps after ~4 s of waiting (a
+ * legitimate wait lasts microseconds): a pipeline bug then fails the launch with an error
+ * instead of hanging a test or benchmark run. */
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
 {
 	unsigned ok;
-	do {
+	uint64_t t0 = 0;
+	for (unsigned n = 1;; n++) {
 		asm volatile("{\n"
 		             ".reg .pred p;\n"
 		             "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
@@ -48,7 +52,17 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
 		             : "=r"(ok)
 		             : "r"(bar), "r"(parity)
 		             : "memory");
-	} while (!ok);
+		if (ok)
+			return;
+		if ((n & 4095u) == 0) {
+			uint64_t t;
+			asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+			if (t0 == 0)
+				t0 = t;
+			else if (t - t0 > 4000000000ull)
+				__trap();
+		}
+	}
 }
 
 __device__ __forceinline__ void mbar_arrive(unsigned bar)

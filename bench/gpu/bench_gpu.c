@@ -303,6 +303,25 @@ static double gemm_rel_diff(const float *x, const float *y, size_t n)
 	return worst;
 }
 
+/* use[v] from BENCH_GEMM_VARIANTS (e.g. "0,1,2"; unset or "all": every variant). Variant 0
+ * (the baseline of the bit and difference checks) is always used. */
+static void gemm_variants_wanted(bool *use, int nv)
+{
+	const char *e = getenv("BENCH_GEMM_VARIANTS");
+	bool all = !e || !*e || strcmp(e, "all") == 0;
+	for (int v = 0; v < nv; v++)
+		use[v] = all || v == 0;
+	for (const char *p = e; !all && p && *p;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (v >= 0 && v < nv)
+			use[v] = true;
+		p = *end == ',' ? end + 1 : end;
+	}
+}
+
 static int bench_gemm(struct bench *b)
 {
 	const struct ds_model_config *c = &b->m->cfg;
@@ -317,6 +336,8 @@ static int bench_gemm(struct bench *b)
 	};
 	enum { NV = DS_K_GEMM_REF_N_VARIANTS };
 	int Ms[] = {1, 16, 64, 512, 2048, 8192};
+	bool use[NV];
+	gemm_variants_wanted(use, NV);
 	size_t maxA = (size_t)8192 * F, maxW = (size_t)c->vocab_size * H;
 	size_t maxC = (size_t)8192 * c->vocab_size;
 	size_t maxN = (size_t)c->vocab_size > (size_t)2 * F ? (size_t)c->vocab_size : (size_t)2 * F;
@@ -338,7 +359,8 @@ static int bench_gemm(struct bench *b)
 	        "reference kernel, mma.sync 128x128x32\", \"variants\": [",
 	        b->dev);
 	for (int v = 0; v < NV; v++)
-		fprintf(f, "%s\"%s\"", v ? ", " : "", ds_k_gemm_ref_variant_name(v));
+		if (use[v])
+			fprintf(f, "%s\"%s\"", v ? ", " : "", ds_k_gemm_ref_variant_name(v));
 	fprintf(f, "], \"baseline\": \"fast path GEMM: own GEMV for M <= 4, else cuBLASLt "
 	           "(heuristic top-8 autotuned for M <= 256); keys cublas_* hold it\", "
 	           "\"variant_keys\": \"per point, variants[v]: ms, TFLOPs, over_cublas_speed "
@@ -347,12 +369,14 @@ static int bench_gemm(struct bench *b)
 	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference (wgmma) vs fast (GEMV for M <= 4, "
 	       "else cuBLASLt autotuned); vN = reference variant N over fast (speed ratio)\n");
 	for (int v = 0; v < NV; v++)
-		printf("  v%d = %s\n", v, ds_k_gemm_ref_variant_name(v));
+		printf("  v%d = %s%s\n", v, ds_k_gemm_ref_variant_name(v),
+		       use[v] ? "" : " (skipped: BENCH_GEMM_VARIANTS)");
 	CK(ds_k_gemm_mma_setup());
 	printf("%-13s %6s %7s %6s %9s %9s %9s %7s", "shape", "M", "N", "K", "ref_TF/s", "mma_TF/s",
 	       "fast_TF/s", "ref/fst");
 	for (int v = 0; v < NV; v++)
-		printf("  v%d/fast", v);
+		if (use[v])
+			printf("  v%d/fast", v);
 	printf("  (worst rel diff vs v0)\n");
 	float *h0 = malloc(maxN * 2 * 4), *hv = malloc(maxN * 2 * 4);
 	int first = 1, rc = 1;
@@ -366,6 +390,8 @@ static int bench_gemm(struct bench *b)
 			    time_gemm(b, 2, A, W, C, M, N, K, &tm))
 				goto out;
 			for (int v = 0; v < NV; v++) {
+				if (!use[v])
+					continue;
 				if (time_gemm_variant(b, v, A, W, C, M, N, K, &tv[v]) ||
 				    gemm_probe_rows(C, M, N, v ? hv : h0))
 					goto out;
@@ -376,6 +402,8 @@ static int bench_gemm(struct bench *b)
 			printf("%-13s %6d %7d %6d %9.1f %9.1f %9.1f %7.2f", shapes[si].name, M, N,
 			       K, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
 			for (int v = 0; v < NV; v++) {
+				if (!use[v])
+					continue;
 				printf(" %8.2f", tc / tv[v]);
 				worst = rd[v] > worst || isnan(rd[v]) ? rd[v] : worst;
 			}
@@ -389,14 +417,18 @@ static int bench_gemm(struct bench *b)
 			        first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3,
 			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
 			for (int v = 0; v < NV; v++)
-				fprintf(f,
-				        "%s{\"v\": %d, \"name\": \"%s\", \"ms\": %.5f, \"TFLOPs\": "
-				        "%.2f, "
-				        "\"over_cublas_speed\": %.3f, \"rel_diff_v0\": %.3g, "
-				        "\"bits_eq_v0\": %s}",
-				        v ? ", " : "", v, ds_k_gemm_ref_variant_name(v),
-				        tv[v] * 1e3, fl / tv[v] / 1e12, tc / tv[v],
-				        isfinite(rd[v]) ? rd[v] : 1e30, eq[v] ? "true" : "false");
+				if (use[v])
+					fprintf(
+					    f,
+					    "%s{\"v\": %d, \"name\": \"%s\", \"ms\": %.5f, "
+					    "\"TFLOPs\": "
+					    "%.2f, "
+					    "\"over_cublas_speed\": %.3f, \"rel_diff_v0\": %.3g, "
+					    "\"bits_eq_v0\": %s}",
+					    v ? ", " : "", v, ds_k_gemm_ref_variant_name(v),
+					    tv[v] * 1e3, fl / tv[v] / 1e12, tc / tv[v],
+					    isfinite(rd[v]) ? rd[v] : 1e30,
+					    eq[v] ? "true" : "false");
 			fprintf(f, "]}");
 			first = 0;
 			fflush(stdout);
@@ -408,6 +440,8 @@ static int bench_gemm(struct bench *b)
 	for (int si = 1; si <= 3; si += 2) {
 		int N = shapes[si].N, K = shapes[si].K;
 		for (int ref = 0; ref < 2 + NV; ref++) {
+			if (ref >= 2 && !use[ref - 2])
+				continue;
 			const struct ds_cuda_path_ops *ops =
 			    ref == 1 ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
 			if (ref >= 2) {
