@@ -76,6 +76,18 @@ cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M,
 /* Raises the kernel's shared-memory limit; call once per process before launching. */
 cudaError_t ds_k_gemm_ref_setup(void);
 
+/* Variants of the same invariant contract (kernels/gemm_ref.cu, gemm_ref_tma.cu): each has one
+ * fixed tile and no split-K, so rows are bit-identical for any M and placement within a
+ * variant (not across variants). Choose the variant from the weight's (N, K) only, never from
+ * M. Variant 0 is ds_k_gemm_ref. ds_k_gemm_ref_setup covers all of them (it fails only for
+ * variant 0; another variant's setup failure shows as its launch error). TMA variants also
+ * need A and W 16-byte aligned. */
+#define DS_K_GEMM_REF_N_VARIANTS 7
+cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
+                                  int M, int N, int K, cudaStream_t st);
+/* Short name of a variant ("cp128x128s3", ...), or "?" when out of range. */
+const char *ds_k_gemm_ref_variant_name(int variant);
+
 /* The same contract on mma.sync (128x128x32), kept only as a benchmark comparison point. */
 cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                           cudaStream_t st);

@@ -1,7 +1,8 @@
 /* cuda_ref.c - the CUDA reference path: our own invariant GEMM and fixed-tile attention.
  *
- * Nothing here looks at the batch to choose how to reduce. The GEMM has one tile configuration
- * and no split-K (kernels/gemm_ref.cu). Attention uses 64-position tiles aligned to absolute
+ * Nothing here looks at the batch to choose how to reduce. The GEMM variant (tile, pipeline) is
+ * picked from the weight's (N, K) only, and each variant has one tile configuration and no
+ * split-K (kernels/gemm_ref.cu). Attention uses 64-position tiles aligned to absolute
  * positions; whether the tiles are spread over blocks (then merged by a combine kernel) or
  * walked by one block depends only on whether the partials fit the workspace, and both give
  * the same bits because the merge order and formula are the same (kernels/attn.cu). Passes of
@@ -10,10 +11,31 @@
  * nothing for the real rows. */
 #include "cuda_internal.h"
 
+/* The GEMM variant per weight shape (N, K): fixed per weight matrix, never a function of M,
+ * so the rows of one weight's products stay bit-identical for any batch. Shapes not listed
+ * use variant 0 (the original 128x128 cp.async kernel). Filled from the GPU benchmark
+ * (bench_gemm's per-variant ratios); a change of table changes the reference bits, so it
+ * must not happen while a server runs. */
+struct ref_gemm_pick {
+	int n, k, variant;
+};
+static const struct ref_gemm_pick ref_gemm_table[] = {
+    {0, 0, 0}, /* end */
+};
+
+static int ref_gemm_variant(int N, int K)
+{
+	for (const struct ref_gemm_pick *p = ref_gemm_table; p->n; p++)
+		if (p->n == N && p->k == K)
+			return p->variant;
+	return 0;
+}
+
 static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
                                float *C, int M, int N, int K, struct ds_err *err)
 {
-	DS_CUDA_TRY(ds_k_gemm_ref(A, W, C, M, N, K, c->stream), err);
+	DS_CUDA_TRY(ds_k_gemm_ref_variant(ref_gemm_variant(N, K), A, W, C, M, N, K, c->stream),
+	            err);
 	return DS_OK;
 }
 
