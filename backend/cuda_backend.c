@@ -52,6 +52,12 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK)
 			return rv;
+		if (ops->gemm_silu) { /* the fast path may fuse SiLU*mul into the down GEMM */
+			if ((rv = ops->gemm_silu(c, c->big, c->h, L->w_down, c->dlt, T, H, F,
+			                         err)) != DS_OK)
+				return rv;
+			continue;
+		}
 		DS_CUDA_TRY(ds_k_silu_mul_pdl(c->big, T, F, c->h, pdl, st), err);
 		if ((rv = ops->gemm(c, c->h, L->w_down, c->dlt, T, H, F, err)) != DS_OK)
 			return rv;

@@ -12,39 +12,69 @@
  * issued before griddepcontrol.wait, so under programmatic dependent launch they overlap the
  * previous kernel's tail (weights are never written by the forward pass). */
 #include "kernels.h"
+#include "cu_common.cuh"
 #include "pdl.cuh"
+
+#include <cooperative_groups.h>
 
 #include <stdio.h>
 
-/* The variants, one X(nt_index, variant, NT, WARPS, R, U) each: for batch tiles NT (M <= 8, 16,
- * 32, 64), WARPS warps per block, R 16-row weight tiles per warp, U 32-wide K chunks per
- * iteration (in flight per lane: 2 * R * U 16-byte weight loads). The fast path times them all
- * for its shapes. Shared memory is WARPS * R * NT * 512 bytes, kept <= 48 KB (no opt-in). */
+namespace cg = cooperative_groups;
+
+/* The variants, one X(nt_index, variant, NT, WARPS, R, U, KS) each: for batch tiles NT (M <= 8,
+ * 16, 32, 64), WARPS warps per block, R 16-row weight tiles per warp, U 32-wide K chunks per
+ * iteration (in flight per lane: 2 * R * U 16-byte weight loads), KS blocks per thread-block
+ * cluster splitting K (1: no cluster). The fast path times them all for its shapes. Shared
+ * memory is WARPS * R * NT * 512 bytes (+ R * NT * 512 for KS > 1), kept <= 48 KB (no opt-in). */
 #define SKINNY_VARIANTS(X)                                                                         \
-	X(0, 0, 1, 8, 1, 4)                                                                        \
-	X(0, 1, 1, 16, 1, 4)                                                                       \
-	X(0, 2, 1, 8, 2, 4)                                                                        \
-	X(0, 3, 1, 4, 1, 8)                                                                        \
-	X(0, 4, 1, 8, 1, 8)                                                                        \
-	X(0, 5, 1, 16, 1, 2)                                                                       \
-	X(1, 0, 2, 8, 1, 4)                                                                        \
-	X(1, 1, 2, 16, 1, 2)                                                                       \
-	X(1, 2, 2, 8, 2, 2)                                                                        \
-	X(1, 3, 2, 4, 1, 8)                                                                        \
-	X(1, 4, 2, 8, 1, 8)                                                                        \
-	X(1, 5, 2, 16, 1, 4)                                                                       \
-	X(2, 0, 4, 8, 1, 4)                                                                        \
-	X(2, 1, 4, 16, 1, 2)                                                                       \
-	X(2, 2, 4, 8, 2, 2)                                                                        \
-	X(2, 3, 4, 4, 2, 4)                                                                        \
-	X(2, 4, 4, 4, 1, 8)                                                                        \
-	X(2, 5, 4, 16, 1, 4)                                                                       \
-	X(3, 0, 8, 8, 1, 2)                                                                        \
-	X(3, 1, 8, 8, 1, 4)                                                                        \
-	X(3, 2, 8, 4, 2, 2)                                                                        \
-	X(3, 3, 8, 4, 1, 4)                                                                        \
-	X(3, 4, 8, 4, 1, 2)                                                                        \
-	X(3, 5, 8, 4, 2, 1)
+	X(0, 0, 1, 8, 1, 4, 1)                                                                     \
+	X(0, 1, 1, 16, 1, 4, 1)                                                                    \
+	X(0, 2, 1, 8, 2, 4, 1)                                                                     \
+	X(0, 3, 1, 4, 1, 8, 1)                                                                     \
+	X(0, 4, 1, 8, 1, 8, 1)                                                                     \
+	X(0, 5, 1, 16, 1, 2, 1)                                                                    \
+	X(0, 6, 1, 8, 1, 4, 2)                                                                     \
+	X(0, 7, 1, 8, 1, 4, 4)                                                                     \
+	X(0, 8, 1, 8, 1, 2, 8)                                                                     \
+	X(0, 9, 1, 4, 1, 8, 4)                                                                     \
+	X(0, 10, 1, 16, 1, 2, 4)                                                                   \
+	X(0, 11, 1, 8, 2, 2, 4)                                                                    \
+	X(1, 0, 2, 8, 1, 4, 1)                                                                     \
+	X(1, 1, 2, 16, 1, 2, 1)                                                                    \
+	X(1, 2, 2, 8, 2, 2, 1)                                                                     \
+	X(1, 3, 2, 4, 1, 8, 1)                                                                     \
+	X(1, 4, 2, 8, 1, 8, 1)                                                                     \
+	X(1, 5, 2, 16, 1, 4, 1)                                                                    \
+	X(1, 6, 2, 8, 1, 4, 2)                                                                     \
+	X(1, 7, 2, 8, 1, 4, 4)                                                                     \
+	X(1, 8, 2, 8, 1, 2, 8)                                                                     \
+	X(1, 9, 2, 4, 1, 8, 4)                                                                     \
+	X(1, 10, 2, 16, 1, 2, 4)                                                                   \
+	X(1, 11, 2, 8, 2, 2, 4)                                                                    \
+	X(2, 0, 4, 8, 1, 4, 1)                                                                     \
+	X(2, 1, 4, 16, 1, 2, 1)                                                                    \
+	X(2, 2, 4, 8, 2, 2, 1)                                                                     \
+	X(2, 3, 4, 4, 2, 4, 1)                                                                     \
+	X(2, 4, 4, 4, 1, 8, 1)                                                                     \
+	X(2, 5, 4, 16, 1, 4, 1)                                                                    \
+	X(2, 6, 4, 8, 1, 4, 2)                                                                     \
+	X(2, 7, 4, 8, 1, 4, 4)                                                                     \
+	X(2, 8, 4, 8, 1, 2, 8)                                                                     \
+	X(2, 9, 4, 4, 1, 8, 4)                                                                     \
+	X(2, 10, 4, 4, 2, 4, 4)                                                                    \
+	X(2, 11, 4, 8, 2, 2, 2)                                                                    \
+	X(3, 0, 8, 8, 1, 2, 1)                                                                     \
+	X(3, 1, 8, 8, 1, 4, 1)                                                                     \
+	X(3, 2, 8, 4, 2, 2, 1)                                                                     \
+	X(3, 3, 8, 4, 1, 4, 1)                                                                     \
+	X(3, 4, 8, 4, 1, 2, 1)                                                                     \
+	X(3, 5, 8, 4, 2, 1, 1)                                                                     \
+	X(3, 6, 8, 8, 1, 2, 2)                                                                     \
+	X(3, 7, 8, 8, 1, 2, 4)                                                                     \
+	X(3, 8, 8, 4, 1, 4, 4)                                                                     \
+	X(3, 9, 8, 4, 2, 2, 4)                                                                     \
+	X(3, 10, 8, 4, 1, 2, 8)                                                                    \
+	X(3, 11, 8, 8, 1, 4, 2)
 
 __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 {
@@ -64,15 +94,51 @@ __device__ __forceinline__ void mma16816(float *c, unsigned a0, unsigned a1, uns
 	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-template <int NT, int R, int U, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32)
-    skinny_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
-                  float *__restrict__ C, int M, int N, int K)
+/* bf16(silu(g) * u) for elements k, k + 1 packed as an mma operand word; the arithmetic of
+ * rows.cu's silu_mul_kernel, so the fused product equals what that kernel stores. */
+__device__ __forceinline__ unsigned silu_mul_pair(float g0, float g1, float u0, float u1)
 {
-	extern __shared__ float4 sk_red[]; /* (WARPS, R, NT, 32 lanes) fragments */
+	float s0 = __fdiv_rn(g0, 1.0f + expf(-g0)), s1 = __fdiv_rn(g1, 1.0f + expf(-g1));
+	return (unsigned)ds_f32_to_bf16(__fmul_rn(s0, u0)) |
+	       ((unsigned)ds_f32_to_bf16(__fmul_rn(s1, u1)) << 16);
+}
+
+/* The 8 activations [k, k + 8) of one batch row as bf16: a 16-byte load of A, or (SILU) of the
+ * fp32 gate/up row gu (g at [k, k + 8), u at K + [k, k + 8)) through silu_mul_pair. */
+template <bool SILU> __device__ __forceinline__ uint4 load_act(const void *row, int k, int K)
+{
+	if constexpr (SILU) {
+		const float *g = (const float *)row + k, *u = g + K;
+		float4 g0 = __ldg((const float4 *)g), g1 = __ldg((const float4 *)g + 1);
+		float4 u0 = __ldg((const float4 *)u), u1 = __ldg((const float4 *)u + 1);
+		return make_uint4(
+		    silu_mul_pair(g0.x, g0.y, u0.x, u0.y), silu_mul_pair(g0.z, g0.w, u0.z, u0.w),
+		    silu_mul_pair(g1.x, g1.y, u1.x, u1.y), silu_mul_pair(g1.z, g1.w, u1.z, u1.w));
+	} else {
+		return __ldg((const uint4 *)((const uint16_t *)row + k));
+	}
+}
+
+/* Block (tile, rank): tile = blockIdx.x / KS owns weight rows [16 R tile, 16 R (tile + 1)),
+ * rank (its place in a KS-block cluster) the K chunks (rank * WARPS + warp) * U + i * KS *
+ * WARPS * U + [0, U). With KS > 1 each block sums its warps into part, the cluster syncs, and
+ * block q sums the KS parts of every KS-th output element over distributed shared memory in
+ * rank order (fixed: no atomics, no memset, no second kernel). */
+template <int NT, int R, int U, int WARPS, int KS, bool SILU>
+__global__ void __launch_bounds__(WARPS * 32)
+    skinny_kernel(const void *__restrict__ A, const uint16_t *__restrict__ W, float *__restrict__ C,
+                  int M, int N, int K)
+{
+	extern __shared__ float4 sk_red[]; /* (WARPS, R, NT, 32 lanes) fragments, then part */
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	const int row0 = blockIdx.x * (16 * R);
-	const int nch = (K + 31) / 32, step = WARPS * U;
+	int rank = 0;
+	if constexpr (KS > 1)
+		rank = (int)cg::this_cluster().block_rank();
+	const int row0 = (blockIdx.x / KS) * (16 * R);
+	const int nch = (K + 31) / 32, step = KS * WARPS * U;
+	/* A's row stride in elements of its type: K bf16, or 2K floats (gate then up) */
+	const size_t a_stride = SILU ? (size_t)2 * K : (size_t)K;
+	const size_t a_elem = SILU ? sizeof(float) : sizeof(uint16_t);
 
 	/* rows outside N / M read row 0 under a false predicate and contribute zeros */
 	const uint16_t *wp[R][2];
@@ -85,13 +151,13 @@ __global__ void __launch_bounds__(WARPS * 32)
 			wok[r][h] = n < N;
 			wp[r][h] = W + (size_t)(n < N ? n : 0) * K;
 		}
-	const uint16_t *ap[NT];
+	const char *ap[NT];
 	bool aok[NT];
 #pragma unroll
 	for (int j = 0; j < NT; j++) {
 		int m = j * 8 + g;
 		aok[j] = m < M;
-		ap[j] = A + (size_t)(m < M ? m : 0) * K;
+		ap[j] = (const char *)A + (size_t)(m < M ? m : 0) * a_stride * a_elem;
 	}
 
 	float acc[R][NT][4];
@@ -105,7 +171,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 	uint4 wv[U][R][2];
 	const uint4 zero = make_uint4(0, 0, 0, 0);
-	int c = warp * U;
+	int c = (rank * WARPS + warp) * U;
 #pragma unroll
 	for (int u = 0; u < U; u++) {
 		int k = (c + u) * 32 + 8 * t;
@@ -124,8 +190,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 			uint4 av[NT];
 #pragma unroll
 			for (int j = 0; j < NT; j++)
-				av[j] =
-				    (aok[j] && k < K) ? __ldg((const uint4 *)(ap[j] + k)) : zero;
+				av[j] = (aok[j] && k < K) ? load_act<SILU>(ap[j], k, K) : zero;
 #pragma unroll
 			for (int r = 0; r < R; r++)
 #pragma unroll
@@ -161,27 +226,69 @@ __global__ void __launch_bounds__(WARPS * 32)
 	__syncthreads();
 	/* output element e: weight row rr (fastest, so stores to C coalesce), batch column cc */
 	const float *red = (const float *)sk_red;
+	float *part = (float *)(sk_red + WARPS * R * NT * 32); /* (R * NT * 128), KS > 1 */
 	for (int e = threadIdx.x; e < R * NT * 128; e += WARPS * 32) {
 		int rr = e & 15, cc = (e >> 4) & 7, j = (e >> 7) % NT, r = (e >> 7) / NT;
 		int m = j * 8 + cc, n = row0 + r * 16 + rr;
-		if (m >= M || n >= N)
+		if (KS == 1 && (m >= M || n >= N))
 			continue;
 		int fl = (rr & 7) * 4 + (cc >> 1), fi = (rr >> 3) * 2 + (cc & 1);
 		float s = 0.0f;
 #pragma unroll
 		for (int w = 0; w < WARPS; w++)
 			s += red[(((w * R + r) * NT + j) * 32 + fl) * 4 + fi];
-		C[(size_t)m * N + n] = s;
+		if (KS == 1)
+			C[(size_t)m * N + n] = s;
+		else
+			part[e] = s;
+	}
+	if constexpr (KS > 1) {
+		cg::cluster_group cl = cg::this_cluster();
+		cl.sync(); /* every block's part is written (release/acquire across the cluster) */
+		const float *parts[KS];
+#pragma unroll
+		for (int q = 0; q < KS; q++)
+			parts[q] = cl.map_shared_rank(part, q);
+		for (int e = rank * WARPS * 32 + threadIdx.x; e < R * NT * 128;
+		     e += KS * WARPS * 32) {
+			int rr = e & 15, cc = (e >> 4) & 7, j = (e >> 7) % NT, r = (e >> 7) / NT;
+			int m = j * 8 + cc, n = row0 + r * 16 + rr;
+			if (m >= M || n >= N)
+				continue;
+			float s = 0.0f;
+#pragma unroll
+			for (int q = 0; q < KS; q++)
+				s += parts[q][e];
+			C[(size_t)m * N + n] = s;
+		}
+		cl.sync(); /* no block leaves while another still reads its part */
 	}
 }
 
-template <int NT, int R, int U, int WARPS>
-static cudaError_t skinny_launch(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
-                                 int K, int pdl, cudaStream_t st)
+template <int NT, int R, int U, int WARPS, int KS, bool SILU>
+static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
+                                 int pdl, cudaStream_t st)
 {
-	return ds_launch(skinny_kernel<NT, R, U, WARPS>,
-	                 dim3((unsigned)((N + 16 * R - 1) / (16 * R))), dim3(WARPS * 32),
-	                 (size_t)WARPS * R * NT * 32 * sizeof(float4), st, pdl, A, W, C, M, N, K);
+	constexpr size_t smem = (size_t)(WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32 * sizeof(float4);
+	static_assert(smem <= 48 * 1024, "skinny variant needs more than 48 KB of shared memory");
+	static_assert(KS >= 1 && KS <= 8, "cluster size must be portable (<= 8)");
+	unsigned tiles = (unsigned)((N + 16 * R - 1) / (16 * R));
+	if ((size_t)tiles * KS > 0x7fffffffu)
+		return cudaErrorInvalidValue;
+	return ds_launch_cluster(skinny_kernel<NT, R, U, WARPS, KS, SILU>, dim3(tiles * KS),
+	                         dim3(WARPS * 32), smem, st, pdl, KS, A, W, C, M, N, K);
+}
+
+/* The fused SiLU variants exist for the first batch tile only (M <= 8): above it every block
+ * recomputing the activations costs more than the separate kernel saves. */
+template <int I, int NT, int R, int U, int WARPS, int KS>
+static cudaError_t skinny_launch_silu(const float *gu, const uint16_t *W, float *C, int M, int N,
+                                      int K, int pdl, cudaStream_t st)
+{
+	if constexpr (I == 0)
+		return skinny_launch<NT, R, U, WARPS, KS, true>(gu, W, C, M, N, K, pdl, st);
+	else
+		return cudaErrorInvalidValue;
 }
 
 static int skinny_nt_index(int M)
@@ -194,9 +301,11 @@ extern "C" int ds_k_skinny_describe(int M, int variant, char *buf, size_t len)
 	if (M < 1 || M > DS_K_SKINNY_MAX_M || variant < 0 || variant >= DS_K_SKINNY_VARIANTS)
 		return -1;
 	switch (skinny_nt_index(M) * 16 + variant) {
-#define SKINNY_DESC(i, v, nt, w, r, u)                                                             \
+#define SKINNY_DESC(i, v, nt, w, r, u, ks)                                                         \
 	case i * 16 + v:                                                                           \
-		return snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d", 8 * nt, w, r, u);
+		return ks > 1                                                                      \
+		           ? snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d_k%d", 8 * nt, w, r, u, ks) \
+		           : snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d", 8 * nt, w, r, u);
 		SKINNY_VARIANTS(SKINNY_DESC)
 #undef SKINNY_DESC
 	default:
@@ -213,11 +322,30 @@ extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *
 	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
 	switch (skinny_nt_index(M) * 16 + variant) {
-#define SKINNY_CASE(i, v, nt, w, r, u)                                                             \
+#define SKINNY_CASE(i, v, nt, w, r, u, ks)                                                         \
 	case i * 16 + v:                                                                           \
-		return skinny_launch<nt, r, u, w>(A, W, C, M, N, K, pdl, st);
+		return skinny_launch<nt, r, u, w, ks, false>(A, W, C, M, N, K, pdl, st);
 		SKINNY_VARIANTS(SKINNY_CASE)
 #undef SKINNY_CASE
+	default:
+		return cudaErrorInvalidValue;
+	}
+}
+
+extern "C" cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N,
+                                        int K, int variant, int pdl, cudaStream_t st)
+{
+	if (M <= 0 || N <= 0)
+		return cudaSuccess;
+	if (M > DS_K_SKINNY_SILU_MAX_M || K <= 0 || K % 8 != 0 || variant < 0 ||
+	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)gu | (uintptr_t)W) % 16 != 0)
+		return cudaErrorInvalidValue;
+	switch (skinny_nt_index(M) * 16 + variant) {
+#define SKINNY_SILU_CASE(i, v, nt, w, r, u, ks)                                                    \
+	case i * 16 + v:                                                                           \
+		return skinny_launch_silu<i, nt, r, u, w, ks>(gu, W, C, M, N, K, pdl, st);
+		SKINNY_VARIANTS(SKINNY_SILU_CASE)
+#undef SKINNY_SILU_CASE
 	default:
 		return cudaErrorInvalidValue;
 	}
