@@ -60,8 +60,9 @@ struct ds_cuda_pick {
 	 * INFINITY where not a candidate); kind/variant is the argmin. silu picks: ms_skinny is
 	 * the best fused variant, ms_split ds_k_silu_mul plus the plain pick, timed together */
 	float ms_lt, ms_gemv, ms_skinny, ms_split, ms_best;
-	int skinny_best; /* fastest skinny variant */
-	int n_rejected;  /* candidates whose result disagreed with cuBLASLt's (never picked) */
+	int skinny_best;                        /* fastest skinny variant */
+	float ms_variant[DS_K_SKINNY_VARIANTS]; /* every skinny (silu: fused) variant's time */
+	int n_rejected; /* candidates whose result disagreed with cuBLASLt's (never picked) */
 };
 
 /* Fast path state (fastpath/cuda_fast.c). */

@@ -367,18 +367,21 @@ static const struct ds_cuda_pick *pick_store(struct ds_cuda_fast *f, const struc
 
 static struct ds_cuda_pick pick_new(int M, int N, int K, bool silu)
 {
-	return (struct ds_cuda_pick){.mb = m_bucket(M),
-	                             .N = N,
-	                             .K = K,
-	                             .silu = silu,
-	                             .ok = true,
-	                             .kind = DS_CUDA_GEMM_LT,
-	                             .M_timed = M,
-	                             .ms_lt = INFINITY,
-	                             .ms_gemv = INFINITY,
-	                             .ms_skinny = INFINITY,
-	                             .ms_split = INFINITY,
-	                             .ms_best = INFINITY};
+	struct ds_cuda_pick pk = {.mb = m_bucket(M),
+	                          .N = N,
+	                          .K = K,
+	                          .silu = silu,
+	                          .ok = true,
+	                          .kind = DS_CUDA_GEMM_LT,
+	                          .M_timed = M,
+	                          .ms_lt = INFINITY,
+	                          .ms_gemv = INFINITY,
+	                          .ms_skinny = INFINITY,
+	                          .ms_split = INFINITY,
+	                          .ms_best = INFINITY};
+	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++)
+		pk.ms_variant[v] = INFINITY;
+	return pk;
 }
 
 /* The cached choice for (bucket of M, N, K); on a miss outside capture, times every candidate
@@ -411,6 +414,7 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
 		x.v = v;
 		float t = cand_time_checked(c, &x, &chk, &pk.n_rejected);
+		pk.ms_variant[v] = t;
 		if (t < pk.ms_skinny) {
 			pk.ms_skinny = t;
 			pk.skinny_best = v;
@@ -521,6 +525,7 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
 	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
 		x.v = v;
 		float t = cand_time_checked(c, &x, &chk, &pk.n_rejected);
+		pk.ms_variant[v] = t;
 		if (t < pk.ms_skinny) {
 			pk.ms_skinny = t;
 			pk.skinny_best = v;

@@ -919,7 +919,16 @@ static int bench_profile(struct bench *b)
 		json_ms(f, "cublaslt_ms", pk->ms_lt);
 		fprintf(f, ", ");
 		json_ms(f, "split_ms", pk->ms_split);
-		fprintf(f, ", \"rejected\": %d, \"best_GBps\": %.1f}", pk->n_rejected, gbps);
+		fprintf(f, ", \"rejected\": %d, \"best_GBps\": %.1f, \"skinny_variants\": [",
+		        pk->n_rejected, gbps);
+		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
+			char vn[64];
+			ds_k_skinny_describe(pk->M_timed, v, vn, sizeof(vn));
+			fprintf(f, "%s{\"name\": \"%s\", ", v ? ", " : "", vn);
+			json_ms(f, "ms", pk->ms_variant[v]);
+			fprintf(f, "}");
+		}
+		fprintf(f, "]}");
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
