@@ -6,10 +6,13 @@
  * skinny GEMM's variants, the GEMV (M <= 4) and cuBLASLt's top heuristics ran fastest on first
  * use of its (M bucket, N, K) (timed outside graph capture, L2 flushed before each run, so
  * weights stream from HBM as they do in a decode step); larger GEMMs use cuBLASLt, autotuned
- * per M up to 256. The attention split count follows the number of rows. That is the point
- * of the fast path (DESIGN.md section 1); the reference path (refpath/cuda_ref.c) is the one
- * that must not. A bucket's graph is captured on its second use (the first runs eagerly, which
- * also fills the GEMM choice caches outside the capture). */
+ * per M up to 256. A candidate is only picked if its result matches cuBLASLt's on that first
+ * call (a safety net for kernels new to a device). For up to 8 rows the down projection may
+ * take a skinny variant with SiLU*mul fused into its loads (gemm_silu), if that beats the
+ * silu_mul kernel plus the plain choice. The attention split count follows the number of
+ * rows. That is the point of the fast path (DESIGN.md section 1); the reference path
+ * (refpath/cuda_ref.c) is the one that must not. A bucket's graph is captured on its second use
+ * (the first runs eagerly, which also fills the GEMM choice caches outside the capture). */
 #include "cuda_internal.h"
 
 #include <math.h>

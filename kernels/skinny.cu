@@ -8,9 +8,15 @@
  * and for batch row g, which is exactly its fragment for two k16 steps; every operand is one
  * 16-byte load. The warps of a block split K (contiguous U-chunk runs per warp, interleaved),
  * and their partial tiles are summed in shared memory in a fixed warp order (deterministic for a
- * given variant and shape; batch-variant by design). Weight loads of the first iteration are
- * issued before griddepcontrol.wait, so under programmatic dependent launch they overlap the
- * previous kernel's tail (weights are never written by the forward pass). */
+ * given variant and shape; batch-variant by design). Small-N shapes (q/k/v, o, down: 256..384
+ * weight tiles) keep too few loads in flight, so variants also split K over a thread-block
+ * cluster of 2..8 blocks: each block sums its warps, then the blocks sum the cluster's parts
+ * through distributed shared memory in rank order (no atomics, no zeroed C, no second kernel).
+ * A fused variant (SILU) reads the fp32 gate/up buffer instead of A and forms
+ * bf16(silu(g) * u) in registers with silu_mul's arithmetic, saving that kernel at decode.
+ * Weight loads of the first iteration are issued before griddepcontrol.wait, so under
+ * programmatic dependent launch they overlap the previous kernel's tail (weights are never
+ * written by the forward pass). */
 #include "kernels.h"
 #include "cu_common.cuh"
 #include "pdl.cuh"
