@@ -100,29 +100,38 @@ __device__ __forceinline__ void mma16816(float *c, unsigned a0, unsigned a1, uns
 	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* bf16(silu(g) * u) for elements k, k + 1 packed as an mma operand word; the arithmetic of
- * rows.cu's silu_mul_kernel, so the fused product equals what that kernel stores. */
-__device__ __forceinline__ unsigned silu_mul_pair(float g0, float g1, float u0, float u1)
+/* bf16(silu(g) * u) with the arithmetic of rows.cu's silu_mul_kernel, so the fused product
+ * equals what that kernel stores. */
+__device__ __forceinline__ unsigned silu_mul_bf16(float g, float u)
 {
-	float s0 = __fdiv_rn(g0, 1.0f + expf(-g0)), s1 = __fdiv_rn(g1, 1.0f + expf(-g1));
-	return (unsigned)ds_f32_to_bf16(__fmul_rn(s0, u0)) |
-	       ((unsigned)ds_f32_to_bf16(__fmul_rn(s1, u1)) << 16);
+	return ds_f32_to_bf16(__fmul_rn(__fdiv_rn(g, 1.0f + expf(-g)), u));
 }
 
-/* The 8 activations [k, k + 8) of one batch row as bf16: a 16-byte load of A, or (SILU) of the
- * fp32 gate/up row gu (g at [k, k + 8), u at K + [k, k + 8)) through silu_mul_pair. */
-template <bool SILU> __device__ __forceinline__ uint4 load_act(const void *row, int k, int K)
+/* The batch operand of chunk k0 for a fused variant (NT = 1): lane l forms element k0 + l of
+ * every batch row m < M from the fp32 gate/up rows (gu row m: g at [0, K), u at [K, 2K)), one
+ * SiLU each, and lane (g, t) gathers row g's elements [8t, 8t + 8) as bf16 pairs with shuffles;
+ * so the SiLU work is spread over all lanes instead of the M lanes that hold batch rows.
+ * Elements at or past K are 0, as in the unfused load. M and k0 are warp-uniform. */
+__device__ __forceinline__ uint4 silu_operand(const float *__restrict__ gu, int k0, int M, int K,
+                                              int lane, int g, int t)
 {
-	if constexpr (SILU) {
-		const float *g = (const float *)row + k, *u = g + K;
-		float4 g0 = __ldg((const float4 *)g), g1 = __ldg((const float4 *)g + 1);
-		float4 u0 = __ldg((const float4 *)u), u1 = __ldg((const float4 *)u + 1);
-		return make_uint4(
-		    silu_mul_pair(g0.x, g0.y, u0.x, u0.y), silu_mul_pair(g0.z, g0.w, u0.z, u0.w),
-		    silu_mul_pair(g1.x, g1.y, u1.x, u1.y), silu_mul_pair(g1.z, g1.w, u1.z, u1.w));
-	} else {
-		return __ldg((const uint4 *)((const uint16_t *)row + k));
+	unsigned word[4] = {0u, 0u, 0u, 0u};
+	const int kl = k0 + lane;
+#pragma unroll
+	for (int m = 0; m < 8; m++) {
+		if (m >= M)
+			break;
+		const float *row = gu + (size_t)m * 2 * K;
+		unsigned b = kl < K ? silu_mul_bf16(__ldg(row + kl), __ldg(row + K + kl)) : 0u;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			unsigned lo = __shfl_sync(0xffffffffu, b, 8 * t + 2 * i);
+			unsigned hi = __shfl_sync(0xffffffffu, b, 8 * t + 2 * i + 1);
+			if (g == m)
+				word[i] = lo | (hi << 16);
+		}
 	}
+	return make_uint4(word[0], word[1], word[2], word[3]);
 }
 
 /* Block (tile, rank): tile = blockIdx.x / KS owns weight rows [16 R tile, 16 R (tile + 1)),
@@ -142,9 +151,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 		rank = (int)cg::this_cluster().block_rank();
 	const int row0 = (blockIdx.x / KS) * (16 * R);
 	const int nch = (K + 31) / 32, step = KS * WARPS * U;
-	/* A's row stride in elements of its type: K bf16, or 2K floats (gate then up) */
-	const size_t a_stride = SILU ? (size_t)2 * K : (size_t)K;
-	const size_t a_elem = SILU ? sizeof(float) : sizeof(uint16_t);
+	static_assert(!SILU || NT == 1, "the fused SiLU operand is built for one batch tile");
 
 	/* rows outside N / M read row 0 under a false predicate and contribute zeros */
 	const uint16_t *wp[R][2];
@@ -157,13 +164,13 @@ __global__ void __launch_bounds__(WARPS * 32)
 			wok[r][h] = n < N;
 			wp[r][h] = W + (size_t)(n < N ? n : 0) * K;
 		}
-	const char *ap[NT];
+	const uint16_t *ap[NT]; /* A's rows (unused by SILU variants, whose A is gu) */
 	bool aok[NT];
 #pragma unroll
 	for (int j = 0; j < NT; j++) {
 		int m = j * 8 + g;
 		aok[j] = m < M;
-		ap[j] = (const char *)A + (size_t)(m < M ? m : 0) * a_stride * a_elem;
+		ap[j] = (const uint16_t *)A + (size_t)(m < M ? m : 0) * K;
 	}
 
 	float acc[R][NT][4];
@@ -194,9 +201,16 @@ __global__ void __launch_bounds__(WARPS * 32)
 		for (int u = 0; u < U; u++) {
 			int k = (c + u) * 32 + 8 * t;
 			uint4 av[NT];
+			if constexpr (SILU) {
+				av[0] =
+				    silu_operand((const float *)A, (c + u) * 32, M, K, lane, g, t);
+			} else {
 #pragma unroll
-			for (int j = 0; j < NT; j++)
-				av[j] = (aok[j] && k < K) ? load_act<SILU>(ap[j], k, K) : zero;
+				for (int j = 0; j < NT; j++)
+					av[j] = (aok[j] && k < K)
+					            ? __ldg((const uint4 *)(ap[j] + k))
+					            : zero;
+			}
 #pragma unroll
 			for (int r = 0; r < R; r++)
 #pragma unroll
