@@ -27,60 +27,71 @@
 
 namespace cg = cooperative_groups;
 
-/* The variants, one X(nt_index, variant, NT, WARPS, R, U, KS) each: for batch tiles NT (M <= 8,
- * 16, 32, 64), WARPS warps per block, R 16-row weight tiles per warp, U 32-wide K chunks per
- * iteration (in flight per lane: 2 * R * U 16-byte weight loads), KS blocks per thread-block
- * cluster splitting K (1: no cluster). The fast path times them all for its shapes. Shared
- * memory is WARPS * R * NT * 512 bytes (+ R * NT * 512 for KS > 1), kept <= 48 KB (no opt-in). */
+/* The variants, one X(nt_index, variant, NT, WARPS, R, U, KS, PF) each: for batch tiles NT
+ * (M <= 8, 16, 32, 64), WARPS warps per block, R 16-row weight tiles per warp, U 32-wide K
+ * chunks per iteration (in flight per lane: 2 * R * U 16-byte weight loads, twice that with
+ * PF), KS blocks per thread-block cluster splitting K (1: no cluster), PF: the next
+ * iteration's weights are requested before this one's activations are read. Variants 0..5
+ * are round 1's (measured on the H200), 6..11 split K, 12..13 only prefetch. The fast path
+ * times them all for its shapes. Shared memory is WARPS * R * NT * 512 bytes
+ * (+ R * NT * 512 for KS > 1), kept <= 48 KB (no opt-in). */
 #define SKINNY_VARIANTS(X)                                                                         \
-	X(0, 0, 1, 8, 1, 4, 1)                                                                     \
-	X(0, 1, 1, 16, 1, 4, 1)                                                                    \
-	X(0, 2, 1, 8, 2, 4, 1)                                                                     \
-	X(0, 3, 1, 4, 1, 8, 1)                                                                     \
-	X(0, 4, 1, 8, 1, 8, 1)                                                                     \
-	X(0, 5, 1, 16, 1, 2, 1)                                                                    \
-	X(0, 6, 1, 8, 1, 4, 2)                                                                     \
-	X(0, 7, 1, 8, 1, 4, 4)                                                                     \
-	X(0, 8, 1, 8, 1, 2, 8)                                                                     \
-	X(0, 9, 1, 4, 1, 8, 4)                                                                     \
-	X(0, 10, 1, 16, 1, 2, 4)                                                                   \
-	X(0, 11, 1, 8, 2, 2, 4)                                                                    \
-	X(1, 0, 2, 8, 1, 4, 1)                                                                     \
-	X(1, 1, 2, 16, 1, 2, 1)                                                                    \
-	X(1, 2, 2, 8, 2, 2, 1)                                                                     \
-	X(1, 3, 2, 4, 1, 8, 1)                                                                     \
-	X(1, 4, 2, 8, 1, 8, 1)                                                                     \
-	X(1, 5, 2, 16, 1, 4, 1)                                                                    \
-	X(1, 6, 2, 8, 1, 4, 2)                                                                     \
-	X(1, 7, 2, 8, 1, 4, 4)                                                                     \
-	X(1, 8, 2, 8, 1, 2, 8)                                                                     \
-	X(1, 9, 2, 4, 1, 8, 4)                                                                     \
-	X(1, 10, 2, 16, 1, 2, 4)                                                                   \
-	X(1, 11, 2, 8, 2, 2, 4)                                                                    \
-	X(2, 0, 4, 8, 1, 4, 1)                                                                     \
-	X(2, 1, 4, 16, 1, 2, 1)                                                                    \
-	X(2, 2, 4, 8, 2, 2, 1)                                                                     \
-	X(2, 3, 4, 4, 2, 4, 1)                                                                     \
-	X(2, 4, 4, 4, 1, 8, 1)                                                                     \
-	X(2, 5, 4, 16, 1, 4, 1)                                                                    \
-	X(2, 6, 4, 8, 1, 4, 2)                                                                     \
-	X(2, 7, 4, 8, 1, 4, 4)                                                                     \
-	X(2, 8, 4, 8, 1, 2, 8)                                                                     \
-	X(2, 9, 4, 4, 1, 8, 4)                                                                     \
-	X(2, 10, 4, 4, 2, 4, 4)                                                                    \
-	X(2, 11, 4, 8, 2, 2, 2)                                                                    \
-	X(3, 0, 8, 8, 1, 2, 1)                                                                     \
-	X(3, 1, 8, 8, 1, 4, 1)                                                                     \
-	X(3, 2, 8, 4, 2, 2, 1)                                                                     \
-	X(3, 3, 8, 4, 1, 4, 1)                                                                     \
-	X(3, 4, 8, 4, 1, 2, 1)                                                                     \
-	X(3, 5, 8, 4, 2, 1, 1)                                                                     \
-	X(3, 6, 8, 8, 1, 2, 2)                                                                     \
-	X(3, 7, 8, 8, 1, 2, 4)                                                                     \
-	X(3, 8, 8, 4, 1, 4, 4)                                                                     \
-	X(3, 9, 8, 4, 2, 2, 4)                                                                     \
-	X(3, 10, 8, 4, 1, 2, 8)                                                                    \
-	X(3, 11, 8, 8, 1, 4, 2)
+	X(0, 0, 1, 8, 1, 4, 1, 0)                                                                  \
+	X(0, 1, 1, 16, 1, 4, 1, 0)                                                                 \
+	X(0, 2, 1, 8, 2, 4, 1, 0)                                                                  \
+	X(0, 3, 1, 4, 1, 8, 1, 0)                                                                  \
+	X(0, 4, 1, 8, 1, 8, 1, 0)                                                                  \
+	X(0, 5, 1, 16, 1, 2, 1, 0)                                                                 \
+	X(0, 6, 1, 8, 1, 4, 2, 1)                                                                  \
+	X(0, 7, 1, 8, 1, 4, 4, 1)                                                                  \
+	X(0, 8, 1, 8, 1, 2, 8, 1)                                                                  \
+	X(0, 9, 1, 4, 1, 8, 4, 1)                                                                  \
+	X(0, 10, 1, 16, 1, 2, 4, 1)                                                                \
+	X(0, 11, 1, 8, 2, 2, 4, 1)                                                                 \
+	X(0, 12, 1, 8, 1, 4, 1, 1)                                                                 \
+	X(0, 13, 1, 16, 1, 2, 1, 1)                                                                \
+	X(1, 0, 2, 8, 1, 4, 1, 0)                                                                  \
+	X(1, 1, 2, 16, 1, 2, 1, 0)                                                                 \
+	X(1, 2, 2, 8, 2, 2, 1, 0)                                                                  \
+	X(1, 3, 2, 4, 1, 8, 1, 0)                                                                  \
+	X(1, 4, 2, 8, 1, 8, 1, 0)                                                                  \
+	X(1, 5, 2, 16, 1, 4, 1, 0)                                                                 \
+	X(1, 6, 2, 8, 1, 4, 2, 1)                                                                  \
+	X(1, 7, 2, 8, 1, 4, 4, 1)                                                                  \
+	X(1, 8, 2, 8, 1, 2, 8, 1)                                                                  \
+	X(1, 9, 2, 4, 1, 8, 4, 1)                                                                  \
+	X(1, 10, 2, 16, 1, 2, 4, 1)                                                                \
+	X(1, 11, 2, 8, 2, 2, 4, 1)                                                                 \
+	X(1, 12, 2, 8, 1, 4, 1, 1)                                                                 \
+	X(1, 13, 2, 16, 1, 2, 1, 1)                                                                \
+	X(2, 0, 4, 8, 1, 4, 1, 0)                                                                  \
+	X(2, 1, 4, 16, 1, 2, 1, 0)                                                                 \
+	X(2, 2, 4, 8, 2, 2, 1, 0)                                                                  \
+	X(2, 3, 4, 4, 2, 4, 1, 0)                                                                  \
+	X(2, 4, 4, 4, 1, 8, 1, 0)                                                                  \
+	X(2, 5, 4, 16, 1, 4, 1, 0)                                                                 \
+	X(2, 6, 4, 8, 1, 4, 2, 1)                                                                  \
+	X(2, 7, 4, 8, 1, 4, 4, 1)                                                                  \
+	X(2, 8, 4, 8, 1, 2, 8, 1)                                                                  \
+	X(2, 9, 4, 4, 1, 8, 4, 1)                                                                  \
+	X(2, 10, 4, 4, 2, 4, 4, 1)                                                                 \
+	X(2, 11, 4, 8, 2, 2, 2, 1)                                                                 \
+	X(2, 12, 4, 8, 1, 4, 1, 1)                                                                 \
+	X(2, 13, 4, 4, 2, 4, 1, 1)                                                                 \
+	X(3, 0, 8, 8, 1, 2, 1, 0)                                                                  \
+	X(3, 1, 8, 8, 1, 4, 1, 0)                                                                  \
+	X(3, 2, 8, 4, 2, 2, 1, 0)                                                                  \
+	X(3, 3, 8, 4, 1, 4, 1, 0)                                                                  \
+	X(3, 4, 8, 4, 1, 2, 1, 0)                                                                  \
+	X(3, 5, 8, 4, 2, 1, 1, 0)                                                                  \
+	X(3, 6, 8, 8, 1, 2, 2, 1)                                                                  \
+	X(3, 7, 8, 8, 1, 2, 4, 1)                                                                  \
+	X(3, 8, 8, 4, 1, 4, 4, 1)                                                                  \
+	X(3, 9, 8, 4, 2, 2, 4, 1)                                                                  \
+	X(3, 10, 8, 4, 1, 2, 8, 1)                                                                 \
+	X(3, 11, 8, 8, 1, 4, 2, 1)                                                                 \
+	X(3, 12, 8, 8, 1, 2, 1, 1)                                                                 \
+	X(3, 13, 8, 4, 2, 2, 1, 1)
 
 __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 {
@@ -98,6 +109,23 @@ __device__ __forceinline__ void mma16816(float *c, unsigned a0, unsigned a1, uns
 	             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
 	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Weight fragments of chunks [c, c + U) for R tiles (zeros past K or N). */
+template <int U, int R>
+__device__ __forceinline__ void load_w(uint4 (&wv)[U][R][2], const uint16_t *const (&wp)[R][2],
+                                       const bool (&wok)[R][2], int c, int t, int K)
+{
+	const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		int k = (c + u) * 32 + 8 * t;
+#pragma unroll
+		for (int r = 0; r < R; r++)
+#pragma unroll
+			for (int h = 0; h < 2; h++)
+				wv[u][r][h] = (wok[r][h] && k < K) ? ld_stream(wp[r][h] + k) : zero;
+	}
 }
 
 /* bf16(silu(g) * u) with the arithmetic of rows.cu's silu_mul_kernel, so the fused product
@@ -139,7 +167,7 @@ __device__ __forceinline__ uint4 silu_operand(const float *__restrict__ gu, int 
  * WARPS * U + [0, U). With KS > 1 each block sums its warps into part, the cluster syncs, and
  * block q sums the KS parts of every KS-th output element over distributed shared memory in
  * rank order (fixed: no atomics, no memset, no second kernel). */
-template <int NT, int R, int U, int WARPS, int KS, bool SILU>
+template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_kernel(const void *__restrict__ A, const uint16_t *__restrict__ W, float *__restrict__ C,
                   int M, int N, int K)
@@ -185,18 +213,17 @@ __global__ void __launch_bounds__(WARPS * 32)
 	uint4 wv[U][R][2];
 	const uint4 zero = make_uint4(0, 0, 0, 0);
 	int c = (rank * WARPS + warp) * U;
-#pragma unroll
-	for (int u = 0; u < U; u++) {
-		int k = (c + u) * 32 + 8 * t;
-#pragma unroll
-		for (int r = 0; r < R; r++)
-#pragma unroll
-			for (int h = 0; h < 2; h++)
-				wv[u][r][h] = (wok[r][h] && k < K) ? ld_stream(wp[r][h] + k) : zero;
-	}
+	load_w<U, R>(wv, wp, wok, c, t, K);
 	/* everything below reads activations or writes C: wait for the previous kernel */
 	ds_grid_dep_wait();
 	for (; c < nch; c += step) {
+		const int cn = c + step;
+		/* PF: the next chunks' weights are requested before this iteration's activation
+		 * loads (and SiLU), so their latency is not added to the weight stream's */
+		uint4 wn[PF ? U : 1][R][2];
+		if constexpr (PF)
+			if (cn < nch)
+				load_w<U, R>(wn, wp, wok, cn, t, K);
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			int k = (c + u) * 32 + 8 * t;
@@ -221,18 +248,17 @@ __global__ void __launch_bounds__(WARPS * 32)
 					         wv[u][r][0].w, wv[u][r][1].w, av[j].z, av[j].w);
 				}
 		}
-		int cn = c + step;
 		if (cn < nch) {
+			if constexpr (PF) {
 #pragma unroll
-			for (int u = 0; u < U; u++) {
-				int k = (cn + u) * 32 + 8 * t;
+				for (int u = 0; u < U; u++)
 #pragma unroll
-				for (int r = 0; r < R; r++)
+					for (int r = 0; r < R; r++)
 #pragma unroll
-					for (int h = 0; h < 2; h++)
-						wv[u][r][h] = (wok[r][h] && k < K)
-						                  ? ld_stream(wp[r][h] + k)
-						                  : zero;
+						for (int h = 0; h < 2; h++)
+							wv[u][r][h] = wn[u][r][h];
+			} else {
+				load_w<U, R>(wv, wp, wok, cn, t, K);
 			}
 		}
 	}
@@ -285,7 +311,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 	}
 }
 
-template <int NT, int R, int U, int WARPS, int KS, bool SILU>
+template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
                                  int pdl, cudaStream_t st)
 {
@@ -295,18 +321,18 @@ static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int
 	unsigned tiles = (unsigned)((N + 16 * R - 1) / (16 * R));
 	if ((size_t)tiles * KS > 0x7fffffffu)
 		return cudaErrorInvalidValue;
-	return ds_launch_cluster(skinny_kernel<NT, R, U, WARPS, KS, SILU>, dim3(tiles * KS),
+	return ds_launch_cluster(skinny_kernel<NT, R, U, WARPS, KS, PF, SILU>, dim3(tiles * KS),
 	                         dim3(WARPS * 32), smem, st, pdl, KS, A, W, C, M, N, K);
 }
 
 /* The fused SiLU variants exist for the first batch tile only (M <= 8): above it every block
  * recomputing the activations costs more than the separate kernel saves. */
-template <int I, int NT, int R, int U, int WARPS, int KS>
+template <int I, int NT, int R, int U, int WARPS, int KS, bool PF>
 static cudaError_t skinny_launch_silu(const float *gu, const uint16_t *W, float *C, int M, int N,
                                       int K, int pdl, cudaStream_t st)
 {
 	if constexpr (I == 0)
-		return skinny_launch<NT, R, U, WARPS, KS, true>(gu, W, C, M, N, K, pdl, st);
+		return skinny_launch<NT, R, U, WARPS, KS, PF, true>(gu, W, C, M, N, K, pdl, st);
 	else
 		return cudaErrorInvalidValue;
 }
@@ -321,11 +347,14 @@ extern "C" int ds_k_skinny_describe(int M, int variant, char *buf, size_t len)
 	if (M < 1 || M > DS_K_SKINNY_MAX_M || variant < 0 || variant >= DS_K_SKINNY_VARIANTS)
 		return -1;
 	switch (skinny_nt_index(M) * 16 + variant) {
-#define SKINNY_DESC(i, v, nt, w, r, u, ks)                                                         \
+#define SKINNY_DESC(i, v, nt, w, r, u, ks, pf)                                                     \
 	case i * 16 + v:                                                                           \
-		return ks > 1                                                                      \
-		           ? snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d_k%d", 8 * nt, w, r, u, ks) \
-		           : snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d", 8 * nt, w, r, u);
+		return snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d%s%s", 8 * nt, w, r, u,           \
+		                ks == 2   ? "_k2"                                                  \
+		                : ks == 4 ? "_k4"                                                  \
+		                : ks == 8 ? "_k8"                                                  \
+		                          : "",                                                    \
+		                pf ? "_pf" : "");
 		SKINNY_VARIANTS(SKINNY_DESC)
 #undef SKINNY_DESC
 	default:
@@ -342,9 +371,9 @@ extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *
 	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
 	switch (skinny_nt_index(M) * 16 + variant) {
-#define SKINNY_CASE(i, v, nt, w, r, u, ks)                                                         \
+#define SKINNY_CASE(i, v, nt, w, r, u, ks, pf)                                                     \
 	case i * 16 + v:                                                                           \
-		return skinny_launch<nt, r, u, w, ks, false>(A, W, C, M, N, K, pdl, st);
+		return skinny_launch<nt, r, u, w, ks, pf, false>(A, W, C, M, N, K, pdl, st);
 		SKINNY_VARIANTS(SKINNY_CASE)
 #undef SKINNY_CASE
 	default:
@@ -361,9 +390,9 @@ extern "C" cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, floa
 	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)gu | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
 	switch (skinny_nt_index(M) * 16 + variant) {
-#define SKINNY_SILU_CASE(i, v, nt, w, r, u, ks)                                                    \
+#define SKINNY_SILU_CASE(i, v, nt, w, r, u, ks, pf)                                                \
 	case i * 16 + v:                                                                           \
-		return skinny_launch_silu<i, nt, r, u, w, ks>(gu, W, C, M, N, K, pdl, st);
+		return skinny_launch_silu<i, nt, r, u, w, ks, pf>(gu, W, C, M, N, K, pdl, st);
 		SKINNY_VARIANTS(SKINNY_SILU_CASE)
 #undef SKINNY_SILU_CASE
 	default:

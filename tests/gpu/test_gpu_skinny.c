@@ -466,7 +466,7 @@ static void test_silu_decode_bits(void **state)
 	fwd_ok(&be, DS_PATH_REF, ss, B_max, NULL, rows);
 	size_t rowb = (size_t)V * 4;
 	float *lg0 = malloc((size_t)B_max * rowb), *lg = malloc((size_t)B_max * rowb);
-	int sizes[] = {1, 8}, vs[] = {0, 5, 6, 7, 8, 11};
+	int sizes[] = {1, 8}, vs[] = {0, 5, 6, 7, 8, 11, 12, 13};
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
 		int B = sizes[si];
 		for (int i = 0; i < B; i++)
