@@ -8,7 +8,8 @@
  * The K-split variants (thread-block clusters) run through all of the above. The fused SiLU*mul
  * variants (ds_k_skinny_silu) must give the bits of ds_k_silu_mul then ds_k_skinny with the same
  * variant, eagerly, under PDL and replayed from a graph, and the backend's fast decode with the
- * down projection forced fused must give the bits of the same decode forced unfused. */
+ * down projection forced fused must give the bits of the same decode forced unfused. RMSNorm
+ * (rows.cu, whose loads were batched) must give the bits of its arithmetic emulated on the CPU. */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "cuda_internal.h"
@@ -516,13 +517,102 @@ static void test_silu_decode_bits(void **state)
 	ds_model_free(m);
 }
 
+/* ---- RMSNorm bits (kernels/rows.cu batches its loads; the arithmetic must not move) ---- */
+
+/* The kernel's exact arithmetic on the CPU: 256 threads, thread t adds x[i]^2 for i = t,
+ * t + 256, ... with fmaf in that order; warps reduce by an xor butterfly, then warp 0 reduces
+ * the 8 warp sums the same way; inv = 1 / sqrt(ss / hidden + eps); out = bf16(x * inv * w). */
+static float butterfly32(float *v)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		float nv[32];
+		for (int l = 0; l < 32; l++)
+			nv[l] = v[l] + v[l ^ o];
+		memcpy(v, nv, sizeof(nv));
+	}
+	return v[0];
+}
+
+static void rms_emulate(const float *x, const uint16_t *w, int hidden, float eps, uint16_t *out)
+{
+	float th[256], ws[32] = {0};
+	for (int t = 0; t < 256; t++) {
+		float s = 0.0f;
+		for (int i = t; i < hidden; i += 256)
+			s = fmaf(x[i], x[i], s);
+		th[t] = s;
+	}
+	for (int wi = 0; wi < 8; wi++)
+		ws[wi] = butterfly32(th + 32 * wi);
+	float ss = butterfly32(ws);
+	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
+	for (int i = 0; i < hidden; i++)
+		out[i] = ds_f32_to_bf16((x[i] * inv) * bf(w[i]));
+}
+
+static void test_rmsnorm_bits(void **state)
+{
+	(void)state;
+	int hiddens[] = {4096, 4097, 1000, 64, 14336};
+	for (size_t hi = 0; hi < DS_ARRAY_LEN(hiddens); hi++) {
+		int hidden = hiddens[hi], n_x = 5;
+		for (int mode = 0; mode < 3; mode++) { /* plain, residual add, gathered rows */
+			size_t nx = (size_t)n_x * hidden;
+			float *x = malloc(nx * 4), *dl = malloc(nx * 4), *xg = malloc(nx * 4);
+			uint16_t *w = malloc((size_t)hidden * 2);
+			fill_f32(x, nx, 31 + hidden, 3.0f);
+			fill_f32(dl, nx, 32 + hidden, 1.0f);
+			fill_bf16(w, hidden, 33, 1.5f);
+			int32_t rows[3] = {4, 1, 2};
+			int n_rows = mode == 2 ? 3 : n_x;
+			float *dx = to_dev(x, nx * 4), *dd = to_dev(dl, nx * 4);
+			uint16_t *dw = to_dev(w, (size_t)hidden * 2);
+			int32_t *drows = to_dev(rows, sizeof(rows));
+			size_t on = (size_t)n_rows * hidden * 2;
+			uint16_t *dout = dev_alloc_guarded(on), *out = malloc(on),
+			         *ref = malloc((size_t)hidden * 2);
+			CK(ds_k_rmsnorm(dx, mode ? dd : NULL, mode == 2 ? drows : NULL, dw, n_rows,
+			                hidden, 1e-5f, dout, 0));
+			CK(cudaDeviceSynchronize());
+			from_dev(out, dout, on);
+			from_dev(xg, dx, nx * 4);
+			dev_check_guard(dout, on);
+			for (int r = 0; r < n_rows; r++) {
+				int src = mode == 2 ? rows[r] : r;
+				float *xr = x + (size_t)src * hidden;
+				if (mode)
+					for (int i = 0; i < hidden; i++)
+						xr[i] = xr[i] + dl[(size_t)src * hidden + i];
+				rms_emulate(xr, w, hidden, 1e-5f, ref);
+				if (memcmp(ref, out + (size_t)r * hidden, (size_t)hidden * 2) != 0)
+					fail_msg(
+					    "rmsnorm hidden=%d mode=%d row %d: bits differ from "
+					    "the kernel's arithmetic emulated on the CPU",
+					    hidden, mode, r);
+			}
+			assert_memory_equal(x, xg, nx * 4);
+			cudaFree(dx);
+			cudaFree(dd);
+			cudaFree(dw);
+			cudaFree(drows);
+			cudaFree(dout);
+			free(x);
+			free(dl);
+			free(xg);
+			free(w);
+			free(out);
+			free(ref);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
 	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_skinny_silu),
-	    cmocka_unit_test(test_silu_decode_bits),
+	    cmocka_unit_test(test_silu_decode_bits), cmocka_unit_test(test_rmsnorm_bits),
 	};
 	return cmocka_run_group_tests_name("gpu_skinny", tests, NULL, NULL);
 }
