@@ -7,8 +7,8 @@
  * inputs and the reference path's invariance rests on refpath/cpu_ref.c alone.
  *
  * KV is stored in bf16 (rounded on write) for both paths, as a GPU server would; an f32 model
- * (model.h wtype) gets an f32 KV pool by default (ds_backend_cpu_init_as picks either). A pass first
- * writes the K/V of all its rows, then runs attention, which reads positions [0, pos] of each
+ * (model.h wtype) gets an f32 KV pool by default (ds_backend_cpu_init_as picks either). A pass
+ * first writes the K/V of all its rows, then runs attention, which reads positions [0, pos] of each
  * row's sequence from the pool: cached and fresh KV take the same code path.
  *
  * One forward at a time per backend: a pass uses the context's scratch and thread pool, so

@@ -133,7 +133,7 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread, c
 	float *y = a->splits > 1 ? a->part + (size_t)split * a->M * a->N : a->y;
 
 	const float *wt = NULL;
-	size_t ldwt = (size_t)kl; /* stride of wt */
+	size_t ldwt = (size_t)kl;          /* stride of wt */
 	if (a->c->wtype == DS_DTYPE_F32) { /* already f32: the tile in place */
 		wt = ds_model_w_f32(a->w) + (size_t)n0 * a->K + k0;
 		ldwt = (size_t)a->K;

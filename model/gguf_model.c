@@ -361,8 +361,8 @@ enum ds_status ds_model_load_gguf_as(const char *path, enum ds_dtype wtype, stru
 			goto fail;
 	if (cfg.tie_embeddings)
 		m->w.lm_head = m->w.tok_embd;
-	XXH128_hash_t h = XXH3_128bits_withSeed(
-	    g->base, (size_t)g->info_len, wtype == DS_DTYPE_F32 ? DS_MODEL_F32_ID_SEED : 0);
+	XXH128_hash_t h = XXH3_128bits_withSeed(g->base, (size_t)g->info_len,
+	                                        wtype == DS_DTYPE_F32 ? DS_MODEL_F32_ID_SEED : 0);
 	XXH128_canonical_t canon;
 	XXH128_canonicalFromHash(&canon, h);
 	memcpy(m->identity, canon.digest, sizeof(m->identity));

@@ -280,8 +280,7 @@ static enum ds_status hf_bind_f32(struct hf_load *L, const struct ds_tensor_desc
 	size_t numel = (size_t)ds_tensor_numel(d);
 	float *buf = ds_model_alloc(L->m, numel * sizeof(float));
 	if (!buf)
-		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory for tensor %s", path,
-		               d->name);
+		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory for tensor %s", path, d->name);
 	for (size_t i = 0; i < numel; i++) { /* memcpy: the mapping gives no alignment */
 		uint16_t h;
 		if (t->dtype == DS_ST_F32) {

@@ -247,9 +247,9 @@ static void check_rmsnorm(void)
 			for (int g = 0; g < GUARD; g++)
 				y32[(size_t)M * n + g] = GUARD_VAL;
 			c->wtype = DS_DTYPE_F32;
-			assert_int_equal(
-			    kn->rmsnorm(c, x, (const uint16_t *)(const void *)w32, y32, M, n, 1e-5f),
-			    DS_OK);
+			assert_int_equal(kn->rmsnorm(c, x, (const uint16_t *)(const void *)w32, y32,
+			                             M, n, 1e-5f),
+			                 DS_OK);
 			c->wtype = DS_DTYPE_BF16;
 			assert_memory_equal(y32, y, ((size_t)M * n + GUARD) * sizeof(float));
 			free(w32), free(y32);

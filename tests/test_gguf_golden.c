@@ -171,8 +171,9 @@ static int run_prompt(struct ds_backend *be, const struct golden_run *gr, json_t
 	int n = (int)json_array_size(ids), n_steps = (int)json_array_size(steps);
 	int V = be->model->cfg.vocab_size;
 	if (n + n_steps > N_BLOCKS * BLOCK || n_steps != 64) {
-		fprintf(stderr, "FAIL prompt %d: %d prompt tokens + %d steps (want 64, at most %d)\n",
-		        idx, n, n_steps, N_BLOCKS * BLOCK);
+		fprintf(stderr,
+		        "FAIL prompt %d: %d prompt tokens + %d steps (want 64, at most %d)\n", idx,
+		        n, n_steps, N_BLOCKS * BLOCK);
 		return -1;
 	}
 	int32_t *toks = malloc((size_t)(n + n_steps) * sizeof(*toks));

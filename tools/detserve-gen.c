@@ -34,7 +34,8 @@ static void usage(FILE *fp)
 	    "  --kv-blocks N --block-size B          KV pool (defaults 1024, 16)\n"
 	    "  --background N        N extra non-deterministic requests of random traffic\n"
 	    "  --threads T           CPU backend threads (default: all cores)\n"
-	    "  --precision P         bf16 | f32: weights and KV (default bf16; f32 needs --model)\n");
+	    "  --precision P         bf16 | f32: weights and KV (default bf16; f32 needs "
+	    "--model)\n");
 }
 
 static int parse_ids(const char *s, int32_t **out)
@@ -249,8 +250,9 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		if (precision != DS_DTYPE_BF16) {
-			fprintf(stderr, "detserve-gen: --precision %s needs --model (synthetic "
-			                "presets are bf16)\n",
+			fprintf(stderr,
+			        "detserve-gen: --precision %s needs --model (synthetic "
+			        "presets are bf16)\n",
 			        ds_dtype_name(precision));
 			goto out;
 		}
