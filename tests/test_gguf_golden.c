@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -291,6 +292,8 @@ static int run_golden(const char *path, json_t *root, const struct golden_run *g
 	lg = malloc((size_t)m->cfg.vocab_size * sizeof(float));
 	if (!lg)
 		goto out;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (size_t i = 0; i < json_array_size(prompts); i++)
 		if (run_prompt(&be, gr, json_array_get(prompts, i), (int)i, lg, &st))
 			goto out;
@@ -301,7 +304,9 @@ static int run_golden(const char *path, json_t *root, const struct golden_run *g
 	if (gr->teacher_forced)
 		printf(", argmax = transformers' at %d/%d steps whose gap exceeds 2x the tolerance",
 		       st.clear_agree, st.clear_steps);
-	printf(", %d failures\n", st.failures);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf(", %d failures; %.1f s\n", st.failures,
+	       (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
 	/* free-running stops at a divergence; at least the 4 prompts that do not tie must run */
 	int min_steps = gr->teacher_forced ? 5 * 64 : 4 * 64;
 	if (st.compared_steps < min_steps)
