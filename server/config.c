@@ -334,7 +334,7 @@ const char *ds_server_config_usage(void)
 	       "  --kv-blocks N --kv-block-size N      KV pool (1024 x 16)\n"
 	       "  --max-queue N --max-running N --max-step-tokens N\n"
 	       "  --margin X              verify early at a candidate with top1-top2 < X\n"
-	       "                          (-1 = auto: 4x the measured fast-vs-ref logit gap,\n"
+	       "                          (-1 = auto: 1.5x the measured fast-vs-ref gap error,\n"
 	       "                          in [0.001, 0.5]); --no-prefix-cache\n"
 	       "  --inject-mismatch P     force a fraction P of windows to roll back (studies)\n"
 	       "server:\n"

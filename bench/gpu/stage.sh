@@ -1,17 +1,27 @@
 #!/bin/sh
-# stage.sh BUILD DEST - copies what a GPU run needs (run.sh, the gpu test and bench executables,
-# the runtime libraries the GPU machine lacks, the commit id) into DEST, e.g. a git-ignored
-# folder of the checkout the device tool sends.
+# stage.sh BUILD DEST [--study] - copies what a GPU run needs (run.sh, the gpu test and bench
+# executables, the runtime libraries the GPU machine lacks, the commit id) into DEST, e.g. a
+# git-ignored folder of the checkout the device tool sends. --study adds the server, the load
+# generator and the CLI (and their libraries) for the studies (bench/gpu/study.sh).
 set -eu
-build=${1:?usage: stage.sh BUILD DEST}
-dest=${2:?usage: stage.sh BUILD DEST}
+build=${1:?usage: stage.sh BUILD DEST [--study]}
+dest=${2:?usage: stage.sh BUILD DEST [--study]}
+study=${3:-}
 src=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/devlib"
 cp "$src/run.sh" "$dest/"
-cp "$build/tests/test_gpu_kernels" "$build/tests/test_gpu_backend" "$build/tests/test_gpu_engine" \
-  "$build/bench/bench_gpu" "$dest/bin/"
-for lib in libcmocka.so.0 libxxhash.so.0 libjansson.so.4 libcudart.so.13; do
+# every gpu-suite test executable (tests/test_gpu_*), and the bench
+for t in "$build"/tests/test_gpu_*; do
+  [ -f "$t" ] && [ -x "$t" ] && cp "$t" "$dest/bin/"
+done
+cp "$build/bench/bench_gpu" "$dest/bin/"
+libs="libcmocka.so.0 libxxhash.so.0 libjansson.so.4 libcudart.so.13"
+if [ "$study" = --study ]; then
+  cp "$build/server/detserve" "$build/bench/detserve-bench" "$build/client/detserve-cli" "$dest/bin/"
+  libs="$libs libprotobuf-c.so.1 libutf8proc.so.2 libevent-2.1.so.7 libnghttp2.so.14 libpcre2-8.so.0"
+fi
+for lib in $libs; do
   path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
   [ -n "$path" ] && cp -L "$path" "$dest/devlib/"
 done
