@@ -24,7 +24,8 @@ run() { LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 } > "$out/tests.log" 2>&1
 
 status=0
-for t in test_gpu_kernels test_gpu_backend test_gpu_engine; do
+for path in "$here"/bin/test_gpu_*; do
+  t=$(basename "$path")
   echo "=== $t" >> "$out/tests.log"
   s=$(date +%s)
   run timeout 300 "$here/bin/$t" >> "$out/tests.log" 2>&1
