@@ -5,7 +5,8 @@
  *   decode  fast/ref decode step time at batch 1..256, context 512/2048, vs the roofline
  *           (weight bytes + KV bytes over the copy bandwidth)
  *   gemm    reference GEMM vs cuBLASLt (the fast path's GEMM) at M = 1..8192 on the model's
- *           shapes, and cuBLAS row invariance (row 0 at M = 1 vs M = 2048)
+ *           shapes, every reference variant (BENCH_GEMM_VARIANTS picks), W bandwidth at
+ *           M <= 64, and row invariance (row 0 at M = 1 vs M = 2048)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
@@ -17,6 +18,7 @@
 #include "cuda_internal.h"
 #include "engine.h"
 #include "model_internal.h"
+#include "ref_gemm_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,6 +340,12 @@ static int bench_gemm(struct bench *b)
 	int Ms[] = {1, 16, 64, 512, 2048, 8192};
 	bool use[NV];
 	gemm_variants_wanted(use, NV);
+	struct ds_ref_gemm_table tab;
+	struct ds_err terr;
+	if (ds_ref_gemm_table_init(&tab, getenv(DS_REF_GEMM_TABLE_ENV), NV, &terr) != DS_OK) {
+		fprintf(stderr, "%s\n", terr.msg);
+		return 1;
+	}
 	size_t maxA = (size_t)8192 * F, maxW = (size_t)c->vocab_size * H;
 	size_t maxC = (size_t)8192 * c->vocab_size;
 	size_t maxN = (size_t)c->vocab_size > (size_t)2 * F ? (size_t)c->vocab_size : (size_t)2 * F;
@@ -364,14 +372,36 @@ static int bench_gemm(struct bench *b)
 	fprintf(f, "], \"baseline\": \"fast path GEMM: own GEMV for M <= 4, else cuBLASLt "
 	           "(heuristic top-8 autotuned for M <= 256); keys cublas_* hold it\", "
 	           "\"variant_keys\": \"per point, variants[v]: ms, TFLOPs, over_cublas_speed "
-	           "(cublas_ms / ms), rel_diff_v0 (rows 0 and M-1 vs variant 0), bits_eq_v0\", "
-	           "\"points\": [\n");
+	           "(cublas_ms / ms), W_GBps (bytes of W over the time), rel_diff_v0 (rows 0 and "
+	           "M-1 vs variant 0), bits_eq_v0\", ");
 	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference (wgmma) vs fast (GEMV for M <= 4, "
 	       "else cuBLASLt autotuned); vN = reference variant N over fast (speed ratio)\n");
 	for (int v = 0; v < NV; v++)
 		printf("  v%d = %s%s\n", v, ds_k_gemm_ref_variant_name(v),
 		       use[v] ? "" : " (skipped: BENCH_GEMM_VARIANTS)");
 	CK(ds_k_gemm_mma_setup());
+	printf("reference path's table (%s=%s):", DS_REF_GEMM_TABLE_ENV,
+	       getenv(DS_REF_GEMM_TABLE_ENV) ? getenv(DS_REF_GEMM_TABLE_ENV) : "");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		printf(" %s v%d", shapes[si].name,
+		       ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	printf("\n");
+	fprintf(f, "\"ref_table\": {");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		fprintf(f, "%s\"%s\": %d", si ? ", " : "", shapes[si].name,
+		        ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	fprintf(f, "}, \"resident_ctas\": [");
+	for (int v = 0; v < NV; v++) {
+		int ctas = 0;
+		if (ds_k_gemm_ref_variant_resident(v, &ctas) != cudaSuccess) {
+			(void)cudaGetLastError();
+			ctas = -1;
+		}
+		printf("  v%d: K splits %d, %d CTAs resident at once\n", v,
+		       ds_k_gemm_ref_variant_splits(v), ctas);
+		fprintf(f, "%s%d", v ? ", " : "", ctas);
+	}
+	fprintf(f, "], \"points\": [\n");
 	printf("%-13s %6s %7s %6s %9s %9s %9s %7s", "shape", "M", "N", "K", "ref_TF/s", "mma_TF/s",
 	       "fast_TF/s", "ref/fst");
 	for (int v = 0; v < NV; v++)
@@ -408,14 +438,25 @@ static int bench_gemm(struct bench *b)
 				worst = rd[v] > worst || isnan(rd[v]) ? rd[v] : worst;
 			}
 			printf("  (%.1e)%s\n", worst, worst > 1e-3 ? "  WRONG VARIANT OUTPUT" : "");
+			double wb = 2.0 * (double)N * K; /* bytes of W streamed */
+			if (M <= 64) {
+				printf("%-13s %6s  W GB/s: ref %.0f, fast %.0f;", "", "", wb / tr / 1e9,
+				       wb / tc / 1e9);
+				for (int v = 0; v < NV; v++)
+					if (use[v])
+						printf(" v%d %.0f", v, wb / tv[v] / 1e9);
+				printf("\n");
+			}
 			fprintf(f,
 			        "%s  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
 			        "\"ref_ms\": %.5f, "
 			        "\"mma_sync_ms\": %.5f, \"cublas_ms\": %.5f, \"ref_TFLOPs\": %.2f, "
 			        "\"mma_sync_TFLOPs\": %.2f, \"cublas_TFLOPs\": %.2f, "
-			        "\"ref_over_cublas_speed\": %.3f, \"variants\": [",
+			        "\"ref_over_cublas_speed\": %.3f, \"ref_W_GBps\": %.1f, "
+			        "\"cublas_W_GBps\": %.1f, \"variants\": [",
 			        first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3,
-			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr,
+			        wb / tr / 1e9, wb / tc / 1e9);
 			for (int v = 0; v < NV; v++)
 				if (use[v])
 					fprintf(
@@ -423,10 +464,11 @@ static int bench_gemm(struct bench *b)
 					    "%s{\"v\": %d, \"name\": \"%s\", \"ms\": %.5f, "
 					    "\"TFLOPs\": "
 					    "%.2f, "
-					    "\"over_cublas_speed\": %.3f, \"rel_diff_v0\": %.3g, "
-					    "\"bits_eq_v0\": %s}",
+					    "\"over_cublas_speed\": %.3f, \"W_GBps\": %.1f, "
+					    "\"rel_diff_v0\": %.3g, \"bits_eq_v0\": %s}",
 					    v ? ", " : "", v, ds_k_gemm_ref_variant_name(v),
 					    tv[v] * 1e3, fl / tv[v] / 1e12, tc / tv[v],
+					    wb / tv[v] / 1e9,
 					    isfinite(rd[v]) ? rd[v] : 1e30,
 					    eq[v] ? "true" : "false");
 			fprintf(f, "]}");
