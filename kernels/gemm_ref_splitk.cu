@@ -7,12 +7,13 @@
  * card's bandwidth. Splitting K multiplies the blocks by S without giving up invariance.
  *
  * A CTA is the TMA kernel of gemm_ref_tma.cu cut to one tile and one k-range: one producer
- * thread issues the TMA loads of A and W k-tiles into 6 mbarrier-pipelined stages, two
- * consumer warpgroups (64 rows each) issue wgmma.m64n128k16 on one fp32 accumulator. Then the
- * CTA writes its partial tile into its own shared memory (the pipeline stages, all consumed),
- * the cluster synchronizes, and CTA rank r reduces rows [r * 128 / S, (r + 1) * 128 / S) of
- * the tile: for each element, ((p0 + p1) + p2) + p3 with explicit round-to-nearest fp32 adds,
- * reading partial q from CTA q's shared memory, and stores it. A second cluster barrier keeps
+ * thread (warp 8) issues the TMA loads of A and W k-tiles into STAGES mbarrier-pipelined
+ * stages (6: one CTA per SM; 3: two per SM), two consumer warpgroups (warps 0..7, 64 rows
+ * each) issue wgmma.m64n128k16 on one fp32 accumulator. Then the CTA writes its partial tile
+ * into its own shared memory (over the stages, all consumed), the cluster synchronizes, and
+ * CTA rank r reduces rows [r * 128 / S, (r + 1) * 128 / S) of the tile: for each element,
+ * ((p0 + p1) + p2) + p3 with explicit round-to-nearest fp32 adds, reading partial q from CTA
+ * q's shared memory, and stores it. A second cluster barrier keeps
  * every CTA (and its shared memory) alive until the others have read it. No global partials.
  *
  * Invariance (why a row's bits cannot depend on M): the k-tile ranges are a function of K and
@@ -28,17 +29,22 @@
 
 namespace cg = cooperative_groups;
 
-#define SK_THREADS 384 /* producer warpgroup + 2 consumer warpgroups */
+#define SK_THREADS 288 /* 2 consumer warpgroups (warps 0..7), then 1 producer warp */
 #define SK_BN 128
-#define SK_STAGES 6
 #define SK_A_BYTES (DS_GR_BM * DS_GR_BK * 2)
 #define SK_STAGE_BYTES ((DS_GR_BM + SK_BN) * DS_GR_BK * 2)
 #define SK_PART_LD (SK_BN + 8) /* floats per partial-tile row; the pad spreads the banks */
-/* stages, then 2 * SK_STAGES mbarriers, plus slack to align the base to 1024 */
-#define SK_SMEM ((size_t)SK_STAGES * SK_STAGE_BYTES + 2 * SK_STAGES * 8 + 1024)
 
-static_assert((size_t)DS_GR_BM * SK_PART_LD * 4 <= (size_t)SK_STAGES * SK_STAGE_BYTES,
-              "the partial tile must fit in the pipeline stages");
+/* STAGES 6: one CTA per SM (~194 KB); STAGES 3: two per SM (~97 KB each), so clusters find
+ * room more easily and one CTA's epilogue overlaps the other's loads. Either way an SM keeps
+ * 96 KB of W in flight. */
+template <int STAGES> struct sk_cfg {
+	/* stages, then 2 * STAGES mbarriers, plus slack to align the base to 1024 */
+	static constexpr size_t SMEM = (size_t)STAGES * SK_STAGE_BYTES + 2 * STAGES * 8 + 1024;
+	static constexpr int MIN_BLOCKS = STAGES <= 3 ? 2 : 1;
+	static_assert((size_t)DS_GR_BM * SK_PART_LD * 4 <= (size_t)STAGES * SK_STAGE_BYTES,
+	              "the partial tile must fit in the pipeline stages");
+};
 
 /* k-tiles [*kb, *ke) of split s of S over K: a function of K and S only. */
 __device__ __forceinline__ void sk_range(int K, int S, int s, int *kb, int *ke)
@@ -48,8 +54,8 @@ __device__ __forceinline__ void sk_range(int K, int S, int s, int *kb, int *ke)
 	*ke = min(KT, (s + 1) * per);
 }
 
-template <int S>
-__global__ void __launch_bounds__(SK_THREADS, 1)
+template <int S, int STAGES>
+__global__ void __launch_bounds__(SK_THREADS, sk_cfg<STAGES>::MIN_BLOCKS)
     gemm_ref_splitk_kernel(const __grid_constant__ CUtensorMap tmA,
                            const __grid_constant__ CUtensorMap tmW, float *__restrict__ C, int M,
                            int N, int K)
@@ -57,9 +63,9 @@ __global__ void __launch_bounds__(SK_THREADS, 1)
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
 	unsigned base = (raw + 1023u) & ~1023u;
-	float *part =
-	    (float *)(smem_raw + (base - raw)); /* (DS_GR_BM, SK_PART_LD), after the loop */
-	unsigned full = base + SK_STAGES * SK_STAGE_BYTES, empty = full + SK_STAGES * 8;
+	/* (DS_GR_BM, SK_PART_LD) fp32, over the stages once the main loop is done */
+	float *part = (float *)(smem_raw + (base - raw));
+	unsigned full = base + STAGES * SK_STAGE_BYTES, empty = full + STAGES * 8;
 	cg::cluster_group cluster = cg::this_cluster();
 	int split = (int)cluster.block_rank(); /* == blockIdx.x % S */
 	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
@@ -70,10 +76,10 @@ __global__ void __launch_bounds__(SK_THREADS, 1)
 	int kb, ke;
 	sk_range(K, S, split, &kb, &ke);
 
-	if (tid == 0) {
+	if (tid == 256) {
 		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmA) : "memory");
 		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmW) : "memory");
-		for (int s = 0; s < SK_STAGES; s++) {
+		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
 			mbar_init(empty + 8 * s, 8); /* lane 0 of each of the 8 consumer warps */
 		}
@@ -82,29 +88,27 @@ __global__ void __launch_bounds__(SK_THREADS, 1)
 	}
 	__syncthreads();
 
-	/* it counts this CTA's k-tiles: stage it % SK_STAGES, barrier phase (it / SK_STAGES) & 1.
-	 * No setmaxnreg: 64 accumulators fit the 168 registers of 384 threads, and the producer
-	 * warps run the epilogue's barriers and reduction too. */
+	/* it counts this CTA's k-tiles: stage it % STAGES, barrier phase (it / STAGES) & 1.
+	 * No setmaxnreg: 64 accumulators fit, and the producer warp runs the epilogue too. */
 	float d[SK_BN / 2];
 #pragma unroll
 	for (int i = 0; i < SK_BN / 2; i++)
 		d[i] = 0.0f;
-	if (wg == 0) {
-		if (tid == 0)
+	if (wg == 2) {
+		if (tid == 256)
 			for (int kt = kb, it = 0; kt < ke; kt++, it++) {
-				int s = it % SK_STAGES;
-				mbar_wait(empty + 8 * s, ((it / SK_STAGES) & 1) ^ 1);
+				int s = it % STAGES;
+				mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
 				unsigned sa = base + s * SK_STAGE_BYTES;
 				mbar_expect_tx(full + 8 * s, SK_STAGE_BYTES);
 				tma_load(sa, &tmA, kt * DS_GR_BK, m0, full + 8 * s);
 				tma_load(sa + SK_A_BYTES, &tmW, kt * DS_GR_BK, n0, full + 8 * s);
 			}
-	} else {
-		int cw = wg - 1; /* rows cw*64 .. cw*64+63 of the tile */
+	} else { /* consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile */
 		for (int kt = kb, it = 0; kt < ke; kt++, it++) {
-			int s = it % SK_STAGES;
-			mbar_wait(full + 8 * s, (it / SK_STAGES) & 1);
-			unsigned sa = base + s * SK_STAGE_BYTES + cw * 64 * 128;
+			int s = it % STAGES;
+			mbar_wait(full + 8 * s, (it / STAGES) & 1);
+			unsigned sa = base + s * SK_STAGE_BYTES + wg * 64 * 128;
 			unsigned sb = base + s * SK_STAGE_BYTES + SK_A_BYTES;
 			asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
@@ -114,15 +118,15 @@ __global__ void __launch_bounds__(SK_THREADS, 1)
 			/* the group of the previous k-tile is done: its stage may be refilled */
 			asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 			if (it > 0 && lane == 0)
-				mbar_arrive(empty + 8 * ((it - 1) % SK_STAGES));
+				mbar_arrive(empty + 8 * ((it - 1) % STAGES));
 		}
 		asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 	}
 	/* Every TMA load was waited for and every wgmma has finished reading: the stages are
 	 * free for the partial tile. */
 	__syncthreads();
-	if (wg > 0) {
-		int row = (wg - 1) * 64 + warp * 16 + (lane >> 2);
+	if (wg < 2) {
+		int row = wg * 64 + warp * 16 + (lane >> 2);
 #pragma unroll
 		for (int i = 0; i < SK_BN / 8; i++) {
 			int col = i * 8 + 2 * (lane & 3);
@@ -142,6 +146,7 @@ __global__ void __launch_bounds__(SK_THREADS, 1)
 	for (int q = 0; q < S; q++)
 		src[q] = cluster.map_shared_rank(part, q);
 	constexpr int ROWS = DS_GR_BM / S, VEC = SK_BN / 4;
+	bool vec = (N & 3) == 0 && ((uintptr_t)C & 15u) == 0;
 	for (int idx = tid; idx < ROWS * VEC; idx += SK_THREADS) {
 		int r = split * ROWS + idx / VEC, c = (idx % VEC) * 4;
 		int gm = m0 + r, gn = n0 + c;
@@ -157,7 +162,7 @@ __global__ void __launch_bounds__(SK_THREADS, 1)
 			acc.w = __fadd_rn(acc.w, v.w);
 		}
 		float *dst = C + (size_t)gm * N + gn;
-		if ((N & 3) == 0) { /* then gn + 3 < N and dst is 16-byte aligned */
+		if (vec) { /* then gn + 3 < N and dst is 16-byte aligned */
 			*(float4 *)dst = acc;
 		} else {
 			float a[4] = {acc.x, acc.y, acc.z, acc.w};
@@ -168,7 +173,24 @@ __global__ void __launch_bounds__(SK_THREADS, 1)
 	cluster.sync(); /* no CTA leaves while another may still read its shared memory */
 }
 
-template <int S>
+static cudaLaunchConfig_t sk_launch_config(int S, size_t smem, unsigned grid, cudaStream_t st,
+                                           cudaLaunchAttribute *attr)
+{
+	cudaLaunchConfig_t cfg = {};
+	attr->id = cudaLaunchAttributeClusterDimension;
+	attr->val.clusterDim.x = (unsigned)S;
+	attr->val.clusterDim.y = 1;
+	attr->val.clusterDim.z = 1;
+	cfg.gridDim = dim3(grid);
+	cfg.blockDim = dim3(SK_THREADS);
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = st;
+	cfg.attrs = attr;
+	cfg.numAttrs = 1;
+	return cfg;
+}
+
+template <int S, int STAGES>
 static cudaError_t splitk_launch(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
                                  int K, cudaStream_t st)
 {
@@ -178,63 +200,56 @@ static cudaError_t splitk_launch(const uint16_t *A, const uint16_t *W, float *C,
 		return e;
 	unsigned tiles =
 	    (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM) * (unsigned)((N + SK_BN - 1) / SK_BN);
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute attr[1];
-	attr[0].id = cudaLaunchAttributeClusterDimension;
-	attr[0].val.clusterDim.x = S;
-	attr[0].val.clusterDim.y = 1;
-	attr[0].val.clusterDim.z = 1;
-	cfg.gridDim = dim3(tiles * S);
-	cfg.blockDim = dim3(SK_THREADS);
-	cfg.dynamicSmemBytes = SK_SMEM;
-	cfg.stream = st;
-	cfg.attrs = attr;
-	cfg.numAttrs = 1;
-	e = cudaLaunchKernelEx(&cfg, gemm_ref_splitk_kernel<S>, ta, tw, C, M, N, K);
+	cudaLaunchAttribute attr;
+	cudaLaunchConfig_t cfg = sk_launch_config(S, sk_cfg<STAGES>::SMEM, tiles * S, st, &attr);
+	e = cudaLaunchKernelEx(&cfg, gemm_ref_splitk_kernel<S, STAGES>, ta, tw, C, M, N, K);
 	if (e != cudaSuccess)
 		return e;
 	return cudaGetLastError();
 }
 
 /* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0;
- * S is 2 or 4. */
-cudaError_t ds_gemm_ref_splitk_launch(int S, const uint16_t *A, const uint16_t *W, float *C, int M,
-                                      int N, int K, cudaStream_t st)
+ * S is 2 or 4, stages 6 or 3. */
+cudaError_t ds_gemm_ref_splitk_launch(int S, int stages, const uint16_t *A, const uint16_t *W,
+                                      float *C, int M, int N, int K, cudaStream_t st)
 {
-	if (S == 4)
-		return splitk_launch<4>(A, W, C, M, N, K, st);
-	return splitk_launch<2>(A, W, C, M, N, K, st);
+	if (stages == 3)
+		return S == 4 ? splitk_launch<4, 3>(A, W, C, M, N, K, st)
+		              : splitk_launch<2, 3>(A, W, C, M, N, K, st);
+	return S == 4 ? splitk_launch<4, 6>(A, W, C, M, N, K, st)
+	              : splitk_launch<2, 6>(A, W, C, M, N, K, st);
+}
+
+template <int S, int STAGES> static cudaError_t sk_setup(void)
+{
+	return cudaFuncSetAttribute(gemm_ref_splitk_kernel<S, STAGES>,
+	                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                            (int)sk_cfg<STAGES>::SMEM);
 }
 
 cudaError_t ds_gemm_ref_splitk_setup(void)
 {
-	cudaError_t e = cudaFuncSetAttribute(
-	    gemm_ref_splitk_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SK_SMEM);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(gemm_ref_splitk_kernel<4>,
-		                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SK_SMEM);
-	return e;
+	cudaError_t e[4] = {sk_setup<2, 6>(), sk_setup<4, 6>(), sk_setup<2, 3>(), sk_setup<4, 3>()};
+	for (int i = 0; i < 4; i++)
+		if (e[i] != cudaSuccess)
+			return e[i];
+	return cudaSuccess;
 }
 
-/* CTAs resident at once on the current device: active clusters x S (bench diagnostics; a
- * cluster of S CTAs of ~194 KB each must fit in one GPC). */
-cudaError_t ds_gemm_ref_splitk_resident(int S, int *ctas)
+template <int S, int STAGES> static cudaError_t sk_resident(int *clusters)
 {
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute attr[1];
-	attr[0].id = cudaLaunchAttributeClusterDimension;
-	attr[0].val.clusterDim.x = S;
-	attr[0].val.clusterDim.y = 1;
-	attr[0].val.clusterDim.z = 1;
-	cfg.gridDim = dim3(S * 1024);
-	cfg.blockDim = dim3(SK_THREADS);
-	cfg.dynamicSmemBytes = SK_SMEM;
-	cfg.attrs = attr;
-	cfg.numAttrs = 1;
+	cudaLaunchAttribute attr;
+	cudaLaunchConfig_t cfg = sk_launch_config(S, sk_cfg<STAGES>::SMEM, S * 1024, 0, &attr);
+	return cudaOccupancyMaxActiveClusters(clusters, gemm_ref_splitk_kernel<S, STAGES>, &cfg);
+}
+
+/* CTAs resident at once on the current device: active clusters x S (bench diagnostics; the
+ * S CTAs of a cluster must fit in one GPC). */
+cudaError_t ds_gemm_ref_splitk_resident(int S, int stages, int *ctas)
+{
 	int n = 0;
-	cudaError_t e = S == 4
-	                    ? cudaOccupancyMaxActiveClusters(&n, gemm_ref_splitk_kernel<4>, &cfg)
-	                    : cudaOccupancyMaxActiveClusters(&n, gemm_ref_splitk_kernel<2>, &cfg);
+	cudaError_t e = stages == 3 ? (S == 4 ? sk_resident<4, 3>(&n) : sk_resident<2, 3>(&n))
+	                            : (S == 4 ? sk_resident<4, 6>(&n) : sk_resident<2, 6>(&n));
 	*ctas = n * S;
 	return e;
 }

@@ -2,7 +2,7 @@
  * CPU reference on random data at odd shapes, with guard bytes after C, and each variant's
  * batch invariance: a row computed alone (M = 1) is bit-identical (memcmp) to the same row
  * placed anywhere in a batch of M = 7 ... 2048 random rows, and run-to-run repeatability of
- * the whole output. The split-K cluster variants (7, 8: S = 2, 4) get K values whose k-tiles
+ * the whole output. The split-K cluster variants (7..10: S = 2, 4, 2, 4) get K values whose k-tiles
  * do not divide by S (the last splits get fewer or none) and fewer k-tiles than S.
  *
  * The CPU reference (double) checks whole rows at tile edges and whole columns at tile edges,
@@ -232,6 +232,8 @@ static void test_variant_args(void **state)
 	assert_int_equal(ds_k_gemm_ref_variant_splits(0), 1);
 	assert_int_equal(ds_k_gemm_ref_variant_splits(7), 2);
 	assert_int_equal(ds_k_gemm_ref_variant_splits(8), 4);
+	assert_int_equal(ds_k_gemm_ref_variant_splits(9), 2);
+	assert_int_equal(ds_k_gemm_ref_variant_splits(10), 4);
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
 		int ctas = 0; /* every variant fits on the device (a cluster in a GPC) */
 		CK(ds_k_gemm_ref_variant_resident(v, &ctas));
