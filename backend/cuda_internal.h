@@ -41,6 +41,24 @@ struct ds_cuda_algo {
 
 struct ds_cuda_fast_plans; /* private to fastpath/cuda_fast.c */
 
+/* The fast path's GEMM choice for one (M bucket, N, K), timed on first use (cuda_fast.c). */
+#define DS_CUDA_PICK_CACHE 128
+enum ds_cuda_gemm_kind {
+	DS_CUDA_GEMM_LT = 0, /* cuBLASLt, its own per-M algorithm cache */
+	DS_CUDA_GEMM_GEMV,   /* ds_k_gemv (M <= DS_K_GEMV_MAX_M) */
+	DS_CUDA_GEMM_SKINNY, /* ds_k_skinny, variant */
+};
+struct ds_cuda_pick {
+	int mb, N, K; /* mb: M for M <= 4, else the next power of two */
+	bool ok;
+	int kind, variant;
+	int M_timed; /* the M the candidates were timed at */
+	/* best time of each candidate family at M_timed, L2 flushed before each run (ms;
+	 * INFINITY where not a candidate); kind/variant is the argmin */
+	float ms_lt, ms_gemv, ms_skinny, ms_best;
+	int skinny_best; /* fastest skinny variant */
+};
+
 /* Fast path state (fastpath/cuda_fast.c). */
 struct ds_cuda_fast {
 	cublasLtHandle_t lt;
@@ -52,6 +70,10 @@ struct ds_cuda_fast {
 	cudaGraphExec_t graph[DS_CUDA_N_BUCKETS];
 	bool warm[DS_CUDA_N_BUCKETS];
 	bool use_graphs;
+	struct ds_cuda_pick picks[DS_CUDA_PICK_CACHE]; /* GEMM choice per (M bucket, N, K) */
+	int n_picks, next_pick_evict;
+	bool skinny; /* skinny GEMM and GEMV are candidates (DS_CUDA_SKINNY=0: cuBLASLt only) */
+	bool pdl;    /* launch the skinny GEMM with programmatic dependent launch (DS_CUDA_PDL=1) */
 };
 
 /* Host mirrors (pinned) and device copies of one pass's metadata. */
@@ -179,5 +201,8 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len);
  * filled: pads to the batch bucket and replays (capturing on second use) that bucket's graph. */
 enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
                                    struct ds_err *err);
+/* Drops the captured decode graphs (they are captured again on later use), e.g. after
+ * fast.pdl or the GEMM choices changed. */
+void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c);
 
 #endif

@@ -110,6 +110,24 @@ cudaError_t ds_k_gemm_mma_setup(void);
 cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                       cudaStream_t st);
 
+/* ---- fast-path tensor-core skinny GEMM (kernels/skinny.cu) ---- */
+
+/* C (M, N) fp32 = A (M, K) . W (N, K)^T for 1 <= M <= DS_K_SKINNY_MAX_M on mma.sync (weights as
+ * the 16-row operand, the batch padded to 8/16/32/64). K % 8 == 0, any N; A and W 16-byte
+ * aligned. variant (0 .. DS_K_SKINNY_VARIANTS-1) picks a block shape (warps per block, weight
+ * tiles per warp, K unroll); every variant is correct for every M, the fast path times them.
+ * pdl != 0 launches with programmatic stream serialization: the kernel issues its first
+ * weight loads, then waits for the previous kernel (griddepcontrol.wait) before it reads A or
+ * writes C. Reduction order depends on the variant (not on the data): not batch-invariant.
+ * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
+#define DS_K_SKINNY_MAX_M 64
+#define DS_K_SKINNY_VARIANTS 6
+cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+                        int variant, int pdl, cudaStream_t st);
+/* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
+ * snprintf's count, or -1 for an M or variant out of range. */
+int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);
+
 /* ---- paged attention (kernels/attn.cu) ---- */
 
 /* Causal attention of T query rows (row t at position pos[t] attends to [0, pos[t]]) against
@@ -155,6 +173,30 @@ struct ds_k_sample_out {
 cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
                         const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
                         cudaStream_t st);
+
+/* ---- programmatic dependent launch (PDL) for the fast path's decode chain ---- */
+
+/* The launchers above with a pdl switch: pdl != 0 launches with programmatic stream
+ * serialization, so the kernel may start while the previous kernel in the stream finishes; each
+ * kernel of rows.cu, attn.cu and sample.cu waits (griddepcontrol.wait) before touching memory,
+ * so results are bit-identical to pdl == 0. The previous kernel's completion, not just its
+ * launch, is what is waited on; a kernel launched without PDL after one of these is ordered as
+ * usual. pdl == 0 is exactly the plain launcher. */
+cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
+                             int n_rows, int hidden, float eps, uint16_t *out, int pdl,
+                             cudaStream_t st);
+cudaError_t ds_k_silu_mul_pdl(const float *gu, int T, int ffn, uint16_t *out, int pdl,
+                              cudaStream_t st);
+cudaError_t ds_k_qkv_rope_pdl(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
+                              const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
+                              int T, struct ds_k_dims d, uint16_t *q, uint16_t *kv, int pdl,
+                              cudaStream_t st);
+cudaError_t ds_k_attn_fast_pdl(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
+                               struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
+                               cudaStream_t st);
+cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
+                            const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, int pdl,
+                            cudaStream_t st);
 
 #ifdef __cplusplus
 }
