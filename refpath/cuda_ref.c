@@ -1,8 +1,9 @@
 /* cuda_ref.c - the CUDA reference path: our own invariant GEMM and fixed-tile attention.
  *
- * Nothing here looks at the batch to choose how to reduce. The GEMM variant (tile, pipeline) is
- * picked from the weight's (N, K) only, and each variant has one tile configuration and no
- * split-K (kernels/gemm_ref.cu). Attention uses 64-position tiles aligned to absolute
+ * Nothing here looks at the batch to choose how to reduce. The GEMM variant (tile, pipeline,
+ * fixed K split) is picked from the weight's (N, K) only (refpath/ref_gemm_table.h), and each
+ * variant computes a row the same way for any M (kernels/gemm_ref*.cu).
+ * Attention uses 64-position tiles aligned to absolute
  * positions; whether the tiles are spread over blocks (then merged by a combine kernel) or
  * walked by one block depends only on whether the partials fit the workspace, and both give
  * the same bits because the merge order and formula are the same (kernels/attn.cu). Passes of
@@ -10,32 +11,40 @@
  * replayed from per-bucket CUDA graphs; padding rows are per-row work only, so they change
  * nothing for the real rows. */
 #include "cuda_internal.h"
+#include "ref_gemm_table.h"
 
-/* The GEMM variant per weight shape (N, K): fixed per weight matrix, never a function of M,
- * so the rows of one weight's products stay bit-identical for any batch. Shapes not listed
- * use variant 0 (the original 128x128 cp.async kernel). Filled from the GPU benchmark
- * (bench_gemm's per-variant ratios); a change of table changes the reference bits, so it
- * must not happen while a server runs. */
-struct ref_gemm_pick {
-	int n, k, variant;
-};
-static const struct ref_gemm_pick ref_gemm_table[] = {
-    {0, 0, 0}, /* end */
-};
+#include <pthread.h>
+#include <stdlib.h>
 
-static int ref_gemm_variant(int N, int K)
+/* The GEMM variant per weight shape (refpath/ref_gemm_table.h): the defaults, overridden by
+ * DS_REF_GEMM_TABLE. This is the one piece of process-wide state here, on purpose: it is
+ * written once (before the first reference GEMM, under pthread_once) and only read after, so
+ * the table, and with it the reference bits, cannot change while the process runs. */
+struct ref_gemm_config {
+	pthread_once_t once;
+	enum ds_status rv;
+	struct ds_err err;
+	struct ds_ref_gemm_table table;
+};
+static struct ref_gemm_config ref_gemm_cfg = {.once = PTHREAD_ONCE_INIT};
+
+static void ref_gemm_config_load(void)
 {
-	for (const struct ref_gemm_pick *p = ref_gemm_table; p->n; p++)
-		if (p->n == N && p->k == K)
-			return p->variant;
-	return 0;
+	struct ref_gemm_config *g = &ref_gemm_cfg;
+	g->rv = ds_ref_gemm_table_init(&g->table, getenv(DS_REF_GEMM_TABLE_ENV),
+	                               DS_K_GEMM_REF_N_VARIANTS, &g->err);
 }
 
 static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
                                float *C, int M, int N, int K, struct ds_err *err)
 {
-	DS_CUDA_TRY(ds_k_gemm_ref_variant(ref_gemm_variant(N, K), A, W, C, M, N, K, c->stream),
-	            err);
+	const struct ref_gemm_config *g = &ref_gemm_cfg;
+	if (pthread_once(&ref_gemm_cfg.once, ref_gemm_config_load) != 0)
+		return ds_errf(err, DS_ERR_INTERNAL, "cuda ref: pthread_once failed");
+	if (g->rv != DS_OK)
+		return ds_errf(err, g->rv, "%s", g->err.msg);
+	int v = ds_ref_gemm_table_variant(&g->table, N, K);
+	DS_CUDA_TRY(ds_k_gemm_ref_variant(v, A, W, C, M, N, K, c->stream), err);
 	return DS_OK;
 }
 
