@@ -158,6 +158,55 @@ static void test_variants_repeatable(void **state)
 	free(c2);
 }
 
+/* Variants with the same split count S stand in for each other at any M in the reference
+ * path (refpath/cuda_ref.c autotunes among them per M bucket), which is sound only if they
+ * give the same bytes: memcmp of each against the first variant with its S, whole outputs. */
+static void families_case(int M, int N, int K)
+{
+	uint16_t *A = malloc((size_t)M * K * 2), *W = malloc((size_t)N * K * 2);
+	fill_bf16(A, (size_t)M * K, 61 + (uint64_t)M, 1.0f);
+	fill_bf16(W, (size_t)N * K, 62 + (uint64_t)N, 1.0f);
+	uint16_t *dA = to_dev(A, (size_t)M * K * 2), *dW = to_dev(W, (size_t)N * K * 2);
+	size_t nc = (size_t)M * N;
+	float *dC = dev_alloc_guarded(nc * 4);
+	float *out[DS_K_GEMM_REF_N_VARIANTS];
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		out[v] = malloc(nc * 4);
+		CK(cudaMemset(dC, 0x7f, nc * 4));
+		CK(ds_k_gemm_ref_variant(v, dA, dW, dC, M, N, K, 0));
+		CK(cudaDeviceSynchronize());
+		from_dev(out[v], dC, nc * 4);
+		int first = v;
+		for (int u = v - 1; u >= 0; u--)
+			if (ds_k_gemm_ref_variant_splits(u) == ds_k_gemm_ref_variant_splits(v))
+				first = u;
+		if (first != v && memcmp(out[first], out[v], nc * 4) != 0)
+			fail_msg("gemm variants %d (%s) and %d (%s), both S = %d, differ in bits at "
+			         "%dx%dx%d",
+			         first, ds_k_gemm_ref_variant_name(first), v,
+			         ds_k_gemm_ref_variant_name(v), ds_k_gemm_ref_variant_splits(v), M, N, K);
+	}
+	dev_check_guard(dC, nc * 4);
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++)
+		free(out[v]);
+	CK(cudaFree(dA));
+	CK(cudaFree(dW));
+	CK(cudaFree(dC));
+	free(A);
+	free(W);
+}
+
+static void test_variant_families_same_bits(void **state)
+{
+	(void)state;
+	CK(ds_k_gemm_ref_setup());
+	families_case(1, 1000, 4160);
+	families_case(129, 4097, 4160);
+	families_case(600, 1000, 1000);
+	families_case(300, 520, 14336);
+	families_case(1100, 8200, 136);
+}
+
 /* Row x (K) alone, then at several places of batches of M random rows: memcmp per variant. */
 static void test_variants_invariant(void **state)
 {
@@ -263,6 +312,7 @@ int main(void)
 	    cmocka_unit_test(test_variants_vs_cpu),
 	    cmocka_unit_test(test_variants_invariant),
 	    cmocka_unit_test(test_variants_repeatable),
+	    cmocka_unit_test(test_variant_families_same_bits),
 	};
 	return cmocka_run_group_tests_name("gpu_refgemm", tests, NULL, NULL);
 }
