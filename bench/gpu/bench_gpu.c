@@ -1141,11 +1141,13 @@ static int bench_e2e(struct bench *b)
 	    {"dvr-50%", DS_MODE_DVR, 50, true, 16},
 	    {"dvr-100%", DS_MODE_DVR, 100, true, 16},
 	    {"invariant", DS_MODE_INVARIANT, 100, true, 16},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16},
 	    {"dvr-10%-G64", DS_MODE_DVR, 10, true, 64},
 	    {"dvr-50%-G64", DS_MODE_DVR, 50, true, 64},
 	    {"dvr-100%-G64", DS_MODE_DVR, 100, true, 64},
-	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16},
-	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16},
+	    {"dvr-10%-G64-full-windows", DS_MODE_DVR, 10, false, 64},
+	    {"dvr-50%-G64-full-windows", DS_MODE_DVR, 50, false, 64},
 	};
 	/* warm-up: untimed, small */
 	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16},
