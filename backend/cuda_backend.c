@@ -257,6 +257,8 @@ static enum ds_status cuda_kv_init(void *ctx, int n_blocks, int block_size, stru
 #undef DEV
 #undef HOST
 	DS_CUDA_GOTO(ds_k_attn_setup(ds_cuda_dims(c)), err, rv);
+	if (c->ref_attn_mma)
+		DS_CUDA_GOTO(ds_k_attn_ref_mma_setup(ds_cuda_dims(c)), err, rv);
 	return DS_OK;
 fail:
 	buffers_free(c);
@@ -353,6 +355,11 @@ enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model
 		goto fail;
 	const char *g = getenv("DS_CUDA_GRAPHS");
 	c->ref_graphs = !(g && strcmp(g, "0") == 0);
+	/* the reference attention kernel is part of the reference path's definition: chosen once,
+	 * by head_dim support and DS_REF_ATTN=old only, never by a pass's shape */
+	const char *ra = getenv("DS_REF_ATTN");
+	struct ds_k_dims rd = {cfg->n_head, cfg->n_kv_head, cfg->head_dim, 16, 1, cfg->rms_eps};
+	c->ref_attn_mma = ds_k_attn_ref_mma_supported(rd) && !(ra && strcmp(ra, "old") == 0);
 	be->iface = &cuda_iface;
 	be->ctx = c;
 	be->model = m;

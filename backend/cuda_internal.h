@@ -114,6 +114,8 @@ struct ds_cuda_ctx {
 	struct ds_cuda_fast fast;
 	struct ds_cuda_ref ref;
 	bool ref_graphs;
+	bool ref_attn_mma; /* reference attention on tensor cores (kernels/attn_mma.cu): head_dim
+	                      supported and DS_REF_ATTN != "old"; fixed at init */
 };
 
 static inline struct ds_k_tokmeta ds_cuda_tokmeta(const struct ds_cuda_ctx *c)
