@@ -46,11 +46,11 @@ __host__ __device__ static constexpr int mt_stride(int D)
 	return D + MT_PAD;
 }
 
-/* Two buffers of (K, V), each (MT_TILE, D + MT_PAD) bf16; Q (64 rows) is staged in buffer 1
- * before the first tile. */
+/* Two buffers of (K, V), each (MT_TILE, D + MT_PAD) bf16 (Q, 64 rows, is staged in buffer 1
+ * before the first tile), then one int: the group's row count. */
 __host__ __device__ static constexpr size_t mt_smem_bytes(int D)
 {
-	return (size_t)2 * 2 * MT_TILE * mt_stride(D) * sizeof(uint16_t);
+	return (size_t)2 * 2 * MT_TILE * mt_stride(D) * sizeof(uint16_t) + 16;
 }
 
 /* Rows per group: the largest power of two R with R * G <= MT_MROWS (0: G too large). */
@@ -62,11 +62,27 @@ __host__ __device__ static int mt_group_rows(int G)
 	return r;
 }
 
+/* ---- the PTX primitives (tests/gpu/attn_mma_emu.h emulates them on the host, so a unit
+ * test runs this file's kernel without a GPU) ---- */
+#ifdef DS_ATTN_MMA_EMU
+#include "attn_mma_emu.h"
+#else
 __device__ __forceinline__ void mt_cp16(void *smem, const void *gmem, bool valid)
 {
 	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
 	int n = valid ? 16 : 0; /* 0: zero-fill, nothing read */
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+
+__device__ __forceinline__ void mt_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+/* Waits until at most N committed groups of this thread's copies are in flight. */
+template <int N> __device__ __forceinline__ void mt_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 __device__ __forceinline__ void mt_ldsm_x4(unsigned *r, const void *smem)
@@ -101,6 +117,9 @@ __device__ __forceinline__ unsigned mt_pack(float lo, float hi)
 	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
 	return r;
 }
+#endif
+
+/* ---- the kernel ---- */
 
 /* Does row t start a group? Rows of a group share the sequence, have consecutive positions and
  * lie in one R-aligned span of positions; a padding row (pos < 0) is a group of its own. */
@@ -137,7 +156,7 @@ __device__ __forceinline__ void mt_tile_load(uint16_t *buf, const uint16_t *kv, 
 		mt_cp16(ks + j * RS + c * 8, src, ok);
 		mt_cp16(vs + j * RS + c * 8, ok ? src + vstride : kv, ok);
 	}
-	asm volatile("cp.async.commit_group;\n" ::);
+	mt_commit();
 }
 
 template <int D>
@@ -160,9 +179,15 @@ __global__ void __launch_bounds__(MT_THREADS)
 			o[i] = 0;
 		return;
 	}
-	int n = 1;
-	while (n < R && t0 + n < T && !mt_starts(tm, t0 + n, R))
-		n++;
+	/* the group's length: the first row after t0 that starts another group (all in parallel) */
+	int *n_sh = (int *)(mt_smem + 2 * 2 * MT_TILE * RS);
+	if (tid == 0)
+		*n_sh = R;
+	__syncthreads();
+	if (tid > 0 && tid < R && (t0 + tid >= T || mt_starts(tm, t0 + tid, R)))
+		atomicMin(n_sh, tid);
+	__syncthreads();
+	int n = *n_sh;
 	int last = p0 + n - 1, nrows = n * G, ntiles = last / MT_TILE + 1;
 	const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
 	uint16_t *buf0 = mt_smem, *buf1 = mt_smem + 2 * MT_TILE * RS;
@@ -176,9 +201,9 @@ __global__ void __launch_bounds__(MT_THREADS)
 		       : q;
 		mt_cp16(buf1 + r * RS + c * 8, src, ok);
 	}
-	asm volatile("cp.async.commit_group;\n" ::);
+	mt_commit();
 	mt_tile_load<D>(buf0, kv, bt, d, kh, 0, last);
-	asm volatile("cp.async.wait_group 0;\n" ::);
+	mt_wait<0>();
 	__syncthreads();
 
 	bool active = warp * 16 < nrows;
@@ -207,9 +232,9 @@ __global__ void __launch_bounds__(MT_THREADS)
 		if (it + 1 < ntiles) {
 			mt_tile_load<D>((it + 1) & 1 ? buf1 : buf0, kv, bt, d, kh,
 			                (it + 1) * MT_TILE, last);
-			asm volatile("cp.async.wait_group 1;\n" ::);
+			mt_wait<1>();
 		} else {
-			asm volatile("cp.async.wait_group 0;\n" ::);
+			mt_wait<0>();
 		}
 		__syncthreads();
 		if (active) {
@@ -322,6 +347,7 @@ extern "C" bool ds_k_attn_ref_mma_supported(struct ds_k_dims d)
 	       d.block_size > 0;
 }
 
+#ifndef DS_ATTN_MMA_EMU
 extern "C" cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d)
 {
 	if (!ds_k_attn_ref_mma_supported(d))
@@ -353,3 +379,4 @@ extern "C" cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv,
 		                                                                   scale_log2, out);
 	return cudaGetLastError();
 }
+#endif

@@ -6,9 +6,11 @@
  * pair, so the same row can be put in passes of any shape. Accuracy: every element must lie
  * within a bound derived from the algorithm, not a loose constant: P is rounded to bf16
  * (relative error <= 2^-8 per weight), which moves the output by at most
- * 2^-8 * sum_j w_j |v_j - out|, plus the bf16 rounding of the output. Invariance: a verify
- * window of 32 rows equals each row computed alone (T = 1) and the same rows inside bigger
- * mixed passes at other places; a prefill of 367 rows equals its chunks 17 + 100 + 250. */
+ * 2^-8 * sum_j w_j |v_j - out|, plus the bf16 rounding of the output, plus 4e-5 for the fp32
+ * accumulation on tensor cores (at most ~64 truncating adds per element here). Invariance: a
+ * verify window of 32 rows equals each row computed alone (T = 1) and the same rows inside
+ * bigger mixed passes at other places; a prefill of 367 rows equals its chunks 17 + 100 + 250.
+ * tests/gpu/test_attn_mma_emu.cc (unit suite) runs the same kernel source on the CPU. */
 #include "gpu_util.h"
 #include "kernels.h"
 
@@ -174,7 +176,7 @@ static double check_rows(const struct fix *f, const struct row *rows, int T, con
 			const uint16_t *g = out + ((size_t)t * H + h) * D;
 			for (int i = 0; i < D; i++) {
 				double bound =
-				    1.01 * ldexp(dev[i], -8) + ldexp(fabs(ref[i]), -8) + 2e-5;
+				    1.01 * ldexp(dev[i], -8) + ldexp(fabs(ref[i]), -8) + 4e-5;
 				double e = fabs(bf(g[i]) - ref[i]);
 				if (!(e <= bound))
 					fail_msg("D=%d G=%d row %d (seq %d pos %d) head %d [%d]: "
