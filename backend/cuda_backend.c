@@ -78,6 +78,11 @@ enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	UP(bt, (size_t)p->n_bt * sizeof(int32_t));
 	UP(out_tok, (size_t)p->R * sizeof(int32_t));
 	UP(sp, (size_t)p->R * sizeof(struct ds_k_sample_row));
+	if (c->ref_attn_mma) {
+		int ng = ds_k_attn_ref_mma_plan(c->hm.pos, c->hm.seq, p->T, ds_cuda_dims(c),
+		                                c->hm.aplan);
+		UP(aplan, DS_K_ATTN_MMA_PLAN_INTS(ng) * sizeof(int32_t));
+	}
 #undef UP
 	return DS_OK;
 }
@@ -191,12 +196,12 @@ static void buffers_free(struct ds_cuda_ctx *c)
 {
 	void *dev[] = {c->kv,        c->x,      c->dlt,        c->big,    c->h,      c->q,
 	               c->att,       c->logits, c->part,       c->dm.ids, c->dm.pos, c->dm.seq,
-	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out};
+	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out, c->dm.aplan};
 	for (size_t i = 0; i < DS_ARRAY_LEN(dev); i++)
 		if (dev[i])
 			cudaFree(dev[i]);
-	void *host[] = {c->hm.ids, c->hm.pos,     c->hm.seq, c->hm.bt_off,
-	                c->hm.bt,  c->hm.out_tok, c->hm.sp,  c->hm.out};
+	void *host[] = {c->hm.ids,     c->hm.pos, c->hm.seq, c->hm.bt_off, c->hm.bt,
+	                c->hm.out_tok, c->hm.sp,  c->hm.out, c->hm.aplan};
 	for (size_t i = 0; i < DS_ARRAY_LEN(host); i++)
 		if (host[i])
 			cudaFreeHost(host[i]);
@@ -254,6 +259,8 @@ static enum ds_status cuda_kv_init(void *ctx, int n_blocks, int block_size, stru
 	HOST(c->hm.out_tok, (size_t)R * sizeof(int32_t));
 	HOST(c->hm.sp, (size_t)R * sizeof(struct ds_k_sample_row));
 	HOST(c->hm.out, (size_t)R * sizeof(struct ds_k_sample_out));
+	DEV(c->dm.aplan, DS_K_ATTN_MMA_PLAN_INTS(T) * sizeof(int32_t));
+	HOST(c->hm.aplan, DS_K_ATTN_MMA_PLAN_INTS(T) * sizeof(int32_t));
 #undef DEV
 #undef HOST
 	DS_CUDA_GOTO(ds_k_attn_setup(ds_cuda_dims(c)), err, rv);

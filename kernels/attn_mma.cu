@@ -1,21 +1,22 @@
 /* attn_mma.cu - the reference path's paged causal attention on tensor cores (mma.sync m16n8k16,
  * bf16 in, fp32 accumulate), flash-attention style.
  *
- * Work: one CTA (4 warps) per (row group, KV head). A row group is up to R consecutive rows of
- * one sequence at consecutive positions that never crosses a multiple of R in position, with R
- * the largest power of two such that R * G <= 64 (G = n_head / n_kv query heads per KV head:
- * R = 16 for G = 3 and 4). The group's R * G (query row, head) pairs are the CTA's 64 mma rows,
- * 16 per warp (a warp without valid rows only helps load). Groups are found on the device:
- * CTA x of a (T, n_kv) grid takes the group that starts at row x and exits at once when row x
- * does not start one, so a pass's shape reaches the kernel only through device memory and T
- * (what a CUDA graph of a padded pass needs). The CTA walks KV tiles of DS_K_ATTN_TILE (64)
- * positions aligned to absolute positions 0, 64, 128, ... up to the tile holding its rows (R
- * divides 64, so all rows of a group end in the same tile), double-buffered with cp.async:
- * S = Q K^T (fp32), causal mask, running max m, P = exp2(S - m) rounded to bf16, l += row sum
- * of P, acc = acc * exp2(m_old - m) + P V; out = acc / l.
+ * Work: the pass's rows are cut into groups on the host (ds_k_attn_ref_mma_plan, run when the
+ * pass's metadata is uploaded): up to R consecutive rows of one sequence at consecutive
+ * positions that never cross a multiple of R in position, with R the largest power of two such
+ * that R * G <= 64 (G = n_head / n_kv query heads per KV head: R = 16 for G = 3 and 4), or a
+ * run of padding rows. A CTA (4 warps) takes groups x, x + gridDim.x, ... of the plan for one
+ * KV head; the group's R * G (query row, head) pairs are its 64 mma rows, 16 per warp (a warp
+ * without valid rows only helps load). The grid depends only on T and n_kv and the plan is
+ * read from device memory, so a padded pass can be replayed from a CUDA graph. A group walks
+ * KV tiles of DS_K_ATTN_TILE (64) positions aligned to absolute positions 0, 64, 128, ... up
+ * to the tile holding its rows (R divides 64, so all rows of a group end in the same tile),
+ * double-buffered with cp.async: S = Q K^T (fp32), causal mask, running max m, P = exp2(S - m)
+ * rounded to bf16, l += row sum of P, acc = acc * exp2(m_old - m) + P V; out = acc / l.
  *
  * Invariance (DESIGN.md section 3): a row's output bits depend only on its q, its position
- * and the KV, never on the other rows of its CTA or pass, on T or on its place in the CTA:
+ * and the KV, never on the other rows of its group or pass, on T, on the CTA that runs it or
+ * on its place in the CTA:
  *  - each mma output element is a function of its row of A, its column of B and its
  *    accumulator, reduced in the same fixed k16 order wherever the row sits in the tile;
  *  - the tiles a row visits (0 .. pos / 64) and their order are fixed by its position, the
@@ -46,11 +47,11 @@ __host__ __device__ static constexpr int mt_stride(int D)
 	return D + MT_PAD;
 }
 
-/* Two buffers of (K, V), each (MT_TILE, D + MT_PAD) bf16 (Q, 64 rows, is staged in buffer 1
- * before the first tile), then one int: the group's row count. */
+/* Two buffers of (K, V), each (MT_TILE, D + MT_PAD) bf16; Q (64 rows) is staged in buffer 1
+ * before a group's first tile. */
 __host__ __device__ static constexpr size_t mt_smem_bytes(int D)
 {
-	return (size_t)2 * 2 * MT_TILE * mt_stride(D) * sizeof(uint16_t) + 16;
+	return (size_t)2 * 2 * MT_TILE * mt_stride(D) * sizeof(uint16_t);
 }
 
 /* Rows per group: the largest power of two R with R * G <= MT_MROWS (0: G too large). */
@@ -119,18 +120,31 @@ __device__ __forceinline__ unsigned mt_pack(float lo, float hi)
 }
 #endif
 
-/* ---- the kernel ---- */
+/* ---- the plan: row groups (host) ---- */
 
-/* Does row t start a group? Rows of a group share the sequence, have consecutive positions and
- * lie in one R-aligned span of positions; a padding row (pos < 0) is a group of its own. */
-__device__ __forceinline__ bool mt_starts(struct ds_k_tokmeta tm, int t, int R)
+extern "C" int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T,
+                                      struct ds_k_dims d, int32_t *plan)
 {
-	int p = tm.pos[t];
-	if (t == 0 || p < 0 || (p & (R - 1)) == 0)
-		return true;
-	int pp = tm.pos[t - 1];
-	return pp < 0 || p != pp + 1 || tm.seq[t] != tm.seq[t - 1];
+	int R = d.n_kv > 0 ? mt_group_rows(d.n_head / d.n_kv) : 0, n = 0;
+	for (int t = 0; t < T;) {
+		int len = 1;
+		if (pos[t] < 0) /* a run of padding rows: zero output */
+			while (t + len < T && pos[t + len] < 0)
+				len++;
+		else
+			while (len < R && t + len < T && seq[t + len] == seq[t] &&
+			       pos[t + len] == pos[t] + len && ((pos[t] + len) & (R - 1)) != 0)
+				len++;
+		plan[1 + 2 * n] = t;
+		plan[2 + 2 * n] = len;
+		n++;
+		t += len;
+	}
+	plan[0] = n;
+	return n;
 }
+
+/* ---- the kernel ---- */
 
 /* Where position pos of KV head kh lives (K; V is n_kv * block_size * D further). */
 __device__ __forceinline__ const uint16_t *mt_kv_row(const uint16_t *kv, const int32_t *bt,
@@ -159,37 +173,20 @@ __device__ __forceinline__ void mt_tile_load(uint16_t *buf, const uint16_t *kv, 
 	mt_commit();
 }
 
+/* One group: n rows from t0 at positions p0 .. p0 + n - 1 (one sequence, one 64-tile), KV head
+ * kh. Every thread of the CTA calls it; it ends after a barrier, with no copy in flight and
+ * the shared buffers free for the next group. */
 template <int D>
-__global__ void __launch_bounds__(MT_THREADS)
-    attn_mma_kernel(const uint16_t *__restrict__ q, const uint16_t *__restrict__ kv,
-                    struct ds_k_tokmeta tm, int T, struct ds_k_dims d, float scale_log2,
-                    uint16_t *__restrict__ out)
+__device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
+                                         const uint16_t *__restrict__ kv, const int32_t *bt,
+                                         struct ds_k_dims d, float scale_log2, int t0, int n,
+                                         int p0, int kh, uint16_t *__restrict__ out)
 {
 	constexpr int RS = mt_stride(D), KS = D / 16, ND = D / 8;
 	extern __shared__ __align__(16) uint16_t mt_smem[];
-	int t0 = blockIdx.x, kh = blockIdx.y;
-	int G = d.n_head / d.n_kv, R = mt_group_rows(G);
+	int G = d.n_head / d.n_kv;
 	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	if (!mt_starts(tm, t0, R))
-		return;
-	int p0 = tm.pos[t0];
-	if (p0 < 0) {
-		uint16_t *o = out + ((size_t)t0 * d.n_head + (size_t)kh * G) * D;
-		for (int i = tid; i < G * D; i += MT_THREADS)
-			o[i] = 0;
-		return;
-	}
-	/* the group's length: the first row after t0 that starts another group (all in parallel) */
-	int *n_sh = (int *)(mt_smem + 2 * 2 * MT_TILE * RS);
-	if (tid == 0)
-		*n_sh = R;
-	__syncthreads();
-	if (tid > 0 && tid < R && (t0 + tid >= T || mt_starts(tm, t0 + tid, R)))
-		atomicMin(n_sh, tid);
-	__syncthreads();
-	int n = *n_sh;
 	int last = p0 + n - 1, nrows = n * G, ntiles = last / MT_TILE + 1;
-	const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
 	uint16_t *buf0 = mt_smem, *buf1 = mt_smem + 2 * MT_TILE * RS;
 
 	/* Q: mma row r = (query row r / G, head kh * G + r % G), into buffer 1 */
@@ -319,7 +316,7 @@ __global__ void __launch_bounds__(MT_THREADS)
 					mt_mma(o[2 * dj + 1], pf[kk], b[2], b[3]);
 				}
 		}
-		__syncthreads(); /* this buffer is reloaded two tiles on */
+		__syncthreads(); /* this buffer is reloaded two tiles on (or by the next group) */
 	}
 	if (!active)
 		return;
@@ -340,11 +337,44 @@ __global__ void __launch_bounds__(MT_THREADS)
 	}
 }
 
+/* CTA (x, kh) takes groups x, x + gridDim.x, ... of the plan (any assignment gives the same
+ * bits: a group's result depends only on its rows). */
+template <int D>
+__global__ void __launch_bounds__(MT_THREADS)
+    attn_mma_kernel(const uint16_t *__restrict__ q, const uint16_t *__restrict__ kv,
+                    struct ds_k_tokmeta tm, const int32_t *__restrict__ plan, struct ds_k_dims d,
+                    float scale_log2, uint16_t *__restrict__ out)
+{
+	int kh = blockIdx.y, G = d.n_head / d.n_kv, count = plan[0];
+	for (int gi = blockIdx.x; gi < count; gi += gridDim.x) {
+		int t0 = plan[1 + 2 * gi], n = plan[2 + 2 * gi], p0 = tm.pos[t0];
+		if (p0 < 0) {
+			for (int r = 0; r < n; r++) {
+				uint16_t *o =
+				    out + ((size_t)(t0 + r) * d.n_head + (size_t)kh * G) * D;
+				for (int i = threadIdx.x; i < G * D; i += MT_THREADS)
+					o[i] = 0;
+			}
+			continue;
+		}
+		const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
+		mt_group<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, out);
+	}
+}
+
 extern "C" bool ds_k_attn_ref_mma_supported(struct ds_k_dims d)
 {
 	return d.n_kv > 0 && d.n_head > 0 && d.n_head % d.n_kv == 0 &&
 	       mt_group_rows(d.n_head / d.n_kv) > 0 && (d.head_dim == 64 || d.head_dim == 128) &&
 	       d.block_size > 0;
+}
+
+/* CTAs per KV head: about 512 in all, so a long prefill gets about one group per CTA and short
+ * passes few idle CTAs; never more than T (the most groups a pass of T rows can have). */
+static unsigned mt_grid_x(int T, struct ds_k_dims d)
+{
+	int x = 512 / d.n_kv < 32 ? 32 : 512 / d.n_kv;
+	return (unsigned)(T < x ? T : x);
 }
 
 #ifndef DS_ATTN_MMA_EMU
@@ -362,21 +392,21 @@ extern "C" cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d)
 }
 
 extern "C" cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv,
-                                         struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
-                                         uint16_t *out, cudaStream_t st)
+                                         struct ds_k_tokmeta tm, const int32_t *plan, int T,
+                                         struct ds_k_dims d, uint16_t *out, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
-	if (!ds_k_attn_ref_mma_supported(d))
+	if (!ds_k_attn_ref_mma_supported(d) || !plan)
 		return cudaErrorInvalidValue;
 	float scale_log2 = (float)(1.4426950408889634 / sqrt((double)d.head_dim));
-	dim3 grid((unsigned)T, (unsigned)d.n_kv);
+	dim3 grid(mt_grid_x(T, d), (unsigned)d.n_kv);
 	if (d.head_dim == 64)
-		attn_mma_kernel<64>
-		    <<<grid, MT_THREADS, mt_smem_bytes(64), st>>>(q, kv, tm, T, d, scale_log2, out);
+		attn_mma_kernel<64><<<grid, MT_THREADS, mt_smem_bytes(64), st>>>(q, kv, tm, plan, d,
+		                                                                 scale_log2, out);
 	else
-		attn_mma_kernel<128><<<grid, MT_THREADS, mt_smem_bytes(128), st>>>(q, kv, tm, T, d,
-		                                                                   scale_log2, out);
+		attn_mma_kernel<128><<<grid, MT_THREADS, mt_smem_bytes(128), st>>>(
+		    q, kv, tm, plan, d, scale_log2, out);
 	return cudaGetLastError();
 }
 #endif

@@ -493,6 +493,10 @@ static int bench_attn_ref(struct bench *b)
 			rc = 1;
 			break;
 		}
+		/* the row groups (meta_upload plans them only when the reference path uses them) */
+		int ng = ds_k_attn_ref_mma_plan(c->hm.pos, c->hm.seq, T, d, c->hm.aplan);
+		CK(cudaMemcpyAsync(c->dm.aplan, c->hm.aplan, DS_K_ATTN_MMA_PLAN_INTS(ng) * 4,
+		                   cudaMemcpyHostToDevice, c->stream));
 		CK(ds_k_synth_fill(c->q, (size_t)T * qd, 0, 5, 6, 1.0f, 0.0f, c->stream));
 		int chunks = maxp / DS_K_ATTN_TILE + 1;
 		size_t need = (size_t)T * cfg->n_head * chunks * (cfg->head_dim + 2);
@@ -506,8 +510,8 @@ static int bench_attn_ref(struct bench *b)
 					CK(ds_k_attn_ref(c->q, c->kv, ds_cuda_tokmeta(c), T, d,
 					                 split, c->part, c->att, c->stream));
 				else
-					CK(ds_k_attn_ref_mma(c->q, c->kv, ds_cuda_tokmeta(c), T, d,
-					                     c->att, c->stream));
+					CK(ds_k_attn_ref_mma(c->q, c->kv, ds_cuda_tokmeta(c),
+					                     c->dm.aplan, T, d, c->att, c->stream));
 				CK(cudaEventRecord(e1, c->stream));
 				CK(cudaEventSynchronize(e1));
 				float ms;

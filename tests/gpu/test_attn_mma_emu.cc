@@ -83,7 +83,7 @@ static fix fix_make(int n_head, int n_kv, int D)
 static const int GUARD = 64;
 
 /* The kernel over a pass; returns (T, n_head, D) bf16 (checks the guard after it). */
-static std::vector<uint16_t> run_pass(const fix &f, const row *rows, int T)
+static std::vector<uint16_t> run_pass(const fix &f, const row *rows, int T, unsigned grid_x = 0)
 {
 	int H = f.d.n_head, D = f.d.head_dim;
 	std::vector<int32_t> pos((size_t)T), seq((size_t)T);
@@ -102,12 +102,17 @@ static std::vector<uint16_t> run_pass(const fix &f, const row *rows, int T)
 	const uint16_t *qp = q.data(), *kvp = f.kv.data();
 	uint16_t *op = out.data();
 	ds_k_dims d = f.d;
+	std::vector<int32_t> plan(DS_K_ATTN_MMA_PLAN_INTS(T));
+	int ng = ds_k_attn_ref_mma_plan(pos.data(), seq.data(), T, d, plan.data());
+	CHECK(ng >= 1 && ng <= T && plan[0] == ng, "plan of %d rows: %d groups", T, ng);
+	const int32_t *pl = plan.data();
+	unsigned gx = grid_x ? grid_x : mt_grid_x(T, d);
 	if (D == 64)
-		emu_launch((unsigned)T, (unsigned)d.n_kv,
-		           [&] { attn_mma_kernel<64>(qp, kvp, tm, T, d, scale_log2, op); });
+		emu_launch(gx, (unsigned)d.n_kv,
+		           [&] { attn_mma_kernel<64>(qp, kvp, tm, pl, d, scale_log2, op); });
 	else
-		emu_launch((unsigned)T, (unsigned)d.n_kv,
-		           [&] { attn_mma_kernel<128>(qp, kvp, tm, T, d, scale_log2, op); });
+		emu_launch(gx, (unsigned)d.n_kv,
+		           [&] { attn_mma_kernel<128>(qp, kvp, tm, pl, d, scale_log2, op); });
 	for (int i = 0; i < GUARD; i++)
 		CHECK(out[(size_t)T * H * D + (size_t)i] == 0x7f7f, "guard %d overwritten", i);
 	out.resize((size_t)T * H * D);
@@ -209,6 +214,11 @@ static void run_cfg(int n_head, int n_kv, int D)
 	T = add_run(rows, T, 1, 199, 1);
 	std::vector<uint16_t> out = run_pass(f, rows, T);
 	double w = check_rows(f, rows, T, out.data());
+	/* CTAs that take several groups (the grid is capped for long passes) */
+	for (unsigned gx : {1u, 3u}) {
+		std::vector<uint16_t> og = run_pass(f, rows, T, gx);
+		rows_equal(f, out, 0, og, 0, T, "pass vs the same pass on a smaller grid");
+	}
 	/* the window 130..149 of sequence 1 (rows 11..30 of that pass) vs alone, vs in another
 	 * mixed pass at another place with neighbours joining its groups, vs chunked */
 	int at0 = 11, W = 20;

@@ -101,10 +101,14 @@ static uint16_t *run_pass(const struct fix *f, const struct row *rows, int T)
 				    rows[t].pos < 0 ? ds_f32_to_bf16(0.25f)
 				                    : q_val(f, rows[t].seq, rows[t].pos, h, i);
 	}
+	int32_t *plan = malloc(DS_K_ATTN_MMA_PLAN_INTS(T) * 4);
+	int ng = ds_k_attn_ref_mma_plan(pos, seq, T, *d, plan);
+	assert_true(ng >= 1 && ng <= T && plan[0] == ng);
 	int32_t *dpos = to_dev(pos, (size_t)T * 4), *dseq = to_dev(seq, (size_t)T * 4);
+	int32_t *dplan = to_dev(plan, DS_K_ATTN_MMA_PLAN_INTS(ng) * 4);
 	uint16_t *dq = to_dev(q, qn * 2), *dout = dev_alloc_guarded(qn * 2);
 	struct ds_k_tokmeta tm = {dpos, dseq, f->dbt_off, f->dbt};
-	CK(ds_k_attn_ref_mma(dq, f->dkv, tm, T, *d, dout, 0));
+	CK(ds_k_attn_ref_mma(dq, f->dkv, tm, dplan, T, *d, dout, 0));
 	CK(cudaDeviceSynchronize());
 	from_dev(out, dout, qn * 2);
 	dev_check_guard(dout, qn * 2);
@@ -115,6 +119,8 @@ static uint16_t *run_pass(const struct fix *f, const struct row *rows, int T)
 					fail_msg("padding row %d element %zu not zero", t, i);
 	cudaFree(dpos);
 	cudaFree(dseq);
+	cudaFree(dplan);
+	free(plan);
 	cudaFree(dq);
 	cudaFree(dout);
 	free(pos);
@@ -325,13 +331,41 @@ static void test_attn_mma_prefill_chunks(void **state)
 	}
 }
 
+/* More single-row groups than the grid has CTAs per KV head for n_kv = 8 (64): CTAs take
+ * several groups in turn; each row must equal the row alone. */
+static void test_attn_mma_many_groups(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < DS_ARRAY_LEN(cfgs); c++) {
+		struct fix f;
+		fix_init(&f, cfgs[c][0], cfgs[c][1], cfgs[c][2]);
+		int N = 150;
+		struct row *rows = malloc((size_t)N * sizeof(*rows));
+		for (int i = 0; i < N; i++)
+			rows[i] = (struct row){2 + (i % 3 == 0), 3 * i}; /* seqs 2 and 3, gaps */
+		uint16_t *all = run_pass(&f, rows, N);
+		size_t w = (size_t)f.d.n_head * f.d.head_dim;
+		for (int i = 0; i < N; i += 7) {
+			uint16_t *o1 = run_pass(&f, rows + i, 1);
+			expect_rows_equal(&f, all, i, o1, 0, 1, "many groups: row vs alone");
+			check_rows(&f, rows + i, 1, all + i * w);
+			free(o1);
+		}
+		free(all);
+		free(rows);
+		fix_free(&f);
+	}
+}
+
 static void test_attn_mma_unsupported(void **state)
 {
 	(void)state;
 	struct ds_k_dims d = {8, 2, 96, BS, NBLK, 1e-5f};
 	assert_false(ds_k_attn_ref_mma_supported(d));
 	struct ds_k_tokmeta tm = {NULL, NULL, NULL, NULL};
-	assert_int_equal(ds_k_attn_ref_mma(NULL, NULL, tm, 1, d, NULL, 0), cudaErrorInvalidValue);
+	int32_t plan[3] = {1, 0, 1};
+	assert_int_equal(ds_k_attn_ref_mma(NULL, NULL, tm, plan, 1, d, NULL, 0),
+	                 cudaErrorInvalidValue);
 	d.head_dim = 64;
 	d.n_head = 7; /* not a multiple of n_kv */
 	assert_false(ds_k_attn_ref_mma_supported(d));
@@ -344,6 +378,7 @@ int main(void)
 	    cmocka_unit_test(test_attn_mma_accuracy),
 	    cmocka_unit_test(test_attn_mma_window_invariance),
 	    cmocka_unit_test(test_attn_mma_prefill_chunks),
+	    cmocka_unit_test(test_attn_mma_many_groups),
 	    cmocka_unit_test(test_attn_mma_unsupported),
 	};
 	return cmocka_run_group_tests_name("gpu_attn", tests, NULL, NULL);
