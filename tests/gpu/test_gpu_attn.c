@@ -6,11 +6,13 @@
  * pair, so the same row can be put in passes of any shape. Accuracy: every element must lie
  * within a bound derived from the algorithm, not a loose constant: P is rounded to bf16
  * (relative error <= 2^-8 per weight), which moves the output by at most
- * 2^-8 * sum_j w_j |v_j - out|, plus the bf16 rounding of the output, plus 4e-5 for the fp32
- * accumulation on tensor cores (at most ~64 truncating adds per element here). Invariance: a
- * verify window of 32 rows equals each row computed alone (T = 1) and the same rows inside
- * bigger mixed passes at other places; a prefill of 367 rows equals its chunks 17 + 100 + 250.
- * tests/gpu/test_attn_mma_emu.cc (unit suite) runs the same kernel source on the CPU. */
+ * 2^-8 * sum_j w_j |v_j - out| (x 1.02 for exp2 and score errors), plus the bf16 rounding of
+ * the output (<= 2^-8 |out|), plus 1e-4 for the fp32 accumulation on tensor cores (truncating
+ * adds; a misplaced row or position errs by ~0.1). Invariance: a verify window of 32 rows
+ * equals each row computed alone (T = 1) and the same rows inside bigger mixed passes at other
+ * places; a prefill of 367 rows equals its chunks 17 + 100 + 250; rows of a pass with more
+ * groups than CTAs equal the rows alone. tests/gpu/test_attn_mma_emu.cc (unit suite) runs the
+ * same kernel source on the CPU through emulated warp primitives. */
 #include "gpu_util.h"
 #include "kernels.h"
 
@@ -182,7 +184,7 @@ static double check_rows(const struct fix *f, const struct row *rows, int T, con
 			const uint16_t *g = out + ((size_t)t * H + h) * D;
 			for (int i = 0; i < D; i++) {
 				double bound =
-				    1.01 * ldexp(dev[i], -8) + ldexp(fabs(ref[i]), -8) + 4e-5;
+				    1.02 * ldexp(dev[i], -8) + ldexp(fabs(ref[i]), -8) + 1e-4;
 				double e = fabs(bf(g[i]) - ref[i]);
 				if (!(e <= bound))
 					fail_msg("D=%d G=%d row %d (seq %d pos %d) head %d [%d]: "
