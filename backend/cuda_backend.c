@@ -27,40 +27,44 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
 	enum ds_status rv;
+	/* the fast path may chain its kernels with programmatic dependent launch (DS_CUDA_PDL=1);
+	 * the embedding follows the metadata copies and is launched plainly */
+	int pdl = ops == &ds_cuda_fast_ops && c->fast.pdl;
 
 	DS_CUDA_TRY(ds_k_embed(c->tok_embd, c->dm.ids, T, H, c->x, st), err);
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
-		DS_CUDA_TRY(ds_k_rmsnorm(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
-		                         cfg->rms_eps, c->h, st),
+		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
+		                             cfg->rms_eps, c->h, pdl, st),
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_qkv_rope(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, T,
-		                          d, c->q, kv, st),
+		DS_CUDA_TRY(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm,
+		                              T, d, c->q, kv, pdl, st),
 		            err);
 		if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
 			return rv;
 		if ((rv = ops->gemm(c, c->att, L->wo, c->dlt, T, H, qd, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(
-		    ds_k_rmsnorm(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps, c->h, st),
-		    err);
+		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps,
+		                             c->h, pdl, st),
+		            err);
 		if ((rv = ops->gemm(c, c->h, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_silu_mul(c->big, T, F, c->h, st), err);
+		DS_CUDA_TRY(ds_k_silu_mul_pdl(c->big, T, F, c->h, pdl, st), err);
 		if ((rv = ops->gemm(c, c->h, L->w_down, c->dlt, T, H, F, err)) != DS_OK)
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	DS_CUDA_TRY(
-	    ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps, c->h, st),
-	    err);
+	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
+	                             cfg->rms_eps, c->h, pdl, st),
+	            err);
 	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=
 	    DS_OK)
 		return rv;
-	DS_CUDA_TRY(ds_k_sample(c->logits, p->R, cfg->vocab_size, c->dm.sp, c->dm.out, st), err);
+	DS_CUDA_TRY(ds_k_sample_pdl(c->logits, p->R, cfg->vocab_size, c->dm.sp, c->dm.out, pdl, st),
+	            err);
 	return DS_OK;
 }
 
@@ -356,17 +360,19 @@ enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model
 	snprintf(c->dev_name, sizeof(c->dev_name), "%.100s", prop.name);
 	DS_CUDA_GOTO(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), err, rv);
 	DS_CUDA_GOTO(ds_k_gemm_ref_setup(), err, rv);
-	if ((rv = ds_cuda_weights_init(c, err)) != DS_OK)
-		goto fail;
-	if ((rv = ds_cuda_fast_init(c, err)) != DS_OK)
-		goto fail;
-	const char *g = getenv("DS_CUDA_GRAPHS");
-	c->ref_graphs = !(g && strcmp(g, "0") == 0);
 	/* the reference attention kernel is part of the reference path's definition: chosen once,
 	 * by head_dim support and DS_REF_ATTN=old only, never by a pass's shape */
 	const char *ra = getenv("DS_REF_ATTN");
 	struct ds_k_dims rd = {cfg->n_head, cfg->n_kv_head, cfg->head_dim, 16, 1, cfg->rms_eps};
 	c->ref_attn_mma = ds_k_attn_ref_mma_supported(rd) && !(ra && strcmp(ra, "old") == 0);
+	if ((rv = ds_cuda_weights_init(c, err)) != DS_OK)
+		goto fail;
+	if ((rv = ds_cuda_fast_init(c, err)) != DS_OK)
+		goto fail;
+	if ((rv = ds_cuda_ref_init(c, err)) != DS_OK)
+		goto fail;
+	const char *g = getenv("DS_CUDA_GRAPHS");
+	c->ref_graphs = !(g && strcmp(g, "0") == 0);
 	be->iface = &cuda_iface;
 	be->ctx = c;
 	be->model = m;

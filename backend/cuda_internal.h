@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "ds_cuda.h"
 #include "kernels.h"
+#include "ref_gemm_table.h"
 
 #include <cublasLt.h>
 
@@ -41,6 +42,24 @@ struct ds_cuda_algo {
 
 struct ds_cuda_fast_plans; /* private to fastpath/cuda_fast.c */
 
+/* The fast path's GEMM choice for one (M bucket, N, K), timed on first use (cuda_fast.c). */
+#define DS_CUDA_PICK_CACHE 128
+enum ds_cuda_gemm_kind {
+	DS_CUDA_GEMM_LT = 0, /* cuBLASLt, its own per-M algorithm cache */
+	DS_CUDA_GEMM_GEMV,   /* ds_k_gemv (M <= DS_K_GEMV_MAX_M) */
+	DS_CUDA_GEMM_SKINNY, /* ds_k_skinny, variant */
+};
+struct ds_cuda_pick {
+	int mb, N, K; /* mb: M for M <= 4, else the next power of two */
+	bool ok;
+	int kind, variant;
+	int M_timed; /* the M the candidates were timed at */
+	/* best time of each candidate family at M_timed, L2 flushed before each run (ms;
+	 * INFINITY where not a candidate); kind/variant is the argmin */
+	float ms_lt, ms_gemv, ms_skinny, ms_best;
+	int skinny_best; /* fastest skinny variant */
+};
+
 /* Fast path state (fastpath/cuda_fast.c). */
 struct ds_cuda_fast {
 	cublasLtHandle_t lt;
@@ -52,6 +71,10 @@ struct ds_cuda_fast {
 	cudaGraphExec_t graph[DS_CUDA_N_BUCKETS];
 	bool warm[DS_CUDA_N_BUCKETS];
 	bool use_graphs;
+	struct ds_cuda_pick picks[DS_CUDA_PICK_CACHE]; /* GEMM choice per (M bucket, N, K) */
+	int n_picks, next_pick_evict;
+	bool skinny; /* skinny GEMM and GEMV are candidates (DS_CUDA_SKINNY=0: cuBLASLt only) */
+	bool pdl;    /* launch the skinny GEMM with programmatic dependent launch (DS_CUDA_PDL=1) */
 };
 
 /* Host mirrors (pinned) and device copies of one pass's metadata. */
@@ -73,10 +96,26 @@ struct ds_cuda_pass {
 #define DS_CUDA_REF_GRAPH_MAX 512
 #define DS_CUDA_REF_BUCKETS 6
 
-/* Reference path state (refpath/cuda_ref.c): graphs of padded, fixed-shape passes. */
+#define DS_CUDA_REF_PICKS 128
+
+/* A reference GEMM variant chosen for (M bucket, N, K) among bit-identical candidates. */
+struct ds_cuda_ref_pick {
+	int mb, n, k, variant;
+};
+
+/* Reference path state (refpath/cuda_ref.c): graphs of padded, fixed-shape passes, and the
+ * GEMM variant table. */
 struct ds_cuda_ref {
 	cudaGraphExec_t graph[DS_CUDA_REF_BUCKETS];
 	bool warm[DS_CUDA_REF_BUCKETS];
+	/* (N, K) -> base variant (refpath/ref_gemm_table.h), read once at init */
+	struct ds_ref_gemm_table table;
+	/* same_bits[v]: variant v gave the same bytes as the first variant with its split count
+	 * in the start-up self-check, so the two may stand in for each other at any M */
+	bool same_bits[DS_K_GEMM_REF_N_VARIANTS];
+	struct ds_cuda_ref_pick picks[DS_CUDA_REF_PICKS];
+	int n_picks, next_evict;
+	bool autotune; /* DS_REF_GEMM_AUTOTUNE=0: always the base variant */
 };
 
 struct ds_cuda_ctx {
@@ -172,6 +211,9 @@ enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_p
  * second use). Padding rows have no KV and cannot touch real rows (every step is per row). */
 enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
                                    struct ds_err *err);
+/* Reads the GEMM variant table (DS_REF_GEMM_TABLE) and runs the variants' bit-equality
+ * self-check; called once at backend init. */
+enum ds_status ds_cuda_ref_init(struct ds_cuda_ctx *c, struct ds_err *err);
 void ds_cuda_ref_free(struct ds_cuda_ctx *c);
 
 /* fast path extras (fastpath/cuda_fast.c) */
@@ -183,5 +225,8 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len);
  * filled: pads to the batch bucket and replays (capturing on second use) that bucket's graph. */
 enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
                                    struct ds_err *err);
+/* Drops the captured decode graphs (they are captured again on later use), e.g. after
+ * fast.pdl or the GEMM choices changed. */
+void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c);
 
 #endif

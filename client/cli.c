@@ -1,7 +1,7 @@
 /* cli.c - detserve-cli: generate (streaming), info and health against a detserve server.
  *
- * Tokens are printed as they arrive (text when the server sends it, else token ids); the final
- * message's fingerprint, finish reason, usage and DVR stats follow. A failed call prints
+ * Tokens are printed as they arrive (text when the server sends it, unless --ids; else token
+ * ids); the final message's fingerprint, finish reason, usage and DVR stats follow. A failed call prints
  * "error: <STATUS_NAME>: <message>" on stderr and exits with the gRPC code (14 when the server
  * cannot be reached, 64 for usage errors). Ctrl-C cancels the call (RST_STREAM) and exits 1. */
 #include "detserve_client.h"
@@ -35,6 +35,7 @@ struct cli {
 	int32_t *ids;
 	bool unary;
 	bool quiet_stream;
+	bool print_ids; /* --ids: token ids even when the server sends text */
 	/* streaming state */
 	int n_tokens;
 	int code;
@@ -53,7 +54,7 @@ static void usage(FILE *f)
 	    "           [--deterministic] [--max-tokens N]\n"
 	    "           [--temperature T] [--top-k K] [--top-p P] [--seed S] [--logprobs]\n"
 	    "           [--stop-ids 1,2] [--ignore-eos] [--no-early-verify] [--request-id ID] "
-	    "[--unary]\n"
+	    "[--unary] [--ids]\n"
 	    "  info     print the server's model, mode and W/G\n"
 	    "  health   grpc.health.v1 Check; exit 0 when SERVING\n"
 	    "The address defaults to $DETSERVE_ADDR, else 127.0.0.1:50051.\n");
@@ -126,8 +127,9 @@ static void print_chunk(struct cli *c, const Detserve__V1__GenerateResponse *r)
 		return;
 	/* a text request implies a tokenizer: a chunk without text (an EOS, or bytes of a
 	 * character still incomplete) prints nothing rather than its ids */
-	bool text_mode = (c->req.prompt_text || c->req.chat_user) && !c->req.prompt_ids;
-	if (r->text && r->text[0] && !c->req.return_logprobs) {
+	bool text_mode =
+	    (c->req.prompt_text || c->req.chat_user) && !c->req.prompt_ids && !c->print_ids;
+	if (r->text && r->text[0] && !c->req.return_logprobs && !c->print_ids) {
 		fputs(r->text, stdout);
 	} else if (text_mode && !c->req.return_logprobs) {
 		/* nothing to show */
@@ -300,6 +302,7 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 		O_RID,
 		O_UNARY,
 		O_QUIET,
+		O_PRINT_IDS,
 		O_CHAT,
 		O_SYSTEM
 	};
@@ -319,6 +322,7 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 	    {"request-id", required_argument, NULL, O_RID},
 	    {"unary", no_argument, NULL, O_UNARY},
 	    {"quiet", no_argument, NULL, O_QUIET},
+	    {"ids", no_argument, NULL, O_PRINT_IDS},
 	    {"chat", required_argument, NULL, O_CHAT},
 	    {"system", required_argument, NULL, O_SYSTEM},
 	    {NULL, 0, NULL, 0},
@@ -392,6 +396,9 @@ static int parse_gen(struct cli *c, int argc, char **argv)
 			break;
 		case O_QUIET:
 			c->quiet_stream = true;
+			break;
+		case O_PRINT_IDS:
+			c->print_ids = true;
 			break;
 		case O_CHAT:
 			r->chat_user = optarg;

@@ -1,13 +1,15 @@
-/* cuda_fast.c - the CUDA fast path: cuBLASLt GEMMs chosen by heuristics (a bandwidth-bound GEMV
- * for 1..4 rows), flash-decoding with an occupancy-chosen split, and one CUDA graph per decode
- * batch-size bucket.
+/* cuda_fast.c - the CUDA fast path: per-shape autotuned GEMMs (tensor-core skinny GEMM, CUDA-core
+ * GEMV and cuBLASLt), flash-decoding with an occupancy-chosen split, and one CUDA graph per
+ * decode batch-size bucket.
  *
- * Everything here is free to depend on the batch: cuBLASLt may pick split-K or another
- * algorithm per M (decode-sized shapes are autotuned over the heuristic's top 8 on first use),
- * and the attention split count follows the number of rows. That is the point
+ * Everything here is free to depend on the batch: the GEMM for up to 64 rows is whichever of the
+ * skinny GEMM's variants, the GEMV (M <= 4) and cuBLASLt's top heuristics ran fastest on first
+ * use of its (M bucket, N, K) (timed outside graph capture, L2 flushed before each run, so
+ * weights stream from HBM as they do in a decode step); larger GEMMs use cuBLASLt, autotuned
+ * per M up to 256. The attention split count follows the number of rows. That is the point
  * of the fast path (DESIGN.md section 1); the reference path (refpath/cuda_ref.c) is the one
  * that must not. A bucket's graph is captured on its second use (the first runs eagerly, which
- * also warms the cuBLASLt algorithm cache outside the capture). */
+ * also fills the GEMM choice caches outside the capture). */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -70,6 +72,13 @@ struct ds_cuda_fast_plans {
 #define AUTOTUNE_MAX_M 256 /* decode-sized GEMMs are timed; larger ones take heuristic #1 */
 #define AUTOTUNE_CANDIDATES 8
 
+/* Evicts the weights from L2 before a timed run (the workspace is larger than L2), so a
+ * candidate is timed streaming from HBM as in a real decode step. */
+static void l2_flush(struct ds_cuda_ctx *c)
+{
+	cudaMemsetAsync(c->fast.workspace, 0, c->fast.ws_bytes, c->stream);
+}
+
 /* Times algorithm a on the call's own buffers (the real call overwrites C afterwards). */
 static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMatmulAlgo_t *a,
                      const uint16_t *A, const uint16_t *W, float *C)
@@ -83,7 +92,8 @@ static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMat
 		cudaEventDestroy(e0);
 		return best;
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
+		l2_flush(c);
 		cudaEventRecord(e0, c->stream);
 		cublasStatus_t s =
 		    cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C,
@@ -172,15 +182,130 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, cons
 	return DS_OK;
 }
 
-static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
-                                float *C, int M, int N, int K, struct ds_err *err)
+/* ---- GEMM choice: skinny variants vs GEMV vs cuBLASLt ---- */
+
+static int m_bucket(int M)
 {
-	if (M <= 0)
-		return DS_OK;
-	if (M <= DS_K_GEMV_MAX_M) {
-		DS_CUDA_TRY(ds_k_gemv(A, W, C, M, N, K, c->stream), err);
-		return DS_OK;
+	if (M <= DS_K_GEMV_MAX_M)
+		return M;
+	int b = 8;
+	while (b < M)
+		b *= 2;
+	return b;
+}
+
+static cudaError_t cand_launch(struct ds_cuda_ctx *c, int kind, int v, const uint16_t *A,
+                               const uint16_t *W, float *C, int M, int N, int K)
+{
+	if (kind == DS_CUDA_GEMM_GEMV)
+		return ds_k_gemv(A, W, C, M, N, K, c->stream);
+	return ds_k_skinny(A, W, C, M, N, K, v, c->fast.pdl, c->stream);
+}
+
+/* Best of 3 runs after a warm-up, each after an L2 flush (ms); INFINITY if it fails. */
+static float cand_time(struct ds_cuda_ctx *c, int kind, int v, const uint16_t *A, const uint16_t *W,
+                       float *C, int M, int N, int K)
+{
+	cudaEvent_t e0, e1;
+	float best = INFINITY;
+	if (cudaEventCreate(&e0) != cudaSuccess)
+		return best;
+	if (cudaEventCreate(&e1) != cudaSuccess) {
+		cudaEventDestroy(e0);
+		return best;
 	}
+	for (int i = 0; i < 4; i++) {
+		l2_flush(c);
+		cudaEventRecord(e0, c->stream);
+		cudaError_t e = cand_launch(c, kind, v, A, W, C, M, N, K);
+		cudaEventRecord(e1, c->stream);
+		if (e != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) {
+			best = INFINITY;
+			break;
+		}
+		float ms;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (i > 0 && ms < best)
+			best = ms;
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaGetLastError();
+	return best;
+}
+
+/* The cached choice for (bucket of M, N, K); on a miss outside capture, times every candidate
+ * on the call's own buffers (the real call overwrites C afterwards) and caches the fastest.
+ * *out is NULL on a miss during capture (the caller then uses the untimed default). */
+static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+                                  float *C, int M, int N, int K, const struct ds_cuda_pick **out,
+                                  struct ds_err *err)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	int mb = m_bucket(M);
+	*out = NULL;
+	for (int i = 0; i < f->n_picks; i++)
+		if (f->picks[i].ok && f->picks[i].mb == mb && f->picks[i].N == N &&
+		    f->picks[i].K == K) {
+			*out = &f->picks[i];
+			return DS_OK;
+		}
+	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+	DS_CUDA_TRY(cudaStreamIsCapturing(c->stream, &cap), err);
+	if (cap != cudaStreamCaptureStatusNone)
+		return DS_OK;
+	struct ds_cuda_pick pk = {.mb = mb,
+	                          .N = N,
+	                          .K = K,
+	                          .ok = true,
+	                          .kind = DS_CUDA_GEMM_LT,
+	                          .M_timed = M,
+	                          .ms_lt = INFINITY,
+	                          .ms_gemv = INFINITY,
+	                          .ms_skinny = INFINITY,
+	                          .ms_best = INFINITY};
+	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
+		float t = cand_time(c, DS_CUDA_GEMM_SKINNY, v, A, W, C, M, N, K);
+		if (t < pk.ms_skinny) {
+			pk.ms_skinny = t;
+			pk.skinny_best = v;
+		}
+	}
+	if (M <= DS_K_GEMV_MAX_M)
+		pk.ms_gemv = cand_time(c, DS_CUDA_GEMM_GEMV, 0, A, W, C, M, N, K);
+	int slot = 0;
+	struct ds_err lt_err = {0};
+	if (lt_lookup(c, M, N, K, A, W, C, &slot, &lt_err) == DS_OK)
+		pk.ms_lt = lt_time(c, plan_of(c, slot), &f->cache[slot].algo, A, W, C);
+	pk.ms_best = pk.ms_lt;
+	if (pk.ms_gemv < pk.ms_best) {
+		pk.ms_best = pk.ms_gemv;
+		pk.kind = DS_CUDA_GEMM_GEMV;
+	}
+	if (pk.ms_skinny < pk.ms_best) {
+		pk.ms_best = pk.ms_skinny;
+		pk.kind = DS_CUDA_GEMM_SKINNY;
+		pk.variant = pk.skinny_best;
+	}
+	if (!isfinite(pk.ms_best))
+		return ds_errf(err, DS_ERR_DEVICE,
+		               "cuda: no GEMM candidate ran for M=%d N=%d K=%d (cublasLt: %s)", M,
+		               N, K, lt_err.msg);
+	int i;
+	if (f->n_picks < DS_CUDA_PICK_CACHE) {
+		i = f->n_picks++;
+	} else {
+		i = f->next_pick_evict;
+		f->next_pick_evict = (f->next_pick_evict + 1) % DS_CUDA_PICK_CACHE;
+	}
+	f->picks[i] = pk;
+	*out = &f->picks[i];
+	return DS_OK;
+}
+
+static enum ds_status lt_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W, float *C,
+                              int M, int N, int K, struct ds_err *err)
+{
 	int i = 0;
 	enum ds_status rv = lt_lookup(c, M, N, K, A, W, C, &i, err);
 	if (rv != DS_OK)
@@ -194,11 +319,35 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	return DS_OK;
 }
 
+static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+                                float *C, int M, int N, int K, struct ds_err *err)
+{
+	if (M <= 0)
+		return DS_OK;
+	/* untimed default: the GEMV for 1..4 rows, cuBLASLt above */
+	int kind = M <= DS_K_GEMV_MAX_M ? DS_CUDA_GEMM_GEMV : DS_CUDA_GEMM_LT, v = 0;
+	if (c->fast.skinny && M <= DS_K_SKINNY_MAX_M) {
+		const struct ds_cuda_pick *pk = NULL;
+		enum ds_status rv = pick_lookup(c, A, W, C, M, N, K, &pk, err);
+		if (rv != DS_OK)
+			return rv;
+		if (pk) {
+			kind = pk->kind;
+			v = pk->variant;
+		}
+	}
+	if (kind == DS_CUDA_GEMM_LT)
+		return lt_gemm(c, A, W, C, M, N, K, err);
+	DS_CUDA_TRY(cand_launch(c, kind, v, A, W, C, M, N, K), err);
+	return DS_OK;
+}
+
 static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                      const uint16_t *kv, int n_split, struct ds_err *err)
 {
-	DS_CUDA_TRY(ds_k_attn_fast(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
-	                           n_split < 1 ? 1 : n_split, c->part, c->att, c->stream),
+	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
+	                               n_split < 1 ? 1 : n_split, c->part, c->att, c->fast.pdl,
+	                               c->stream),
 	            err);
 	return DS_OK;
 }
@@ -277,6 +426,17 @@ enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p
 	return DS_OK;
 }
 
+void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++) {
+		if (f->graph[i])
+			cudaGraphExecDestroy(f->graph[i]);
+		f->graph[i] = NULL;
+		f->warm[i] = false;
+	}
+}
+
 /* ---- lifetime ---- */
 
 static struct lt_plan *plan_of(struct ds_cuda_ctx *c, int i)
@@ -296,6 +456,10 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	DS_CUDA_TRY(cudaMalloc(&f->workspace, f->ws_bytes), err);
 	const char *g = getenv("DS_CUDA_GRAPHS");
 	f->use_graphs = !(g && strcmp(g, "0") == 0);
+	const char *sk = getenv("DS_CUDA_SKINNY");
+	f->skinny = !(sk && strcmp(sk, "0") == 0);
+	const char *pdl = getenv("DS_CUDA_PDL");
+	f->pdl = pdl && strcmp(pdl, "1") == 0;
 	return DS_OK;
 }
 

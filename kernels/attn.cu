@@ -13,6 +13,7 @@
  *    least two), the count chosen by the caller from batch and occupancy, so the bits depend
  *    on n_split. */
 #include "kernels.h"
+#include "pdl.cuh"
 #include "cu_common.cuh"
 
 #include <math.h>
@@ -233,6 +234,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
                 float scale, float *part, uint16_t *out)
 {
 	extern __shared__ __align__(16) unsigned char att_smem[];
+	ds_grid_dep_wait(); /* no-op unless launched with PDL (the fast path's decode chain) */
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	int D = d.head_dim, G = d.n_head / d.n_kv;
 	int p = tm.pos[t];
@@ -308,6 +310,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 __global__ void attn_combine_kernel(const float *part, struct ds_k_tokmeta tm, struct ds_k_dims d,
                                     int nz, int ref, uint16_t *out)
 {
+	ds_grid_dep_wait();
 	int t = blockIdx.x, h = blockIdx.y, D = d.head_dim;
 	int p = tm.pos[t];
 	uint16_t *o = out + ((size_t)t * d.n_head + h) * D;
@@ -383,9 +386,10 @@ extern "C" cudaError_t ds_k_attn_ref(const uint16_t *q, const uint16_t *kv, stru
 	return cudaGetLastError();
 }
 
-extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                                      int T, struct ds_k_dims d, int n_split, float *part,
-                                      uint16_t *out, cudaStream_t st)
+extern "C" cudaError_t ds_k_attn_fast_pdl(const uint16_t *q, const uint16_t *kv,
+                                          struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
+                                          int n_split, float *part, uint16_t *out, int pdl,
+                                          cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -394,12 +398,18 @@ extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, str
 	int G = d.n_head / d.n_kv;
 	size_t shm = attn_smem_bytes(G, d.head_dim, 1);
 	float scale = 1.0f / sqrtf((float)d.head_dim);
-	attn_kernel<2>
-	    <<<dim3(T, d.n_kv, n_split), ATT_THREADS, shm, st>>>(q, kv, tm, d, scale, part, out);
-	cudaError_t e = cudaGetLastError();
+	cudaError_t e = ds_launch(attn_kernel<2>, dim3(T, d.n_kv, n_split), dim3(ATT_THREADS), shm,
+	                          st, pdl, q, kv, tm, d, scale, part, out);
 	if (e != cudaSuccess || n_split == 1)
 		return e;
 	int cthreads = d.head_dim < 128 ? d.head_dim : 128;
-	attn_combine_kernel<<<dim3(T, d.n_head), cthreads, 0, st>>>(part, tm, d, n_split, 0, out);
-	return cudaGetLastError();
+	return ds_launch(attn_combine_kernel, dim3(T, d.n_head), dim3(cthreads), 0, st, pdl,
+	                 (const float *)part, tm, d, n_split, 0, out);
+}
+
+extern "C" cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                                      int T, struct ds_k_dims d, int n_split, float *part,
+                                      uint16_t *out, cudaStream_t st)
+{
+	return ds_k_attn_fast_pdl(q, kv, tm, T, d, n_split, part, out, 0, st);
 }

@@ -1,100 +1,78 @@
-/* gemm_ref.cu - the reference path's batch-invariant bf16 GEMM on Hopper tensor cores (wgmma).
+/* gemm_ref.cu - the reference path's batch-invariant bf16 GEMM on Hopper tensor cores (wgmma):
+ * the cp.async variants and the variant dispatch (ds_k_gemm_ref_variant).
  *
- * C (M, N) fp32 = A (M, K) . W (N, K)^T. One fixed configuration for every shape: a 128x128
- * block tile, BK = 64, a 3-stage cp.async pipeline into 128-byte-swizzled shared memory, two
- * warpgroups each issuing wgmma.m64n128k16 (bf16 in, fp32 accumulate) on its 64 rows. There is
- * no split-K and no shape-dependent choice: each output element accumulates its K slices
- * 0, 16, 32, ... in order into the same register, so its bits depend only on its row of A and
- * its row of W, never on M, on the row's place in the tile, or on the other rows. Rows past M
- * and columns past N are zero-filled and never stored. */
+ * C (M, N) fp32 = A (M, K) . W (N, K)^T. A cp.async variant is a BM=128 x BN block tile,
+ * BK = 64, a STAGES-deep cp.async pipeline into 128-byte-swizzled shared memory, and two
+ * warpgroups each issuing wgmma.m64nBNk16 (bf16 in, fp32 accumulate) on its 64 rows. Variant 0
+ * (128x128, 3 stages, row-major raster) is the original kernel, unchanged. The TMA variants
+ * live in gemm_ref_tma.cu.
+ *
+ * Why a row's bits cannot depend on M, in variants 0..6: there is no split-K and no choice
+ * made from M. Each output element is owned by exactly one thread of one block, which
+ * accumulates its K slices 0, 16, 32, ... in order into the same fp32 register (wgmma groups
+ * on one accumulator execute in issue order), reading only its row of A and its row of W;
+ * rows past M and columns past N are zero-filled operands, whose products do not touch other
+ * rows. M only decides how many tiles exist and which tile a block takes (the raster order),
+ * never how a tile is computed. Variants 7..10 (gemm_ref_splitk.cu) split K in a fixed way
+ * (S = 2 or 4 CTAs of a cluster, k-ranges from K and S only, partials combined in rank
+ * order), which keeps the same property. The variant is chosen by the caller from (N, K) only
+ * (refpath/cuda_ref.c), which is fixed per weight matrix. */
 #include "kernels.h"
+#include "gemm_ref_common.cuh"
 
-#define BM 128
-#define BN 128
-#define BK 64
-#define STAGES 3
 #define THREADS 256
-#define STAGE_BYTES ((BM + BN) * BK * 2)
 
-/* 16-byte chunk c of row r of a (rows, 64) bf16 tile with the 128-byte swizzle wgmma expects. */
-__device__ __forceinline__ unsigned swz(int r, int c)
-{
-	return (unsigned)(r * 128 + ((c ^ (r & 7)) << 4));
-}
+template <int BN, int STAGES> struct cp_cfg {
+	static constexpr int A_BYTES = DS_GR_BM * DS_GR_BK * 2;
+	static constexpr int STAGE_BYTES = (DS_GR_BM + BN) * DS_GR_BK * 2;
+	static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 1024;
+	static constexpr int MIN_BLOCKS = BN == 128 && STAGES <= 3 ? 2 : 1;
+};
 
-__device__ __forceinline__ void cp_async16(unsigned smem, const void *gmem, bool valid)
+template <int BN, int STAGES, bool GROUPED>
+__global__ void __launch_bounds__(THREADS, (cp_cfg<BN, STAGES>::MIN_BLOCKS))
+    gemm_ref_cp_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
+                       float *__restrict__ C, int M, int N, int K)
 {
-	int n = valid ? 16 : 0;
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
-	             "r"(n));
-}
-
-/* K-major operand descriptor: 128B swizzle, 8-row groups 1024 bytes apart. */
-__device__ __forceinline__ uint64_t wg_desc(unsigned addr)
-{
-	uint64_t d = (uint64_t)((addr & 0x3ffffu) >> 4);
-	d |= (uint64_t)1 << 16;           /* leading byte offset: unused with swizzle */
-	d |= (uint64_t)(1024 >> 4) << 32; /* stride byte offset */
-	d |= (uint64_t)1 << 62;           /* 128-byte swizzle */
-	return d;
-}
-
-__device__ __forceinline__ void wgmma_128(float *d, uint64_t da, uint64_t db)
-{
-	asm volatile(
-	    "{\n"
-	    ".reg .pred p;\n"
-	    "setp.ne.b32 p, %66, 0;\n"
-	    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-	    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-	    "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
-	    "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
-	    "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n"
-	    "}\n"
-	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-	      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-	      "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-	      "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-	      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-	      "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-	      "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-	      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-	      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
-	      "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
-	      "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-	    : "l"(da), "l"(db), "r"(1));
-}
-
-__global__ void __launch_bounds__(THREADS, 2)
-    gemm_ref_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
-                    float *__restrict__ C, int M, int N, int K)
-{
+	typedef cp_cfg<BN, STAGES> cfg;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	unsigned base = (unsigned)__cvta_generic_to_shared(smem_raw);
 	base = (base + 1023u) & ~1023u;
 	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-	int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-	int KT = (K + BK - 1) / BK;
+	int tm, tn;
+	if (GROUPED)
+		gr_tile((int)blockIdx.x, (M + DS_GR_BM - 1) / DS_GR_BM, (N + BN - 1) / BN, true,
+		        &tm, &tn);
+	else
+		tm = (int)blockIdx.y, tn = (int)blockIdx.x;
+	int m0 = tm * DS_GR_BM, n0 = tn * BN;
+	int KT = (K + DS_GR_BK - 1) / DS_GR_BK;
 
-	float d[64];
+	float d[BN / 2];
 #pragma unroll
-	for (int i = 0; i < 64; i++)
+	for (int i = 0; i < BN / 2; i++)
 		d[i] = 0.0f;
 
 	auto load_stage = [&](int stage, int kt) {
-		unsigned sa = base + stage * STAGE_BYTES, sb = sa + BM * BK * 2;
-		int k0 = kt * BK;
+		unsigned sa = base + stage * cfg::STAGE_BYTES, sb = sa + cfg::A_BYTES;
+		int k0 = kt * DS_GR_BK;
 #pragma unroll
-		for (int i = 0; i < 4; i++) {
+		for (int i = 0; i < DS_GR_BM * 8 / THREADS; i++) {
 			int c = tid + i * THREADS;
 			int row = c >> 3, ch = c & 7;
 			int col = k0 + ch * 8;
 			int gr = m0 + row;
 			bool ok = gr < M && col < K;
-			cp_async16(sa + swz(row, ch), ok ? A + (size_t)gr * K + col : A, ok);
+			gr_cp_async16(sa + gr_swz(row, ch), ok ? A + (size_t)gr * K + col : A, ok);
+		}
+#pragma unroll
+		for (int i = 0; i < BN * 8 / THREADS; i++) {
+			int c = tid + i * THREADS;
+			int row = c >> 3, ch = c & 7;
+			int col = k0 + ch * 8;
 			int gn = n0 + row;
-			ok = gn < N && col < K;
-			cp_async16(sb + swz(row, ch), ok ? W + (size_t)gn * K + col : W, ok);
+			bool ok = gn < N && col < K;
+			gr_cp_async16(sb + gr_swz(row, ch), ok ? W + (size_t)gn * K + col : W, ok);
 		}
 	};
 
@@ -113,59 +91,167 @@ __global__ void __launch_bounds__(THREADS, 2)
 			load_stage(pf % STAGES, pf);
 		asm volatile("cp.async.commit_group;\n" ::);
 
-		unsigned sa = base + (kt % STAGES) * STAGE_BYTES + wg * 64 * 128;
-		unsigned sb = base + (kt % STAGES) * STAGE_BYTES + BM * BK * 2;
+		unsigned sa = base + (kt % STAGES) * cfg::STAGE_BYTES + wg * 64 * 128;
+		unsigned sb = base + (kt % STAGES) * cfg::STAGE_BYTES + cfg::A_BYTES;
 		asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-		for (int ks = 0; ks < BK / 16; ks++)
-			wgmma_128(d, wg_desc(sa + ks * 32), wg_desc(sb + ks * 32));
+		for (int ks = 0; ks < DS_GR_BK / 16; ks++)
+			gr_wgmma<BN>(d, gr_desc(sa + ks * 32), gr_desc(sb + ks * 32));
 		asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 		asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 	}
 	asm volatile("cp.async.wait_group 0;\n" ::);
 
-	int row = m0 + wg * 64 + warp * 16 + (lane >> 2);
-#pragma unroll
-	for (int i = 0; i < 16; i++) {
-		int col = n0 + i * 8 + 2 * (lane & 3);
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			int r = row + h * 8;
-			if (r >= M)
-				continue;
-			float *dst = C + (size_t)r * N + col;
-			float v0 = d[4 * i + 2 * h], v1 = d[4 * i + 2 * h + 1];
-			if (col + 1 < N && (N & 1) == 0) {
-				*(float2 *)dst = make_float2(v0, v1);
-			} else {
-				if (col < N)
-					dst[0] = v0;
-				if (col + 1 < N)
-					dst[1] = v1;
-			}
-		}
+	gr_store<BN>(d, C, M, N, m0 + wg * 64, n0, warp, lane);
+}
+
+template <int BN, int STAGES, bool GROUPED>
+static cudaError_t cp_launch(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+                             cudaStream_t st)
+{
+	unsigned tiles_m = (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM);
+	unsigned tiles_n = (unsigned)((N + BN - 1) / BN);
+	dim3 grid = GROUPED ? dim3(tiles_m * tiles_n) : dim3(tiles_n, tiles_m);
+	gemm_ref_cp_kernel<BN, STAGES, GROUPED>
+	    <<<grid, THREADS, cp_cfg<BN, STAGES>::SMEM, st>>>(A, W, C, M, N, K);
+	return cudaGetLastError();
+}
+
+template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_setup(void)
+{
+	return cudaFuncSetAttribute(gemm_ref_cp_kernel<BN, STAGES, GROUPED>,
+	                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                            (int)cp_cfg<BN, STAGES>::SMEM);
+}
+
+/* The TMA variants (gemm_ref_tma.cu); bn is 128 or 256. */
+cudaError_t ds_gemm_ref_tma_launch(int bn, bool persistent, const uint16_t *A, const uint16_t *W,
+                                   float *C, int M, int N, int K, cudaStream_t st);
+cudaError_t ds_gemm_ref_tma_setup(void);
+cudaError_t ds_gemm_ref_tma_resident(int bn, int dev, int *ctas);
+/* The fixed split-K cluster variants (gemm_ref_splitk.cu); S is 2 or 4, stages 6 or 3. */
+cudaError_t ds_gemm_ref_splitk_launch(int S, int stages, const uint16_t *A, const uint16_t *W,
+                                      float *C, int M, int N, int K, cudaStream_t st);
+cudaError_t ds_gemm_ref_splitk_setup(void);
+cudaError_t ds_gemm_ref_splitk_resident(int S, int stages, int *ctas);
+
+static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
+    "cp128x128s3",     /* 0: the original kernel: cp.async, 3 stages, row-major raster */
+    "cp128x128s3g",    /* 1: the same, grouped raster */
+    "cp128x256s4g",    /* 2: cp.async, 128x256 tile, 4 stages, grouped raster */
+    "tma128x256s4g",   /* 3: TMA + mbarrier, producer warp + 2 consumer warpgroups, 4 stages */
+    "tma128x128s6g",   /* 4: the same with a 128x128 tile and 6 stages */
+    "tma128x256s4gp",  /* 5: variant 3, persistent (one block per SM walks the tiles) */
+    "tma128x128s6gp",  /* 6: variant 4, persistent */
+    "tma128x128s6k2c", /* 7: split-K over a cluster of 2 CTAs, DSMEM combine, 6 stages */
+    "tma128x128s6k4c", /* 8: the same over a cluster of 4 CTAs */
+    "tma128x128s3k2c", /* 9: variant 7 with 3 stages: two CTAs per SM */
+    "tma128x128s3k4c", /* 10: variant 8 with 3 stages: two CTAs per SM */
+};
+
+/* K splits of each variant: 1 except the cluster split-K variants. */
+static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4};
+
+extern "C" int ds_k_gemm_ref_variant_splits(int variant)
+{
+	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
+		return 0;
+	return variant_splits[variant];
+}
+
+extern "C" const char *ds_k_gemm_ref_variant_name(int variant)
+{
+	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
+		return "?";
+	return variant_names[variant];
+}
+
+extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W,
+                                             float *C, int M, int N, int K, cudaStream_t st)
+{
+	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
+		return cudaErrorInvalidValue;
+	if (M <= 0 || N <= 0)
+		return cudaSuccess;
+	if (K <= 0 || K % 8 != 0)
+		return cudaErrorInvalidValue;
+	switch (variant) {
+	case 0:
+		return cp_launch<128, 3, false>(A, W, C, M, N, K, st);
+	case 1:
+		return cp_launch<128, 3, true>(A, W, C, M, N, K, st);
+	case 2:
+		return cp_launch<256, 4, true>(A, W, C, M, N, K, st);
+	case 3:
+	case 5:
+		return ds_gemm_ref_tma_launch(256, variant == 5, A, W, C, M, N, K, st);
+	case 4:
+	case 6:
+		return ds_gemm_ref_tma_launch(128, variant == 6, A, W, C, M, N, K, st);
+	default:
+		return ds_gemm_ref_splitk_launch(variant_splits[variant], variant >= 9 ? 3 : 6, A,
+		                                 W, C, M, N, K, st);
 	}
 }
 
-static size_t gemm_ref_smem(void)
+template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_resident(int *per_sm)
 {
-	return (size_t)STAGES * STAGE_BYTES + 1024;
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+	    per_sm, gemm_ref_cp_kernel<BN, STAGES, GROUPED>, THREADS, cp_cfg<BN, STAGES>::SMEM);
+}
+
+extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)
+{
+	*ctas = 0;
+	int dev, sms, per_sm = 0;
+	cudaError_t e;
+	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
+		return cudaErrorInvalidValue;
+	if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+	    (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+		return e;
+	switch (variant) {
+	case 0:
+		e = cp_resident<128, 3, false>(&per_sm);
+		break;
+	case 1:
+		e = cp_resident<128, 3, true>(&per_sm);
+		break;
+	case 2:
+		e = cp_resident<256, 4, true>(&per_sm);
+		break;
+	case 3:
+	case 5:
+		return ds_gemm_ref_tma_resident(256, dev, ctas);
+	case 4:
+	case 6:
+		return ds_gemm_ref_tma_resident(128, dev, ctas);
+	default:
+		return ds_gemm_ref_splitk_resident(variant_splits[variant], variant >= 9 ? 3 : 6,
+		                                   ctas);
+	}
+	*ctas = per_sm * sms;
+	return e;
 }
 
 extern "C" cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
                                      int K, cudaStream_t st)
 {
-	if (M <= 0 || N <= 0)
-		return cudaSuccess;
-	if (K <= 0 || K % 8 != 0)
-		return cudaErrorInvalidValue;
-	dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)((M + BM - 1) / BM));
-	gemm_ref_kernel<<<grid, THREADS, gemm_ref_smem(), st>>>(A, W, C, M, N, K);
-	return cudaGetLastError();
+	return ds_k_gemm_ref_variant(0, A, W, C, M, N, K, st);
 }
 
+/* Variant 0's error is returned (the backend depends on it). A failure of another variant's
+ * setup is cleared and left to surface as that variant's launch error, so a problem in a new
+ * variant cannot take the reference path down while the table does not use it. */
 extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 {
-	return cudaFuncSetAttribute(gemm_ref_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                            (int)gemm_ref_smem());
+	cudaError_t e = cp_setup<128, 3, false>();
+	if (e != cudaSuccess)
+		return e;
+	cudaError_t others[4] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>(),
+	                         ds_gemm_ref_tma_setup(), ds_gemm_ref_splitk_setup()};
+	for (int i = 0; i < 4; i++)
+		if (others[i] != cudaSuccess)
+			(void)cudaGetLastError();
+	return cudaSuccess;
 }

@@ -77,6 +77,27 @@ cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M,
 /* Raises the kernel's shared-memory limit; call once per process before launching. */
 cudaError_t ds_k_gemm_ref_setup(void);
 
+/* Variants of the same invariant contract (kernels/gemm_ref.cu, gemm_ref_tma.cu,
+ * gemm_ref_splitk.cu): each has one fixed tile and a fixed K reduction, so rows are
+ * bit-identical for any M and placement within a variant (not across variants). Variants 0..6
+ * have no split-K; 7 and 8 (6 stages) and 9 and 10 (3 stages, two CTAs per SM) split K over a
+ * thread-block cluster of S = 2, 4, 2, 4 CTAs, with the k-ranges a function of K and S only
+ * and the partials combined in a fixed order. Choose the
+ * variant from the weight's (N, K) only, never from M. Variant 0 is ds_k_gemm_ref.
+ * ds_k_gemm_ref_setup covers all of them (it fails only for variant 0; another variant's
+ * setup failure shows as its launch error). Variants 3..10 (TMA) also need A and W 16-byte
+ * aligned. */
+#define DS_K_GEMM_REF_N_VARIANTS 11
+cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
+                                  int M, int N, int K, cudaStream_t st);
+/* Short name of a variant ("cp128x128s3", ...), or "?" when out of range. */
+const char *ds_k_gemm_ref_variant_name(int variant);
+/* The variant's fixed number of K splits S (1, 2 or 4); 0 when out of range. */
+int ds_k_gemm_ref_variant_splits(int variant);
+/* CTAs of the variant resident at once on the current device (for the cluster variants:
+ * active clusters x S); for benchmark diagnostics. */
+cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas);
+
 /* The same contract on mma.sync (128x128x32), kept only as a benchmark comparison point. */
 cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                           cudaStream_t st);
@@ -89,6 +110,24 @@ cudaError_t ds_k_gemm_mma_setup(void);
 #define DS_K_GEMV_MAX_M 4
 cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                       cudaStream_t st);
+
+/* ---- fast-path tensor-core skinny GEMM (kernels/skinny.cu) ---- */
+
+/* C (M, N) fp32 = A (M, K) . W (N, K)^T for 1 <= M <= DS_K_SKINNY_MAX_M on mma.sync (weights as
+ * the 16-row operand, the batch padded to 8/16/32/64). K % 8 == 0, any N; A and W 16-byte
+ * aligned. variant (0 .. DS_K_SKINNY_VARIANTS-1) picks a block shape (warps per block, weight
+ * tiles per warp, K unroll); every variant is correct for every M, the fast path times them.
+ * pdl != 0 launches with programmatic stream serialization: the kernel issues its first
+ * weight loads, then waits for the previous kernel (griddepcontrol.wait) before it reads A or
+ * writes C. Reduction order depends on the variant (not on the data): not batch-invariant.
+ * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
+#define DS_K_SKINNY_MAX_M 64
+#define DS_K_SKINNY_VARIANTS 6
+cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+                        int variant, int pdl, cudaStream_t st);
+/* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
+ * snprintf's count, or -1 for an M or variant out of range. */
+int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);
 
 /* ---- paged attention (kernels/attn.cu) ---- */
 
@@ -159,6 +198,30 @@ struct ds_k_sample_out {
 cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
                         const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
                         cudaStream_t st);
+
+/* ---- programmatic dependent launch (PDL) for the fast path's decode chain ---- */
+
+/* The launchers above with a pdl switch: pdl != 0 launches with programmatic stream
+ * serialization, so the kernel may start while the previous kernel in the stream finishes; each
+ * kernel of rows.cu, attn.cu and sample.cu waits (griddepcontrol.wait) before touching memory,
+ * so results are bit-identical to pdl == 0. The previous kernel's completion, not just its
+ * launch, is what is waited on; a kernel launched without PDL after one of these is ordered as
+ * usual. pdl == 0 is exactly the plain launcher. */
+cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
+                             int n_rows, int hidden, float eps, uint16_t *out, int pdl,
+                             cudaStream_t st);
+cudaError_t ds_k_silu_mul_pdl(const float *gu, int T, int ffn, uint16_t *out, int pdl,
+                              cudaStream_t st);
+cudaError_t ds_k_qkv_rope_pdl(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
+                              const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
+                              int T, struct ds_k_dims d, uint16_t *q, uint16_t *kv, int pdl,
+                              cudaStream_t st);
+cudaError_t ds_k_attn_fast_pdl(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
+                               struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
+                               cudaStream_t st);
+cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
+                            const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, int pdl,
+                            cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -2,9 +2,12 @@
  * residual add fused), SiLU*mul, and the q/k/v epilogue (bias, q/k norm, RoPE, paged KV write).
  *
  * Each of these computes a row from that row alone, with a fixed thread mapping and a fixed
- * reduction tree, so they are batch-invariant by construction and both paths share them. */
+ * reduction tree, so they are batch-invariant by construction and both paths share them.
+ * Every kernel first waits for the previous grid (pdl.cuh): a no-op unless the fast path
+ * launched it with programmatic dependent launch; the arithmetic is the same either way. */
 #include "kernels.h"
 #include "cu_common.cuh"
+#include "pdl.cuh"
 
 #define ROW_THREADS 256
 
@@ -28,6 +31,7 @@ __device__ float block_sum(float v, float *sh)
 
 __global__ void embed_kernel(const uint16_t *tab, const int32_t *ids, int hidden, float *x)
 {
+	ds_grid_dep_wait();
 	int t = blockIdx.x;
 	const uint16_t *src = tab + (size_t)ids[t] * hidden;
 	float *dst = x + (size_t)t * hidden;
@@ -48,6 +52,7 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
                                int hidden, float eps, uint16_t *out)
 {
 	__shared__ float sh[32];
+	ds_grid_dep_wait();
 	int r = blockIdx.x;
 	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
 		for (int i = threadIdx.x; i < hidden; i += blockDim.x)
@@ -77,18 +82,26 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 		o[i] = ds_f32_to_bf16(__fmul_rn(__fmul_rn(xr[i], inv), ds_bf16_to_f32(w[i])));
 }
 
+extern "C" cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows,
+                                        const uint16_t *w, int n_rows, int hidden, float eps,
+                                        uint16_t *out, int pdl, cudaStream_t st)
+{
+	if (n_rows <= 0)
+		return cudaSuccess;
+	return ds_launch(rmsnorm_kernel, dim3(n_rows), dim3(ROW_THREADS), 0, st, pdl, x, delta,
+	                 rows, w, hidden, eps, out);
+}
+
 extern "C" cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows,
                                     const uint16_t *w, int n_rows, int hidden, float eps,
                                     uint16_t *out, cudaStream_t st)
 {
-	if (n_rows <= 0)
-		return cudaSuccess;
-	rmsnorm_kernel<<<n_rows, ROW_THREADS, 0, st>>>(x, delta, rows, w, hidden, eps, out);
-	return cudaGetLastError();
+	return ds_k_rmsnorm_pdl(x, delta, rows, w, n_rows, hidden, eps, out, 0, st);
 }
 
 __global__ void silu_mul_kernel(const float *gu, int ffn, uint16_t *out)
 {
+	ds_grid_dep_wait();
 	int t = blockIdx.y;
 	const float *g = gu + (size_t)t * 2 * ffn, *u = g + ffn;
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -99,14 +112,19 @@ __global__ void silu_mul_kernel(const float *gu, int ffn, uint16_t *out)
 	}
 }
 
-extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *out,
-                                     cudaStream_t st)
+extern "C" cudaError_t ds_k_silu_mul_pdl(const float *gu, int T, int ffn, uint16_t *out, int pdl,
+                                         cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
 	dim3 grid((unsigned)((ffn + 255) / 256), (unsigned)T);
-	silu_mul_kernel<<<grid, 256, 0, st>>>(gu, ffn, out);
-	return cudaGetLastError();
+	return ds_launch(silu_mul_kernel, grid, dim3(256), 0, st, pdl, gu, ffn, out);
+}
+
+extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *out,
+                                     cudaStream_t st)
+{
+	return ds_k_silu_mul_pdl(gu, T, ffn, out, 0, st);
 }
 
 /* ---- q/k/v epilogue: one warp per head; a token's heads spread over gridDim.y blocks ---- */
@@ -118,6 +136,7 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
                                 struct ds_k_dims d, uint16_t *q, uint16_t *kv)
 {
 	extern __shared__ float sh_qkv[]; /* (QKV_WARPS, head_dim) */
+	ds_grid_dep_wait();
 	int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int D = d.head_dim, half = D / 2;
 	int n_all = d.n_head + 2 * d.n_kv;
@@ -186,10 +205,11 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
 	}
 }
 
-extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
-                                     const uint16_t *k_norm, const float *cs,
-                                     struct ds_k_tokmeta tm, int T, struct ds_k_dims d, uint16_t *q,
-                                     uint16_t *kv, cudaStream_t st)
+extern "C" cudaError_t ds_k_qkv_rope_pdl(const float *qkv, const uint16_t *bias,
+                                         const uint16_t *q_norm, const uint16_t *k_norm,
+                                         const float *cs, struct ds_k_tokmeta tm, int T,
+                                         struct ds_k_dims d, uint16_t *q, uint16_t *kv, int pdl,
+                                         cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -197,7 +217,14 @@ extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, con
 	/* small batches spread a token's heads over several blocks */
 	int n_all = d.n_head + 2 * d.n_kv, groups = (n_all + QKV_WARPS - 1) / QKV_WARPS;
 	int gy = T >= 64 ? 1 : groups;
-	qkv_rope_kernel<<<dim3(T, gy), QKV_WARPS * 32, shm, st>>>(qkv, bias, q_norm, k_norm, cs, tm,
-	                                                          d, q, kv);
-	return cudaGetLastError();
+	return ds_launch(qkv_rope_kernel, dim3(T, gy), dim3(QKV_WARPS * 32), shm, st, pdl, qkv,
+	                 bias, q_norm, k_norm, cs, tm, d, q, kv);
+}
+
+extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
+                                     const uint16_t *k_norm, const float *cs,
+                                     struct ds_k_tokmeta tm, int T, struct ds_k_dims d, uint16_t *q,
+                                     uint16_t *kv, cudaStream_t st)
+{
+	return ds_k_qkv_rope_pdl(qkv, bias, q_norm, k_norm, cs, tm, T, d, q, kv, 0, st);
 }

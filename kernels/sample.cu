@@ -8,6 +8,7 @@
  * whose upper mass reaches top_p; ties at the cut are taken in id order via a block scan. */
 #include "kernels.h"
 #include "cu_common.cuh"
+#include "pdl.cuh"
 #include "sample.h"
 
 #include <math.h>
@@ -167,6 +168,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
                   struct ds_k_sample_out *out)
 {
 	__shared__ struct smp_shared sh;
+	ds_grid_dep_wait(); /* no-op unless launched with PDL (the fast path's decode chain) */
 	int r = blockIdx.x, tid = threadIdx.x;
 	const float *L = logits + (size_t)r * vocab;
 	struct ds_k_sample_row P = sp[r];
@@ -292,12 +294,19 @@ __global__ void __launch_bounds__(SMP_THREADS)
 	}
 }
 
+extern "C" cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
+                                       const struct ds_k_sample_row *sp,
+                                       struct ds_k_sample_out *out, int pdl, cudaStream_t st)
+{
+	if (n_rows <= 0)
+		return cudaSuccess;
+	return ds_launch(sample_kernel, dim3(n_rows), dim3(SMP_THREADS), 0, st, pdl, logits, vocab,
+	                 sp, out);
+}
+
 extern "C" cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
                                    const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
                                    cudaStream_t st)
 {
-	if (n_rows <= 0)
-		return cudaSuccess;
-	sample_kernel<<<n_rows, SMP_THREADS, 0, st>>>(logits, vocab, sp, out);
-	return cudaGetLastError();
+	return ds_k_sample_pdl(logits, n_rows, vocab, sp, out, 0, st);
 }

@@ -30,8 +30,9 @@ struct ds_engine_opts {
 	int window;              /* W: candidate tokens per verify window (default 32) */
 	int group;               /* G: windows per reference pass (default 16) */
 	float margin_threshold;  /* early verification when top1-top2 < this; < 0 = auto (the
-	                          * default): 4x the max |fast - ref| logit difference measured on
-	                          * a small calibration batch at init (DVR mode), clamped to
+	                          * default): 1.5x the largest error of the gap between the fast
+	                          * top-1 and top-2..8 logits, measured against the reference path
+	                          * on a small calibration batch at init (DVR mode), clamped to
 	                          * [1e-3, 0.5]; the stats report the value in use */
 	double inject_mismatch;  /* P: fraction of windows forced to roll back (studies) */
 	uint64_t inject_seed;
@@ -121,7 +122,8 @@ struct ds_engine_stats {
 	int waiting, running;      /* now */
 	int kv_blocks_used, kv_blocks_total;
 	/* added with the calibrated threshold: the early-verify margin in use, and the measured
-	 * max |fast - ref| logit difference it came from (-1 when not calibrated) */
+	 * largest fast-vs-reference error of a top-1/top-k gap it came from (-1 when not
+	 * calibrated) */
 	float margin_threshold;
 	float margin_delta;
 };

@@ -68,6 +68,8 @@ try:
     check(r.returncode == 4 and "DEADLINE_EXCEEDED" in r.stderr, "deadline -> DEADLINE_EXCEEDED (exit 4)")
     r = run("generate", "--prompt-ids", "9003", "--quiet")
     check(r.returncode == 0 and "finish: LENGTH" in r.stdout, "300 KB message reassembled")
+    r = run("generate", "--prompt-ids", "9003", "--ids")
+    check(r.returncode == 0 and r.stdout.split("\n")[0] == "1", "--ids prints token ids, not the text")
     r = subprocess.run([cli, "--addr", "127.0.0.1:1", "health"], capture_output=True, text=True)
     check(r.returncode == 14 and "UNAVAILABLE" in r.stderr, "no server -> UNAVAILABLE (exit 14)")
     r = run("generate")

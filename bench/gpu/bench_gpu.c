@@ -5,9 +5,14 @@
  *   decode  fast/ref decode step time at batch 1..256, context 512/2048, vs the roofline
  *           (weight bytes + KV bytes over the copy bandwidth)
  *   gemm    reference GEMM vs cuBLASLt (the fast path's GEMM) at M = 1..8192 on the model's
- *           shapes, and cuBLAS row invariance (row 0 at M = 1 vs M = 2048)
+ *           shapes, every reference variant (BENCH_GEMM_VARIANTS picks; DS_REF_GEMM_TABLE
+ *           sets the reference path's own pick), W bandwidth at M <= 64, and row invariance
+ *           (row 0 at M = 1 vs M = 2048 on the narrow shapes)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
+ *   profile one fast decode pass at batch 1/8/32 (ctx 512) run eagerly with events around each
+ *           launch: time and GB/s per op class; the graph-replayed step, also with PDL toggled
+ *           and without the skinny GEMM; the fast path's GEMM choices
  *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
  *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),
  *           invariant, dvr without early verification; ratio to fast
@@ -17,6 +22,7 @@
 #include "cuda_internal.h"
 #include "engine.h"
 #include "model_internal.h"
+#include "ref_gemm_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +259,93 @@ static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t
 	return 0;
 }
 
+/* One variant of the reference GEMM (kernels/gemm_ref*.cu), timed like time_gemm. A variant
+ * whose launch is refused returns 2 (reported, the error cleared) so the others still run;
+ * any other CUDA error returns 1. */
+static int time_gemm_variant(struct bench *b, int v, const uint16_t *A, const uint16_t *W, float *C,
+                             int M, int N, int K, double *out_s)
+{
+	cudaStream_t st = b->c->stream;
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	int reps = M >= 2048 ? 10 : 30;
+	double t[30];
+	for (int i = -2; i < reps; i++) {
+		CK(cudaEventRecord(e0, st));
+		cudaError_t le = ds_k_gemm_ref_variant(v, A, W, C, M, N, K, st);
+		if (le != cudaSuccess) {
+			fprintf(stderr, "gemm variant %d (%s) at %dx%dx%d: %s\n", v,
+			        ds_k_gemm_ref_variant_name(v), M, N, K, cudaGetErrorString(le));
+			(void)cudaGetLastError();
+			CK(cudaEventRecord(e1, st)); /* a sticky error stops the run here */
+			CK(cudaEventSynchronize(e1));
+			cudaEventDestroy(e0);
+			cudaEventDestroy(e1);
+			return 2;
+		}
+		CK(cudaEventRecord(e1, st));
+		CK(cudaEventSynchronize(e1));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms * 1e-3;
+	}
+	*out_s = median(t, reps);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return 0;
+}
+
+/* Rows 0 and M-1 of C (M, N) into h (2 N floats). */
+static int gemm_probe_rows(const float *C, int M, int N, float *h)
+{
+	CK(cudaDeviceSynchronize());
+	CK(cudaMemcpy(h, C, (size_t)N * 4, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(h + N, C + (size_t)(M - 1) * N, (size_t)N * 4, cudaMemcpyDeviceToHost));
+	return 0;
+}
+
+/* Largest |x - y| / (|y| + 1e-3 * max |y|) over n values: a sanity check of a variant
+ * against variant 0 (the tested original), small (~1e-6) when the variant is right. */
+static double gemm_rel_diff(const float *x, const float *y, size_t n)
+{
+	double ymax = 0, worst = 0;
+	for (size_t i = 0; i < n; i++)
+		ymax = fmax(ymax, fabs((double)y[i]));
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)x[i] - y[i]) / (fabs((double)y[i]) + 1e-3 * ymax + 1e-30);
+		if (!(d <= worst)) /* NaN counts as worst */
+			worst = isnan(d) ? INFINITY : d;
+	}
+	return worst;
+}
+
+/* use[v] from BENCH_GEMM_VARIANTS (e.g. "0,1,2"; unset or "all": every variant). Variant 0
+ * (the baseline of the bit and difference checks) is always used. */
+static void gemm_variants_wanted(bool *use, int nv)
+{
+	const char *e = getenv("BENCH_GEMM_VARIANTS");
+	bool all = !e || !*e || strcmp(e, "all") == 0;
+	for (int v = 0; v < nv; v++)
+		use[v] = all || v == 0;
+	for (const char *p = e; !all && p && *p;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (v >= 0 && v < nv)
+			use[v] = true;
+		p = *end == ',' ? end + 1 : end;
+	}
+}
+
+/* A number for the JSON output: NaN / inf (a variant whose launch was refused) as -1. */
+static double json_num(double x)
+{
+	return isfinite(x) ? x : -1.0;
+}
+
 static int bench_gemm(struct bench *b)
 {
 	const struct ds_model_config *c = &b->m->cfg;
@@ -265,15 +358,25 @@ static int bench_gemm(struct bench *b)
 	    {"gate_up_proj", 2 * F, H},    {"down_proj", H, F},
 	    {"lm_head", c->vocab_size, H},
 	};
+	enum { NV = DS_K_GEMM_REF_N_VARIANTS };
 	int Ms[] = {1, 16, 64, 512, 2048, 8192};
+	bool use[NV];
+	gemm_variants_wanted(use, NV);
+	struct ds_ref_gemm_table tab;
+	struct ds_err terr;
+	if (ds_ref_gemm_table_init(&tab, getenv(DS_REF_GEMM_TABLE_ENV), NV, &terr) != DS_OK) {
+		fprintf(stderr, "%s\n", terr.msg);
+		return 1;
+	}
 	size_t maxA = (size_t)8192 * F, maxW = (size_t)c->vocab_size * H;
 	size_t maxC = (size_t)8192 * c->vocab_size;
+	size_t maxN = (size_t)c->vocab_size > (size_t)2 * F ? (size_t)c->vocab_size : (size_t)2 * F;
 	uint16_t *A, *W;
 	float *C, *C2;
 	CK(cudaMalloc((void **)&A, maxA * 2));
 	CK(cudaMalloc((void **)&W, maxW * 2));
 	CK(cudaMalloc((void **)&C, maxC * 4));
-	CK(cudaMalloc((void **)&C2, (size_t)H * 4));
+	CK(cudaMalloc((void **)&C2, maxN * 4));
 	CK(ds_k_synth_fill(A, maxA, 0, 1, 2, 1.0f, 0.0f, 0));
 	CK(ds_k_synth_fill(W, maxW, 0, 3, 4, 0.02f, 0.0f, 0));
 	CK(cudaDeviceSynchronize());
@@ -281,73 +384,188 @@ static int bench_gemm(struct bench *b)
 	if (!f)
 		return 1;
 	fprintf(f,
-	        "{\"bench\": \"gemm\", \"device\": \"%s\", \"ref\": \"wgmma m64n128k16, 128x128x64 "
-	        "tile, 3 stages, "
-	        "no split-K\", \"mma_sync\": \"older reference kernel, mma.sync 128x128x32\", "
-	        "\"baseline\": \"fast path GEMM: own GEMV for M <= 4, else cuBLASLt (heuristic "
-	        "top-8 autotuned for M <= 256); keys cublas_* hold it\", \"points\": [\n",
+	        "{\"bench\": \"gemm\", \"device\": \"%s\", \"ref\": \"the reference path's GEMM "
+	        "(refpath/cuda_ref.c: variant per (N, K) from its table)\", \"mma_sync\": \"older "
+	        "reference kernel, mma.sync 128x128x32\", \"variants\": [",
 	        b->dev);
+	for (int v = 0; v < NV; v++)
+		if (use[v])
+			fprintf(f, "%s\"%s\"", v ? ", " : "", ds_k_gemm_ref_variant_name(v));
+	fprintf(f, "], \"baseline\": \"fast path GEMM: own GEMV for M <= 4, else cuBLASLt "
+	           "(heuristic top-8 autotuned for M <= 256); keys cublas_* hold it\", "
+	           "\"variant_keys\": \"per point, variants[v]: ms, TFLOPs, over_cublas_speed "
+	           "(cublas_ms / ms), W_GBps (bytes of W over the time), rel_diff_v0 (rows 0 and "
+	           "M-1 vs variant 0), bits_eq_v0\", ");
 	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference (wgmma) vs fast (GEMV for M <= 4, "
-	       "else cuBLASLt autotuned)\n");
+	       "else cuBLASLt autotuned); vN = reference variant N over fast (speed ratio)\n");
+	for (int v = 0; v < NV; v++)
+		printf("  v%d = %s%s\n", v, ds_k_gemm_ref_variant_name(v),
+		       use[v] ? "" : " (skipped: BENCH_GEMM_VARIANTS)");
 	CK(ds_k_gemm_mma_setup());
-	printf("%-13s %6s %7s %6s %10s %10s %10s %8s\n", "shape", "M", "N", "K", "ref_TF/s",
-	       "mma_TF/s", "fast_TF/s", "ref/fast");
-	int first = 1;
+	printf("reference path's table (%s=%s):", DS_REF_GEMM_TABLE_ENV,
+	       getenv(DS_REF_GEMM_TABLE_ENV) ? getenv(DS_REF_GEMM_TABLE_ENV) : "");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		printf(" %s v%d", shapes[si].name,
+		       ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	printf("\n");
+	fprintf(f, "\"ref_table\": {");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		fprintf(f, "%s\"%s\": %d", si ? ", " : "", shapes[si].name,
+		        ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	fprintf(f, "}, \"resident_ctas\": [");
+	for (int v = 0; v < NV; v++) {
+		int ctas = 0;
+		if (ds_k_gemm_ref_variant_resident(v, &ctas) != cudaSuccess) {
+			(void)cudaGetLastError();
+			ctas = -1;
+		}
+		printf("  v%d: K splits %d, %d CTAs resident at once\n", v,
+		       ds_k_gemm_ref_variant_splits(v), ctas);
+		fprintf(f, "%s%d", v ? ", " : "", ctas);
+	}
+	fprintf(f, "], \"points\": [\n");
+	printf("%-13s %6s %7s %6s %9s %9s %9s %7s", "shape", "M", "N", "K", "ref_TF/s", "mma_TF/s",
+	       "fast_TF/s", "ref/fst");
+	for (int v = 0; v < NV; v++)
+		if (use[v])
+			printf("  v%d/fast", v);
+	printf("  (worst rel diff vs v0)\n");
+	float *h0 = malloc(maxN * 2 * 4), *hv = malloc(maxN * 2 * 4);
+	int first = 1, rc = 1;
 	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
 		for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
 			int M = Ms[mi], N = shapes[si].N, K = shapes[si].K;
-			double tr, tc, tm;
+			double tr, tc, tm, tv[NV], rd[NV];
+			int eq[NV];
 			if (time_gemm(b, 1, A, W, C, M, N, K, &tr) ||
 			    time_gemm(b, 0, A, W, C, M, N, K, &tc) ||
 			    time_gemm(b, 2, A, W, C, M, N, K, &tm))
-				return 1;
-			double fl = 2.0 * M * (double)N * K;
-			printf("%-13s %6d %7d %6d %10.1f %10.1f %10.1f %8.2f\n", shapes[si].name, M,
-			       N, K, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+				goto out;
+			for (int v = 0; v < NV; v++) {
+				if (!use[v])
+					continue;
+				int vr = time_gemm_variant(b, v, A, W, C, M, N, K, &tv[v]);
+				if (vr == 2 && v > 0) { /* refused: NaN below, the others go on */
+					tv[v] = rd[v] = NAN;
+					eq[v] = 0;
+					continue;
+				}
+				if (vr || gemm_probe_rows(C, M, N, v ? hv : h0))
+					goto out;
+				rd[v] = v ? gemm_rel_diff(hv, h0, (size_t)N * 2) : 0.0;
+				eq[v] = v ? memcmp(hv, h0, (size_t)N * 2 * 4) == 0 : 1;
+			}
+			double fl = 2.0 * M * (double)N * K, worst = 0;
+			printf("%-13s %6d %7d %6d %9.1f %9.1f %9.1f %7.2f", shapes[si].name, M, N,
+			       K, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			for (int v = 0; v < NV; v++) {
+				if (!use[v])
+					continue;
+				if (isnan(tv[v])) {
+					printf(" %8s", "refused");
+					continue;
+				}
+				printf(" %8.2f", tc / tv[v]);
+				worst = rd[v] > worst || isnan(rd[v]) ? rd[v] : worst;
+			}
+			printf("  (%.1e)%s\n", worst, worst > 1e-3 ? "  WRONG VARIANT OUTPUT" : "");
+			double wb = 2.0 * (double)N * K; /* bytes of W streamed */
+			if (M <= 64) {
+				printf("%-13s %6s  W GB/s: ref %.0f, fast %.0f;", "", "", wb / tr / 1e9,
+				       wb / tc / 1e9);
+				for (int v = 0; v < NV; v++)
+					if (use[v])
+						printf(" v%d %.0f", v, wb / tv[v] / 1e9);
+				printf("\n");
+			}
 			fprintf(f,
 			        "%s  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
 			        "\"ref_ms\": %.5f, "
 			        "\"mma_sync_ms\": %.5f, \"cublas_ms\": %.5f, \"ref_TFLOPs\": %.2f, "
 			        "\"mma_sync_TFLOPs\": %.2f, \"cublas_TFLOPs\": %.2f, "
-			        "\"ref_over_cublas_speed\": %.3f}",
+			        "\"ref_over_cublas_speed\": %.3f, \"ref_W_GBps\": %.1f, "
+			        "\"cublas_W_GBps\": %.1f, \"variants\": [",
 			        first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3,
-			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr,
+			        wb / tr / 1e9, wb / tc / 1e9);
+			for (int v = 0; v < NV; v++)
+				if (use[v])
+					fprintf(
+					    f,
+					    "%s{\"v\": %d, \"name\": \"%s\", \"ms\": %.5f, "
+					    "\"TFLOPs\": "
+					    "%.2f, "
+					    "\"over_cublas_speed\": %.3f, \"W_GBps\": %.1f, "
+					    "\"rel_diff_v0\": %.3g, \"bits_eq_v0\": %s}",
+					    v ? ", " : "", v, ds_k_gemm_ref_variant_name(v),
+					    json_num(tv[v] * 1e3), json_num(fl / tv[v] / 1e12),
+					    json_num(tc / tv[v]), json_num(wb / tv[v] / 1e9),
+					    isfinite(rd[v]) ? rd[v] : 1e30,
+					    eq[v] ? "true" : "false");
+			fprintf(f, "]}");
 			first = 0;
 			fflush(stdout);
 		}
 	fprintf(f, "\n], \"row0_invariance_M1_vs_M2048\": {");
-	/* row 0 of the product at M = 1 and at M = 2048, for both GEMMs */
+	/* row 0 of the product at M = 1 and at M = 2048, for both GEMMs and every variant */
 	struct ds_err err;
-	float *r1 = malloc((size_t)F * 4), *r2 = malloc((size_t)F * 4);
-	for (int si = 1; si <= 3; si += 2) {
-		int N = shapes[si].N, K = shapes[si].K;
-		for (int ref = 0; ref < 2; ref++) {
+	float *r1 = malloc(maxN * 4), *r2 = malloc(maxN * 4);
+	static const int inv_shapes[] = {0, 1, 3}; /* the narrow ones: qkv, o_proj, down_proj */
+	int first_key = 1;
+	for (size_t ii = 0; ii < DS_ARRAY_LEN(inv_shapes); ii++) {
+		int si = inv_shapes[ii], N = shapes[si].N, K = shapes[si].K;
+		for (int ref = 0; ref < 2 + NV; ref++) {
+			if (ref >= 2 && !use[ref - 2])
+				continue;
 			const struct ds_cuda_path_ops *ops =
-			    ref ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
-			if (ops->gemm(b->c, A, W, C2, 1, N, K, &err) != DS_OK ||
-			    ops->gemm(b->c, A, W, C, 2048, N, K, &err) != DS_OK) {
+			    ref == 1 ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
+			if (ref >= 2) {
+				cudaError_t e1 =
+				    ds_k_gemm_ref_variant(ref - 2, A, W, C2, 1, N, K, b->c->stream);
+				cudaError_t e2 = ds_k_gemm_ref_variant(ref - 2, A, W, C, 2048, N, K,
+				                                       b->c->stream);
+				if (e1 != cudaSuccess || e2 != cudaSuccess) {
+					(void)cudaGetLastError();
+					printf("%s %s: launch refused\n",
+					       ds_k_gemm_ref_variant_name(ref - 2), shapes[si].name);
+					continue;
+				}
+			} else if (ops->gemm(b->c, A, W, C2, 1, N, K, &err) != DS_OK ||
+			           ops->gemm(b->c, A, W, C, 2048, N, K, &err) != DS_OK) {
 				fprintf(stderr, "gemm invariance: %s\n", err.msg);
-				return 1;
+				goto out2;
 			}
 			CK(cudaStreamSynchronize(b->c->stream));
 			CK(cudaMemcpy(r1, C2, (size_t)N * 4, cudaMemcpyDeviceToHost));
 			CK(cudaMemcpy(r2, C, (size_t)N * 4, cudaMemcpyDeviceToHost));
 			int same = memcmp(r1, r2, (size_t)N * 4) == 0;
-			printf("%s %s: row 0 at M=1 %s row 0 at M=2048\n",
-			       ref ? "reference" : "cuBLASLt", shapes[si].name, same ? "==" : "!=");
-			fprintf(f, "%s\"%s_%s\": %s", (si == 1 && ref == 0) ? "" : ", ",
-			        ref ? "ref" : "cublas", shapes[si].name, same ? "true" : "false");
+			char key[64];
+			if (ref >= 2)
+				snprintf(key, sizeof(key), "%s",
+				         ds_k_gemm_ref_variant_name(ref - 2));
+			else
+				snprintf(key, sizeof(key), "%s", ref ? "ref" : "cublas");
+			printf("%s %s: row 0 at M=1 %s row 0 at M=2048\n", key, shapes[si].name,
+			       same ? "==" : "!=");
+			fprintf(f, "%s\"%s_%s\": %s", first_key ? "" : ", ", key,
+			        shapes[si].name, same ? "true" : "false");
+			first_key = 0;
 		}
 	}
 	fprintf(f, "}}\n");
-	fclose(f);
+	rc = 0;
+out2:
 	free(r1);
 	free(r2);
+out:
+	fclose(f);
+	free(h0);
+	free(hv);
 	cudaFree(A);
 	cudaFree(W);
 	cudaFree(C);
 	cudaFree(C2);
-	return 0;
+	return rc;
 }
 
 /* ---- attention bandwidth ---- */
@@ -602,6 +820,302 @@ static int bench_verify(struct bench *b)
 	return 0;
 }
 
+/* ---- decode profile: where one decode step's time goes ---- */
+
+enum prof_op {
+	PROF_EMBED,
+	PROF_RMSNORM,
+	PROF_QKV,
+	PROF_ROPE,
+	PROF_ATTN,
+	PROF_O,
+	PROF_GU,
+	PROF_SILU,
+	PROF_DOWN,
+	PROF_LM_HEAD,
+	PROF_SAMPLE,
+	PROF_N_OPS
+};
+static const char *const prof_names[PROF_N_OPS] = {
+    "embed",        "rmsnorm",  "gemm_qkv",  "qkv_rope", "attention", "gemm_o",
+    "gemm_gate_up", "silu_mul", "gemm_down", "lm_head",  "sample"};
+
+#define PROF_MAX_LAUNCH 1024
+
+struct prof {
+	cudaEvent_t ev[2 * PROF_MAX_LAUNCH];
+	int op[PROF_MAX_LAUNCH];
+	int n;
+	double bytes[PROF_N_OPS]; /* bytes each op class reads + writes in one pass */
+};
+
+#define PROF_OP(pr, which, call)                                                                   \
+	do {                                                                                       \
+		if ((pr)->n >= PROF_MAX_LAUNCH)                                                    \
+			return 1;                                                                  \
+		CK(cudaEventRecord((pr)->ev[2 * (pr)->n], st));                                    \
+		call;                                                                              \
+		CK(cudaEventRecord((pr)->ev[2 * (pr)->n + 1], st));                                \
+		(pr)->op[(pr)->n++] = (which);                                                     \
+	} while (0)
+
+#define PROF_CK_RV(expr)                                                                           \
+	do {                                                                                       \
+		if ((expr) != DS_OK) {                                                             \
+			fprintf(stderr, "profile: %s\n", err.msg);                                 \
+			return 1;                                                                  \
+		}                                                                                  \
+	} while (0)
+
+static double gemm_bytes(int M, int N, int K)
+{
+	return 2.0 * N * K + 2.0 * M * K + 4.0 * M * N;
+}
+
+/* One fast decode pass of B rows run eagerly, the same launches as ds_cuda_pass_run, with an
+ * event pair around each launch. The device metadata is the last decode pass's (same B). */
+static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &c->cfg;
+	int H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg), F = cfg->ffn;
+	int V = cfg->vocab_size, nl = cfg->n_layer;
+	cudaStream_t st = c->stream;
+	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
+	struct ds_k_dims d = ds_cuda_dims(c);
+	struct ds_cuda_pass p = {B, B, 0, B, ctx};
+	int n_split = ds_cuda_fast_split(c, B, cfg->max_pos);
+	struct ds_err err;
+	pr->n = 0;
+	PROF_OP(pr, PROF_EMBED, CK(ds_k_embed(c->tok_embd, c->dm.ids, B, H, c->x, st)));
+	for (int l = 0; l < nl; l++) {
+		const struct ds_cuda_layer *L = &c->layers[l];
+		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
+		PROF_OP(pr, PROF_RMSNORM,
+		        CK(ds_k_rmsnorm(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, B, H,
+		                        cfg->rms_eps, c->h, st)));
+		PROF_OP(pr, PROF_QKV,
+		        PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, L->wqkv, c->big, B, qd + 2 * kvd,
+		                                         H, &err)));
+		PROF_OP(pr, PROF_ROPE,
+		        CK(ds_k_qkv_rope(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, B,
+		                         d, c->q, kv, st)));
+		PROF_OP(pr, PROF_ATTN,
+		        PROF_CK_RV(ds_cuda_fast_ops.attention(c, &p, kv, n_split, &err)));
+		PROF_OP(
+		    pr, PROF_O,
+		    PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err)));
+		PROF_OP(pr, PROF_RMSNORM,
+		        CK(ds_k_rmsnorm(c->x, c->dlt, NULL, L->ffn_norm, B, H, cfg->rms_eps, c->h,
+		                        st)));
+		PROF_OP(
+		    pr, PROF_GU,
+		    PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err)));
+		PROF_OP(pr, PROF_SILU, CK(ds_k_silu_mul(c->big, B, F, c->h, st)));
+		PROF_OP(
+		    pr, PROF_DOWN,
+		    PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, L->w_down, c->dlt, B, H, F, &err)));
+	}
+	PROF_OP(pr, PROF_RMSNORM,
+	        CK(ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, B, H, cfg->rms_eps, c->h,
+	                        st)));
+	PROF_OP(pr, PROF_LM_HEAD,
+	        PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, c->lm_head, c->logits, B, V, H, &err)));
+	PROF_OP(pr, PROF_SAMPLE, CK(ds_k_sample(c->logits, B, V, c->dm.sp, c->dm.out, st)));
+	CK(cudaStreamSynchronize(st));
+	memset(pr->bytes, 0, sizeof(pr->bytes));
+	pr->bytes[PROF_EMBED] = (2.0 + 4.0) * B * H;
+	pr->bytes[PROF_RMSNORM] = (2.0 * nl + 1) * (2.0 * H + B * (4.0 * 3 * H + 2.0 * H));
+	pr->bytes[PROF_QKV] = nl * gemm_bytes(B, qd + 2 * kvd, H);
+	pr->bytes[PROF_ROPE] = nl * (double)B * (4.0 * (qd + 2 * kvd) + 2.0 * (qd + 2 * kvd));
+	pr->bytes[PROF_ATTN] = nl * ((double)B * (ctx + 1) * kvd * 2 * 2 + 4.0 * B * qd);
+	pr->bytes[PROF_O] = nl * gemm_bytes(B, H, qd);
+	pr->bytes[PROF_GU] = nl * gemm_bytes(B, 2 * F, H);
+	pr->bytes[PROF_SILU] = nl * (double)B * (4.0 * 2 * F + 2.0 * F);
+	pr->bytes[PROF_DOWN] = nl * gemm_bytes(B, H, F);
+	pr->bytes[PROF_LM_HEAD] = gemm_bytes(B, V, H);
+	pr->bytes[PROF_SAMPLE] = 4.0 * B * V;
+	return 0;
+}
+
+/* Median time of replaying bucket bi's captured decode graph (ms). */
+static int prof_graph_ms(struct bench *b, int bi, double *ms_out)
+{
+	struct ds_cuda_ctx *c = b->c;
+	if (!c->fast.graph[bi]) {
+		*ms_out = -1;
+		return 0;
+	}
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	double t[20];
+	for (int i = -3; i < 20; i++) {
+		CK(cudaEventRecord(e0, c->stream));
+		CK(cudaGraphLaunch(c->fast.graph[bi], c->stream));
+		CK(cudaEventRecord(e1, c->stream));
+		CK(cudaEventSynchronize(e1));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms;
+	}
+	*ms_out = median(t, 20);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return 0;
+}
+
+/* Re-captures the decode graphs with the fast path's current switches and times bucket bi. */
+static int prof_graph_recapture(struct bench *b, int B, int bi, int ctx, double *ms_out)
+{
+	double tf;
+	ds_cuda_fast_graphs_reset(b->c);
+	if (decode_time(b, DS_PATH_FAST, B, ctx, 3, &tf))
+		return 1;
+	return prof_graph_ms(b, bi, ms_out);
+}
+
+static void json_ms(FILE *f, const char *key, double ms)
+{
+	if (isfinite(ms) && ms >= 0)
+		fprintf(f, "\"%s\": %.5f", key, ms);
+	else
+		fprintf(f, "\"%s\": null", key);
+}
+
+static int bench_profile(struct bench *b)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &b->m->cfg;
+	int batches[] = {1, 8, 32}, ctx = 512;
+	struct prof *pr = calloc(1, sizeof(*pr));
+	if (!pr)
+		return 1;
+	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
+		CK(cudaEventCreate(&pr->ev[i]));
+	FILE *f = json_open(b->out, "profile");
+	if (!f)
+		return 1;
+	bool pdl0 = c->fast.pdl, skinny0 = c->fast.skinny;
+	fprintf(
+	    f,
+	    "{\"bench\": \"profile\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
+	    "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"ctx\": %d, \"pdl\": %s, "
+	    "\"skinny\": %s, \"points\": [\n",
+	    b->dev, b->copy_bw / 1e9, ctx, pdl0 ? "true" : "false", skinny0 ? "true" : "false");
+	printf("decode profile, llama3-8b, ctx %d (eager, events around each launch; fast path "
+	       "pdl=%d skinny=%d)\n",
+	       ctx, (int)pdl0, (int)skinny0);
+	for (size_t bi_ = 0; bi_ < DS_ARRAY_LEN(batches); bi_++) {
+		int B = batches[bi_], bi = 0;
+		while ((1 << bi) < B)
+			bi++;
+		double tf;
+		/* warms the GEMM choices, captures the bucket's graph, leaves this B's metadata */
+		if (decode_time(b, DS_PATH_FAST, B, ctx, 5, &tf))
+			return 1;
+		double graph_ms, op_ms[PROF_N_OPS], best_sum = INFINITY;
+		int op_n[PROF_N_OPS];
+		if (prof_graph_ms(b, bi, &graph_ms))
+			return 1;
+		for (int rep = 0; rep < 5; rep++) { /* keep the repetition with the least total */
+			if (prof_pass(b, B, ctx, pr))
+				return 1;
+			double ms[PROF_N_OPS] = {0}, sum = 0;
+			int n[PROF_N_OPS] = {0};
+			for (int i = 0; i < pr->n; i++) {
+				float e;
+				CK(cudaEventElapsedTime(&e, pr->ev[2 * i], pr->ev[2 * i + 1]));
+				ms[pr->op[i]] += e;
+				n[pr->op[i]]++;
+				sum += e;
+			}
+			if (sum < best_sum) {
+				best_sum = sum;
+				memcpy(op_ms, ms, sizeof(ms));
+				memcpy(op_n, n, sizeof(n));
+			}
+		}
+		double roof =
+		    ((double)decode_weight_bytes(cfg, B) + (double)kv_bytes(cfg, B, ctx + 1)) /
+		    b->copy_bw * 1e3;
+		/* the same step with PDL toggled, and without the skinny GEMM (the old
+		 * GEMV/cuBLASLt choice): baselines measured in this run */
+		double g_pdl = -1, g_old = -1;
+		c->fast.pdl = !pdl0;
+		if (prof_graph_recapture(b, B, bi, ctx, &g_pdl))
+			return 1;
+		c->fast.pdl = pdl0;
+		c->fast.skinny = false;
+		if (prof_graph_recapture(b, B, bi, ctx, &g_old))
+			return 1;
+		c->fast.skinny = skinny0;
+		if (prof_graph_recapture(b, B, bi, ctx, &graph_ms))
+			return 1;
+		printf(
+		    "batch %d: graph step %.3f ms (roofline %.3f ms, %.1f%%); eager sum %.3f ms; "
+		    "pdl=%d: %.3f ms; no skinny: %.3f ms (skinny speed-up %.3fx)\n",
+		    B, graph_ms, roof, 100.0 * roof / graph_ms, best_sum, (int)!pdl0, g_pdl, g_old,
+		    g_old / graph_ms);
+		printf("  %-14s %6s %10s %8s %10s\n", "op", "count", "ms", "share", "GB/s");
+		fprintf(f, "%s  {\"batch\": %d, ", bi_ ? ",\n" : "", B);
+		json_ms(f, "graph_ms", graph_ms);
+		fprintf(f, ", ");
+		json_ms(f, pdl0 ? "graph_ms_pdl_off" : "graph_ms_pdl_on", g_pdl);
+		fprintf(f, ", ");
+		json_ms(f, "graph_ms_no_skinny", g_old);
+		fprintf(f, ", \"roofline_ms\": %.5f, \"graph_fraction_of_roofline\": %.4f, ", roof,
+		        roof / graph_ms);
+		json_ms(f, "eager_sum_ms", best_sum);
+		fprintf(f, ", \"ops\": [");
+		for (int o = 0; o < PROF_N_OPS; o++) {
+			double gbps = op_ms[o] > 0 ? pr->bytes[o] / (op_ms[o] * 1e-3) / 1e9 : 0;
+			printf("  %-14s %6d %10.4f %7.1f%% %10.0f\n", prof_names[o], op_n[o],
+			       op_ms[o], 100.0 * op_ms[o] / best_sum, gbps);
+			fprintf(f,
+			        "%s{\"op\": \"%s\", \"count\": %d, \"ms\": %.5f, \"bytes\": %.0f, "
+			        "\"GBps\": %.1f}",
+			        o ? ", " : "", prof_names[o], op_n[o], op_ms[o], pr->bytes[o],
+			        gbps);
+		}
+		fprintf(f, "]}");
+		fflush(stdout);
+	}
+	/* the fast path's GEMM choices (timed on first use, L2 flushed) */
+	fprintf(f, "\n], \"gemm_picks\": [\n");
+	printf("fast-path GEMM choices (ms at the timed M, L2 flushed; inf = not a candidate)\n");
+	printf("  %4s %4s %7s %6s %-26s %9s %9s %9s %8s\n", "Mb", "M", "N", "K", "winner", "skinny",
+	       "gemv", "cublasLt", "GB/s");
+	for (int i = 0; i < c->fast.n_picks; i++) {
+		const struct ds_cuda_pick *pk = &c->fast.picks[i];
+		char name[64] = "cublasLt";
+		if (pk->kind == DS_CUDA_GEMM_GEMV)
+			snprintf(name, sizeof(name), "gemv");
+		else if (pk->kind == DS_CUDA_GEMM_SKINNY)
+			ds_k_skinny_describe(pk->M_timed, pk->variant, name, sizeof(name));
+		double gbps = gemm_bytes(pk->M_timed, pk->N, pk->K) / (pk->ms_best * 1e-3) / 1e9;
+		printf("  %4d %4d %7d %6d %-26s %9.4f %9.4f %9.4f %8.0f\n", pk->mb, pk->M_timed,
+		       pk->N, pk->K, name, pk->ms_skinny, pk->ms_gemv, pk->ms_lt, gbps);
+		fprintf(
+		    f,
+		    "%s  {\"m_bucket\": %d, \"M\": %d, \"N\": %d, \"K\": %d, \"winner\": \"%s\", ",
+		    i ? ",\n" : "", pk->mb, pk->M_timed, pk->N, pk->K, name);
+		json_ms(f, "skinny_ms", pk->ms_skinny);
+		fprintf(f, ", ");
+		json_ms(f, "gemv_ms", pk->ms_gemv);
+		fprintf(f, ", ");
+		json_ms(f, "cublaslt_ms", pk->ms_lt);
+		fprintf(f, ", \"best_GBps\": %.1f}", gbps);
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
+		cudaEventDestroy(pr->ev[i]);
+	free(pr);
+	return 0;
+}
+
 /* ---- end to end through the engine ---- */
 
 struct e2e_cfg {
@@ -835,7 +1349,7 @@ static bool want(int argc, char **argv, const char *s)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn decode verify e2e]\n");
+		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn decode verify profile e2e]\n");
 		return 2;
 	}
 	struct bench b;
@@ -877,6 +1391,8 @@ int main(int argc, char **argv)
 		rc = bench_decode(&b);
 	if (!rc && want(argc, argv, "verify"))
 		rc = bench_verify(&b);
+	if (!rc && want(argc, argv, "profile"))
+		rc = bench_profile(&b);
 	ds_backend_free(&b.be);
 	if (!rc && want(argc, argv, "e2e"))
 		rc = bench_e2e(&b);

@@ -2,7 +2,8 @@
 # run.sh - the one script a GPU run executes: the gpu test suite, then every GPU benchmark.
 # Runs from a staged folder (bench/gpu/stage.sh) holding bin/ (test and bench executables),
 # devlib/ (runtime libraries the GPU machine lacks) and this script. Writes logs and JSON to
-# $OUT (at most 8 files come back): tests.log, bench.log, gpu-*.json.
+# $OUT (at most 8 files come back): tests.log, bench.log, bench-json.tar.gz (every section's
+# JSON). BENCH_RUNS picks the bench sections, ';' between processes.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
@@ -24,7 +25,8 @@ run() { LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 } > "$out/tests.log" 2>&1
 
 status=0
-for t in test_gpu_kernels test_gpu_backend test_gpu_engine; do
+for path in "$here"/bin/test_gpu_*; do
+  t=$(basename "$path")
   echo "=== $t" >> "$out/tests.log"
   s=$(date +%s)
   run timeout 300 "$here/bin/$t" >> "$out/tests.log" 2>&1
@@ -34,7 +36,19 @@ for t in test_gpu_kernels test_gpu_backend test_gpu_engine; do
 done
 grep -E "^\[  (PASSED|FAILED)|^\[  FAILED|=== test|ERROR|FAIL" "$out/tests.log"
 
-run timeout ${BENCH_TIMEOUT:-360} "$here/bin/bench_gpu" "$out" ${BENCH_SECTIONS:-} 2>&1 | tee "$out/bench.log"
-[ ${PIPESTATUS[0]} -ne 0 ] && status=1
+# Benches: each ';'-separated group of sections is its own process (a kernel that traps takes
+# only its own group down). JSON goes to one archive: a call brings back 8 files at most.
+json=$(mktemp -d)
+IFS=';' read -r -a groups <<< "${BENCH_RUNS:-gemm attn decode verify profile;e2e}"
+: > "$out/bench.log"
+for g in "${groups[@]}"; do
+  echo "=== bench_gpu $g" | tee -a "$out/bench.log"
+  # shellcheck disable=SC2086
+  run timeout ${BENCH_TIMEOUT:-360} "$here/bin/bench_gpu" "$json" $g 2>&1 | tee -a "$out/bench.log"
+  rc=${PIPESTATUS[0]}
+  echo "=== bench_gpu $g rc=$rc" | tee -a "$out/bench.log"
+  [ $rc -ne 0 ] && status=1
+done
+tar -czf "$out/bench-json.tar.gz" -C "$json" .
 echo "run.sh: tests and benches done, status $status"
 exit $status

@@ -11,8 +11,11 @@ src=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/devlib"
 cp "$src/run.sh" "$dest/"
-cp "$build/tests/test_gpu_kernels" "$build/tests/test_gpu_backend" "$build/tests/test_gpu_engine" \
-  "$build/bench/bench_gpu" "$dest/bin/"
+# every gpu-suite test executable (tests/test_gpu_*), and the bench
+for t in "$build"/tests/test_gpu_*; do
+  [ -f "$t" ] && [ -x "$t" ] && cp "$t" "$dest/bin/"
+done
+cp "$build/bench/bench_gpu" "$dest/bin/"
 libs="libcmocka.so.0 libxxhash.so.0 libjansson.so.4 libcudart.so.13"
 if [ "$study" = --study ]; then
   cp "$build/server/detserve" "$build/bench/detserve-bench" "$build/client/detserve-cli" "$dest/bin/"

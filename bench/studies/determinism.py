@@ -106,7 +106,7 @@ def main():
         r = common.subprocess.run([args.cli, "--addr", srv.addr, "generate", "--prompt-ids",
                                    ",".join(map(str, probe)), "--max-tokens", str(max_tokens), "--seed",
                                    str(probe_seed), "--temperature", str(args.temperature), "--ignore-eos",
-                                   "--deterministic"], capture_output=True, text=True)
+                                   "--deterministic", "--ids"], capture_output=True, text=True)
         if r.returncode == 0:
             oracle_tokens = [int(x) for x in r.stdout.split("\n")[0].split()]
         result["oracle"] = {"status": "OK" if r.returncode == 0 else r.stderr.strip(), "completion": oracle_tokens}
