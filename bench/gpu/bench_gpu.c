@@ -9,6 +9,7 @@
  *           sets the reference path's own pick), W bandwidth at M <= 64, and row invariance
  *           (row 0 at M = 1 vs M = 2048 on the narrow shapes)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
+ *   attnref reference attention: CUDA-core kernel vs tensor-core kernel (verify, prefill, decode)
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   profile one fast decode pass at batch 1/8/32 (ctx 512) run eagerly with events around each
  *           launch: time and GB/s per op class; the graph-replayed step, also with PDL toggled
@@ -653,7 +654,8 @@ static int bench_attn(struct bench *b)
 
 /* Section "attnref": one layer's reference attention, old (ds_k_attn_ref, split as
  * refpath/cuda_ref.c picks it) vs new (ds_k_attn_ref_mma), on the llama3-8b shapes: a verify
- * pass of 16 windows x 32 rows at context 512 and 2048, a 2048-row prefill chunk (positions
+ * pass of 16 windows x 32 rows at context 512, 2048 and 2055 (unaligned windows: three row
+ * groups of the mma kernel each instead of two), a 2048-row prefill chunk (positions
  * 0..2047) and decode at batch 64, context 512. Also the largest |old - new| over the outputs
  * (the kernels round differently; a large value means a broken kernel). */
 static int bench_attn_ref(struct bench *b)
@@ -666,6 +668,7 @@ static int bench_attn_ref(struct bench *b)
 		int n_seq, rows, pos0; /* n_seq sequences of rows rows at positions pos0.. */
 	} pts[] = {{"verify_g16_w32_ctx512", 16, 32, 512},
 	           {"verify_g16_w32_ctx2048", 16, 32, 2048},
+	           {"verify_g16_w32_ctx2055", 16, 32, 2055}, /* windows off the 16-row grid */
 	           {"prefill_2048", 1, 2048, 0},
 	           {"decode_b64_ctx512", 64, 1, 512}};
 	if (!ds_k_attn_ref_mma_supported(d)) {
