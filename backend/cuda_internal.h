@@ -82,6 +82,8 @@ struct ds_cuda_meta {
 	int32_t *ids, *pos, *seq, *bt_off, *bt, *out_tok; /* (cap_tokens) except bt (cap_bt) */
 	struct ds_k_sample_row *sp;                       /* (cap_rows) */
 	struct ds_k_sample_out *out;                      /* (cap_rows) */
+	int32_t *aplan; /* (DS_K_ATTN_MMA_PLAN_INTS(cap_tokens)) row groups of the tensor-core
+	                   reference attention, filled by ds_cuda_meta_upload when ref_attn_mma */
 };
 
 /* One pass: T tokens of n_seq (sub-)sequences, R output rows. */
@@ -153,6 +155,8 @@ struct ds_cuda_ctx {
 	struct ds_cuda_fast fast;
 	struct ds_cuda_ref ref;
 	bool ref_graphs;
+	bool ref_attn_mma; /* reference attention on tensor cores (kernels/attn_mma.cu): head_dim
+	                      supported and DS_REF_ATTN != "old"; fixed at init */
 };
 
 static inline struct ds_k_tokmeta ds_cuda_tokmeta(const struct ds_cuda_ctx *c)

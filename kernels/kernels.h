@@ -10,6 +10,7 @@
 #ifndef DS_KERNELS_H
 #define DS_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -149,6 +150,30 @@ cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_to
                            cudaStream_t st);
 /* Raises the attention kernels' shared-memory limit for d; call once before launching. */
 cudaError_t ds_k_attn_setup(struct ds_k_dims d);
+
+/* ---- reference attention on tensor cores (kernels/attn_mma.cu) ---- */
+
+/* The reference contract of ds_k_attn_ref (causal, tiles of DS_K_ATTN_TILE aligned to absolute
+ * positions, merged in increasing order; pos < 0: zero output) on mma.sync. A row's bits depend
+ * only on its q, its position and the KV: not on T, the other rows, the plan or the row's
+ * index. They differ from ds_k_attn_ref's (P is rounded to bf16 for the P V product).
+ *
+ * plan: the pass's rows cut into groups (up to 64 / G consecutive rows of one sequence in one
+ * 64-position tile, or a run of padding rows), built on the host by ds_k_attn_ref_mma_plan
+ * from the host copies of tm.pos and tm.seq into DS_K_ATTN_MMA_PLAN_INTS(T) ints
+ * ({count, (first row, rows) per group}; returns count) and uploaded with the pass's metadata.
+ * ds_k_attn_ref_mma reads it from device memory and its grid depends only on T and d, so a
+ * padded pass can be graph-captured. Needs ds_k_attn_ref_mma_supported(d) (head_dim 64 or
+ * 128, n_head % n_kv == 0, G <= 64) and ds_k_attn_ref_mma_setup(d) once per process; else
+ * cudaErrorInvalidValue. */
+#define DS_K_ATTN_MMA_PLAN_INTS(T) (1 + 2 * (size_t)(T))
+bool ds_k_attn_ref_mma_supported(struct ds_k_dims d);
+cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d);
+int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T, struct ds_k_dims d,
+                           int32_t *plan);
+cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                              const int32_t *plan, int T, struct ds_k_dims d, uint16_t *out,
+                              cudaStream_t st);
 
 /* ---- sampling (kernels/sample.cu) ---- */
 

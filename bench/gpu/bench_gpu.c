@@ -9,6 +9,7 @@
  *           sets the reference path's own pick), W bandwidth at M <= 64, and row invariance
  *           (row 0 at M = 1 vs M = 2048 on the narrow shapes)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
+ *   attnref reference attention: CUDA-core kernel vs tensor-core kernel (verify, prefill, decode)
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   profile one fast decode pass at batch 1/8/32 (ctx 512) run eagerly with events around each
  *           launch: time and GB/s per op class; the graph-replayed step, also with PDL toggled
@@ -649,6 +650,126 @@ static int bench_attn(struct bench *b)
 	return 0;
 }
 
+/* ---- reference attention: CUDA-core kernel (attn.cu) vs tensor-core kernel (attn_mma.cu) ---- */
+
+/* Section "attnref": one layer's reference attention, old (ds_k_attn_ref, split as
+ * refpath/cuda_ref.c picks it) vs new (ds_k_attn_ref_mma), on the llama3-8b shapes: a verify
+ * pass of 16 windows x 32 rows at context 512, 2048 and 2055 (unaligned windows: three row
+ * groups of the mma kernel each instead of two), a 2048-row prefill chunk (positions
+ * 0..2047) and decode at batch 64, context 512. Also the largest |old - new| over the outputs
+ * (the kernels round differently; a large value means a broken kernel). */
+static int bench_attn_ref(struct bench *b)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &b->m->cfg;
+	struct ds_k_dims d = ds_cuda_dims(c);
+	struct {
+		const char *name;
+		int n_seq, rows, pos0; /* n_seq sequences of rows rows at positions pos0.. */
+	} pts[] = {{"verify_g16_w32_ctx512", 16, 32, 512},
+	           {"verify_g16_w32_ctx2048", 16, 32, 2048},
+	           {"verify_g16_w32_ctx2055", 16, 32, 2055}, /* windows off the 16-row grid */
+	           {"prefill_2048", 1, 2048, 0},
+	           {"decode_b64_ctx512", 64, 1, 512}};
+	if (!ds_k_attn_ref_mma_supported(d)) {
+		fprintf(stderr, "attnref: head_dim %d not supported by the mma kernel\n",
+		        d.head_dim);
+		return 1;
+	}
+	CK(ds_k_attn_ref_mma_setup(d));
+	FILE *f = json_open(b->out, "attnref");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"bench\": \"attnref\", \"device\": \"%s\", \"points\": [\n", b->dev);
+	printf("reference attention, one layer: old (CUDA cores) vs new (mma)\n");
+	printf("%-24s %6s %10s %10s %8s %10s %12s\n", "point", "rows", "old_us", "new_us",
+	       "new/old", "new_TFLOPs", "max|old-new|");
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	size_t qd = (size_t)ds_model_q_dim(cfg);
+	uint16_t *o_old = malloc((size_t)c->cap_tokens * qd * 2);
+	uint16_t *o_new = malloc((size_t)c->cap_tokens * qd * 2);
+	int rc = 0;
+	for (size_t pi = 0; pi < DS_ARRAY_LEN(pts) && rc == 0; pi++) {
+		int S = pts[pi].n_seq, W = pts[pi].rows, T = S * W, maxp = pts[pi].pos0 + W - 1;
+		int nb = (maxp + 1 + BS - 1) / BS;
+		double flops = 0;
+		for (int s = 0; s < S; s++) {
+			c->hm.bt_off[s] = s * nb;
+			for (int j = 0; j < nb; j++)
+				c->hm.bt[s * nb + j] = (s * nb + j) % c->n_blocks;
+			for (int i = 0; i < W; i++) {
+				int t = s * W + i;
+				c->hm.ids[t] = 1;
+				c->hm.pos[t] = pts[pi].pos0 + i;
+				c->hm.seq[t] = s;
+				flops += 4.0 * cfg->n_head * cfg->head_dim * (pts[pi].pos0 + i + 1);
+			}
+		}
+		struct ds_cuda_pass p = {T, S, S * nb, 0, maxp};
+		struct ds_err err;
+		if (ds_cuda_meta_upload(c, &p, &err) != DS_OK) {
+			fprintf(stderr, "attnref: %s\n", err.msg);
+			rc = 1;
+			break;
+		}
+		/* the row groups (meta_upload plans them only when the reference path uses them) */
+		int ng = ds_k_attn_ref_mma_plan(c->hm.pos, c->hm.seq, T, d, c->hm.aplan);
+		CK(cudaMemcpyAsync(c->dm.aplan, c->hm.aplan, DS_K_ATTN_MMA_PLAN_INTS(ng) * 4,
+		                   cudaMemcpyHostToDevice, c->stream));
+		CK(ds_k_synth_fill(c->q, (size_t)T * qd, 0, 5, 6, 1.0f, 0.0f, c->stream));
+		int chunks = maxp / DS_K_ATTN_TILE + 1;
+		size_t need = (size_t)T * cfg->n_head * chunks * (cfg->head_dim + 2);
+		int split = need <= c->part_floats ? chunks : 0;
+		double tt[2];
+		for (int k = 0; k < 2; k++) {
+			double t[20];
+			for (int i = -2; i < 20; i++) {
+				CK(cudaEventRecord(e0, c->stream));
+				if (k == 0)
+					CK(ds_k_attn_ref(c->q, c->kv, ds_cuda_tokmeta(c), T, d,
+					                 split, c->part, c->att, c->stream));
+				else
+					CK(ds_k_attn_ref_mma(c->q, c->kv, ds_cuda_tokmeta(c),
+					                     c->dm.aplan, T, d, c->att, c->stream));
+				CK(cudaEventRecord(e1, c->stream));
+				CK(cudaEventSynchronize(e1));
+				float ms;
+				CK(cudaEventElapsedTime(&ms, e0, e1));
+				if (i >= 0)
+					t[i] = ms * 1e-3;
+			}
+			tt[k] = median(t, 20);
+			CK(cudaMemcpy(k ? o_new : o_old, c->att, (size_t)T * qd * 2,
+			              cudaMemcpyDeviceToHost));
+		}
+		double maxd = 0;
+		for (size_t i = 0; i < (size_t)T * qd; i++) {
+			double x =
+			    fabs((double)ds_bf16_to_f32(o_old[i]) - ds_bf16_to_f32(o_new[i]));
+			if (!(x <= maxd))
+				maxd = x; /* NaN sticks */
+		}
+		printf("%-24s %6d %10.1f %10.1f %8.3f %10.1f %12.4g\n", pts[pi].name, T,
+		       tt[0] * 1e6, tt[1] * 1e6, tt[1] / tt[0], flops / tt[1] / 1e12, maxd);
+		fprintf(f,
+		        "%s  {\"point\": \"%s\", \"rows\": %d, \"sequences\": %d, \"pos0\": %d, "
+		        "\"old_split\": %d, \"old_us\": %.2f, \"new_us\": %.2f, \"new_over_old\": "
+		        "%.4f, "
+		        "\"new_tflops\": %.2f, \"max_abs_diff_old_new\": %.6g}",
+		        pi ? ",\n" : "", pts[pi].name, T, S, pts[pi].pos0, split, tt[0] * 1e6,
+		        tt[1] * 1e6, tt[1] / tt[0], flops / tt[1] / 1e12, maxd);
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	free(o_old);
+	free(o_new);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return rc;
+}
+
 /* ---- verify pass vs W decode steps ---- */
 
 static int bench_verify(struct bench *b)
@@ -1269,6 +1390,8 @@ int main(int argc, char **argv)
 		rc = bench_gemm(&b);
 	if (!rc && want(argc, argv, "attn"))
 		rc = bench_attn(&b);
+	if (!rc && want(argc, argv, "attnref"))
+		rc = bench_attn_ref(&b);
 	if (!rc && want(argc, argv, "decode"))
 		rc = bench_decode(&b);
 	if (!rc && want(argc, argv, "verify"))
