@@ -342,10 +342,43 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	return DS_OK;
 }
 
+/* The decode kernel's grid split for T rows: about 4 resident blocks per SM in one wave (rows
+ * shorter than that many block iterations use fewer splits, chosen on the device). It depends
+ * only on T, so a bucket's graph stays valid as positions grow. DS_FAST_ATTN_SPLIT=n forces n
+ * (for tuning). */
+static int fast_decode_split(const struct ds_cuda_ctx *c, int T)
+{
+	int blocks = DS_MAX(T * c->cfg.n_kv_head, 1);
+	int s = (4 * c->n_sm + blocks - 1) / blocks;
+	const char *fs = getenv("DS_FAST_ATTN_SPLIT");
+	if (fs && atoi(fs) > 0)
+		s = atoi(fs);
+	s = DS_MIN(s, (c->cfg.max_pos + 31) / 32);
+	s = DS_MIN(s, DS_K_ATTN_DECODE_MAX_SPLIT);
+	s = DS_MAX(s, 1);
+	size_t row = (size_t)c->cfg.n_head * (c->cfg.head_dim + 2);
+	while (s > 1 && (size_t)T * row * s > c->part_floats)
+		s--;
+	return s;
+}
+
+/* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
+ * kernel (kernels/attn_decode.cu) with its own split; prefill, unsupported head shapes and
+ * DS_FAST_ATTN=old use the tiled kernel (kernels/attn.cu) with n_split. */
 static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                      const uint16_t *kv, int n_split, struct ds_err *err)
 {
-	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
+	struct ds_k_dims d = ds_cuda_dims(c);
+	const char *sel = getenv("DS_FAST_ATTN");
+	bool old = sel && strcmp(sel, "old") == 0;
+	if (!old && p->T == p->R && ds_k_attn_decode_supported(d)) {
+		DS_CUDA_TRY(ds_k_attn_decode(c->q, kv, ds_cuda_tokmeta(c), p->T, d,
+		                             fast_decode_split(c, p->T), c->part, c->att,
+		                             c->fast.pdl, c->stream),
+		            err);
+		return DS_OK;
+	}
+	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, d,
 	                               n_split < 1 ? 1 : n_split, c->part, c->att, c->fast.pdl,
 	                               c->stream),
 	            err);
