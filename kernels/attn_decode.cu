@@ -60,11 +60,11 @@ template <int D, int G> struct dattn_shape {
 
 /* What one block needs to find its K/V rows. */
 struct dattn_src {
-	const uint16_t *kv; /* K of KV head kh at block 0, position 0, this lane's 8 dims */
-	const int32_t *bt;  /* the row's block table */
-	size_t blk_stride;  /* elements between consecutive KV blocks */
-	size_t vstride;     /* elements from K to V */
-	int bs, D, hi;
+	const uint16_t *kv;   /* K of KV head kh at block 0, position 0, this lane's 8 dims */
+	const int32_t *bt;    /* the row's block table */
+	size_t blk_stride;    /* elements between consecutive KV blocks */
+	size_t vstride;       /* elements from K to V */
+	int bs, shift, D, hi; /* shift: log2(bs) when bs is a power of two, else -1 */
 };
 
 /* Loads U steps of this lane's K and V (positions base + u * PPS; zeros past hi). */
@@ -76,9 +76,11 @@ __device__ __forceinline__ void dattn_load(const struct dattn_src &s, int base, 
 	for (int u = 0; u < U; u++) {
 		int pos = base + u * PPS;
 		if (pos < s.hi) {
-			int blk = __ldg(s.bt + pos / s.bs);
+			/* a power-of-two block size (the usual case) avoids integer division */
+			int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
+			int blk = __ldg(s.bt + bi);
 			const uint16_t *r =
-			    s.kv + (size_t)blk * s.blk_stride + (size_t)(pos % s.bs) * s.D;
+			    s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
 			k[u] = __ldg((const uint4 *)r);
 			v[u] = __ldg((const uint4 *)(r + s.vstride));
 		} else {
@@ -202,6 +204,7 @@ __global__ void __launch_bounds__(DA_THREADS)
 	}
 	struct dattn_src src;
 	src.bs = d.block_size;
+	src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
 	src.D = D;
 	src.hi = hi;
 	src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;

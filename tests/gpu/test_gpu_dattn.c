@@ -7,7 +7,6 @@
 #include "gpu_util.h"
 #include "kernels.h"
 
-#define BS 16
 #define POOL 400 /* physical KV blocks; sequences map into them through scrambled tables */
 
 static const int ctxs[] = {1, 2, 63, 64, 65, 511, 2049};
@@ -45,17 +44,17 @@ static void dfix_upload_meta(struct dfix *f)
 }
 
 /* T rows of n_head heads; q amplitude varies by row so some softmaxes are sharply peaked. */
-static void dfix_init(struct dfix *f, int n_head, int n_kv, int D, int T, uint64_t seed)
+static void dfix_init(struct dfix *f, int n_head, int n_kv, int D, int bs, int T, uint64_t seed)
 {
 	memset(f, 0, sizeof(*f));
-	f->d = (struct ds_k_dims){n_head, n_kv, D, BS, POOL, 1e-5f};
+	f->d = (struct ds_k_dims){n_head, n_kv, D, bs, POOL, 1e-5f};
 	f->T = T;
-	f->max_blk = (2049 + 2 * 70 + BS - 1) / BS; /* + graph replay growth */
+	f->max_blk = (2049 + 2 * 70 + bs - 1) / bs; /* + graph replay growth */
 	f->pos = calloc((size_t)T, 4);
 	f->seq = calloc((size_t)T, 4);
 	f->off = calloc((size_t)T, 4);
 	f->bt = calloc((size_t)T * f->max_blk, 4);
-	f->kv_n = (size_t)POOL * 2 * n_kv * BS * D;
+	f->kv_n = (size_t)POOL * 2 * n_kv * bs * D;
 	f->q_n = (size_t)T * n_head * D;
 	f->kv = malloc(f->kv_n * 2);
 	f->q = malloc(f->q_n * 2);
@@ -104,10 +103,11 @@ static void dref(const struct dfix *f, int t, int h, double *out, double *s)
 	int D = d->head_dim, G = d->n_head / d->n_kv, kh = h / G, p = f->pos[t];
 	const uint16_t *qv = f->q + ((size_t)t * d->n_head + h) * D;
 	const int32_t *bt = f->bt + f->off[f->seq[t]];
+	int bs = d->block_size;
 	double m = -INFINITY, l = 0;
 	for (int j = 0; j <= p; j++) {
 		const uint16_t *k =
-		    f->kv + (((size_t)bt[j / BS] * 2 * d->n_kv + kh) * BS + j % BS) * D;
+		    f->kv + (((size_t)bt[j / bs] * 2 * d->n_kv + kh) * bs + j % bs) * D;
 		double a = 0;
 		for (int i = 0; i < D; i++)
 			a += (double)bf(qv[i]) * bf(k[i]);
@@ -118,7 +118,7 @@ static void dref(const struct dfix *f, int t, int h, double *out, double *s)
 		out[i] = 0;
 	for (int j = 0; j <= p; j++) {
 		const uint16_t *v =
-		    f->kv + (((size_t)bt[j / BS] * 2 * d->n_kv + d->n_kv + kh) * BS + j % BS) * D;
+		    f->kv + (((size_t)bt[j / bs] * 2 * d->n_kv + d->n_kv + kh) * bs + j % bs) * D;
 		double e = exp(s[j] - m);
 		l += e;
 		for (int i = 0; i < D; i++)
@@ -177,10 +177,11 @@ static int row_pos(int r, int T, int salt)
 	return ctxs[(r * 3 + T + salt) % (int)DS_ARRAY_LEN(ctxs)] - 1;
 }
 
-static void dcase(int n_head, int n_kv, int D, int T, int salt)
+static void dcase_bs(int n_head, int n_kv, int D, int bs, int T, int salt)
 {
 	struct dfix f;
-	dfix_init(&f, n_head, n_kv, D, T, 1000 + (uint64_t)D * 7 + (uint64_t)n_head + (uint64_t)T);
+	dfix_init(&f, n_head, n_kv, D, bs, T,
+	          1000 + (uint64_t)D * 7 + (uint64_t)n_head + (uint64_t)T);
 	for (int t = 0; t < T; t++)
 		f.pos[t] = row_pos(t, T, salt);
 	dfix_upload_meta(&f);
@@ -189,8 +190,8 @@ static void dcase(int n_head, int n_kv, int D, int T, int salt)
 	char what[96];
 	for (size_t s = 0; s < DS_ARRAY_LEN(splits); s++) {
 		int pdl = (int)(s & 1);
-		snprintf(what, sizeof(what), "D=%d heads %d/%d T=%d pdl %d", D, n_head, n_kv, T,
-		         pdl);
+		snprintf(what, sizeof(what), "D=%d heads %d/%d bs %d T=%d pdl %d", D, n_head, n_kv,
+		         bs, T, pdl);
 		CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
 		CK(ds_k_attn_decode(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], f.dpart, f.dout,
 		                    pdl, 0));
@@ -199,6 +200,11 @@ static void dcase(int n_head, int n_kv, int D, int T, int salt)
 	}
 	free(ref);
 	dfix_free(&f);
+}
+
+static void dcase(int n_head, int n_kv, int D, int T, int salt)
+{
+	dcase_bs(n_head, n_kv, D, 16, T, salt);
 }
 
 static void test_dattn_d128_g4(void **state)
@@ -224,10 +230,12 @@ static void test_dattn_d64_g3(void **state)
 static void test_dattn_other_g(void **state)
 {
 	(void)state;
-	dcase(9, 3, 128, 3, 2);  /* GQA 3, head_dim 128 */
-	dcase(16, 4, 64, 32, 3); /* GQA 4, head_dim 64 */
-	dcase(8, 1, 128, 3, 4);  /* GQA 8 */
-	dcase(2, 2, 64, 3, 5);   /* no GQA */
+	dcase(9, 3, 128, 3, 2);         /* GQA 3, head_dim 128 */
+	dcase(16, 4, 64, 32, 3);        /* GQA 4, head_dim 64 */
+	dcase(8, 1, 128, 3, 4);         /* GQA 8 */
+	dcase(2, 2, 64, 3, 5);          /* no GQA */
+	dcase_bs(8, 2, 128, 12, 32, 6); /* block size not a power of two */
+	dcase_bs(6, 2, 64, 32, 3, 0);
 }
 
 /* One graph, captured once with PDL, replayed after the positions (and block tables) changed:
@@ -237,7 +245,7 @@ static void test_dattn_graph_replay(void **state)
 	(void)state;
 	struct dfix f;
 	int T = 32;
-	dfix_init(&f, 32, 8, 128, T, 77);
+	dfix_init(&f, 32, 8, 128, 16, T, 77);
 	for (int t = 0; t < T; t++)
 		f.pos[t] = row_pos(t, T, 0);
 	dfix_upload_meta(&f);
