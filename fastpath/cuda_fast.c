@@ -342,14 +342,29 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	return DS_OK;
 }
 
-/* The decode kernel's grid split for T rows: about 4 resident blocks per SM in one wave (rows
- * shorter than that many block iterations use fewer splits, chosen on the device). It depends
- * only on T, so a bucket's graph stays valid as positions grow. DS_FAST_ATTN_SPLIT=n forces n
- * (for tuning). */
-static int fast_decode_split(const struct ds_cuda_ctx *c, int T)
+/* The decode kernel's grid split for T rows, from the batch and the kernel's occupancy: the
+ * split s minimising waves(s) * (1 / s + 1 / 16), where waves(s) = ceil(T * n_kv * s / resident
+ * blocks) and 1/16 stands for a block's fixed cost (latency chain, merges) against streaming a
+ * whole row. So batch 1 fills the GPU with one wave of splits and large batches get one block per
+ * (row, KV head). Rows shorter than s block iterations use fewer splits (chosen on the device). It
+ * depends only on T, so a bucket's graph stays valid as positions grow. DS_FAST_ATTN_SPLIT=n
+ * forces n (for tuning). */
+static int fast_decode_split(const struct ds_cuda_ctx *c, int T, struct ds_k_dims d)
 {
-	int blocks = DS_MAX(T * c->cfg.n_kv_head, 1);
-	int s = (4 * c->n_sm + blocks - 1) / blocks;
+	int bps = 0;
+	if (ds_k_attn_decode_occupancy(d, &bps) != cudaSuccess || bps < 1) {
+		cudaGetLastError();
+		bps = 2;
+	}
+	double slots = (double)bps * c->n_sm, rows = (double)T * c->cfg.n_kv_head, best = INFINITY;
+	int s = 1;
+	for (int k = 1; k <= DS_K_ATTN_DECODE_MAX_SPLIT; k++) {
+		double cost = ceil(rows * k / slots) * (1.0 / k + 1.0 / 16);
+		if (cost < best - 1e-12) {
+			best = cost;
+			s = k;
+		}
+	}
 	const char *fs = getenv("DS_FAST_ATTN_SPLIT");
 	if (fs && atoi(fs) > 0)
 		s = atoi(fs);
@@ -369,11 +384,11 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
                                      const uint16_t *kv, int n_split, struct ds_err *err)
 {
 	struct ds_k_dims d = ds_cuda_dims(c);
-	const char *sel = getenv("DS_FAST_ATTN");
-	bool old = sel && strcmp(sel, "old") == 0;
-	if (!old && p->T == p->R && ds_k_attn_decode_supported(d)) {
+	const char *sel = p->T == p->R ? getenv("DS_FAST_ATTN") : NULL;
+	bool decode = p->T == p->R && !(sel && strcmp(sel, "old") == 0);
+	if (decode && ds_k_attn_decode_supported(d)) {
 		DS_CUDA_TRY(ds_k_attn_decode(c->q, kv, ds_cuda_tokmeta(c), p->T, d,
-		                             fast_decode_split(c, p->T), c->part, c->att,
+		                             fast_decode_split(c, p->T, d), c->part, c->att,
 		                             c->fast.pdl, c->stream),
 		            err);
 		return DS_OK;

@@ -334,40 +334,41 @@ extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
 	return (d.head_dim == 64 || d.head_dim == 128) && G >= 1 && G <= DS_K_ATTN_DECODE_MAX_G;
 }
 
-template <int D, int G>
-static cudaError_t dattn_launch_dg(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                                   int T, struct ds_k_dims d, int nz, float *part, uint16_t *out,
-                                   int pdl, cudaStream_t st)
+typedef void (*dattn_fn)(const uint16_t *, const uint16_t *, struct ds_k_tokmeta, struct ds_k_dims,
+                         float, float *, uint16_t *);
+
+/* The instance for d (supported dims) and its positions per block iteration. */
+static dattn_fn dattn_pick(struct ds_k_dims d, int *pb)
 {
-	float qscale = DA_LOG2E / sqrtf((float)D);
-	cudaError_t e = ds_launch(dattn_kernel<D, G>, dim3(T, d.n_kv, nz), dim3(DA_THREADS), 0, st,
-	                          pdl, q, kv, tm, d, qscale, part, out);
-	if (e != cudaSuccess || nz == 1)
-		return e;
-	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(D), 0, st, pdl,
-	                 (const float *)part, tm, d, nz, (int)dattn_shape<D, G>::PB, out);
+	int G = d.n_head / d.n_kv;
+#define DA_CASE(dd, g)                                                                             \
+	if (d.head_dim == dd && G == g) {                                                          \
+		*pb = dattn_shape<dd, g>::PB;                                                      \
+		return dattn_kernel<dd, g>;                                                        \
+	}
+#define DA_D(dd)                                                                                   \
+	DA_CASE(dd, 1)                                                                             \
+	DA_CASE(dd, 2)                                                                             \
+	DA_CASE(dd, 3)                                                                             \
+	DA_CASE(dd, 4)                                                                             \
+	DA_CASE(dd, 5)                                                                             \
+	DA_CASE(dd, 6)                                                                             \
+	DA_CASE(dd, 7)                                                                             \
+	DA_CASE(dd, 8)
+	DA_D(64)
+	DA_D(128)
+#undef DA_D
+#undef DA_CASE
+	return NULL;
 }
 
-template <int D>
-static cudaError_t dattn_launch_d(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                                  int T, struct ds_k_dims d, int nz, float *part, uint16_t *out,
-                                  int pdl, cudaStream_t st)
+extern "C" cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *blocks_per_sm)
 {
-	switch (d.n_head / d.n_kv) {
-#define DA_G(g)                                                                                    \
-	case g:                                                                                    \
-		return dattn_launch_dg<D, g>(q, kv, tm, T, d, nz, part, out, pdl, st);
-		DA_G(1)
-		DA_G(2)
-		DA_G(3)
-		DA_G(4)
-		DA_G(5)
-		DA_G(6)
-		DA_G(7)
-		DA_G(8)
-#undef DA_G
-	}
-	return cudaErrorInvalidValue;
+	int pb;
+	dattn_fn fn = ds_k_attn_decode_supported(d) ? dattn_pick(d, &pb) : NULL;
+	if (!fn || !blocks_per_sm)
+		return cudaErrorInvalidValue;
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, fn, DA_THREADS, 0);
 }
 
 extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
@@ -377,10 +378,16 @@ extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
 {
 	if (T <= 0)
 		return cudaSuccess;
-	if (!ds_k_attn_decode_supported(d) || n_split < 1 || n_split > DS_K_ATTN_DECODE_MAX_SPLIT ||
-	    (n_split > 1 && !part) || d.n_head > 65535)
+	int pb = 0;
+	dattn_fn fn = ds_k_attn_decode_supported(d) ? dattn_pick(d, &pb) : NULL;
+	if (!fn || n_split < 1 || n_split > DS_K_ATTN_DECODE_MAX_SPLIT || (n_split > 1 && !part) ||
+	    d.n_head > 65535)
 		return cudaErrorInvalidValue;
-	if (d.head_dim == 64)
-		return dattn_launch_d<64>(q, kv, tm, T, d, n_split, part, out, pdl, st);
-	return dattn_launch_d<128>(q, kv, tm, T, d, n_split, part, out, pdl, st);
+	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
+	cudaError_t e = ds_launch(fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), 0, st, pdl, q, kv,
+	                          tm, d, qscale, part, out);
+	if (e != cudaSuccess || n_split == 1)
+		return e;
+	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(d.head_dim), 0, st, pdl,
+	                 (const float *)part, tm, d, n_split, pb, out);
 }

@@ -156,6 +156,8 @@ cudaError_t ds_k_attn_setup(struct ds_k_dims d);
 #define DS_K_ATTN_DECODE_MAX_SPLIT 64
 #define DS_K_ATTN_DECODE_MAX_G 8
 int ds_k_attn_decode_supported(struct ds_k_dims d);
+/* Resident blocks per SM of the kernel instance for d (for choosing n_split). */
+cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *blocks_per_sm);
 cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
                              struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
                              cudaStream_t st);

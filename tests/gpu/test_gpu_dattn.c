@@ -250,7 +250,7 @@ static void test_dattn_graph_replay(void **state)
 		f.pos[t] = row_pos(t, T, 0);
 	dfix_upload_meta(&f);
 	cudaStream_t st;
-	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	CK(cudaStreamCreate(&st)); /* blocking: ordered after the legacy-stream copies below */
 	cudaGraph_t g = NULL;
 	cudaGraphExec_t ge = NULL;
 	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -274,6 +274,7 @@ static void test_dattn_graph_replay(void **state)
 		}
 		double *ref = dref_all(&f);
 		CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
+		CK(cudaDeviceSynchronize());
 		CK(cudaGraphLaunch(ge, st));
 		CK(cudaStreamSynchronize(st));
 		dcheck(&f, ref, "graph replay", 9);
@@ -315,6 +316,12 @@ static void test_dattn_rejects(void **state)
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_attn_decode(NULL, NULL, tm, 1, ok, 2, NULL, out, 0, 0),
 	                 cudaErrorInvalidValue);
+	int bps = 0;
+	CK(ds_k_attn_decode_occupancy(ok, &bps));
+	assert_true(bps >= 1);
+	bad = ok;
+	bad.head_dim = 96;
+	assert_int_equal(ds_k_attn_decode_occupancy(bad, &bps), cudaErrorInvalidValue);
 	/* nothing to do */
 	assert_int_equal(ds_k_attn_decode(NULL, NULL, tm, 0, ok, 2, part, out, 0, 0), cudaSuccess);
 }
