@@ -349,13 +349,17 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
  * (row, KV head). Rows shorter than s block iterations use fewer splits (chosen on the device). It
  * depends only on T, so a bucket's graph stays valid as positions grow. DS_FAST_ATTN_SPLIT=n
  * forces n (for tuning). */
-static int fast_decode_split(const struct ds_cuda_ctx *c, int T, struct ds_k_dims d)
+static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, struct ds_k_dims d,
+                                        int *split, struct ds_err *err)
 {
+	/* the query is not a stream operation; relaxed mode keeps it legal inside a capture */
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
 	int bps = 0;
-	if (ds_k_attn_decode_occupancy(d, &bps) != cudaSuccess || bps < 1) {
-		cudaGetLastError();
-		bps = 2;
-	}
+	DS_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), err);
+	cudaError_t e = ds_k_attn_decode_occupancy(d, &bps);
+	DS_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), err);
+	DS_CUDA_TRY(e, err);
+	bps = DS_MAX(bps, 1);
 	double slots = (double)bps * c->n_sm, rows = (double)T * c->cfg.n_kv_head, best = INFINITY;
 	int s = 1;
 	for (int k = 1; k <= DS_K_ATTN_DECODE_MAX_SPLIT; k++) {
@@ -374,7 +378,8 @@ static int fast_decode_split(const struct ds_cuda_ctx *c, int T, struct ds_k_dim
 	size_t row = (size_t)c->cfg.n_head * (c->cfg.head_dim + 2);
 	while (s > 1 && (size_t)T * row * s > c->part_floats)
 		s--;
-	return s;
+	*split = s;
+	return DS_OK;
 }
 
 /* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
@@ -387,9 +392,12 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 	const char *sel = p->T == p->R ? getenv("DS_FAST_ATTN") : NULL;
 	bool decode = p->T == p->R && !(sel && strcmp(sel, "old") == 0);
 	if (decode && ds_k_attn_decode_supported(d)) {
-		DS_CUDA_TRY(ds_k_attn_decode(c->q, kv, ds_cuda_tokmeta(c), p->T, d,
-		                             fast_decode_split(c, p->T, d), c->part, c->att,
-		                             c->fast.pdl, c->stream),
+		int split = 1;
+		enum ds_status rv = fast_decode_split(c, p->T, d, &split, err);
+		if (rv != DS_OK)
+			return rv;
+		DS_CUDA_TRY(ds_k_attn_decode(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
+		                             c->att, c->fast.pdl, c->stream),
 		            err);
 		return DS_OK;
 	}

@@ -3,8 +3,10 @@
  * 1, 3, 32 and 257 with contexts 1, 2, 63, 64, 65, 511 and 2049 mixed in one batch, scrambled
  * block tables, padding rows (pos < 0: zeros), several grid splits, with and without PDL, a
  * poisoned output (every element must be written) and guard bytes after it. Also: one CUDA
- * graph replayed with changed positions and block tables, and bad arguments rejected. */
+ * graph replayed with changed positions and block tables, bad arguments rejected, and the CUDA
+ * backend's fast decode (eager, captured, replayed) with this kernel vs DS_FAST_ATTN=old. */
 #include "gpu_util.h"
+#include "gpu_model.h"
 #include "kernels.h"
 
 #define POOL 400 /* physical KV blocks; sequences map into them through scrambled tables */
@@ -326,12 +328,107 @@ static void test_dattn_rejects(void **state)
 	assert_int_equal(ds_k_attn_decode(NULL, NULL, tm, 0, ok, 2, part, out, 0, 0), cudaSuccess);
 }
 
+/* ---- in the backend: the decode kernel vs DS_FAST_ATTN=old ---- */
+
+#define NSEQ 5
+#define KV_BS 16
+
+/* Prefills NSEQ sequences on the reference path, then decodes their last tokens as one fast
+ * batch three times (eager, capture, replay: bit-identical) into lg (NSEQ, vocab). */
+static void backend_decode(const char *sel, float *lg)
+{
+	if (sel)
+		assert_int_equal(setenv("DS_FAST_ATTN", sel, 1), 0);
+	else
+		assert_int_equal(unsetenv("DS_FAST_ATTN"), 0);
+	struct ds_model *m = model_deferred("small", 11);
+	assert_non_null(m);
+	struct ds_backend be;
+	struct ds_err err;
+	if (ds_backend_cuda_init(&be, m, 0, &err) != DS_OK)
+		fail_msg("cuda init: %s", err.msg);
+	if (ds_backend_kv_init(&be, 128, KV_BS, &err) != DS_OK)
+		fail_msg("kv init: %s", err.msg);
+	int V = m->cfg.vocab_size, lens[NSEQ] = {1, 40, 100, 333, 700}, nb = 0;
+	int32_t *tok[NSEQ], *blk[NSEQ];
+	struct ds_fwd_seq pre[NSEQ], dec[NSEQ];
+	struct ds_fwd_row rows[NSEQ];
+	struct ds_sample_params sp = {0.0f, 0, 1.0f, 1};
+	int n_pre = 0;
+	for (int i = 0; i < NSEQ; i++) {
+		int L = lens[i], n = (L + KV_BS - 1) / KV_BS;
+		tok[i] = malloc((size_t)L * 4);
+		blk[i] = malloc((size_t)n * 4);
+		for (int j = 0; j < L; j++)
+			tok[i][j] = (int32_t)(ds_hash3(21, (uint64_t)i, (uint64_t)j) % (uint64_t)V);
+		for (int j = 0; j < n; j++, nb++)
+			blk[i][j] = (int32_t)((nb * 37 + 5) % 128); /* scrambled, distinct */
+		if (L > 1)
+			pre[n_pre++] = (struct ds_fwd_seq){tok[i], L - 1, 0, blk[i], n, false, sp};
+		dec[i] = (struct ds_fwd_seq){tok[i] + L - 1, 1, L - 1, blk[i], n, false, sp};
+	}
+	struct ds_fwd_batch b = {DS_PATH_REF, pre, n_pre, rows, NULL};
+	if (ds_backend_forward(&be, &b, &err) != DS_OK)
+		fail_msg("prefill: %s", err.msg);
+	size_t lb = (size_t)NSEQ * V * 4;
+	float *again = malloc(lb);
+	for (int k = 0; k < 3; k++) {
+		struct ds_fwd_batch d = {DS_PATH_FAST, dec, NSEQ, rows, k ? again : lg};
+		if (ds_backend_forward(&be, &d, &err) != DS_OK)
+			fail_msg("decode (%s): %s", sel ? sel : "new", err.msg);
+		if (k)
+			assert_memory_equal(lg, again, lb);
+	}
+	free(again);
+	for (int i = 0; i < NSEQ; i++) {
+		free(tok[i]);
+		free(blk[i]);
+	}
+	ds_backend_free(&be);
+	ds_model_free(m);
+	assert_int_equal(unsetenv("DS_FAST_ATTN"), 0);
+}
+
+static void test_dattn_backend_vs_old(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg;
+	assert_int_equal(ds_model_preset("small", &cfg), DS_OK);
+	int V = cfg.vocab_size;
+	float *a = malloc((size_t)NSEQ * V * 4), *o = malloc((size_t)NSEQ * V * 4);
+	backend_decode(NULL, a);
+	backend_decode("old", o);
+	double maxd = 0, sd = 0;
+	int agree = 0, same = 1;
+	for (int r = 0; r < NSEQ; r++) {
+		const float *x = a + (size_t)r * V, *y = o + (size_t)r * V;
+		int ax = 0, ay = 0;
+		for (int i = 0; i < V; i++) {
+			maxd = fmax(maxd, fabs((double)x[i] - y[i]));
+			sd += (double)y[i] * y[i];
+			ax = x[i] > x[ax] ? i : ax;
+			ay = y[i] > y[ay] ? i : ay;
+		}
+		agree += ax == ay;
+	}
+	same = memcmp(a, o, (size_t)NSEQ * V * 4) == 0;
+	sd = sqrt(sd / ((double)NSEQ * V));
+	print_message("small fast decode, attn_decode vs old kernel: max |dlogit| %.4f (sd %.2f), "
+	              "argmax agree %d/%d, bit-identical %d\n",
+	              maxd, sd, agree, NSEQ, same);
+	assert_true(maxd < 0.05 * sd + 0.05);
+	assert_true(agree >= NSEQ - 1);
+	assert_false(same); /* the switch really selects another kernel */
+	free(a);
+	free(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dattn_rejects),      cmocka_unit_test(test_dattn_d128_g4),
 	    cmocka_unit_test(test_dattn_d64_g3),       cmocka_unit_test(test_dattn_other_g),
-	    cmocka_unit_test(test_dattn_graph_replay),
+	    cmocka_unit_test(test_dattn_graph_replay), cmocka_unit_test(test_dattn_backend_vs_old),
 	};
 	return cmocka_run_group_tests_name("gpu_dattn", tests, NULL, NULL);
 }
