@@ -355,6 +355,8 @@ enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model
 		goto fail;
 	if ((rv = ds_cuda_fast_init(c, err)) != DS_OK)
 		goto fail;
+	if ((rv = ds_cuda_ref_init(c, err)) != DS_OK)
+		goto fail;
 	const char *g = getenv("DS_CUDA_GRAPHS");
 	c->ref_graphs = !(g && strcmp(g, "0") == 0);
 	be->iface = &cuda_iface;

@@ -76,17 +76,26 @@ cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M,
 /* Raises the kernel's shared-memory limit; call once per process before launching. */
 cudaError_t ds_k_gemm_ref_setup(void);
 
-/* Variants of the same invariant contract (kernels/gemm_ref.cu, gemm_ref_tma.cu): each has one
- * fixed tile and no split-K, so rows are bit-identical for any M and placement within a
- * variant (not across variants). Choose the variant from the weight's (N, K) only, never from
- * M. Variant 0 is ds_k_gemm_ref. ds_k_gemm_ref_setup covers all of them (it fails only for
- * variant 0; another variant's setup failure shows as its launch error). TMA variants also
- * need A and W 16-byte aligned. */
-#define DS_K_GEMM_REF_N_VARIANTS 7
+/* Variants of the same invariant contract (kernels/gemm_ref.cu, gemm_ref_tma.cu,
+ * gemm_ref_splitk.cu): each has one fixed tile and a fixed K reduction, so rows are
+ * bit-identical for any M and placement within a variant (not across variants). Variants 0..6
+ * have no split-K; 7 and 8 (6 stages) and 9 and 10 (3 stages, two CTAs per SM) split K over a
+ * thread-block cluster of S = 2, 4, 2, 4 CTAs, with the k-ranges a function of K and S only
+ * and the partials combined in a fixed order. Choose the
+ * variant from the weight's (N, K) only, never from M. Variant 0 is ds_k_gemm_ref.
+ * ds_k_gemm_ref_setup covers all of them (it fails only for variant 0; another variant's
+ * setup failure shows as its launch error). Variants 3..10 (TMA) also need A and W 16-byte
+ * aligned. */
+#define DS_K_GEMM_REF_N_VARIANTS 11
 cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
                                   int M, int N, int K, cudaStream_t st);
 /* Short name of a variant ("cp128x128s3", ...), or "?" when out of range. */
 const char *ds_k_gemm_ref_variant_name(int variant);
+/* The variant's fixed number of K splits S (1, 2 or 4); 0 when out of range. */
+int ds_k_gemm_ref_variant_splits(int variant);
+/* CTAs of the variant resident at once on the current device (for the cluster variants:
+ * active clusters x S); for benchmark diagnostics. */
+cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas);
 
 /* The same contract on mma.sync (128x128x32), kept only as a benchmark comparison point. */
 cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,

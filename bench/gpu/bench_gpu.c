@@ -5,7 +5,9 @@
  *   decode  fast/ref decode step time at batch 1..256, context 512/2048, vs the roofline
  *           (weight bytes + KV bytes over the copy bandwidth)
  *   gemm    reference GEMM vs cuBLASLt (the fast path's GEMM) at M = 1..8192 on the model's
- *           shapes, and cuBLAS row invariance (row 0 at M = 1 vs M = 2048)
+ *           shapes, every reference variant (BENCH_GEMM_VARIANTS picks; DS_REF_GEMM_TABLE
+ *           sets the reference path's own pick), W bandwidth at M <= 64, and row invariance
+ *           (row 0 at M = 1 vs M = 2048 on the narrow shapes)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   profile one fast decode pass at batch 1/8/32 (ctx 512) run eagerly with events around each
@@ -20,6 +22,7 @@
 #include "cuda_internal.h"
 #include "engine.h"
 #include "model_internal.h"
+#include "ref_gemm_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,7 +259,9 @@ static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t
 	return 0;
 }
 
-/* One variant of the reference GEMM (kernels/gemm_ref*.cu), timed like time_gemm. */
+/* One variant of the reference GEMM (kernels/gemm_ref*.cu), timed like time_gemm. A variant
+ * whose launch is refused returns 2 (reported, the error cleared) so the others still run;
+ * any other CUDA error returns 1. */
 static int time_gemm_variant(struct bench *b, int v, const uint16_t *A, const uint16_t *W, float *C,
                              int M, int N, int K, double *out_s)
 {
@@ -268,7 +273,17 @@ static int time_gemm_variant(struct bench *b, int v, const uint16_t *A, const ui
 	double t[30];
 	for (int i = -2; i < reps; i++) {
 		CK(cudaEventRecord(e0, st));
-		CK(ds_k_gemm_ref_variant(v, A, W, C, M, N, K, st));
+		cudaError_t le = ds_k_gemm_ref_variant(v, A, W, C, M, N, K, st);
+		if (le != cudaSuccess) {
+			fprintf(stderr, "gemm variant %d (%s) at %dx%dx%d: %s\n", v,
+			        ds_k_gemm_ref_variant_name(v), M, N, K, cudaGetErrorString(le));
+			(void)cudaGetLastError();
+			CK(cudaEventRecord(e1, st)); /* a sticky error stops the run here */
+			CK(cudaEventSynchronize(e1));
+			cudaEventDestroy(e0);
+			cudaEventDestroy(e1);
+			return 2;
+		}
 		CK(cudaEventRecord(e1, st));
 		CK(cudaEventSynchronize(e1));
 		float ms;
@@ -325,6 +340,12 @@ static void gemm_variants_wanted(bool *use, int nv)
 	}
 }
 
+/* A number for the JSON output: NaN / inf (a variant whose launch was refused) as -1. */
+static double json_num(double x)
+{
+	return isfinite(x) ? x : -1.0;
+}
+
 static int bench_gemm(struct bench *b)
 {
 	const struct ds_model_config *c = &b->m->cfg;
@@ -341,6 +362,12 @@ static int bench_gemm(struct bench *b)
 	int Ms[] = {1, 16, 64, 512, 2048, 8192};
 	bool use[NV];
 	gemm_variants_wanted(use, NV);
+	struct ds_ref_gemm_table tab;
+	struct ds_err terr;
+	if (ds_ref_gemm_table_init(&tab, getenv(DS_REF_GEMM_TABLE_ENV), NV, &terr) != DS_OK) {
+		fprintf(stderr, "%s\n", terr.msg);
+		return 1;
+	}
 	size_t maxA = (size_t)8192 * F, maxW = (size_t)c->vocab_size * H;
 	size_t maxC = (size_t)8192 * c->vocab_size;
 	size_t maxN = (size_t)c->vocab_size > (size_t)2 * F ? (size_t)c->vocab_size : (size_t)2 * F;
@@ -367,14 +394,36 @@ static int bench_gemm(struct bench *b)
 	fprintf(f, "], \"baseline\": \"fast path GEMM: own GEMV for M <= 4, else cuBLASLt "
 	           "(heuristic top-8 autotuned for M <= 256); keys cublas_* hold it\", "
 	           "\"variant_keys\": \"per point, variants[v]: ms, TFLOPs, over_cublas_speed "
-	           "(cublas_ms / ms), rel_diff_v0 (rows 0 and M-1 vs variant 0), bits_eq_v0\", "
-	           "\"points\": [\n");
+	           "(cublas_ms / ms), W_GBps (bytes of W over the time), rel_diff_v0 (rows 0 and "
+	           "M-1 vs variant 0), bits_eq_v0\", ");
 	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference (wgmma) vs fast (GEMV for M <= 4, "
 	       "else cuBLASLt autotuned); vN = reference variant N over fast (speed ratio)\n");
 	for (int v = 0; v < NV; v++)
 		printf("  v%d = %s%s\n", v, ds_k_gemm_ref_variant_name(v),
 		       use[v] ? "" : " (skipped: BENCH_GEMM_VARIANTS)");
 	CK(ds_k_gemm_mma_setup());
+	printf("reference path's table (%s=%s):", DS_REF_GEMM_TABLE_ENV,
+	       getenv(DS_REF_GEMM_TABLE_ENV) ? getenv(DS_REF_GEMM_TABLE_ENV) : "");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		printf(" %s v%d", shapes[si].name,
+		       ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	printf("\n");
+	fprintf(f, "\"ref_table\": {");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		fprintf(f, "%s\"%s\": %d", si ? ", " : "", shapes[si].name,
+		        ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	fprintf(f, "}, \"resident_ctas\": [");
+	for (int v = 0; v < NV; v++) {
+		int ctas = 0;
+		if (ds_k_gemm_ref_variant_resident(v, &ctas) != cudaSuccess) {
+			(void)cudaGetLastError();
+			ctas = -1;
+		}
+		printf("  v%d: K splits %d, %d CTAs resident at once\n", v,
+		       ds_k_gemm_ref_variant_splits(v), ctas);
+		fprintf(f, "%s%d", v ? ", " : "", ctas);
+	}
+	fprintf(f, "], \"points\": [\n");
 	printf("%-13s %6s %7s %6s %9s %9s %9s %7s", "shape", "M", "N", "K", "ref_TF/s", "mma_TF/s",
 	       "fast_TF/s", "ref/fst");
 	for (int v = 0; v < NV; v++)
@@ -395,8 +444,13 @@ static int bench_gemm(struct bench *b)
 			for (int v = 0; v < NV; v++) {
 				if (!use[v])
 					continue;
-				if (time_gemm_variant(b, v, A, W, C, M, N, K, &tv[v]) ||
-				    gemm_probe_rows(C, M, N, v ? hv : h0))
+				int vr = time_gemm_variant(b, v, A, W, C, M, N, K, &tv[v]);
+				if (vr == 2 && v > 0) { /* refused: NaN below, the others go on */
+					tv[v] = rd[v] = NAN;
+					eq[v] = 0;
+					continue;
+				}
+				if (vr || gemm_probe_rows(C, M, N, v ? hv : h0))
 					goto out;
 				rd[v] = v ? gemm_rel_diff(hv, h0, (size_t)N * 2) : 0.0;
 				eq[v] = v ? memcmp(hv, h0, (size_t)N * 2 * 4) == 0 : 1;
@@ -407,18 +461,33 @@ static int bench_gemm(struct bench *b)
 			for (int v = 0; v < NV; v++) {
 				if (!use[v])
 					continue;
+				if (isnan(tv[v])) {
+					printf(" %8s", "refused");
+					continue;
+				}
 				printf(" %8.2f", tc / tv[v]);
 				worst = rd[v] > worst || isnan(rd[v]) ? rd[v] : worst;
 			}
 			printf("  (%.1e)%s\n", worst, worst > 1e-3 ? "  WRONG VARIANT OUTPUT" : "");
+			double wb = 2.0 * (double)N * K; /* bytes of W streamed */
+			if (M <= 64) {
+				printf("%-13s %6s  W GB/s: ref %.0f, fast %.0f;", "", "", wb / tr / 1e9,
+				       wb / tc / 1e9);
+				for (int v = 0; v < NV; v++)
+					if (use[v])
+						printf(" v%d %.0f", v, wb / tv[v] / 1e9);
+				printf("\n");
+			}
 			fprintf(f,
 			        "%s  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
 			        "\"ref_ms\": %.5f, "
 			        "\"mma_sync_ms\": %.5f, \"cublas_ms\": %.5f, \"ref_TFLOPs\": %.2f, "
 			        "\"mma_sync_TFLOPs\": %.2f, \"cublas_TFLOPs\": %.2f, "
-			        "\"ref_over_cublas_speed\": %.3f, \"variants\": [",
+			        "\"ref_over_cublas_speed\": %.3f, \"ref_W_GBps\": %.1f, "
+			        "\"cublas_W_GBps\": %.1f, \"variants\": [",
 			        first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3,
-			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr,
+			        wb / tr / 1e9, wb / tc / 1e9);
 			for (int v = 0; v < NV; v++)
 				if (use[v])
 					fprintf(
@@ -426,10 +495,11 @@ static int bench_gemm(struct bench *b)
 					    "%s{\"v\": %d, \"name\": \"%s\", \"ms\": %.5f, "
 					    "\"TFLOPs\": "
 					    "%.2f, "
-					    "\"over_cublas_speed\": %.3f, \"rel_diff_v0\": %.3g, "
-					    "\"bits_eq_v0\": %s}",
+					    "\"over_cublas_speed\": %.3f, \"W_GBps\": %.1f, "
+					    "\"rel_diff_v0\": %.3g, \"bits_eq_v0\": %s}",
 					    v ? ", " : "", v, ds_k_gemm_ref_variant_name(v),
-					    tv[v] * 1e3, fl / tv[v] / 1e12, tc / tv[v],
+					    json_num(tv[v] * 1e3), json_num(fl / tv[v] / 1e12),
+					    json_num(tc / tv[v]), json_num(wb / tv[v] / 1e9),
 					    isfinite(rd[v]) ? rd[v] : 1e30,
 					    eq[v] ? "true" : "false");
 			fprintf(f, "]}");
@@ -439,18 +509,27 @@ static int bench_gemm(struct bench *b)
 	fprintf(f, "\n], \"row0_invariance_M1_vs_M2048\": {");
 	/* row 0 of the product at M = 1 and at M = 2048, for both GEMMs and every variant */
 	struct ds_err err;
-	float *r1 = malloc((size_t)F * 4), *r2 = malloc((size_t)F * 4);
-	for (int si = 1; si <= 3; si += 2) {
-		int N = shapes[si].N, K = shapes[si].K;
+	float *r1 = malloc(maxN * 4), *r2 = malloc(maxN * 4);
+	static const int inv_shapes[] = {0, 1, 3}; /* the narrow ones: qkv, o_proj, down_proj */
+	int first_key = 1;
+	for (size_t ii = 0; ii < DS_ARRAY_LEN(inv_shapes); ii++) {
+		int si = inv_shapes[ii], N = shapes[si].N, K = shapes[si].K;
 		for (int ref = 0; ref < 2 + NV; ref++) {
 			if (ref >= 2 && !use[ref - 2])
 				continue;
 			const struct ds_cuda_path_ops *ops =
 			    ref == 1 ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
 			if (ref >= 2) {
-				CK(ds_k_gemm_ref_variant(ref - 2, A, W, C2, 1, N, K, b->c->stream));
-				CK(ds_k_gemm_ref_variant(ref - 2, A, W, C, 2048, N, K,
-				                         b->c->stream));
+				cudaError_t e1 =
+				    ds_k_gemm_ref_variant(ref - 2, A, W, C2, 1, N, K, b->c->stream);
+				cudaError_t e2 = ds_k_gemm_ref_variant(ref - 2, A, W, C, 2048, N, K,
+				                                       b->c->stream);
+				if (e1 != cudaSuccess || e2 != cudaSuccess) {
+					(void)cudaGetLastError();
+					printf("%s %s: launch refused\n",
+					       ds_k_gemm_ref_variant_name(ref - 2), shapes[si].name);
+					continue;
+				}
 			} else if (ops->gemm(b->c, A, W, C2, 1, N, K, &err) != DS_OK ||
 			           ops->gemm(b->c, A, W, C, 2048, N, K, &err) != DS_OK) {
 				fprintf(stderr, "gemm invariance: %s\n", err.msg);
@@ -468,8 +547,9 @@ static int bench_gemm(struct bench *b)
 				snprintf(key, sizeof(key), "%s", ref ? "ref" : "cublas");
 			printf("%s %s: row 0 at M=1 %s row 0 at M=2048\n", key, shapes[si].name,
 			       same ? "==" : "!=");
-			fprintf(f, "%s\"%s_%s\": %s", (si == 1 && ref == 0) ? "" : ", ", key,
+			fprintf(f, "%s\"%s_%s\": %s", first_key ? "" : ", ", key,
 			        shapes[si].name, same ? "true" : "false");
+			first_key = 0;
 		}
 	}
 	fprintf(f, "}}\n");
