@@ -175,6 +175,27 @@ cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv, struct ds_k
                               const int32_t *plan, int T, struct ds_k_dims d, uint16_t *out,
                               cudaStream_t st);
 
+/* ---- fast-path decode attention (kernels/attn_decode.cu) ---- */
+
+/* Flash-decoding of T query rows (row t at position pos[t] attends to [0, pos[t]]; pos < 0:
+ * zeros) against the paged cache: one block per (row, KV head, split) for all G query heads
+ * of the KV head, K/V streamed once with 16-byte loads, online softmax in fp32. Each row's
+ * split is chosen on the device from its length: at most n_split ranges (1 <= n_split <=
+ * DS_K_ATTN_DECODE_MAX_SPLIT) of whole block iterations, so a fixed n_split serves a graph
+ * replayed at changing positions; rows with more than one range are merged by a second kernel
+ * (launched only when n_split > 1). The reduction order depends on n_split (batch-variant).
+ * Supported shapes: ds_k_attn_decode_supported (head_dim 64 or 128, G <= DS_K_ATTN_DECODE_MAX_G);
+ * others return cudaErrorInvalidValue. part: T * n_head * n_split * (head_dim + 2) floats when
+ * n_split > 1. pdl: as for the *_pdl launchers below. */
+#define DS_K_ATTN_DECODE_MAX_SPLIT 64
+#define DS_K_ATTN_DECODE_MAX_G 8
+int ds_k_attn_decode_supported(struct ds_k_dims d);
+/* Resident blocks per SM of the kernel instance for d (for choosing n_split). */
+cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *blocks_per_sm);
+cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
+                             struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
+                             cudaStream_t st);
+
 /* ---- sampling (kernels/sample.cu) ---- */
 
 struct ds_k_sample_row {

@@ -577,7 +577,7 @@ static int bench_attn(struct bench *b)
 	const struct ds_model_config *cfg = &b->m->cfg;
 	struct {
 		int B, ctx;
-	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512}};
+	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512}, {1, 512}, {32, 512}};
 	FILE *f = json_open(b->out, "attn");
 	if (!f)
 		return 1;
@@ -585,9 +585,11 @@ static int bench_attn(struct bench *b)
 	        "{\"bench\": \"attn\", \"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, "
 	        "\"points\": [\n",
 	        b->dev, b->copy_bw / 1e9);
-	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth)\n");
-	printf("%5s %6s %6s %10s %10s %8s %8s\n", "batch", "ctx", "split", "fast_GB/s", "ref_GB/s",
-	       "fast/roof", "ref/roof");
+	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth); fast = the\n"
+	       "fast path's choice (attn_decode.cu unless DS_FAST_ATTN=old), old = attn.cu's fast\n"
+	       "kernel at `split`\n");
+	printf("%5s %6s %6s %10s %10s %10s %8s %8s %8s\n", "batch", "ctx", "split", "fast_GB/s",
+	       "old_GB/s", "ref_GB/s", "fast/roof", "ref/roof", "old/fast");
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
@@ -610,15 +612,21 @@ static int bench_attn(struct bench *b)
 		}
 		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f,
 		                   c->stream));
-		double tt[2];
+		double tt[3]; /* fast, ref, old */
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
-		for (int ref = 0; ref < 2; ref++) {
+		for (int ref = 0; ref < 3; ref++) {
 			double t[20];
 			for (int i = -2; i < 20; i++) {
 				CK(cudaEventRecord(e0, c->stream));
-				enum ds_status rv =
-				    ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
-				        : ds_cuda_fast_ops.attention(c, &p, c->kv, split, &err);
+				enum ds_status rv = DS_OK;
+				if (ref == 2)
+					CK(ds_k_attn_fast(c->q, c->kv, ds_cuda_tokmeta(c), B,
+					                  ds_cuda_dims(c), split, c->part, c->att,
+					                  c->stream));
+				else
+					rv = ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
+					         : ds_cuda_fast_ops.attention(c, &p, c->kv, split,
+					                                      &err);
 				if (rv != DS_OK) {
 					fprintf(stderr, "attn: %s\n", err.msg);
 					return 1;
@@ -633,15 +641,18 @@ static int bench_attn(struct bench *b)
 			tt[ref] = median(t, 20);
 		}
 		double bytes = (double)B * (ctx + 1) * 2 * ds_model_kv_dim(cfg) * 2;
-		printf("%5d %6d %6d %10.0f %10.0f %7.1f%% %7.1f%%\n", B, ctx, split,
-		       bytes / tt[0] / 1e9, bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
-		       100 * bytes / tt[1] / b->copy_bw);
+		printf("%5d %6d %6d %10.0f %10.0f %10.0f %7.1f%% %7.1f%% %8.2f\n", B, ctx, split,
+		       bytes / tt[0] / 1e9, bytes / tt[2] / 1e9, bytes / tt[1] / 1e9,
+		       100 * bytes / tt[0] / b->copy_bw, 100 * bytes / tt[1] / b->copy_bw,
+		       tt[2] / tt[0]);
 		fprintf(f,
 		        "%s  {\"batch\": %d, \"ctx\": %d, \"fast_split\": %d, \"kv_bytes\": %.0f, "
 		        "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
-		        "\"ref_fraction_of_roofline\": %.4f}",
+		        "\"ref_fraction_of_roofline\": %.4f, \"old_us\": %.2f, "
+		        "\"old_fraction_of_roofline\": %.4f}",
 		        pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
-		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw);
+		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
+		        bytes / tt[2] / b->copy_bw);
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
