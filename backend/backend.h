@@ -89,9 +89,17 @@ void ds_backend_free(struct ds_backend *be);
 
 /* ---- constructors ---- */
 
-/* CPU backend (fastpath/ + refpath/). n_threads <= 0 picks the number of online CPUs. */
+/* CPU backend (fastpath/ + refpath/). n_threads <= 0 picks the number of online CPUs.
+ * The KV pool takes the model's weight type (bf16; f32 for a model loaded as f32). */
 enum ds_status ds_backend_cpu_init(struct ds_backend *be, const struct ds_model *m,
 				   int n_threads, struct ds_err *err);
+
+/* added (f32 precision): the CPU backend with an explicit KV element type, whatever the weight
+ * type: bf16 (rounded on write) or f32. Both paths run either; the reference path's reduction
+ * orders do not depend on either type. DS_ERR_INVALID for an unknown type, or for an f32
+ * model that is deferred (synthetic weights are generated in bf16). */
+enum ds_status ds_backend_cpu_init_as(struct ds_backend *be, const struct ds_model *m,
+				      int n_threads, enum ds_dtype kv_dtype, struct ds_err *err);
 
 /* CUDA backend; DS_ERR_UNSUPPORTED when built without CUDA. */
 enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model *m,

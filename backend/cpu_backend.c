@@ -6,8 +6,9 @@
  * table, SwiGLU, residual adds, bf16 KV writes), so a row's values are a function of its own
  * inputs and the reference path's invariance rests on refpath/cpu_ref.c alone.
  *
- * KV is stored in bf16 (rounded on write) for both paths, as a GPU server would. A pass first
- * writes the K/V of all its rows, then runs attention, which reads positions [0, pos] of each
+ * KV is stored in bf16 (rounded on write) for both paths, as a GPU server would; an f32 model
+ * (model.h wtype) gets an f32 KV pool by default (ds_backend_cpu_init_as picks either). A pass
+ * first writes the K/V of all its rows, then runs attention, which reads positions [0, pos] of each
  * row's sequence from the pool: cached and fresh KV take the same code path.
  *
  * One forward at a time per backend: a pass uses the context's scratch and thread pool, so
@@ -115,11 +116,12 @@ static enum ds_status cpu_rope_init(struct ds_cpu_ctx *c, struct ds_err *err)
 
 /* ---- element-wise steps shared by both paths ---- */
 
-static void cpu_add_bias(float *y, const uint16_t *bias, int M, int N)
+static void cpu_add_bias(const struct ds_cpu_ctx *c, float *y, const uint16_t *bias, int M, int N)
 {
 	for (int m = 0; m < M; m++)
 		for (int n = 0; n < N; n++)
-			y[(size_t)m * N + n] += ds_bf16_to_f32(bias[n]);
+			y[(size_t)m * N + n] += c->wtype == DS_DTYPE_F32 ? ds_model_w_f32(bias)[n]
+			                                                 : ds_bf16_to_f32(bias[n]);
 }
 
 /* Rotates every head of x (M, n_heads*head_dim) in place at its row's position. */
@@ -146,11 +148,16 @@ static void cpu_kv_write(struct ds_cpu_ctx *c, int l, const struct ds_cpu_pass *
 	int kvd = c->cfg.n_kv_head * c->cfg.head_dim;
 	for (int m = 0; m < p->M; m++) {
 		const int32_t *blocks = p->b->seqs[p->row_seq[m]].blocks;
-		uint16_t *kd = ds_cpu_kv_at(c, c->kv_k, l, blocks, p->row_pos[m]);
-		uint16_t *vd = ds_cpu_kv_at(c, c->kv_v, l, blocks, p->row_pos[m]);
+		void *kd = ds_cpu_kv_at(c, c->kv_k, l, blocks, p->row_pos[m]);
+		void *vd = ds_cpu_kv_at(c, c->kv_v, l, blocks, p->row_pos[m]);
+		if (c->kvtype == DS_DTYPE_F32) {
+			memcpy(kd, k + (size_t)m * kvd, (size_t)kvd * sizeof(float));
+			memcpy(vd, v + (size_t)m * kvd, (size_t)kvd * sizeof(float));
+			continue;
+		}
 		for (int i = 0; i < kvd; i++) {
-			kd[i] = ds_f32_to_bf16(k[(size_t)m * kvd + i]);
-			vd[i] = ds_f32_to_bf16(v[(size_t)m * kvd + i]);
+			((uint16_t *)kd)[i] = ds_f32_to_bf16(k[(size_t)m * kvd + i]);
+			((uint16_t *)vd)[i] = ds_f32_to_bf16(v[(size_t)m * kvd + i]);
 		}
 	}
 }
@@ -257,11 +264,9 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 
 	float *x = X_p, *xn = XN_p, *q = Q_p, *k = K_p, *v = V_p, *att = ATT_p, *tmp = TMP_p;
 	for (int i = 0, m = 0; i < b->n_seqs; i++)
-		for (int r = 0; r < b->seqs[i].n_tokens; r++, m++) {
-			const uint16_t *e = w->tok_embd + (size_t)b->seqs[i].tokens[r] * H;
-			for (int j = 0; j < H; j++)
-				x[(size_t)m * H + j] = ds_bf16_to_f32(e[j]);
-		}
+		for (int r = 0; r < b->seqs[i].n_tokens; r++, m++)
+			ds_cpu_row_f32(x + (size_t)m * H, c->wtype, w->tok_embd,
+			               (size_t)b->seqs[i].tokens[r] * H, H);
 
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_layer_weights *lw = &w->layers[l];
@@ -270,11 +275,11 @@ static enum ds_status cpu_forward(void *vctx, const struct ds_fwd_batch *b, stru
 		    {lw->wq, q, QD}, {lw->wk, k, KVD}, {lw->wv, v, KVD}};
 		CHECK(kn->matmul(c, xn, M, H, qkv, 3));
 		if (lw->bq)
-			cpu_add_bias(q, lw->bq, M, QD);
+			cpu_add_bias(c, q, lw->bq, M, QD);
 		if (lw->bk)
-			cpu_add_bias(k, lw->bk, M, KVD);
+			cpu_add_bias(c, k, lw->bk, M, KVD);
 		if (lw->bv)
-			cpu_add_bias(v, lw->bv, M, KVD);
+			cpu_add_bias(c, v, lw->bv, M, KVD);
 		if (lw->q_norm)
 			CHECK(kn->rmsnorm(c, q, lw->q_norm, q, M * cfg->n_head, hd, eps));
 		if (lw->k_norm)
@@ -328,8 +333,8 @@ static enum ds_status cpu_kv_init(void *vctx, int n_blocks, int block_size, stru
 		return ds_errf(err, DS_ERR_INVALID, "cpu: kv cache already initialised");
 	size_t n = (size_t)c->cfg.n_layer * (size_t)n_blocks * (size_t)block_size *
 	           (size_t)ds_model_kv_dim(&c->cfg);
-	c->kv_k = calloc(n, sizeof(uint16_t));
-	c->kv_v = calloc(n, sizeof(uint16_t));
+	c->kv_k = calloc(n, ds_cpu_dtype_size(c->kvtype));
+	c->kv_v = calloc(n, ds_cpu_dtype_size(c->kvtype));
 	if (!c->kv_k || !c->kv_v) {
 		free(c->kv_k);
 		free(c->kv_v);
@@ -347,12 +352,14 @@ static enum ds_status cpu_kv_copy_block(void *vctx, int src, int dst, struct ds_
 {
 	(void)err;
 	struct ds_cpu_ctx *c = vctx;
-	size_t blk = (size_t)c->block_size * (size_t)ds_model_kv_dim(&c->cfg);
+	size_t blk = (size_t)c->block_size * (size_t)ds_model_kv_dim(&c->cfg) *
+	             ds_cpu_dtype_size(c->kvtype); /* bytes */
+	char *kp = c->kv_k, *vp = c->kv_v;
 	for (int l = 0; l < c->cfg.n_layer; l++) {
 		size_t s = ((size_t)l * c->n_blocks + (size_t)src) * blk;
 		size_t d = ((size_t)l * c->n_blocks + (size_t)dst) * blk;
-		memcpy(c->kv_k + d, c->kv_k + s, blk * sizeof(uint16_t));
-		memcpy(c->kv_v + d, c->kv_v + s, blk * sizeof(uint16_t));
+		memcpy(kp + d, kp + s, blk);
+		memcpy(vp + d, vp + s, blk);
 	}
 	return DS_OK;
 }
@@ -366,7 +373,11 @@ static void cpu_describe(void *vctx, char *buf, size_t len)
 {
 	struct ds_cpu_ctx *c = vctx;
 	static const char *const isa[] = {"x86-64", "avx2", "avx512"};
-	snprintf(buf, len, "cpu (%d threads, %s)", c->n_threads, isa[c->isa]);
+	if (c->wtype == DS_DTYPE_BF16 && c->kvtype == DS_DTYPE_BF16)
+		snprintf(buf, len, "cpu (%d threads, %s)", c->n_threads, isa[c->isa]);
+	else
+		snprintf(buf, len, "cpu (%d threads, %s, %s weights, %s KV)", c->n_threads,
+		         isa[c->isa], ds_dtype_name(c->wtype), ds_dtype_name(c->kvtype));
 }
 
 static void cpu_free(void *vctx)
@@ -401,6 +412,23 @@ enum ds_status ds_backend_cpu_init(struct ds_backend *be, const struct ds_model 
 	memset(be, 0, sizeof(*be));
 	if (!m)
 		return ds_errf(err, DS_ERR_INVALID, "cpu: no model");
+	return ds_backend_cpu_init_as(be, m, n_threads, m->wtype, err);
+}
+
+enum ds_status ds_backend_cpu_init_as(struct ds_backend *be, const struct ds_model *m,
+                                      int n_threads, enum ds_dtype kv_dtype, struct ds_err *err)
+{
+	memset(be, 0, sizeof(*be));
+	if (!m)
+		return ds_errf(err, DS_ERR_INVALID, "cpu: no model");
+	if ((m->wtype != DS_DTYPE_BF16 && m->wtype != DS_DTYPE_F32) ||
+	    (kv_dtype != DS_DTYPE_BF16 && kv_dtype != DS_DTYPE_F32))
+		return ds_errf(err, DS_ERR_INVALID, "cpu: unknown weight (%d) or KV (%d) type",
+		               (int)m->wtype, (int)kv_dtype);
+	if (m->deferred && m->wtype != DS_DTYPE_BF16)
+		return ds_errf(err, DS_ERR_INVALID,
+		               "cpu: a deferred synthetic model is generated in bf16, not %s",
+		               ds_dtype_name(m->wtype));
 	enum ds_status rv = ds_model_config_check(&m->cfg, err);
 	if (rv != DS_OK)
 		return rv;
@@ -413,6 +441,8 @@ enum ds_status ds_backend_cpu_init(struct ds_backend *be, const struct ds_model 
 		return ds_errf(err, DS_ERR_NOMEM, "cpu: out of memory");
 	c->model = m;
 	c->cfg = m->cfg;
+	c->wtype = m->wtype;
+	c->kvtype = kv_dtype;
 	c->isa = ds_cpu_isa_detect();
 	/* DS_CPU_ISA=base|avx2 caps the kernel variants (benchmarks, odd machines); the reference
 	 * path gives the same bits at every level, so this never changes deterministic output */

@@ -4,7 +4,11 @@
  * The driver runs the same Llama-family layer sequence for both paths; only the three reducing
  * kernels differ (matmul, RMSNorm, attention), selected through struct ds_cpu_kernels. Every
  * other step (embedding, bias, RoPE, SwiGLU, residual adds, KV writes) is element-wise and
- * shared, so it cannot make the paths' invariance properties differ. */
+ * shared, so it cannot make the paths' invariance properties differ.
+ *
+ * Precision: weights and the KV pool are bf16 by default. A model loaded as f32 (model.h wtype)
+ * runs with f32 weights and, unless asked otherwise, an f32 KV pool; the kernels then skip the
+ * widening step and nothing else changes, so reduction orders are those of bf16. */
 #ifndef DS_CPU_INTERNAL_H
 #define DS_CPU_INTERNAL_H
 
@@ -122,8 +126,10 @@ struct ds_cpu_ctx {
 	int n_threads;
 	enum ds_cpu_isa isa; /* kernel variant level; detected at init, lowered by tests */
 	int n_blocks, block_size;
-	uint16_t *kv_k;             /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
-	uint16_t *kv_v;             /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) bf16 */
+	enum ds_dtype wtype;  /* the model's weight type: every weight pointer's element type */
+	enum ds_dtype kvtype; /* the KV pool's element type */
+	void *kv_k;           /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) kvtype */
+	void *kv_v;           /* (n_layer, n_blocks, block_size, n_kv_head, head_dim) kvtype */
 	float *rope_cos, *rope_sin; /* (max_pos, head_dim/2) */
 	void *ws[DS_WS_COUNT];
 	size_t ws_cap[DS_WS_COUNT];
@@ -153,18 +159,37 @@ static inline float *ds_cpu_thread_buf(struct ds_cpu_ctx *c, int t)
 size_t ds_cpu_fast_thread_floats(const struct ds_model_config *cfg);
 size_t ds_cpu_ref_thread_floats(const struct ds_model_config *cfg);
 
-/* KV row (n_kv_head * head_dim) of layer l at absolute position pos of a sequence. */
-static inline uint16_t *ds_cpu_kv_at(struct ds_cpu_ctx *c, uint16_t *pool, int l,
-                                     const int32_t *blocks, int pos)
+static inline size_t ds_cpu_dtype_size(enum ds_dtype t)
+{
+	return t == DS_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+}
+
+/* KV row (n_kv_head * head_dim values of c->kvtype) of layer l at absolute position pos. */
+static inline void *ds_cpu_kv_at(struct ds_cpu_ctx *c, void *pool, int l, const int32_t *blocks,
+                                 int pos)
 {
 	int kvd = c->cfg.n_kv_head * c->cfg.head_dim;
 	size_t blk = (size_t)blocks[pos / c->block_size];
 	size_t off = ((size_t)l * (size_t)c->n_blocks + blk) * (size_t)c->block_size +
 	             (size_t)(pos % c->block_size);
-	return pool + off * (size_t)kvd;
+	return (char *)pool + off * (size_t)kvd * ds_cpu_dtype_size(c->kvtype);
 }
 
-/* One weight of a (fused) matmul: y (M, N) = x (M, K) . w^T, w bf16 (N, K) in HF layout. */
+/* dst[0..n) = src[i0..i0+n) widened to f32 (exact for bf16, a copy for f32); src of type t. */
+static inline DS_CPU_INLINE void ds_cpu_row_f32(float *dst, enum ds_dtype t, const void *src,
+                                                size_t i0, int n)
+{
+	if (t == DS_DTYPE_F32) {
+		memcpy(dst, (const float *)src + i0, (size_t)n * sizeof(float));
+		return;
+	}
+	const uint16_t *h = (const uint16_t *)src + i0;
+	for (int i = 0; i < n; i++)
+		dst[i] = ds_bf16_to_f32(h[i]);
+}
+
+/* One weight of a (fused) matmul: y (M, N) = x (M, K) . w^T, w (N, K) in HF layout, of the
+ * context's wtype (bf16, or f32 behind the model's uint16_t pointer: model.h). */
 struct ds_cpu_mm {
 	const uint16_t *w;
 	float *y;
@@ -175,7 +200,9 @@ struct ds_cpu_mm {
 /* The three reducing kernels of one path. All return DS_ERR_NOMEM when scratch fails.
  *  matmul:    mm[0..n_mm) (n_mm <= DS_CPU_MAX_MM) against the same x, in one parallel run;
  *             fusing never changes a result, only how many times the threads meet.
- *  rmsnorm:   y (M, n) = x / sqrt(mean(x^2) + eps) * w, w bf16 (n); y may alias x.
+ *             f32 weights give the same ops as bf16 ones (whose tiles are widened to f32
+ *             first), so bf16-exact f32 weights give the same bits.
+ *  rmsnorm:   y (M, n) = x / sqrt(mean(x^2) + eps) * w, w (n) of c->wtype; y may alias x.
  *  attention: out (M, n_head*head_dim) from q (M, n_head*head_dim), RoPE applied, against
  *             layer l's KV cache for positions [0, row_pos] of each row's sequence. */
 struct ds_cpu_kernels {

@@ -88,6 +88,11 @@ enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	UP(bt, (size_t)p->n_bt * sizeof(int32_t));
 	UP(out_tok, (size_t)p->R * sizeof(int32_t));
 	UP(sp, (size_t)p->R * sizeof(struct ds_k_sample_row));
+	if (c->ref_attn_mma) {
+		int ng = ds_k_attn_ref_mma_plan(c->hm.pos, c->hm.seq, p->T, ds_cuda_dims(c),
+		                                c->hm.aplan);
+		UP(aplan, DS_K_ATTN_MMA_PLAN_INTS(ng) * sizeof(int32_t));
+	}
 #undef UP
 	return DS_OK;
 }
@@ -201,12 +206,12 @@ static void buffers_free(struct ds_cuda_ctx *c)
 {
 	void *dev[] = {c->kv,        c->x,      c->dlt,        c->big,    c->h,      c->q,
 	               c->att,       c->logits, c->part,       c->dm.ids, c->dm.pos, c->dm.seq,
-	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out};
+	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out, c->dm.aplan};
 	for (size_t i = 0; i < DS_ARRAY_LEN(dev); i++)
 		if (dev[i])
 			cudaFree(dev[i]);
-	void *host[] = {c->hm.ids, c->hm.pos,     c->hm.seq, c->hm.bt_off,
-	                c->hm.bt,  c->hm.out_tok, c->hm.sp,  c->hm.out};
+	void *host[] = {c->hm.ids,     c->hm.pos, c->hm.seq, c->hm.bt_off, c->hm.bt,
+	                c->hm.out_tok, c->hm.sp,  c->hm.out, c->hm.aplan};
 	for (size_t i = 0; i < DS_ARRAY_LEN(host); i++)
 		if (host[i])
 			cudaFreeHost(host[i]);
@@ -264,9 +269,13 @@ static enum ds_status cuda_kv_init(void *ctx, int n_blocks, int block_size, stru
 	HOST(c->hm.out_tok, (size_t)R * sizeof(int32_t));
 	HOST(c->hm.sp, (size_t)R * sizeof(struct ds_k_sample_row));
 	HOST(c->hm.out, (size_t)R * sizeof(struct ds_k_sample_out));
+	DEV(c->dm.aplan, DS_K_ATTN_MMA_PLAN_INTS(T) * sizeof(int32_t));
+	HOST(c->hm.aplan, DS_K_ATTN_MMA_PLAN_INTS(T) * sizeof(int32_t));
 #undef DEV
 #undef HOST
 	DS_CUDA_GOTO(ds_k_attn_setup(ds_cuda_dims(c)), err, rv);
+	if (c->ref_attn_mma)
+		DS_CUDA_GOTO(ds_k_attn_ref_mma_setup(ds_cuda_dims(c)), err, rv);
 	return DS_OK;
 fail:
 	buffers_free(c);
@@ -357,9 +366,16 @@ enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model
 	snprintf(c->dev_name, sizeof(c->dev_name), "%.100s", prop.name);
 	DS_CUDA_GOTO(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), err, rv);
 	DS_CUDA_GOTO(ds_k_gemm_ref_setup(), err, rv);
+	/* the reference attention kernel is part of the reference path's definition: chosen once,
+	 * by head_dim support and DS_REF_ATTN=old only, never by a pass's shape */
+	const char *ra = getenv("DS_REF_ATTN");
+	struct ds_k_dims rd = {cfg->n_head, cfg->n_kv_head, cfg->head_dim, 16, 1, cfg->rms_eps};
+	c->ref_attn_mma = ds_k_attn_ref_mma_supported(rd) && !(ra && strcmp(ra, "old") == 0);
 	if ((rv = ds_cuda_weights_init(c, err)) != DS_OK)
 		goto fail;
 	if ((rv = ds_cuda_fast_init(c, err)) != DS_OK)
+		goto fail;
+	if ((rv = ds_cuda_ref_init(c, err)) != DS_OK)
 		goto fail;
 	const char *g = getenv("DS_CUDA_GRAPHS");
 	c->ref_graphs = !(g && strcmp(g, "0") == 0);

@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "ds_cuda.h"
 #include "kernels.h"
+#include "ref_gemm_table.h"
 
 #include <cublasLt.h>
 
@@ -87,6 +88,8 @@ struct ds_cuda_meta {
 	int32_t *ids, *pos, *seq, *bt_off, *bt, *out_tok; /* (cap_tokens) except bt (cap_bt) */
 	struct ds_k_sample_row *sp;                       /* (cap_rows) */
 	struct ds_k_sample_out *out;                      /* (cap_rows) */
+	int32_t *aplan; /* (DS_K_ATTN_MMA_PLAN_INTS(cap_tokens)) row groups of the tensor-core
+	                   reference attention, filled by ds_cuda_meta_upload when ref_attn_mma */
 };
 
 /* One pass: T tokens of n_seq (sub-)sequences, R output rows. */
@@ -99,10 +102,26 @@ struct ds_cuda_pass {
 #define DS_CUDA_REF_GRAPH_MAX 512
 #define DS_CUDA_REF_BUCKETS 6
 
-/* Reference path state (refpath/cuda_ref.c): graphs of padded, fixed-shape passes. */
+#define DS_CUDA_REF_PICKS 128
+
+/* A reference GEMM variant chosen for (M bucket, N, K) among bit-identical candidates. */
+struct ds_cuda_ref_pick {
+	int mb, n, k, variant;
+};
+
+/* Reference path state (refpath/cuda_ref.c): graphs of padded, fixed-shape passes, and the
+ * GEMM variant table. */
 struct ds_cuda_ref {
 	cudaGraphExec_t graph[DS_CUDA_REF_BUCKETS];
 	bool warm[DS_CUDA_REF_BUCKETS];
+	/* (N, K) -> base variant (refpath/ref_gemm_table.h), read once at init */
+	struct ds_ref_gemm_table table;
+	/* same_bits[v]: variant v gave the same bytes as the first variant with its split count
+	 * in the start-up self-check, so the two may stand in for each other at any M */
+	bool same_bits[DS_K_GEMM_REF_N_VARIANTS];
+	struct ds_cuda_ref_pick picks[DS_CUDA_REF_PICKS];
+	int n_picks, next_evict;
+	bool autotune; /* DS_REF_GEMM_AUTOTUNE=0: always the base variant */
 };
 
 struct ds_cuda_ctx {
@@ -142,6 +161,8 @@ struct ds_cuda_ctx {
 	struct ds_cuda_fast fast;
 	struct ds_cuda_ref ref;
 	bool ref_graphs;
+	bool ref_attn_mma; /* reference attention on tensor cores (kernels/attn_mma.cu): head_dim
+	                      supported and DS_REF_ATTN != "old"; fixed at init */
 };
 
 static inline struct ds_k_tokmeta ds_cuda_tokmeta(const struct ds_cuda_ctx *c)
@@ -201,6 +222,9 @@ enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_p
  * second use). Padding rows have no KV and cannot touch real rows (every step is per row). */
 enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
                                    struct ds_err *err);
+/* Reads the GEMM variant table (DS_REF_GEMM_TABLE) and runs the variants' bit-equality
+ * self-check; called once at backend init. */
+enum ds_status ds_cuda_ref_init(struct ds_cuda_ctx *c, struct ds_err *err);
 void ds_cuda_ref_free(struct ds_cuda_ctx *c);
 
 /* fast path extras (fastpath/cuda_fast.c) */

@@ -171,6 +171,13 @@ enum ds_status ds_cuda_weights_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	void *stage[2] = {NULL, NULL};
 	cudaEvent_t ev[2] = {NULL, NULL};
 
+	/* our kernels read bf16 weights; an f32 model (model.h wtype) is a CPU-backend option */
+	if (m->wtype != DS_DTYPE_BF16)
+		return ds_errf(err, DS_ERR_INVALID,
+		               "cuda: model %s has %s weights; the CUDA backend runs bf16 only "
+		               "(f32 precision is for the CPU backend)",
+		               m->source, ds_dtype_name(m->wtype));
+
 	c->layers = calloc((size_t)cfg->n_layer, sizeof(*c->layers));
 	int n = ds_tensor_count(cfg);
 	ts = calloc((size_t)n, sizeof(*ts));

@@ -8,6 +8,7 @@
  *  - attention: flash-decoding style. The KV range of each (row, kv head) is cut into a number
  *    of splits chosen from the batch (more splits when there are few rows), each split runs an
  *    online softmax, and the splits are merged.
+ * f32 weights or KV (an f32 model) skip the widening to f32 and change nothing else.
  * So the same sequence gets different bits in different batches; the reference path
  * (refpath/cpu_ref.c) is the one that is invariant. */
 #include "cpu_internal.h"
@@ -132,7 +133,11 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread, c
 	float *y = a->splits > 1 ? a->part + (size_t)split * a->M * a->N : a->y;
 
 	const float *wt = NULL;
-	if (m1 - m0 > FAST_MR) { /* enough rows to pay for converting the tile once */
+	size_t ldwt = (size_t)kl;          /* stride of wt */
+	if (a->c->wtype == DS_DTYPE_F32) { /* already f32: the tile in place */
+		wt = ds_model_w_f32(a->w) + (size_t)n0 * a->K + k0;
+		ldwt = (size_t)a->K;
+	} else if (m1 - m0 > FAST_MR) { /* enough rows to pay for converting the tile once */
 		float *buf = ds_cpu_thread_buf(a->c, thread); /* (nt, kl) */
 		for (int j = 0; j < nt; j++) {
 			const uint16_t *src = a->w + (size_t)(n0 + j) * a->K + k0;
@@ -141,7 +146,7 @@ static inline DS_CPU_INLINE void fast_mm_task(void *arg, int task, int thread, c
 		}
 		wt = buf;
 	}
-	size_t K = (size_t)a->K, N = (size_t)a->N, ldw = wt ? (size_t)kl : K;
+	size_t K = (size_t)a->K, N = (size_t)a->N, ldw = wt ? ldwt : K;
 	const uint16_t *wb = wt ? NULL : a->w + (size_t)n0 * K + k0;
 	for (int m = m0; m < m1; m += mr) {
 		const float *x = a->x + (size_t)m * K + k0;
@@ -254,7 +259,6 @@ static enum ds_status fast_matmul(struct ds_cpu_ctx *c, const float *x, int M, i
 static enum ds_status fast_rmsnorm(struct ds_cpu_ctx *c, const float *x, const uint16_t *w,
                                    float *y, int M, int n, float eps)
 {
-	(void)c;
 	for (int m = 0; m < M; m++) {
 		const float *xr = x + (size_t)m * n;
 		float *yr = y + (size_t)m * n;
@@ -268,8 +272,12 @@ static enum ds_status fast_rmsnorm(struct ds_cpu_ctx *c, const float *x, const u
 		for (; i < n; i++)
 			ss += xr[i] * xr[i];
 		float inv = 1.0f / sqrtf(ss / (float)n + eps);
-		for (int i = 0; i < n; i++)
-			yr[i] = (xr[i] * inv) * ds_bf16_to_f32(w[i]);
+		if (c->wtype == DS_DTYPE_F32)
+			for (int i = 0; i < n; i++)
+				yr[i] = (xr[i] * inv) * ds_model_w_f32(w)[i];
+		else
+			for (int i = 0; i < n; i++)
+				yr[i] = (xr[i] * inv) * ds_bf16_to_f32(w[i]);
 	}
 	return DS_OK;
 }
@@ -315,14 +323,12 @@ static inline DS_CPU_INLINE void fast_attn_task(void *arg, int task, int thread)
 	for (int b0 = j0; b0 < j1; b0 += FAST_KB) {
 		int n = DS_MIN(FAST_KB, j1 - b0);
 		for (int j = 0; j < n; j++) {
-			const uint16_t *kr =
-			    ds_cpu_kv_at(c, c->kv_k, a->l, blocks, b0 + j) + kvh * hd;
-			const uint16_t *vr =
-			    ds_cpu_kv_at(c, c->kv_v, a->l, blocks, b0 + j) + kvh * hd;
-			for (int d = 0; d < hd; d++) {
-				kc[(size_t)j * hd + d] = ds_bf16_to_f32(kr[d]);
-				vc[(size_t)j * hd + d] = ds_bf16_to_f32(vr[d]);
-			}
+			ds_cpu_row_f32(kc + (size_t)j * hd, c->kvtype,
+			               ds_cpu_kv_at(c, c->kv_k, a->l, blocks, b0 + j),
+			               (size_t)kvh * hd, hd);
+			ds_cpu_row_f32(vc + (size_t)j * hd, c->kvtype,
+			               ds_cpu_kv_at(c, c->kv_v, a->l, blocks, b0 + j),
+			               (size_t)kvh * hd, hd);
 		}
 		for (int g = 0; g < G; g++) {
 			int h = kvh * G + g;

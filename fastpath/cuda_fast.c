@@ -574,10 +574,66 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
 	return fast_gemm(c, h, W, C, M, N, K, err);
 }
 
+/* The decode kernel's grid split for T rows, from the batch and the kernel's occupancy: the
+ * split s minimising waves(s) * (1 / s + 1 / 16), where waves(s) = ceil(T * n_kv * s / resident
+ * blocks) and 1/16 stands for a block's fixed cost (latency chain, merges) against streaming a
+ * whole row. So batch 1 fills the GPU with one wave of splits and large batches get one block per
+ * (row, KV head). Rows shorter than s block iterations use fewer splits (chosen on the device). It
+ * depends only on T, so a bucket's graph stays valid as positions grow. DS_FAST_ATTN_SPLIT=n
+ * forces n (for tuning). */
+static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, struct ds_k_dims d,
+                                        int *split, struct ds_err *err)
+{
+	/* the query is not a stream operation; relaxed mode keeps it legal inside a capture */
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	int bps = 0;
+	DS_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), err);
+	cudaError_t e = ds_k_attn_decode_occupancy(d, &bps);
+	DS_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), err);
+	DS_CUDA_TRY(e, err);
+	bps = DS_MAX(bps, 1);
+	double slots = (double)bps * c->n_sm, rows = (double)T * c->cfg.n_kv_head, best = INFINITY;
+	int s = 1;
+	for (int k = 1; k <= DS_K_ATTN_DECODE_MAX_SPLIT; k++) {
+		double cost = ceil(rows * k / slots) * (1.0 / k + 1.0 / 16);
+		if (cost < best - 1e-12) {
+			best = cost;
+			s = k;
+		}
+	}
+	const char *fs = getenv("DS_FAST_ATTN_SPLIT");
+	if (fs && atoi(fs) > 0)
+		s = atoi(fs);
+	s = DS_MIN(s, (c->cfg.max_pos + 31) / 32);
+	s = DS_MIN(s, DS_K_ATTN_DECODE_MAX_SPLIT);
+	s = DS_MAX(s, 1);
+	size_t row = (size_t)c->cfg.n_head * (c->cfg.head_dim + 2);
+	while (s > 1 && (size_t)T * row * s > c->part_floats)
+		s--;
+	*split = s;
+	return DS_OK;
+}
+
+/* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
+ * kernel (kernels/attn_decode.cu) with its own split; prefill, unsupported head shapes and
+ * DS_FAST_ATTN=old use the tiled kernel (kernels/attn.cu) with n_split. */
 static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                      const uint16_t *kv, int n_split, struct ds_err *err)
 {
-	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
+	struct ds_k_dims d = ds_cuda_dims(c);
+	const char *sel = p->T == p->R ? getenv("DS_FAST_ATTN") : NULL;
+	bool decode = p->T == p->R && !(sel && strcmp(sel, "old") == 0);
+	if (decode && ds_k_attn_decode_supported(d)) {
+		int split = 1;
+		enum ds_status rv = fast_decode_split(c, p->T, d, &split, err);
+		if (rv != DS_OK)
+			return rv;
+		DS_CUDA_TRY(ds_k_attn_decode(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
+		                             c->att, c->fast.pdl, c->stream),
+		            err);
+		return DS_OK;
+	}
+	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, d,
 	                               n_split < 1 ? 1 : n_split, c->part, c->att, c->fast.pdl,
 	                               c->stream),
 	            err);

@@ -7,13 +7,15 @@
  * (128x128, 3 stages, row-major raster) is the original kernel, unchanged. The TMA variants
  * live in gemm_ref_tma.cu.
  *
- * Why a row's bits cannot depend on M, in every variant: there is no split-K and no choice
+ * Why a row's bits cannot depend on M, in variants 0..6: there is no split-K and no choice
  * made from M. Each output element is owned by exactly one thread of one block, which
  * accumulates its K slices 0, 16, 32, ... in order into the same fp32 register (wgmma groups
  * on one accumulator execute in issue order), reading only its row of A and its row of W;
  * rows past M and columns past N are zero-filled operands, whose products do not touch other
  * rows. M only decides how many tiles exist and which tile a block takes (the raster order),
- * never how a tile is computed. The variant is chosen by the caller from (N, K) only
+ * never how a tile is computed. Variants 7..10 (gemm_ref_splitk.cu) split K in a fixed way
+ * (S = 2 or 4 CTAs of a cluster, k-ranges from K and S only, partials combined in rank
+ * order), which keeps the same property. The variant is chosen by the caller from (N, K) only
  * (refpath/cuda_ref.c), which is fixed per weight matrix. */
 #include "kernels.h"
 #include "gemm_ref_common.cuh"
@@ -126,16 +128,36 @@ template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_setup(void)
 cudaError_t ds_gemm_ref_tma_launch(int bn, bool persistent, const uint16_t *A, const uint16_t *W,
                                    float *C, int M, int N, int K, cudaStream_t st);
 cudaError_t ds_gemm_ref_tma_setup(void);
+cudaError_t ds_gemm_ref_tma_resident(int bn, int dev, int *ctas);
+/* The fixed split-K cluster variants (gemm_ref_splitk.cu); S is 2 or 4, stages 6 or 3. */
+cudaError_t ds_gemm_ref_splitk_launch(int S, int stages, const uint16_t *A, const uint16_t *W,
+                                      float *C, int M, int N, int K, cudaStream_t st);
+cudaError_t ds_gemm_ref_splitk_setup(void);
+cudaError_t ds_gemm_ref_splitk_resident(int S, int stages, int *ctas);
 
 static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
-    "cp128x128s3",    /* 0: the original kernel: cp.async, 3 stages, row-major raster */
-    "cp128x128s3g",   /* 1: the same, grouped raster */
-    "cp128x256s4g",   /* 2: cp.async, 128x256 tile, 4 stages, grouped raster */
-    "tma128x256s4g",  /* 3: TMA + mbarrier, producer warp + 2 consumer warpgroups, 4 stages */
-    "tma128x128s6g",  /* 4: the same with a 128x128 tile and 6 stages */
-    "tma128x256s4gp", /* 5: variant 3, persistent (one block per SM walks the tiles) */
-    "tma128x128s6gp", /* 6: variant 4, persistent */
+    "cp128x128s3",     /* 0: the original kernel: cp.async, 3 stages, row-major raster */
+    "cp128x128s3g",    /* 1: the same, grouped raster */
+    "cp128x256s4g",    /* 2: cp.async, 128x256 tile, 4 stages, grouped raster */
+    "tma128x256s4g",   /* 3: TMA + mbarrier, producer warp + 2 consumer warpgroups, 4 stages */
+    "tma128x128s6g",   /* 4: the same with a 128x128 tile and 6 stages */
+    "tma128x256s4gp",  /* 5: variant 3, persistent (one block per SM walks the tiles) */
+    "tma128x128s6gp",  /* 6: variant 4, persistent */
+    "tma128x128s6k2c", /* 7: split-K over a cluster of 2 CTAs, DSMEM combine, 6 stages */
+    "tma128x128s6k4c", /* 8: the same over a cluster of 4 CTAs */
+    "tma128x128s3k2c", /* 9: variant 7 with 3 stages: two CTAs per SM */
+    "tma128x128s3k4c", /* 10: variant 8 with 3 stages: two CTAs per SM */
 };
+
+/* K splits of each variant: 1 except the cluster split-K variants. */
+static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4};
+
+extern "C" int ds_k_gemm_ref_variant_splits(int variant)
+{
+	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
+		return 0;
+	return variant_splits[variant];
+}
 
 extern "C" const char *ds_k_gemm_ref_variant_name(int variant)
 {
@@ -163,9 +185,53 @@ extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, con
 	case 3:
 	case 5:
 		return ds_gemm_ref_tma_launch(256, variant == 5, A, W, C, M, N, K, st);
-	default:
+	case 4:
+	case 6:
 		return ds_gemm_ref_tma_launch(128, variant == 6, A, W, C, M, N, K, st);
+	default:
+		return ds_gemm_ref_splitk_launch(variant_splits[variant], variant >= 9 ? 3 : 6, A,
+		                                 W, C, M, N, K, st);
 	}
+}
+
+template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_resident(int *per_sm)
+{
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+	    per_sm, gemm_ref_cp_kernel<BN, STAGES, GROUPED>, THREADS, cp_cfg<BN, STAGES>::SMEM);
+}
+
+extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)
+{
+	*ctas = 0;
+	int dev, sms, per_sm = 0;
+	cudaError_t e;
+	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
+		return cudaErrorInvalidValue;
+	if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+	    (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+		return e;
+	switch (variant) {
+	case 0:
+		e = cp_resident<128, 3, false>(&per_sm);
+		break;
+	case 1:
+		e = cp_resident<128, 3, true>(&per_sm);
+		break;
+	case 2:
+		e = cp_resident<256, 4, true>(&per_sm);
+		break;
+	case 3:
+	case 5:
+		return ds_gemm_ref_tma_resident(256, dev, ctas);
+	case 4:
+	case 6:
+		return ds_gemm_ref_tma_resident(128, dev, ctas);
+	default:
+		return ds_gemm_ref_splitk_resident(variant_splits[variant], variant >= 9 ? 3 : 6,
+		                                   ctas);
+	}
+	*ctas = per_sm * sms;
+	return e;
 }
 
 extern "C" cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
@@ -182,9 +248,9 @@ extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 	cudaError_t e = cp_setup<128, 3, false>();
 	if (e != cudaSuccess)
 		return e;
-	cudaError_t others[3] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>(),
-	                         ds_gemm_ref_tma_setup()};
-	for (int i = 0; i < 3; i++)
+	cudaError_t others[4] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>(),
+	                         ds_gemm_ref_tma_setup(), ds_gemm_ref_splitk_setup()};
+	for (int i = 0; i < 4; i++)
 		if (others[i] != cudaSuccess)
 			(void)cudaGetLastError();
 	return cudaSuccess;

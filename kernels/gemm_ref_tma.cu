@@ -31,62 +31,6 @@ template <int BN> struct tma_cfg {
 	static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
 };
 
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
-{
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-/* Waits for the phase of parity `parity` of bar. A watchdog traps after ~4 s of waiting (a
- * legitimate wait lasts microseconds): a pipeline bug then fails the launch with an error
- * instead of hanging a test or benchmark run. */
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
-{
-	unsigned ok;
-	uint64_t t0 = 0;
-	for (unsigned n = 1;; n++) {
-		asm volatile("{\n"
-		             ".reg .pred p;\n"
-		             "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-		             "selp.u32 %0, 1, 0, p;\n"
-		             "}\n"
-		             : "=r"(ok)
-		             : "r"(bar), "r"(parity)
-		             : "memory");
-		if (ok)
-			return;
-		if ((n & 4095u) == 0) {
-			uint64_t t;
-			asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-			if (t0 == 0)
-				t0 = t;
-			else if (t - t0 > 4000000000ull)
-				__trap();
-		}
-	}
-}
-
-__device__ __forceinline__ void mbar_arrive(unsigned bar)
-{
-	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
-{
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-	             "r"(bytes)
-	             : "memory");
-}
-
-/* Box (64 columns from k0, box rows from r0) of the 2D map tm into smem, completing on bar. */
-__device__ __forceinline__ void tma_load(unsigned smem, const CUtensorMap *tm, int k0, int r0,
-                                         unsigned bar)
-{
-	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-	             " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem),
-	             "l"((uint64_t)tm), "r"(k0), "r"(r0), "r"(bar)
-	             : "memory");
-}
-
 template <int BN>
 __global__ void __launch_bounds__(TMA_THREADS, 1)
     gemm_ref_tma_kernel(const __grid_constant__ CUtensorMap tmA,
@@ -193,14 +137,33 @@ static cudaError_t make_map(encode_fn enc, CUtensorMap *tm, const uint16_t *p, i
 	return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+/* Declared in gemm_ref_common.cuh. M, N > 0 and K % 8 == 0 were checked by the caller (the
+ * map needs 16-byte row strides); A and W must be 16-byte aligned. */
+cudaError_t gr_tma_maps(const uint16_t *A, const uint16_t *W, int M, int N, int K, int bn,
+                        CUtensorMap *ta, CUtensorMap *tw)
+{
+	if (((uintptr_t)A | (uintptr_t)W) & 15u)
+		return cudaErrorInvalidValue;
+	void *fn = NULL;
+	cudaDriverEntryPointQueryResult q;
+	cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+	                                                 cudaEnableDefault, &q);
+	if (e != cudaSuccess)
+		return e;
+	if (q != cudaDriverEntryPointSuccess || !fn)
+		return cudaErrorNotSupported;
+	e = make_map((encode_fn)fn, ta, A, M, K, DS_GR_BM);
+	if (e == cudaSuccess)
+		e = make_map((encode_fn)fn, tw, W, N, K, bn);
+	return e;
+}
+
 template <int BN>
-static cudaError_t tma_launch(encode_fn enc, bool persistent, const uint16_t *A, const uint16_t *W,
-                              float *C, int M, int N, int K, cudaStream_t st)
+static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t *W, float *C,
+                              int M, int N, int K, cudaStream_t st)
 {
 	CUtensorMap ta, tw;
-	cudaError_t e = make_map(enc, &ta, A, M, K, DS_GR_BM);
-	if (e == cudaSuccess)
-		e = make_map(enc, &tw, W, N, K, BN);
+	cudaError_t e = gr_tma_maps(A, W, M, N, K, BN, &ta, &tw);
 	if (e != cudaSuccess)
 		return e;
 	unsigned tiles = (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM) * (unsigned)((N + BN - 1) / BN);
@@ -218,26 +181,15 @@ static cudaError_t tma_launch(encode_fn enc, bool persistent, const uint16_t *A,
 	return cudaGetLastError();
 }
 
-/* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0
- * (the tensor map needs 16-byte row strides; A and W must be 16-byte aligned). persistent:
- * one block per SM walking the tiles (the next tile's loads overlap this tile's stores), else
- * one block per tile. The same tile is computed the same way either way. */
+/* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0.
+ * persistent: one block per SM walking the tiles (the next tile's loads overlap this tile's
+ * stores), else one block per tile. The same tile is computed the same way either way. */
 cudaError_t ds_gemm_ref_tma_launch(int bn, bool persistent, const uint16_t *A, const uint16_t *W,
                                    float *C, int M, int N, int K, cudaStream_t st)
 {
-	if (((uintptr_t)A | (uintptr_t)W) & 15u)
-		return cudaErrorInvalidValue;
-	void *fn = NULL;
-	cudaDriverEntryPointQueryResult q;
-	cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-	                                                 cudaEnableDefault, &q);
-	if (e != cudaSuccess)
-		return e;
-	if (q != cudaDriverEntryPointSuccess || !fn)
-		return cudaErrorNotSupported;
 	if (bn == 256)
-		return tma_launch<256>((encode_fn)fn, persistent, A, W, C, M, N, K, st);
-	return tma_launch<128>((encode_fn)fn, persistent, A, W, C, M, N, K, st);
+		return tma_launch<256>(persistent, A, W, C, M, N, K, st);
+	return tma_launch<128>(persistent, A, W, C, M, N, K, st);
 }
 
 cudaError_t ds_gemm_ref_tma_setup(void)
@@ -249,5 +201,21 @@ cudaError_t ds_gemm_ref_tma_setup(void)
 		e = cudaFuncSetAttribute(gemm_ref_tma_kernel<128>,
 		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
 		                         (int)tma_cfg<128>::SMEM);
+	return e;
+}
+
+/* CTAs of the variant resident at once on device dev (bench diagnostics). */
+cudaError_t ds_gemm_ref_tma_resident(int bn, int dev, int *ctas)
+{
+	int per_sm = 0, sms = 0;
+	cudaError_t e =
+	    bn == 256
+	        ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_ref_tma_kernel<256>,
+	                                                        TMA_THREADS, tma_cfg<256>::SMEM)
+	        : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_ref_tma_kernel<128>,
+	                                                        TMA_THREADS, tma_cfg<128>::SMEM);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+	*ctas = per_sm * sms;
 	return e;
 }

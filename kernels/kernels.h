@@ -10,6 +10,7 @@
 #ifndef DS_KERNELS_H
 #define DS_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,17 +77,26 @@ cudaError_t ds_k_gemm_ref(const uint16_t *A, const uint16_t *W, float *C, int M,
 /* Raises the kernel's shared-memory limit; call once per process before launching. */
 cudaError_t ds_k_gemm_ref_setup(void);
 
-/* Variants of the same invariant contract (kernels/gemm_ref.cu, gemm_ref_tma.cu): each has one
- * fixed tile and no split-K, so rows are bit-identical for any M and placement within a
- * variant (not across variants). Choose the variant from the weight's (N, K) only, never from
- * M. Variant 0 is ds_k_gemm_ref. ds_k_gemm_ref_setup covers all of them (it fails only for
- * variant 0; another variant's setup failure shows as its launch error). TMA variants also
- * need A and W 16-byte aligned. */
-#define DS_K_GEMM_REF_N_VARIANTS 7
+/* Variants of the same invariant contract (kernels/gemm_ref.cu, gemm_ref_tma.cu,
+ * gemm_ref_splitk.cu): each has one fixed tile and a fixed K reduction, so rows are
+ * bit-identical for any M and placement within a variant (not across variants). Variants 0..6
+ * have no split-K; 7 and 8 (6 stages) and 9 and 10 (3 stages, two CTAs per SM) split K over a
+ * thread-block cluster of S = 2, 4, 2, 4 CTAs, with the k-ranges a function of K and S only
+ * and the partials combined in a fixed order. Choose the
+ * variant from the weight's (N, K) only, never from M. Variant 0 is ds_k_gemm_ref.
+ * ds_k_gemm_ref_setup covers all of them (it fails only for variant 0; another variant's
+ * setup failure shows as its launch error). Variants 3..10 (TMA) also need A and W 16-byte
+ * aligned. */
+#define DS_K_GEMM_REF_N_VARIANTS 11
 cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
                                   int M, int N, int K, cudaStream_t st);
 /* Short name of a variant ("cp128x128s3", ...), or "?" when out of range. */
 const char *ds_k_gemm_ref_variant_name(int variant);
+/* The variant's fixed number of K splits S (1, 2 or 4); 0 when out of range. */
+int ds_k_gemm_ref_variant_splits(int variant);
+/* CTAs of the variant resident at once on the current device (for the cluster variants:
+ * active clusters x S); for benchmark diagnostics. */
+cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas);
 
 /* The same contract on mma.sync (128x128x32), kept only as a benchmark comparison point. */
 cudaError_t ds_k_gemm_mma(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
@@ -149,6 +159,51 @@ cudaError_t ds_k_attn_fast(const uint16_t *q, const uint16_t *kv, struct ds_k_to
                            cudaStream_t st);
 /* Raises the attention kernels' shared-memory limit for d; call once before launching. */
 cudaError_t ds_k_attn_setup(struct ds_k_dims d);
+
+/* ---- reference attention on tensor cores (kernels/attn_mma.cu) ---- */
+
+/* The reference contract of ds_k_attn_ref (causal, tiles of DS_K_ATTN_TILE aligned to absolute
+ * positions, merged in increasing order; pos < 0: zero output) on mma.sync. A row's bits depend
+ * only on its q, its position and the KV: not on T, the other rows, the plan or the row's
+ * index. They differ from ds_k_attn_ref's (P is rounded to bf16 for the P V product).
+ *
+ * plan: the pass's rows cut into groups (up to 64 / G consecutive rows of one sequence in one
+ * 64-position tile, or a run of padding rows), built on the host by ds_k_attn_ref_mma_plan
+ * from the host copies of tm.pos and tm.seq into DS_K_ATTN_MMA_PLAN_INTS(T) ints
+ * ({count, (first row, rows) per group}; returns count) and uploaded with the pass's metadata.
+ * ds_k_attn_ref_mma reads it from device memory and its grid depends only on T and d, so a
+ * padded pass can be graph-captured. Needs ds_k_attn_ref_mma_supported(d) (head_dim 64 or
+ * 128, n_head % n_kv == 0, G <= 64) and ds_k_attn_ref_mma_setup(d) once per process; else
+ * cudaErrorInvalidValue. */
+#define DS_K_ATTN_MMA_PLAN_INTS(T) (1 + 2 * (size_t)(T))
+bool ds_k_attn_ref_mma_supported(struct ds_k_dims d);
+cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d);
+int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T, struct ds_k_dims d,
+                           int32_t *plan);
+cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                              const int32_t *plan, int T, struct ds_k_dims d, uint16_t *out,
+                              cudaStream_t st);
+
+/* ---- fast-path decode attention (kernels/attn_decode.cu) ---- */
+
+/* Flash-decoding of T query rows (row t at position pos[t] attends to [0, pos[t]]; pos < 0:
+ * zeros) against the paged cache: one block per (row, KV head, split) for all G query heads
+ * of the KV head, K/V streamed once with 16-byte loads, online softmax in fp32. Each row's
+ * split is chosen on the device from its length: at most n_split ranges (1 <= n_split <=
+ * DS_K_ATTN_DECODE_MAX_SPLIT) of whole block iterations, so a fixed n_split serves a graph
+ * replayed at changing positions; rows with more than one range are merged by a second kernel
+ * (launched only when n_split > 1). The reduction order depends on n_split (batch-variant).
+ * Supported shapes: ds_k_attn_decode_supported (head_dim 64 or 128, G <= DS_K_ATTN_DECODE_MAX_G);
+ * others return cudaErrorInvalidValue. part: T * n_head * n_split * (head_dim + 2) floats when
+ * n_split > 1. pdl: as for the *_pdl launchers below. */
+#define DS_K_ATTN_DECODE_MAX_SPLIT 64
+#define DS_K_ATTN_DECODE_MAX_G 8
+int ds_k_attn_decode_supported(struct ds_k_dims d);
+/* Resident blocks per SM of the kernel instance for d (for choosing n_split). */
+cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *blocks_per_sm);
+cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
+                             struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
+                             cudaStream_t st);
 
 /* ---- sampling (kernels/sample.cu) ---- */
 

@@ -2,7 +2,8 @@
  *
  * Hyperparameters come from the llama.* keys, token ids from tokenizer.ggml.*, and every tensor
  * of the canonical list (tensors.h) is found under its llama.cpp name, shape-checked against the
- * config, dequantized to bf16 into model-owned buffers, and the file is unmapped. Key design
+ * config, dequantized to bf16 (or, with ds_model_load_gguf_as, to f32) into model-owned buffers,
+ * and the file is unmapped. Key design
  * decision: llama.cpp's converter permutes the rows of attn_q / attn_k so that its RoPE rotates
  * adjacent pairs (x[2i], x[2i+1]); we undo that permutation at load, so the weights are plain HF
  * layout and our rotate_half RoPE (pairs x[i], x[i + head_dim/2]) applies unchanged. The golden
@@ -256,18 +257,25 @@ static void gguf_name(const struct ds_tensor_desc *d, char *buf, size_t len)
 	snprintf(buf, len, "blk.%d.%s", d->layer, sfx);
 }
 
-void ds_gguf_unpermute_rows(uint16_t *dst, const uint16_t *src, int n_head, int head_dim,
-                            int row_len)
+/* The permutation on rows of elem-byte values (bf16 or f32). */
+static void unpermute_rows(void *dst, const void *src, int n_head, int head_dim, int row_len,
+                           size_t elem)
 {
 	int half = head_dim / 2;
+	size_t row = (size_t)row_len * elem;
 	for (int h = 0; h < n_head; h++)
 		for (int j = 0; j < half; j++)
 			for (int s = 0; s < 2; s++) {
 				size_t from = (size_t)h * head_dim + 2 * j + s;
 				size_t to = (size_t)h * head_dim + s * half + j;
-				memcpy(dst + to * row_len, src + from * row_len,
-				       (size_t)row_len * sizeof(*dst));
+				memcpy((char *)dst + to * row, (const char *)src + from * row, row);
 			}
+}
+
+void ds_gguf_unpermute_rows(uint16_t *dst, const uint16_t *src, int n_head, int head_dim,
+                            int row_len)
+{
+	unpermute_rows(dst, src, n_head, head_dim, row_len, sizeof(*dst));
 }
 
 static enum ds_status load_tensor(struct ds_model *m, const struct ds_gguf *g,
@@ -297,27 +305,36 @@ static enum ds_status load_tensor(struct ds_model *m, const struct ds_gguf *g,
 		               ds_gguf_type_name(t->ggml_type));
 	size_t n = (size_t)ds_tensor_numel(d);
 	bool permuted = d->field == DS_T_WQ || d->field == DS_T_WK;
-	uint16_t *buf = ds_model_alloc(m, n * sizeof(uint16_t));
-	uint16_t *tmp = permuted ? malloc(n * sizeof(uint16_t)) : buf;
+	bool f32 = m->wtype == DS_DTYPE_F32;
+	size_t elem = f32 ? sizeof(float) : sizeof(uint16_t);
+	void *buf = ds_model_alloc(m, n * elem);
+	void *tmp = permuted ? malloc(n * elem) : buf;
 	if (!buf || !tmp) {
 		if (tmp != buf)
 			free(tmp);
 		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory for %s", g->path, name);
 	}
-	enum ds_status s = ds_dequant_bf16(t->ggml_type, t->data, n, tmp);
+	enum ds_status s = f32 ? ds_dequant_f32(t->ggml_type, t->data, n, tmp)
+	                       : ds_dequant_bf16(t->ggml_type, t->data, n, tmp);
 	if (!s && permuted) {
 		int heads = d->field == DS_T_WQ ? m->cfg.n_head : m->cfg.n_kv_head;
-		ds_gguf_unpermute_rows(buf, tmp, heads, m->cfg.head_dim, (int)d->shape[1]);
+		unpermute_rows(buf, tmp, heads, m->cfg.head_dim, (int)d->shape[1], elem);
 	}
 	if (tmp != buf)
 		free(tmp);
 	if (s)
 		return ds_errf(err, s, "%s: GGUF tensor %s: cannot dequantize", g->path, name);
-	*ds_tensor_slot(&m->w, d) = buf;
+	*ds_tensor_slot(&m->w, d) = buf; /* f32 data when m->wtype says so (model.h) */
 	return DS_OK;
 }
 
 enum ds_status ds_model_load_gguf(const char *path, struct ds_model **out, struct ds_err *err)
+{
+	return ds_model_load_gguf_as(path, DS_DTYPE_BF16, out, err);
+}
+
+enum ds_status ds_model_load_gguf_as(const char *path, enum ds_dtype wtype, struct ds_model **out,
+                                     struct ds_err *err)
 {
 	struct ds_gguf *g = NULL;
 	struct ds_model *m = NULL;
@@ -331,6 +348,7 @@ enum ds_status ds_model_load_gguf(const char *path, struct ds_model **out, struc
 		goto fail;
 	if ((s = ds_model_new(&cfg, &m, err)))
 		goto fail;
+	m->wtype = wtype;
 	int nt = ds_tensor_count(&cfg);
 	descs = calloc((size_t)nt, sizeof(*descs));
 	if (!descs) {
@@ -343,7 +361,8 @@ enum ds_status ds_model_load_gguf(const char *path, struct ds_model **out, struc
 			goto fail;
 	if (cfg.tie_embeddings)
 		m->w.lm_head = m->w.tok_embd;
-	XXH128_hash_t h = XXH3_128bits(g->base, (size_t)g->info_len);
+	XXH128_hash_t h = XXH3_128bits_withSeed(g->base, (size_t)g->info_len,
+	                                        wtype == DS_DTYPE_F32 ? DS_MODEL_F32_ID_SEED : 0);
 	XXH128_canonical_t canon;
 	XXH128_canonicalFromHash(&canon, h);
 	memcpy(m->identity, canon.digest, sizeof(m->identity));

@@ -4,6 +4,7 @@
  * used; the config's canonical tensor list (model/tensors.h) is then looked up in them, so
  * extra tensors are ignored and missing or mis-shaped ones are named. BF16 data stay zero-copy
  * pointers into the mapping; F16/F32 are rounded to bf16 (nearest even) into owned buffers.
+ * ds_model_load_as(.., DS_DTYPE_F32, ..) instead keeps every tensor in f32 (owned buffers).
  * The identity is XXH3-128 over config.json's bytes and each file's safetensors header, shards
  * in file-name order, so it changes with any config or layout change but never reads weights. */
 #include "gguf.h"
@@ -36,6 +37,7 @@ struct hf_load {
 	int n_shards;
 	struct ds_st_file *files; /* (n_shards) */
 	struct ds_model *m;
+	enum ds_dtype wtype;
 };
 
 static bool hf_exists(const char *dir, const char *name)
@@ -248,7 +250,7 @@ static void hf_identity(struct hf_load *L)
 {
 	XXH3_state_t *st = XXH3_createState();
 	DS_ASSERT(st != NULL);
-	XXH3_128bits_reset(st);
+	XXH3_128bits_reset_withSeed(st, L->wtype == DS_DTYPE_F32 ? DS_MODEL_F32_ID_SEED : 0);
 	XXH3_128bits_update(st, L->config, L->config_len);
 	for (int i = 0; i < L->n_shards; i++) /* 8-byte length prefix and the JSON header */
 		XXH3_128bits_update(st, L->files[i].header - 8, L->files[i].header_len + 8);
@@ -268,6 +270,28 @@ static void hf_fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape)
 		                      (long long)shape[i]);
 	if (l < cap)
 		snprintf(buf + l, cap - l, "]");
+}
+
+/* An f32 model's tensor: F32 copied, BF16 and F16 widened (exact), into an owned buffer. */
+static enum ds_status hf_bind_f32(struct hf_load *L, const struct ds_tensor_desc *d,
+                                  const struct ds_st_tensor *t, const char *path,
+                                  const uint16_t **slot, struct ds_err *err)
+{
+	size_t numel = (size_t)ds_tensor_numel(d);
+	float *buf = ds_model_alloc(L->m, numel * sizeof(float));
+	if (!buf)
+		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory for tensor %s", path, d->name);
+	for (size_t i = 0; i < numel; i++) { /* memcpy: the mapping gives no alignment */
+		uint16_t h;
+		if (t->dtype == DS_ST_F32) {
+			memcpy(&buf[i], t->data + 4 * i, 4);
+			continue;
+		}
+		memcpy(&h, t->data + 2 * i, 2);
+		buf[i] = t->dtype == DS_ST_BF16 ? ds_bf16_to_f32(h) : ds_f16_to_f32(h);
+	}
+	*slot = (const uint16_t *)(const void *)buf; /* f32 data: model.h wtype */
+	return DS_OK;
 }
 
 /* Finds d in the shards, checks dtype and shape, and sets its weight pointer. */
@@ -308,6 +332,8 @@ static enum ds_status hf_bind_tensor(struct hf_load *L, const struct ds_tensor_d
 	}
 	size_t numel = (size_t)ds_tensor_numel(d);
 	const uint16_t **slot = ds_tensor_slot(&L->m->w, d);
+	if (L->wtype == DS_DTYPE_F32)
+		return hf_bind_f32(L, d, t, file->path, slot, err);
 	if (t->dtype == DS_ST_BF16 && ((uintptr_t)t->data & 1u) == 0) {
 		*slot = (const uint16_t *)(const void *)t->data;
 		return DS_OK;
@@ -344,6 +370,7 @@ static enum ds_status hf_load_weights(struct hf_load *L, const struct ds_model_c
 		return rv;
 	if ((rv = ds_model_new(cfg, &L->m, err)) != DS_OK)
 		return rv;
+	L->m->wtype = L->wtype;
 	snprintf(L->m->source, sizeof(L->m->source), "%s", L->dir);
 	if (!(L->files = calloc((size_t)L->n_shards, sizeof(*L->files))))
 		return ds_errf(err, DS_ERR_NOMEM, "%s: out of memory", L->dir);
@@ -367,9 +394,10 @@ static enum ds_status hf_load_weights(struct hf_load *L, const struct ds_model_c
 
 /* ---- entry point ---- */
 
-static enum ds_status hf_load_dir(const char *dir, struct ds_model **out, struct ds_err *err)
+static enum ds_status hf_load_dir(const char *dir, enum ds_dtype wtype, struct ds_model **out,
+                                  struct ds_err *err)
 {
-	struct hf_load L = {.dir = dir};
+	struct hf_load L = {.dir = dir, .wtype = wtype};
 	struct ds_model_config cfg;
 	char path[HF_PATH];
 	enum ds_status rv;
@@ -385,6 +413,13 @@ static enum ds_status hf_load_dir(const char *dir, struct ds_model **out, struct
 	}
 	if (hf_exists(dir, DS_HF_SYNTH) && !hf_exists(dir, DS_HF_WEIGHTS) &&
 	    !hf_exists(dir, DS_HF_INDEX)) {
+		if (wtype != DS_DTYPE_BF16) {
+			rv = ds_errf(err, DS_ERR_UNSUPPORTED,
+			             "%s: a synthetic model without weight files is bf16 only "
+			             "(precision %s asked)",
+			             dir, ds_dtype_name(wtype));
+			goto out;
+		}
 		rv = hf_load_deferred(&L, &cfg, out, err);
 		goto out;
 	}
@@ -405,13 +440,37 @@ out:
 	return rv;
 }
 
-enum ds_status ds_model_load(const char *path, struct ds_model **out, struct ds_err *err)
+const char *ds_dtype_name(enum ds_dtype t)
+{
+	return t == DS_DTYPE_F32 ? "f32" : "bf16";
+}
+
+enum ds_status ds_dtype_parse(const char *s, enum ds_dtype *out, struct ds_err *err)
+{
+	if (strcmp(s, "bf16") == 0)
+		*out = DS_DTYPE_BF16;
+	else if (strcmp(s, "f32") == 0 || strcmp(s, "fp32") == 0)
+		*out = DS_DTYPE_F32;
+	else
+		return ds_errf(err, DS_ERR_INVALID, "precision '%s': expected bf16 or f32", s);
+	return DS_OK;
+}
+
+enum ds_status ds_model_load_as(const char *path, enum ds_dtype wtype, struct ds_model **out,
+                                struct ds_err *err)
 {
 	*out = NULL;
+	if (wtype != DS_DTYPE_BF16 && wtype != DS_DTYPE_F32)
+		return ds_errf(err, DS_ERR_INVALID, "%s: unknown weight type %d", path, (int)wtype);
 	size_t n = strlen(path);
 	if (n >= 5 && strcmp(path + n - 5, ".gguf") == 0)
-		return ds_model_load_gguf(path, out, err);
+		return ds_model_load_gguf_as(path, wtype, out, err);
 	if (n + 64 >= HF_PATH)
 		return ds_errf(err, DS_ERR_INVALID, "%s: path is too long", path);
-	return hf_load_dir(path, out, err);
+	return hf_load_dir(path, wtype, out, err);
+}
+
+enum ds_status ds_model_load(const char *path, struct ds_model **out, struct ds_err *err)
+{
+	return ds_model_load_as(path, DS_DTYPE_BF16, out, err);
 }

@@ -13,6 +13,17 @@
 
 enum ds_rope_scaling { DS_ROPE_NONE = 0, DS_ROPE_LLAMA3 = 1 };
 
+/* Element type of a model's weights (struct ds_model.wtype) or of a KV cache. bf16 is the
+ * default everywhere; f32 is an opt-in precision for the CPU backend (checks against fp32
+ * reference implementations). */
+enum ds_dtype { DS_DTYPE_BF16 = 0, DS_DTYPE_F32 = 1 };
+
+/* "bf16" / "f32". */
+const char *ds_dtype_name(enum ds_dtype t);
+
+/* Parses "bf16" or "f32" (also "fp32"); DS_ERR_INVALID naming the value otherwise. */
+enum ds_status ds_dtype_parse(const char *s, enum ds_dtype *out, struct ds_err *err);
+
 struct ds_model_config {
 	char arch[64];   /* HF architectures[0], e.g. "LlamaForCausalLM" */
 	int vocab_size;
@@ -73,7 +84,18 @@ struct ds_model {
 				 * NULL; the CUDA backend generates them on the device, the CPU
 				 * backend calls ds_model_materialize() */
 	struct ds_model_storage *storage;
+	/* Element type of every tensor in w. DS_DTYPE_BF16 (the default, and what every
+	 * constructor but ds_model_load_as makes): the pointers address bf16 values as declared.
+	 * DS_DTYPE_F32: they address float values (read them through ds_model_w_f32); only the CPU
+	 * backend runs such a model, every other consumer must refuse it (DS_ERR_INVALID). */
+	enum ds_dtype wtype;
 };
+
+/* A weight pointer of an f32 model (m->wtype == DS_DTYPE_F32) as what it addresses. */
+static inline const float *ds_model_w_f32(const uint16_t *p)
+{
+	return (const float *)(const void *)p;
+}
 
 /* ---- configs ---- */
 
@@ -95,6 +117,14 @@ static inline int ds_model_kv_dim(const struct ds_model_config *c) { return c->n
  * or a .gguf file. On failure returns a status and a message naming the file and tensor;
  * *out is left NULL. */
 enum ds_status ds_model_load(const char *path, struct ds_model **out, struct ds_err *err);
+
+/* ds_model_load with a weight type. DS_DTYPE_BF16 is ds_model_load. DS_DTYPE_F32 keeps every
+ * weight in f32: GGUF tensors are dequantized straight to f32 (Q4_1's d*q + m and F32 norms are
+ * not bf16-exact), safetensors F32 are copied and BF16/F16 widened (exactly); the identity then
+ * also covers the weight type. A synthetic directory without weight files gives
+ * DS_ERR_UNSUPPORTED (its weights are generated in bf16). */
+enum ds_status ds_model_load_as(const char *path, enum ds_dtype wtype, struct ds_model **out,
+				struct ds_err *err);
 
 /* Builds a synthetic model in memory from cfg and seed, with the same values
  * detserve-mkmodel writes (model/synth.h documents the generator). */

@@ -32,4 +32,12 @@ enum ds_status ds_model_add_map(struct ds_model *m, void *addr, size_t len);
 struct ds_tensor_desc;
 void ds_synth_identity(struct ds_model *m, const struct ds_tensor_desc *ts, int n);
 
+/* added (f32 precision): ds_model_load_gguf with every weight dequantized to wtype (model.h
+ * ds_model_load_as; model/gguf_model.c). */
+/* XXH3 seed of an f32 model's identity: the same file loaded as f32 computes other logits, so
+ * it is another model to fingerprints. bf16 uses seed 0, the unseeded hash. */
+#define DS_MODEL_F32_ID_SEED 0x663332u
+enum ds_status ds_model_load_gguf_as(const char *path, enum ds_dtype wtype, struct ds_model **out,
+				     struct ds_err *err);
+
 #endif

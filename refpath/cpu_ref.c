@@ -9,6 +9,8 @@
  *  - attention: KV in chunks of DS_CPU_REF_KV_CHUNK aligned to absolute positions; per chunk a
  *    max / sum / weighted-V pass in position order; chunks merged in increasing order. The same
  *    code runs for one query row or many, and for cached or freshly written KV.
+ * f32 weights or KV (model.h wtype, the backend's KV type) only skip the widening to f32, so
+ * each value is reduced in the same order in every precision.
  * We build with -std=c11 (no FP contraction) and without -ffast-math, so the compiler may
  * vectorise across lanes and rows but cannot re-associate a sum. */
 #include "cpu_internal.h"
@@ -153,7 +155,9 @@ static inline DS_CPU_INLINE void ref_mm_task(void *arg, int task, int thread, co
 	const struct ref_mm *a = &mu->mm[i];
 	int K = a->K, n0 = (task - mu->tile0[i]) * REF_NT, nt = DS_MIN(REF_NT, a->N - n0);
 	const float *wt = NULL;
-	if (a->M >= REF_MR) { /* enough rows to pay for converting the tile once */
+	if (a->c->wtype == DS_DTYPE_F32) { /* already f32: the tile as it is (stride K) */
+		wt = ds_model_w_f32(a->w) + (size_t)n0 * K;
+	} else if (a->M >= REF_MR) { /* enough rows to pay for converting the tile once */
 		float *buf = ds_cpu_thread_buf(a->c, thread); /* (nt, K) */
 		for (int j = 0; j < nt; j++)
 			ref_bf16_row(buf + (size_t)j * K, a->w + (size_t)(n0 + j) * K, K);
@@ -200,7 +204,8 @@ static enum ds_status ref_matmul(struct ds_cpu_ctx *c, const float *x, int M, in
 
 struct ref_norm {
 	const float *x;
-	const uint16_t *w;
+	const uint16_t *w; /* of wt */
+	enum ds_dtype wt;
 	float *y;
 	int n;
 	float eps;
@@ -213,8 +218,14 @@ static inline DS_CPU_INLINE void ref_norm_task(void *arg, int row, int thread)
 	const float *x = a->x + (size_t)row * a->n;
 	float *y = a->y + (size_t)row * a->n;
 	float inv = 1.0f / sqrtf(ref_dot(x, x, a->n) / (float)a->n + a->eps);
-	for (int i = 0; i < a->n; i++)
-		y[i] = (x[i] * inv) * ds_bf16_to_f32(a->w[i]);
+	if (a->wt == DS_DTYPE_F32) {
+		const float *w = ds_model_w_f32(a->w);
+		for (int i = 0; i < a->n; i++)
+			y[i] = (x[i] * inv) * w[i];
+	} else {
+		for (int i = 0; i < a->n; i++)
+			y[i] = (x[i] * inv) * ds_bf16_to_f32(a->w[i]);
+	}
 }
 
 REF_VARIANTS(ref_norm_task)
@@ -222,7 +233,7 @@ REF_VARIANTS(ref_norm_task)
 static enum ds_status ref_rmsnorm(struct ds_cpu_ctx *c, const float *x, const uint16_t *w, float *y,
                                   int M, int n, float eps)
 {
-	struct ref_norm a = {.x = x, .w = w, .y = y, .n = n, .eps = eps};
+	struct ref_norm a = {.x = x, .w = w, .wt = c->wtype, .y = y, .n = n, .eps = eps};
 	if (M * n < 4096) { /* too small to be worth waking threads; same per-row ops */
 		ds_task_fn fn = ref_norm_task_pick(c);
 		for (int m = 0; m < M; m++)
@@ -267,10 +278,12 @@ static inline DS_CPU_INLINE void ref_attn_task(void *arg, int task, int thread)
 	for (int c0 = 0; c0 <= pos; c0 += S) {
 		int n = DS_MIN(S, pos + 1 - c0);
 		for (int j = 0; j < n; j++) {
-			ref_bf16_row(kc + (size_t)j * hd,
-			             ds_cpu_kv_at(c, c->kv_k, a->l, blocks, c0 + j) + kvh * hd, hd);
-			ref_bf16_row(vc + (size_t)j * hd,
-			             ds_cpu_kv_at(c, c->kv_v, a->l, blocks, c0 + j) + kvh * hd, hd);
+			ds_cpu_row_f32(kc + (size_t)j * hd, c->kvtype,
+			               ds_cpu_kv_at(c, c->kv_k, a->l, blocks, c0 + j),
+			               (size_t)kvh * hd, hd);
+			ds_cpu_row_f32(vc + (size_t)j * hd, c->kvtype,
+			               ds_cpu_kv_at(c, c->kv_v, a->l, blocks, c0 + j),
+			               (size_t)kvh * hd, hd);
 		}
 		for (int g = 0; g < G; g++) {
 			const float *q = a->q + (size_t)m * qd + (size_t)(kvh * G + g) * hd;

@@ -1,50 +1,202 @@
 /* cuda_ref.c - the CUDA reference path: our own invariant GEMM and fixed-tile attention.
  *
- * Nothing here looks at the batch to choose how to reduce. The GEMM variant (tile, pipeline) is
- * picked from the weight's (N, K) only, and each variant has one tile configuration and no
- * split-K (kernels/gemm_ref.cu). Attention uses 64-position tiles aligned to absolute
- * positions; whether the tiles are spread over blocks (then merged by a combine kernel) or
- * walked by one block depends only on whether the partials fit the workspace, and both give
- * the same bits because the merge order and formula are the same (kernels/attn.cu). Passes of
- * up to 512 rows (verify windows, decode in invariant mode) are padded to a power of two and
- * replayed from per-bucket CUDA graphs; padding rows are per-row work only, so they change
- * nothing for the real rows. */
+ * Nothing here looks at the batch to choose how to reduce.
+ *  - GEMM: every variant (kernels/gemm_ref*.cu) computes a row the same way for any M: one
+ *    fixed tile, each output element accumulating its K slices in order, and a fixed number
+ *    S of K splits combined in one fixed order. S is part of the reference path's definition
+ *    and comes from the weight's (N, K) only (refpath/ref_gemm_table.h). Variants with the
+ *    same S differ only in tiling, pipelining and loads, so they give the same bytes; a
+ *    self-check at init verifies that (bytes compared on a random problem with an uneven K)
+ *    and only variants that passed may stand in for the table's variant. Among those, the
+ *    fastest is picked per (power-of-two M bucket, N, K) by timing on first use: that choice
+ *    may follow M precisely because it cannot change a bit (DS_REF_GEMM_AUTOTUNE=0: never).
+ *  - Attention uses 64-position tiles aligned to absolute positions; whether the tiles are
+ *    spread over blocks (then merged by a combine kernel) or walked by one block depends only
+ *    on whether the partials fit the workspace, and both give the same bits because the merge
+ *    order and formula are the same (kernels/attn.cu).
+ * Passes of up to 512 rows (verify windows, decode in invariant mode) are padded to a power of
+ * two and replayed from per-bucket CUDA graphs; padding rows are per-row work only, so they
+ * change nothing for the real rows. */
 #include "cuda_internal.h"
 
-/* The GEMM variant per weight shape (N, K): fixed per weight matrix, never a function of M,
- * so the rows of one weight's products stay bit-identical for any batch. Shapes not listed
- * use variant 0 (the original 128x128 cp.async kernel). Filled from the GPU benchmark
- * (bench_gemm's per-variant ratios); a change of table changes the reference bits, so it
- * must not happen while a server runs. */
-struct ref_gemm_pick {
-	int n, k, variant;
-};
-static const struct ref_gemm_pick ref_gemm_table[] = {
-    {0, 0, 0}, /* end */
-};
+#include <math.h>
+#include <stdlib.h>
 
-static int ref_gemm_variant(int N, int K)
+/* ---- GEMM variants ---- */
+
+#define CHECK_M 67
+#define CHECK_N 264
+#define CHECK_K 1088 /* 17 tiles of 64: uneven for S = 2 and 4 */
+
+/* Runs every variant on one random problem and records which give the same bytes as the
+ * first variant with the same split count. */
+static enum ds_status ref_gemm_selfcheck(struct ds_cuda_ctx *c, struct ds_err *err)
 {
-	for (const struct ref_gemm_pick *p = ref_gemm_table; p->n; p++)
-		if (p->n == N && p->k == K)
-			return p->variant;
-	return 0;
+	struct ds_cuda_ref *r = &c->ref;
+	size_t na = (size_t)CHECK_M * CHECK_K, nw = (size_t)CHECK_N * CHECK_K;
+	size_t nc = (size_t)CHECK_M * CHECK_N;
+	uint16_t *A = NULL, *W = NULL;
+	float *C = NULL;
+	float *base = malloc(nc * sizeof(float)), *got = malloc(nc * sizeof(float));
+	enum ds_status rv = DS_OK;
+	if (!base || !got) {
+		rv = ds_errf(err, DS_ERR_NOMEM, "cuda ref: out of memory for the GEMM self-check");
+		goto fail;
+	}
+	DS_CUDA_GOTO(cudaMalloc((void **)&A, na * sizeof(uint16_t)), err, rv);
+	DS_CUDA_GOTO(cudaMalloc((void **)&W, nw * sizeof(uint16_t)), err, rv);
+	DS_CUDA_GOTO(cudaMalloc((void **)&C, nc * sizeof(float)), err, rv);
+	DS_CUDA_GOTO(ds_k_synth_fill(A, na, 0, 0x73656c66ull, 1, 1.0f, 0.0f, c->stream), err, rv);
+	DS_CUDA_GOTO(ds_k_synth_fill(W, nw, 0, 0x73656c66ull, 2, 0.05f, 0.0f, c->stream), err, rv);
+	for (int rep = 0; rep < DS_K_GEMM_REF_N_VARIANTS; rep++) {
+		int s = ds_k_gemm_ref_variant_splits(rep);
+		bool first = true;
+		for (int v = 0; v < rep; v++)
+			first = first && ds_k_gemm_ref_variant_splits(v) != s;
+		if (!first)
+			continue;
+		/* rep is the first variant with S = s: the family's yardstick */
+		DS_CUDA_GOTO(ds_k_gemm_ref_variant(rep, A, W, C, CHECK_M, CHECK_N, CHECK_K, c->stream),
+		             err, rv);
+		DS_CUDA_GOTO(cudaMemcpyAsync(base, C, nc * sizeof(float), cudaMemcpyDeviceToHost,
+		                             c->stream),
+		             err, rv);
+		DS_CUDA_GOTO(cudaStreamSynchronize(c->stream), err, rv);
+		r->same_bits[rep] = true;
+		for (int v = rep + 1; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+			if (ds_k_gemm_ref_variant_splits(v) != s)
+				continue;
+			DS_CUDA_GOTO(cudaMemsetAsync(C, 0xff, nc * sizeof(float), c->stream), err, rv);
+			if (ds_k_gemm_ref_variant(v, A, W, C, CHECK_M, CHECK_N, CHECK_K, c->stream) !=
+			    cudaSuccess) {
+				cudaGetLastError(); /* refused on this device: never a stand-in */
+				continue;
+			}
+			DS_CUDA_GOTO(cudaMemcpyAsync(got, C, nc * sizeof(float),
+			                             cudaMemcpyDeviceToHost, c->stream),
+			             err, rv);
+			DS_CUDA_GOTO(cudaStreamSynchronize(c->stream), err, rv);
+			r->same_bits[v] = memcmp(base, got, nc * sizeof(float)) == 0;
+		}
+	}
+fail:
+	if (A)
+		cudaFree(A);
+	if (W)
+		cudaFree(W);
+	if (C)
+		cudaFree(C);
+	free(base);
+	free(got);
+	return rv;
+}
+
+enum ds_status ds_cuda_ref_init(struct ds_cuda_ctx *c, struct ds_err *err)
+{
+	struct ds_cuda_ref *r = &c->ref;
+	enum ds_status rv = ds_ref_gemm_table_init(&r->table, getenv(DS_REF_GEMM_TABLE_ENV),
+	                                           DS_K_GEMM_REF_N_VARIANTS, err);
+	if (rv != DS_OK)
+		return rv;
+	const char *a = getenv("DS_REF_GEMM_AUTOTUNE");
+	r->autotune = !(a && strcmp(a, "0") == 0);
+	return ref_gemm_selfcheck(c, err);
+}
+
+/* Milliseconds of one launch of variant v on the call's own buffers (best of two after a
+ * warm-up; INFINITY when it is refused). The real call overwrites C afterwards. */
+static float ref_gemm_time(struct ds_cuda_ctx *c, int v, const uint16_t *A, const uint16_t *W,
+                           float *C, int M, int N, int K)
+{
+	cudaEvent_t e0, e1;
+	float best = INFINITY;
+	if (cudaEventCreate(&e0) != cudaSuccess)
+		return best;
+	if (cudaEventCreate(&e1) != cudaSuccess) {
+		cudaEventDestroy(e0);
+		return best;
+	}
+	for (int i = 0; i < 3; i++) {
+		cudaEventRecord(e0, c->stream);
+		cudaError_t e = ds_k_gemm_ref_variant(v, A, W, C, M, N, K, c->stream);
+		cudaEventRecord(e1, c->stream);
+		if (e != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) {
+			best = INFINITY;
+			break;
+		}
+		float ms;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (i > 0 && ms < best)
+			best = ms;
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaGetLastError();
+	return best;
+}
+
+/* The variant for this call: the table's, or the fastest of its bit-identical family for
+ * this M bucket (timed on first use outside graph capture, then cached). */
+static int ref_gemm_variant(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+                            float *C, int M, int N, int K)
+{
+	struct ds_cuda_ref *r = &c->ref;
+	int base = ds_ref_gemm_table_variant(&r->table, N, K);
+	if (!r->autotune || !r->same_bits[base])
+		return base;
+	int mb = 0;
+	while ((1 << mb) < M)
+		mb++;
+	for (int i = 0; i < r->n_picks; i++)
+		if (r->picks[i].mb == mb && r->picks[i].n == N && r->picks[i].k == K)
+			return r->picks[i].variant;
+	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+	cudaStreamIsCapturing(c->stream, &cap);
+	if (cap != cudaStreamCaptureStatusNone)
+		return base;
+	int s = ds_k_gemm_ref_variant_splits(base), best = base;
+	float bt = ref_gemm_time(c, base, A, W, C, M, N, K);
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		if (v == base || !r->same_bits[v] || ds_k_gemm_ref_variant_splits(v) != s)
+			continue;
+		float t = ref_gemm_time(c, v, A, W, C, M, N, K);
+		if (t < bt) {
+			bt = t;
+			best = v;
+		}
+	}
+	int i = r->n_picks < DS_CUDA_REF_PICKS ? r->n_picks++ : r->next_evict;
+	if (i == r->next_evict && r->n_picks == DS_CUDA_REF_PICKS)
+		r->next_evict = (r->next_evict + 1) % DS_CUDA_REF_PICKS;
+	r->picks[i] = (struct ds_cuda_ref_pick){mb, N, K, best};
+	return best;
 }
 
 static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
                                float *C, int M, int N, int K, struct ds_err *err)
 {
-	DS_CUDA_TRY(ds_k_gemm_ref_variant(ref_gemm_variant(N, K), A, W, C, M, N, K, c->stream),
-	            err);
+	if (M <= 0)
+		return DS_OK;
+	int v = ref_gemm_variant(c, A, W, C, M, N, K);
+	DS_CUDA_TRY(ds_k_gemm_ref_variant(v, A, W, C, M, N, K, c->stream), err);
 	return DS_OK;
 }
 
-/* The tiles are spread over blocks when the partials fit the workspace, else one block walks
- * them all (same bits). n_split < 0 (graph capture, where the grid may not depend on the
- * positions): plan for the longest context. */
+/* The tensor-core kernel (kernels/attn_mma.cu) when c->ref_attn_mma (head_dim 64 or 128 and
+ * not DS_REF_ATTN=old; fixed at init, never by the pass), with the row groups that
+ * ds_cuda_meta_upload planned for this pass. Else the CUDA-core kernel: its tiles
+ * are spread over blocks when the partials fit the workspace, else one block walks them all
+ * (same bits); n_split < 0 (graph capture, where the grid may not depend on the positions):
+ * plan for the longest context. */
 static enum ds_status ref_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                     const uint16_t *kv, int n_split, struct ds_err *err)
 {
+	if (c->ref_attn_mma) {
+		DS_CUDA_TRY(ds_k_attn_ref_mma(c->q, kv, ds_cuda_tokmeta(c), c->dm.aplan, p->T,
+		                              ds_cuda_dims(c), c->att, c->stream),
+		            err);
+		return DS_OK;
+	}
 	int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;
 	int chunks = top / DS_K_ATTN_TILE + 1;
 	size_t need = (size_t)p->T * c->cfg.n_head * chunks * (c->cfg.head_dim + 2);

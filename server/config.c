@@ -27,6 +27,7 @@ static const struct key keys[] = {
     {"backend", K_STR, F(backend), 0, 0},
     {"device", K_INT, F(device), 0, 64},
     {"threads", K_INT, F(threads), 0, 1024},
+    {"precision", K_STR, F(precision), 0, 0},
     {"mode", K_STR, F(mode), 0, 0},
     {"window", K_INT, F(window), 1, 4096},
     {"group", K_INT, F(group), 1, 4096},
@@ -59,6 +60,7 @@ void ds_server_config_default(struct ds_server_config *c)
 	snprintf(c->preset, sizeof(c->preset), "tiny");
 	snprintf(c->tokenizer, sizeof(c->tokenizer), "auto");
 	snprintf(c->backend, sizeof(c->backend), "cpu");
+	snprintf(c->precision, sizeof(c->precision), "bf16");
 	snprintf(c->mode, sizeof(c->mode), "dvr");
 	c->window = 32;
 	c->group = 16;
@@ -169,6 +171,8 @@ enum ds_status ds_server_config_set(struct ds_server_config *c, const char *name
 	}
 	if (!strcmp(name, "backend") && strcmp(v, "cpu") && strcmp(v, "cuda"))
 		return ds_errf(err, DS_ERR_INVALID, "backend: '%s' is not cpu|cuda", v);
+	if (!strcmp(name, "precision") && strcmp(v, "bf16") && strcmp(v, "f32"))
+		return ds_errf(err, DS_ERR_INVALID, "precision: '%s' is not bf16|f32", v);
 	return DS_OK;
 }
 
@@ -305,6 +309,11 @@ enum ds_status ds_server_config_parse(struct ds_server_config *c, int argc, char
 	}
 	if (c->model[0] == '\0' && c->preset[0] == '\0')
 		return ds_errf(err, DS_ERR_INVALID, "give --model DIR or --preset NAME");
+	if (strcmp(c->precision, "bf16") != 0 && (strcmp(c->backend, "cpu") != 0 || !c->model[0]))
+		return ds_errf(err, DS_ERR_INVALID,
+		               "--precision %s needs --backend cpu and --model (presets and the "
+		               "CUDA backend are bf16)",
+		               c->precision);
 	return DS_OK;
 }
 
@@ -315,6 +324,7 @@ const char *ds_server_config_usage(void)
 	       "  --model DIR|FILE        HF directory (config.json + safetensors) or .gguf\n"
 	       "  --preset NAME --seed N  synthetic weights (tiny|small|llama3-8b); default tiny\n"
 	       "  --backend cpu|cuda      default cpu; --device N for cuda; --threads N for cpu\n"
+	       "  --precision bf16|f32    weights and KV (default bf16; f32: cpu with --model)\n"
 	       "  --tokenizer auto|none|bytelevel|PATH  auto: the model's tokenizer.json / GGUF\n"
 	       "                          vocabulary (presets: none); bytelevel: 256 byte tokens\n"
 	       "engine:\n"

@@ -24,6 +24,7 @@ struct ds_server_config {
 	char backend[16];    /* --backend cpu|cuda */
 	int device;          /* --device N (cuda) */
 	int threads;         /* --threads N (cpu; 0 = all) */
+	char precision[8];   /* --precision bf16|f32: weights and KV (f32: cpu and --model only) */
 	/* engine */
 	char mode[16];     /* --mode fast|dvr|invariant|ref-only */
 	int window, group; /* -W, -G */

@@ -22,7 +22,10 @@ static enum ds_status model_open(const struct ds_server_config *cfg, struct ds_m
 	enum ds_status rv;
 	if (cfg->model[0]) {
 		ds_log(cfg->log_level, DS_LOG_INFO, "loading model %s", cfg->model);
-		return ds_model_load(cfg->model, out, err);
+		enum ds_dtype wtype;
+		if ((rv = ds_dtype_parse(cfg->precision, &wtype, err)) != DS_OK)
+			return rv;
+		return ds_model_load_as(cfg->model, wtype, out, err);
 	}
 	struct ds_model_config mc;
 	if (ds_model_preset(cfg->preset, &mc) != DS_OK)

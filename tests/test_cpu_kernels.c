@@ -3,7 +3,9 @@
  * The reference kernels are pinned bit for bit to a plain scalar rendition of their documented
  * order (refpath/cpu_ref.c): this catches a compiler or ISA variant that fuses or re-associates
  * (the backend test only compares the kernels with themselves). The fast kernels are checked
- * for closeness, and guard floats after each output catch out-of-bounds writes. */
+ * for closeness, and guard floats after each output catch out-of-bounds writes. The
+ * reference kernels must give the same bits with f32 weights holding bf16-exact values (an f32
+ * model). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -145,6 +147,24 @@ static void check_matmul(int M, int N, int K, uint64_t seed)
 		for (int g = 0; g < GUARD; g++)
 			assert_true(y[p][(size_t)M * N + g] == GUARD_VAL);
 	}
+	/* f32 weights (an f32 model) holding the same bf16-exact values: the reference kernel
+	 * gives the bits it gave with bf16 weights, whether it widened a tile first or not (M).
+	 * The fast kernel may contract a*b+c differently in the two loops: close is enough. */
+	c->wtype = DS_DTYPE_F32;
+	float *y32[2];
+	for (int p = 0; p < 2; p++) {
+		y32[p] = malloc(((size_t)M * N + GUARD) * sizeof(float));
+		for (int g = 0; g < GUARD; g++)
+			y32[p][(size_t)M * N + g] = GUARD_VAL;
+		const struct ds_cpu_mm mm32 = {(const uint16_t *)(const void *)wf, y32[p], N};
+		assert_int_equal(kn[p]->matmul(c, x, M, K, &mm32, 1), DS_OK);
+		for (int g = 0; g < GUARD; g++)
+			assert_true(y32[p][(size_t)M * N + g] == GUARD_VAL);
+	}
+	c->wtype = DS_DTYPE_BF16;
+	if (memcmp(y32[1], y[1], (size_t)M * N * sizeof(float)) != 0)
+		fail_msg("ref matmul M=%d N=%d K=%d: f32 weights give other bits than bf16", M, N,
+		         K);
 	for (int m = 0; m < M; m++)
 		for (int n = 0; n < N; n++) {
 			float want = scalar_ref_dot(x + (size_t)m * K, wf + (size_t)n * K, K);
@@ -157,8 +177,10 @@ static void check_matmul(int M, int N, int K, uint64_t seed)
 			for (int k = 0; k < K; k++)
 				mag += fabs((double)x[(size_t)m * K + k] * wf[(size_t)n * K + k]);
 			assert_true(fabs((double)fast - want) <= 1e-5 * mag + 1e-30);
+			float fast32 = y32[0][(size_t)m * N + n];
+			assert_true(fabs((double)fast32 - want) <= 1e-5 * mag + 1e-30);
 		}
-	free(x), free(wf), free(w), free(y[0]), free(y[1]);
+	free(x), free(wf), free(w), free(y[0]), free(y[1]), free(y32[0]), free(y32[1]);
 }
 
 /* Every kernel variant this CPU can run (baseline, AVX2, AVX-512) must meet the same
@@ -217,6 +239,20 @@ static void check_rmsnorm(void)
 			assert_int_equal(kn->rmsnorm(c, x, w, y, M, n, 1e-5f), DS_OK);
 			for (int g = 0; g < GUARD; g++)
 				assert_true(y[(size_t)M * n + g] == GUARD_VAL);
+			/* the same weights as f32 (an f32 model): the same bits */
+			float *w32 = malloc((size_t)n * sizeof(float)),
+			      *y32 = malloc(((size_t)M * n + GUARD) * sizeof(float));
+			for (int i = 0; i < n; i++)
+				w32[i] = ds_bf16_to_f32(w[i]);
+			for (int g = 0; g < GUARD; g++)
+				y32[(size_t)M * n + g] = GUARD_VAL;
+			c->wtype = DS_DTYPE_F32;
+			assert_int_equal(kn->rmsnorm(c, x, (const uint16_t *)(const void *)w32, y32,
+			                             M, n, 1e-5f),
+			                 DS_OK);
+			c->wtype = DS_DTYPE_BF16;
+			assert_memory_equal(y32, y, ((size_t)M * n + GUARD) * sizeof(float));
+			free(w32), free(y32);
 			for (int m = 0; m < M; m++) {
 				const float *xr = x + (size_t)m * n;
 				float inv =

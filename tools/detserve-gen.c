@@ -33,7 +33,9 @@ static void usage(FILE *fp)
 	    "  --inject-mismatch P   force a rollback in a fraction P of windows\n"
 	    "  --kv-blocks N --block-size B          KV pool (defaults 1024, 16)\n"
 	    "  --background N        N extra non-deterministic requests of random traffic\n"
-	    "  --threads T           CPU backend threads (default: all cores)\n");
+	    "  --threads T           CPU backend threads (default: all cores)\n"
+	    "  --precision P         bf16 | f32: weights and KV (default bf16; f32 needs "
+	    "--model)\n");
 }
 
 static int parse_ids(const char *s, int32_t **out)
@@ -91,6 +93,7 @@ enum {
 	O_BS,
 	O_BG,
 	O_THREADS,
+	O_PRECISION,
 	O_PROMPT,
 	O_HELP
 };
@@ -118,6 +121,7 @@ int main(int argc, char **argv)
 	    {"block-size", required_argument, NULL, O_BS},
 	    {"background", required_argument, NULL, O_BG},
 	    {"threads", required_argument, NULL, O_THREADS},
+	    {"precision", required_argument, NULL, O_PRECISION},
 	    {"prompt-ids", required_argument, NULL, O_PROMPT},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
@@ -126,6 +130,7 @@ int main(int argc, char **argv)
 	long long mseed = 1, seed = 0, v;
 	bool has_seed = false, det = false, ignore_eos = false, early = true;
 	int max_tokens = 32, threads = 0, background = 0;
+	enum ds_dtype precision = DS_DTYPE_BF16;
 	struct ds_sample_params sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f};
 	struct ds_engine_opts eo;
 	ds_engine_opts_default(&eo);
@@ -193,6 +198,9 @@ int main(int argc, char **argv)
 			bad |= !ds_cli_parse_long(optarg, 0, 1024, &v);
 			threads = (int)v;
 			break;
+		case O_PRECISION:
+			bad |= ds_dtype_parse(optarg, &precision, NULL) != DS_OK;
+			break;
 		case O_TEMP:
 			bad |= !ds_cli_parse_float(optarg, &sp.temperature);
 			break;
@@ -241,9 +249,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "detserve-gen: unknown preset '%s'\n", preset);
 			goto out;
 		}
+		if (precision != DS_DTYPE_BF16) {
+			fprintf(stderr,
+			        "detserve-gen: --precision %s needs --model (synthetic "
+			        "presets are bf16)\n",
+			        ds_dtype_name(precision));
+			goto out;
+		}
 		rv = ds_model_synth(&cfg, (uint64_t)mseed, &m, &err);
 	} else {
-		rv = ds_model_load(model_path, &m, &err);
+		rv = ds_model_load_as(model_path, precision, &m, &err);
 	}
 	/* the CPU backend needs host weights (a deferred synthetic model has none yet) */
 	if (rv == DS_OK)

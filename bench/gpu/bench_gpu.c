@@ -5,8 +5,11 @@
  *   decode  fast/ref decode step time at batch 1..256, context 512/2048, vs the roofline
  *           (weight bytes + KV bytes over the copy bandwidth)
  *   gemm    reference GEMM vs cuBLASLt (the fast path's GEMM) at M = 1..8192 on the model's
- *           shapes, and cuBLAS row invariance (row 0 at M = 1 vs M = 2048)
+ *           shapes, every reference variant (BENCH_GEMM_VARIANTS picks; DS_REF_GEMM_TABLE
+ *           sets the reference path's own pick), W bandwidth at M <= 64, and row invariance
+ *           (row 0 at M = 1 vs M = 2048 on the narrow shapes)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
+ *   attnref reference attention: CUDA-core kernel vs tensor-core kernel (verify, prefill, decode)
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   profile one fast decode pass at batch 1/8/32 (ctx 512) run eagerly with events around each
  *           launch: time and GB/s per op class (silu_down: SiLU*mul and the down projection,
@@ -21,6 +24,7 @@
 #include "cuda_internal.h"
 #include "engine.h"
 #include "model_internal.h"
+#include "ref_gemm_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,7 +261,9 @@ static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t
 	return 0;
 }
 
-/* One variant of the reference GEMM (kernels/gemm_ref*.cu), timed like time_gemm. */
+/* One variant of the reference GEMM (kernels/gemm_ref*.cu), timed like time_gemm. A variant
+ * whose launch is refused returns 2 (reported, the error cleared) so the others still run;
+ * any other CUDA error returns 1. */
 static int time_gemm_variant(struct bench *b, int v, const uint16_t *A, const uint16_t *W, float *C,
                              int M, int N, int K, double *out_s)
 {
@@ -269,7 +275,17 @@ static int time_gemm_variant(struct bench *b, int v, const uint16_t *A, const ui
 	double t[30];
 	for (int i = -2; i < reps; i++) {
 		CK(cudaEventRecord(e0, st));
-		CK(ds_k_gemm_ref_variant(v, A, W, C, M, N, K, st));
+		cudaError_t le = ds_k_gemm_ref_variant(v, A, W, C, M, N, K, st);
+		if (le != cudaSuccess) {
+			fprintf(stderr, "gemm variant %d (%s) at %dx%dx%d: %s\n", v,
+			        ds_k_gemm_ref_variant_name(v), M, N, K, cudaGetErrorString(le));
+			(void)cudaGetLastError();
+			CK(cudaEventRecord(e1, st)); /* a sticky error stops the run here */
+			CK(cudaEventSynchronize(e1));
+			cudaEventDestroy(e0);
+			cudaEventDestroy(e1);
+			return 2;
+		}
 		CK(cudaEventRecord(e1, st));
 		CK(cudaEventSynchronize(e1));
 		float ms;
@@ -326,6 +342,12 @@ static void gemm_variants_wanted(bool *use, int nv)
 	}
 }
 
+/* A number for the JSON output: NaN / inf (a variant whose launch was refused) as -1. */
+static double json_num(double x)
+{
+	return isfinite(x) ? x : -1.0;
+}
+
 static int bench_gemm(struct bench *b)
 {
 	const struct ds_model_config *c = &b->m->cfg;
@@ -342,6 +364,12 @@ static int bench_gemm(struct bench *b)
 	int Ms[] = {1, 16, 64, 512, 2048, 8192};
 	bool use[NV];
 	gemm_variants_wanted(use, NV);
+	struct ds_ref_gemm_table tab;
+	struct ds_err terr;
+	if (ds_ref_gemm_table_init(&tab, getenv(DS_REF_GEMM_TABLE_ENV), NV, &terr) != DS_OK) {
+		fprintf(stderr, "%s\n", terr.msg);
+		return 1;
+	}
 	size_t maxA = (size_t)8192 * F, maxW = (size_t)c->vocab_size * H;
 	size_t maxC = (size_t)8192 * c->vocab_size;
 	size_t maxN = (size_t)c->vocab_size > (size_t)2 * F ? (size_t)c->vocab_size : (size_t)2 * F;
@@ -368,14 +396,36 @@ static int bench_gemm(struct bench *b)
 	fprintf(f, "], \"baseline\": \"fast path GEMM: own GEMV for M <= 4, else cuBLASLt "
 	           "(heuristic top-8 autotuned for M <= 256); keys cublas_* hold it\", "
 	           "\"variant_keys\": \"per point, variants[v]: ms, TFLOPs, over_cublas_speed "
-	           "(cublas_ms / ms), rel_diff_v0 (rows 0 and M-1 vs variant 0), bits_eq_v0\", "
-	           "\"points\": [\n");
+	           "(cublas_ms / ms), W_GBps (bytes of W over the time), rel_diff_v0 (rows 0 and "
+	           "M-1 vs variant 0), bits_eq_v0\", ");
 	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference (wgmma) vs fast (GEMV for M <= 4, "
 	       "else cuBLASLt autotuned); vN = reference variant N over fast (speed ratio)\n");
 	for (int v = 0; v < NV; v++)
 		printf("  v%d = %s%s\n", v, ds_k_gemm_ref_variant_name(v),
 		       use[v] ? "" : " (skipped: BENCH_GEMM_VARIANTS)");
 	CK(ds_k_gemm_mma_setup());
+	printf("reference path's table (%s=%s):", DS_REF_GEMM_TABLE_ENV,
+	       getenv(DS_REF_GEMM_TABLE_ENV) ? getenv(DS_REF_GEMM_TABLE_ENV) : "");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		printf(" %s v%d", shapes[si].name,
+		       ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	printf("\n");
+	fprintf(f, "\"ref_table\": {");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		fprintf(f, "%s\"%s\": %d", si ? ", " : "", shapes[si].name,
+		        ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	fprintf(f, "}, \"resident_ctas\": [");
+	for (int v = 0; v < NV; v++) {
+		int ctas = 0;
+		if (ds_k_gemm_ref_variant_resident(v, &ctas) != cudaSuccess) {
+			(void)cudaGetLastError();
+			ctas = -1;
+		}
+		printf("  v%d: K splits %d, %d CTAs resident at once\n", v,
+		       ds_k_gemm_ref_variant_splits(v), ctas);
+		fprintf(f, "%s%d", v ? ", " : "", ctas);
+	}
+	fprintf(f, "], \"points\": [\n");
 	printf("%-13s %6s %7s %6s %9s %9s %9s %7s", "shape", "M", "N", "K", "ref_TF/s", "mma_TF/s",
 	       "fast_TF/s", "ref/fst");
 	for (int v = 0; v < NV; v++)
@@ -396,8 +446,13 @@ static int bench_gemm(struct bench *b)
 			for (int v = 0; v < NV; v++) {
 				if (!use[v])
 					continue;
-				if (time_gemm_variant(b, v, A, W, C, M, N, K, &tv[v]) ||
-				    gemm_probe_rows(C, M, N, v ? hv : h0))
+				int vr = time_gemm_variant(b, v, A, W, C, M, N, K, &tv[v]);
+				if (vr == 2 && v > 0) { /* refused: NaN below, the others go on */
+					tv[v] = rd[v] = NAN;
+					eq[v] = 0;
+					continue;
+				}
+				if (vr || gemm_probe_rows(C, M, N, v ? hv : h0))
 					goto out;
 				rd[v] = v ? gemm_rel_diff(hv, h0, (size_t)N * 2) : 0.0;
 				eq[v] = v ? memcmp(hv, h0, (size_t)N * 2 * 4) == 0 : 1;
@@ -408,18 +463,33 @@ static int bench_gemm(struct bench *b)
 			for (int v = 0; v < NV; v++) {
 				if (!use[v])
 					continue;
+				if (isnan(tv[v])) {
+					printf(" %8s", "refused");
+					continue;
+				}
 				printf(" %8.2f", tc / tv[v]);
 				worst = rd[v] > worst || isnan(rd[v]) ? rd[v] : worst;
 			}
 			printf("  (%.1e)%s\n", worst, worst > 1e-3 ? "  WRONG VARIANT OUTPUT" : "");
+			double wb = 2.0 * (double)N * K; /* bytes of W streamed */
+			if (M <= 64) {
+				printf("%-13s %6s  W GB/s: ref %.0f, fast %.0f;", "", "", wb / tr / 1e9,
+				       wb / tc / 1e9);
+				for (int v = 0; v < NV; v++)
+					if (use[v])
+						printf(" v%d %.0f", v, wb / tv[v] / 1e9);
+				printf("\n");
+			}
 			fprintf(f,
 			        "%s  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
 			        "\"ref_ms\": %.5f, "
 			        "\"mma_sync_ms\": %.5f, \"cublas_ms\": %.5f, \"ref_TFLOPs\": %.2f, "
 			        "\"mma_sync_TFLOPs\": %.2f, \"cublas_TFLOPs\": %.2f, "
-			        "\"ref_over_cublas_speed\": %.3f, \"variants\": [",
+			        "\"ref_over_cublas_speed\": %.3f, \"ref_W_GBps\": %.1f, "
+			        "\"cublas_W_GBps\": %.1f, \"variants\": [",
 			        first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3,
-			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr,
+			        wb / tr / 1e9, wb / tc / 1e9);
 			for (int v = 0; v < NV; v++)
 				if (use[v])
 					fprintf(
@@ -427,10 +497,11 @@ static int bench_gemm(struct bench *b)
 					    "%s{\"v\": %d, \"name\": \"%s\", \"ms\": %.5f, "
 					    "\"TFLOPs\": "
 					    "%.2f, "
-					    "\"over_cublas_speed\": %.3f, \"rel_diff_v0\": %.3g, "
-					    "\"bits_eq_v0\": %s}",
+					    "\"over_cublas_speed\": %.3f, \"W_GBps\": %.1f, "
+					    "\"rel_diff_v0\": %.3g, \"bits_eq_v0\": %s}",
 					    v ? ", " : "", v, ds_k_gemm_ref_variant_name(v),
-					    tv[v] * 1e3, fl / tv[v] / 1e12, tc / tv[v],
+					    json_num(tv[v] * 1e3), json_num(fl / tv[v] / 1e12),
+					    json_num(tc / tv[v]), json_num(wb / tv[v] / 1e9),
 					    isfinite(rd[v]) ? rd[v] : 1e30,
 					    eq[v] ? "true" : "false");
 			fprintf(f, "]}");
@@ -440,18 +511,27 @@ static int bench_gemm(struct bench *b)
 	fprintf(f, "\n], \"row0_invariance_M1_vs_M2048\": {");
 	/* row 0 of the product at M = 1 and at M = 2048, for both GEMMs and every variant */
 	struct ds_err err;
-	float *r1 = malloc((size_t)F * 4), *r2 = malloc((size_t)F * 4);
-	for (int si = 1; si <= 3; si += 2) {
-		int N = shapes[si].N, K = shapes[si].K;
+	float *r1 = malloc(maxN * 4), *r2 = malloc(maxN * 4);
+	static const int inv_shapes[] = {0, 1, 3}; /* the narrow ones: qkv, o_proj, down_proj */
+	int first_key = 1;
+	for (size_t ii = 0; ii < DS_ARRAY_LEN(inv_shapes); ii++) {
+		int si = inv_shapes[ii], N = shapes[si].N, K = shapes[si].K;
 		for (int ref = 0; ref < 2 + NV; ref++) {
 			if (ref >= 2 && !use[ref - 2])
 				continue;
 			const struct ds_cuda_path_ops *ops =
 			    ref == 1 ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
 			if (ref >= 2) {
-				CK(ds_k_gemm_ref_variant(ref - 2, A, W, C2, 1, N, K, b->c->stream));
-				CK(ds_k_gemm_ref_variant(ref - 2, A, W, C, 2048, N, K,
-				                         b->c->stream));
+				cudaError_t e1 =
+				    ds_k_gemm_ref_variant(ref - 2, A, W, C2, 1, N, K, b->c->stream);
+				cudaError_t e2 = ds_k_gemm_ref_variant(ref - 2, A, W, C, 2048, N, K,
+				                                       b->c->stream);
+				if (e1 != cudaSuccess || e2 != cudaSuccess) {
+					(void)cudaGetLastError();
+					printf("%s %s: launch refused\n",
+					       ds_k_gemm_ref_variant_name(ref - 2), shapes[si].name);
+					continue;
+				}
 			} else if (ops->gemm(b->c, A, W, C2, 1, N, K, &err) != DS_OK ||
 			           ops->gemm(b->c, A, W, C, 2048, N, K, &err) != DS_OK) {
 				fprintf(stderr, "gemm invariance: %s\n", err.msg);
@@ -469,8 +549,9 @@ static int bench_gemm(struct bench *b)
 				snprintf(key, sizeof(key), "%s", ref ? "ref" : "cublas");
 			printf("%s %s: row 0 at M=1 %s row 0 at M=2048\n", key, shapes[si].name,
 			       same ? "==" : "!=");
-			fprintf(f, "%s\"%s_%s\": %s", (si == 1 && ref == 0) ? "" : ", ", key,
+			fprintf(f, "%s\"%s_%s\": %s", first_key ? "" : ", ", key,
 			        shapes[si].name, same ? "true" : "false");
+			first_key = 0;
 		}
 	}
 	fprintf(f, "}}\n");
@@ -497,7 +578,7 @@ static int bench_attn(struct bench *b)
 	const struct ds_model_config *cfg = &b->m->cfg;
 	struct {
 		int B, ctx;
-	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512}};
+	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512}, {1, 512}, {32, 512}};
 	FILE *f = json_open(b->out, "attn");
 	if (!f)
 		return 1;
@@ -505,9 +586,11 @@ static int bench_attn(struct bench *b)
 	        "{\"bench\": \"attn\", \"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, "
 	        "\"points\": [\n",
 	        b->dev, b->copy_bw / 1e9);
-	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth)\n");
-	printf("%5s %6s %6s %10s %10s %8s %8s\n", "batch", "ctx", "split", "fast_GB/s", "ref_GB/s",
-	       "fast/roof", "ref/roof");
+	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth); fast = the\n"
+	       "fast path's choice (attn_decode.cu unless DS_FAST_ATTN=old), old = attn.cu's fast\n"
+	       "kernel at `split`\n");
+	printf("%5s %6s %6s %10s %10s %10s %8s %8s %8s\n", "batch", "ctx", "split", "fast_GB/s",
+	       "old_GB/s", "ref_GB/s", "fast/roof", "ref/roof", "old/fast");
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
@@ -530,15 +613,21 @@ static int bench_attn(struct bench *b)
 		}
 		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f,
 		                   c->stream));
-		double tt[2];
+		double tt[3]; /* fast, ref, old */
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
-		for (int ref = 0; ref < 2; ref++) {
+		for (int ref = 0; ref < 3; ref++) {
 			double t[20];
 			for (int i = -2; i < 20; i++) {
 				CK(cudaEventRecord(e0, c->stream));
-				enum ds_status rv =
-				    ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
-				        : ds_cuda_fast_ops.attention(c, &p, c->kv, split, &err);
+				enum ds_status rv = DS_OK;
+				if (ref == 2)
+					CK(ds_k_attn_fast(c->q, c->kv, ds_cuda_tokmeta(c), B,
+					                  ds_cuda_dims(c), split, c->part, c->att,
+					                  c->stream));
+				else
+					rv = ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
+					         : ds_cuda_fast_ops.attention(c, &p, c->kv, split,
+					                                      &err);
 				if (rv != DS_OK) {
 					fprintf(stderr, "attn: %s\n", err.msg);
 					return 1;
@@ -553,21 +642,144 @@ static int bench_attn(struct bench *b)
 			tt[ref] = median(t, 20);
 		}
 		double bytes = (double)B * (ctx + 1) * 2 * ds_model_kv_dim(cfg) * 2;
-		printf("%5d %6d %6d %10.0f %10.0f %7.1f%% %7.1f%%\n", B, ctx, split,
-		       bytes / tt[0] / 1e9, bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
-		       100 * bytes / tt[1] / b->copy_bw);
+		printf("%5d %6d %6d %10.0f %10.0f %10.0f %7.1f%% %7.1f%% %8.2f\n", B, ctx, split,
+		       bytes / tt[0] / 1e9, bytes / tt[2] / 1e9, bytes / tt[1] / 1e9,
+		       100 * bytes / tt[0] / b->copy_bw, 100 * bytes / tt[1] / b->copy_bw,
+		       tt[2] / tt[0]);
 		fprintf(f,
 		        "%s  {\"batch\": %d, \"ctx\": %d, \"fast_split\": %d, \"kv_bytes\": %.0f, "
 		        "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
-		        "\"ref_fraction_of_roofline\": %.4f}",
+		        "\"ref_fraction_of_roofline\": %.4f, \"old_us\": %.2f, "
+		        "\"old_fraction_of_roofline\": %.4f}",
 		        pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
-		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw);
+		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
+		        bytes / tt[2] / b->copy_bw);
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
 	return 0;
+}
+
+/* ---- reference attention: CUDA-core kernel (attn.cu) vs tensor-core kernel (attn_mma.cu) ---- */
+
+/* Section "attnref": one layer's reference attention, old (ds_k_attn_ref, split as
+ * refpath/cuda_ref.c picks it) vs new (ds_k_attn_ref_mma), on the llama3-8b shapes: a verify
+ * pass of 16 windows x 32 rows at context 512, 2048 and 2055 (unaligned windows: three row
+ * groups of the mma kernel each instead of two), a 2048-row prefill chunk (positions
+ * 0..2047) and decode at batch 64, context 512. Also the largest |old - new| over the outputs
+ * (the kernels round differently; a large value means a broken kernel). */
+static int bench_attn_ref(struct bench *b)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &b->m->cfg;
+	struct ds_k_dims d = ds_cuda_dims(c);
+	struct {
+		const char *name;
+		int n_seq, rows, pos0; /* n_seq sequences of rows rows at positions pos0.. */
+	} pts[] = {{"verify_g16_w32_ctx512", 16, 32, 512},
+	           {"verify_g16_w32_ctx2048", 16, 32, 2048},
+	           {"verify_g16_w32_ctx2055", 16, 32, 2055}, /* windows off the 16-row grid */
+	           {"prefill_2048", 1, 2048, 0},
+	           {"decode_b64_ctx512", 64, 1, 512}};
+	if (!ds_k_attn_ref_mma_supported(d)) {
+		fprintf(stderr, "attnref: head_dim %d not supported by the mma kernel\n",
+		        d.head_dim);
+		return 1;
+	}
+	CK(ds_k_attn_ref_mma_setup(d));
+	FILE *f = json_open(b->out, "attnref");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"bench\": \"attnref\", \"device\": \"%s\", \"points\": [\n", b->dev);
+	printf("reference attention, one layer: old (CUDA cores) vs new (mma)\n");
+	printf("%-24s %6s %10s %10s %8s %10s %12s\n", "point", "rows", "old_us", "new_us",
+	       "new/old", "new_TFLOPs", "max|old-new|");
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	size_t qd = (size_t)ds_model_q_dim(cfg);
+	uint16_t *o_old = malloc((size_t)c->cap_tokens * qd * 2);
+	uint16_t *o_new = malloc((size_t)c->cap_tokens * qd * 2);
+	int rc = 0;
+	for (size_t pi = 0; pi < DS_ARRAY_LEN(pts) && rc == 0; pi++) {
+		int S = pts[pi].n_seq, W = pts[pi].rows, T = S * W, maxp = pts[pi].pos0 + W - 1;
+		int nb = (maxp + 1 + BS - 1) / BS;
+		double flops = 0;
+		for (int s = 0; s < S; s++) {
+			c->hm.bt_off[s] = s * nb;
+			for (int j = 0; j < nb; j++)
+				c->hm.bt[s * nb + j] = (s * nb + j) % c->n_blocks;
+			for (int i = 0; i < W; i++) {
+				int t = s * W + i;
+				c->hm.ids[t] = 1;
+				c->hm.pos[t] = pts[pi].pos0 + i;
+				c->hm.seq[t] = s;
+				flops += 4.0 * cfg->n_head * cfg->head_dim * (pts[pi].pos0 + i + 1);
+			}
+		}
+		struct ds_cuda_pass p = {T, S, S * nb, 0, maxp};
+		struct ds_err err;
+		if (ds_cuda_meta_upload(c, &p, &err) != DS_OK) {
+			fprintf(stderr, "attnref: %s\n", err.msg);
+			rc = 1;
+			break;
+		}
+		/* the row groups (meta_upload plans them only when the reference path uses them) */
+		int ng = ds_k_attn_ref_mma_plan(c->hm.pos, c->hm.seq, T, d, c->hm.aplan);
+		CK(cudaMemcpyAsync(c->dm.aplan, c->hm.aplan, DS_K_ATTN_MMA_PLAN_INTS(ng) * 4,
+		                   cudaMemcpyHostToDevice, c->stream));
+		CK(ds_k_synth_fill(c->q, (size_t)T * qd, 0, 5, 6, 1.0f, 0.0f, c->stream));
+		int chunks = maxp / DS_K_ATTN_TILE + 1;
+		size_t need = (size_t)T * cfg->n_head * chunks * (cfg->head_dim + 2);
+		int split = need <= c->part_floats ? chunks : 0;
+		double tt[2];
+		for (int k = 0; k < 2; k++) {
+			double t[20];
+			for (int i = -2; i < 20; i++) {
+				CK(cudaEventRecord(e0, c->stream));
+				if (k == 0)
+					CK(ds_k_attn_ref(c->q, c->kv, ds_cuda_tokmeta(c), T, d,
+					                 split, c->part, c->att, c->stream));
+				else
+					CK(ds_k_attn_ref_mma(c->q, c->kv, ds_cuda_tokmeta(c),
+					                     c->dm.aplan, T, d, c->att, c->stream));
+				CK(cudaEventRecord(e1, c->stream));
+				CK(cudaEventSynchronize(e1));
+				float ms;
+				CK(cudaEventElapsedTime(&ms, e0, e1));
+				if (i >= 0)
+					t[i] = ms * 1e-3;
+			}
+			tt[k] = median(t, 20);
+			CK(cudaMemcpy(k ? o_new : o_old, c->att, (size_t)T * qd * 2,
+			              cudaMemcpyDeviceToHost));
+		}
+		double maxd = 0;
+		for (size_t i = 0; i < (size_t)T * qd; i++) {
+			double x =
+			    fabs((double)ds_bf16_to_f32(o_old[i]) - ds_bf16_to_f32(o_new[i]));
+			if (!(x <= maxd))
+				maxd = x; /* NaN sticks */
+		}
+		printf("%-24s %6d %10.1f %10.1f %8.3f %10.1f %12.4g\n", pts[pi].name, T,
+		       tt[0] * 1e6, tt[1] * 1e6, tt[1] / tt[0], flops / tt[1] / 1e12, maxd);
+		fprintf(f,
+		        "%s  {\"point\": \"%s\", \"rows\": %d, \"sequences\": %d, \"pos0\": %d, "
+		        "\"old_split\": %d, \"old_us\": %.2f, \"new_us\": %.2f, \"new_over_old\": "
+		        "%.4f, "
+		        "\"new_tflops\": %.2f, \"max_abs_diff_old_new\": %.6g}",
+		        pi ? ",\n" : "", pts[pi].name, T, S, pts[pi].pos0, split, tt[0] * 1e6,
+		        tt[1] * 1e6, tt[1] / tt[0], flops / tt[1] / 1e12, maxd);
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	free(o_old);
+	free(o_new);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return rc;
 }
 
 /* ---- verify pass vs W decode steps ---- */
@@ -1081,11 +1293,13 @@ static int bench_e2e(struct bench *b)
 	    {"dvr-50%", DS_MODE_DVR, 50, true, 16},
 	    {"dvr-100%", DS_MODE_DVR, 100, true, 16},
 	    {"invariant", DS_MODE_INVARIANT, 100, true, 16},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16},
 	    {"dvr-10%-G64", DS_MODE_DVR, 10, true, 64},
 	    {"dvr-50%-G64", DS_MODE_DVR, 50, true, 64},
 	    {"dvr-100%-G64", DS_MODE_DVR, 100, true, 64},
-	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16},
-	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16},
+	    {"dvr-10%-G64-full-windows", DS_MODE_DVR, 10, false, 64},
+	    {"dvr-50%-G64-full-windows", DS_MODE_DVR, 50, false, 64},
 	};
 	/* warm-up: untimed, small */
 	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16},
@@ -1207,6 +1421,8 @@ int main(int argc, char **argv)
 		rc = bench_gemm(&b);
 	if (!rc && want(argc, argv, "attn"))
 		rc = bench_attn(&b);
+	if (!rc && want(argc, argv, "attnref"))
+		rc = bench_attn_ref(&b);
 	if (!rc && want(argc, argv, "decode"))
 		rc = bench_decode(&b);
 	if (!rc && want(argc, argv, "verify"))

@@ -1,7 +1,9 @@
 /* test_gpu_refgemm.c - every variant of the reference GEMM (kernels/gemm_ref*.cu) against a
  * CPU reference on random data at odd shapes, with guard bytes after C, and each variant's
  * batch invariance: a row computed alone (M = 1) is bit-identical (memcmp) to the same row
- * placed anywhere in a batch of M = 7 ... 2048 random rows.
+ * placed anywhere in a batch of M = 7 ... 2048 random rows, and run-to-run repeatability of
+ * the whole output. The split-K cluster variants (7..10: S = 2, 4, 2, 4) get K values whose k-tiles
+ * do not divide by S (the last splits get fewer or none) and fewer k-tiles than S.
  *
  * The CPU reference (double) checks whole rows at tile edges and whole columns at tile edges,
  * and every element of C is checked to be written (no poison left), so a wrong tile, a wrong
@@ -115,6 +117,94 @@ static void test_variants_vs_cpu(void **state)
 	variant_case(257, 264, 136); /* N just past a 256 tile */
 	variant_case(130, 520, 4096);
 	variant_case(1100, 8200, 136); /* more tiles than SMs: persistent blocks walk several */
+	/* split-K: 5 k-tiles (S = 4: 2, 2, 1, 0; S = 2: 3, 2), a K tail inside the last one */
+	variant_case(65, 300, 312);
+	variant_case(200, 134, 1000); /* 16 k-tiles, the last 40 wide; N % 4 == 2 */
+	variant_case(1, 520, 14336);  /* down_proj's K at M = 1: 224 k-tiles, 56 per split */
+	variant_case(2, 6, 16);       /* one short k-tile: S - 1 splits have none */
+}
+
+/* The whole output twice at M = 1000 (more clusters than fit at once): bit-identical. */
+static void test_variants_repeatable(void **state)
+{
+	(void)state;
+	CK(ds_k_gemm_ref_setup());
+	const int M = 1000, N = 4100, K = 4104;
+	uint16_t *A = malloc((size_t)M * K * 2), *W = malloc((size_t)N * K * 2);
+	fill_bf16(A, (size_t)M * K, 41, 1.0f);
+	fill_bf16(W, (size_t)N * K, 42, 1.0f);
+	uint16_t *dA = to_dev(A, (size_t)M * K * 2), *dW = to_dev(W, (size_t)N * K * 2);
+	size_t nc = (size_t)M * N;
+	float *dC = dev_alloc_guarded(nc * 4), *c1 = malloc(nc * 4), *c2 = malloc(nc * 4);
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		CK(ds_k_gemm_ref_variant(v, dA, dW, dC, M, N, K, 0));
+		CK(cudaDeviceSynchronize());
+		from_dev(c1, dC, nc * 4);
+		CK(cudaMemset(dC, 0x7f, nc * 4));
+		CK(ds_k_gemm_ref_variant(v, dA, dW, dC, M, N, K, 0));
+		CK(cudaDeviceSynchronize());
+		from_dev(c2, dC, nc * 4);
+		if (memcmp(c1, c2, nc * 4) != 0)
+			fail_msg("gemm variant %d (%s): two runs of %dx%dx%d differ", v,
+			         ds_k_gemm_ref_variant_name(v), M, N, K);
+	}
+	dev_check_guard(dC, nc * 4);
+	CK(cudaFree(dA));
+	CK(cudaFree(dW));
+	CK(cudaFree(dC));
+	free(A);
+	free(W);
+	free(c1);
+	free(c2);
+}
+
+/* Variants with the same split count S stand in for each other at any M in the reference
+ * path (refpath/cuda_ref.c autotunes among them per M bucket), which is sound only if they
+ * give the same bytes: memcmp of each against the first variant with its S, whole outputs. */
+static void families_case(int M, int N, int K)
+{
+	uint16_t *A = malloc((size_t)M * K * 2), *W = malloc((size_t)N * K * 2);
+	fill_bf16(A, (size_t)M * K, 61 + (uint64_t)M, 1.0f);
+	fill_bf16(W, (size_t)N * K, 62 + (uint64_t)N, 1.0f);
+	uint16_t *dA = to_dev(A, (size_t)M * K * 2), *dW = to_dev(W, (size_t)N * K * 2);
+	size_t nc = (size_t)M * N;
+	float *dC = dev_alloc_guarded(nc * 4);
+	float *out[DS_K_GEMM_REF_N_VARIANTS];
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		out[v] = malloc(nc * 4);
+		CK(cudaMemset(dC, 0x7f, nc * 4));
+		CK(ds_k_gemm_ref_variant(v, dA, dW, dC, M, N, K, 0));
+		CK(cudaDeviceSynchronize());
+		from_dev(out[v], dC, nc * 4);
+		int first = v;
+		for (int u = v - 1; u >= 0; u--)
+			if (ds_k_gemm_ref_variant_splits(u) == ds_k_gemm_ref_variant_splits(v))
+				first = u;
+		if (first != v && memcmp(out[first], out[v], nc * 4) != 0)
+			fail_msg("gemm variants %d (%s) and %d (%s), both S = %d, differ in bits at "
+			         "%dx%dx%d",
+			         first, ds_k_gemm_ref_variant_name(first), v,
+			         ds_k_gemm_ref_variant_name(v), ds_k_gemm_ref_variant_splits(v), M, N, K);
+	}
+	dev_check_guard(dC, nc * 4);
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++)
+		free(out[v]);
+	CK(cudaFree(dA));
+	CK(cudaFree(dW));
+	CK(cudaFree(dC));
+	free(A);
+	free(W);
+}
+
+static void test_variant_families_same_bits(void **state)
+{
+	(void)state;
+	CK(ds_k_gemm_ref_setup());
+	families_case(1, 1000, 4160);
+	families_case(129, 4097, 4160);
+	families_case(600, 1000, 1000);
+	families_case(300, 520, 14336);
+	families_case(1100, 8200, 136);
 }
 
 /* Row x (K) alone, then at several places of batches of M random rows: memcmp per variant. */
@@ -187,7 +277,22 @@ static void test_variant_args(void **state)
 	assert_int_equal(ds_k_gemm_ref_variant(DS_K_GEMM_REF_N_VARIANTS, dA, dW, dC, 1, 1, 64, 0),
 	                 cudaErrorInvalidValue);
 	assert_string_equal(ds_k_gemm_ref_variant_name(DS_K_GEMM_REF_N_VARIANTS), "?");
+	assert_int_equal(ds_k_gemm_ref_variant_splits(-1), 0);
+	assert_int_equal(ds_k_gemm_ref_variant_splits(0), 1);
+	assert_int_equal(ds_k_gemm_ref_variant_splits(7), 2);
+	assert_int_equal(ds_k_gemm_ref_variant_splits(8), 4);
+	assert_int_equal(ds_k_gemm_ref_variant_splits(9), 2);
+	assert_int_equal(ds_k_gemm_ref_variant_splits(10), 4);
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		int ctas = 0; /* every variant fits on the device (a cluster in a GPC) */
+		CK(ds_k_gemm_ref_variant_resident(v, &ctas));
+		if (ctas < ds_k_gemm_ref_variant_splits(v))
+			fail_msg("gemm variant %d (%s): %d CTAs resident at once", v,
+			         ds_k_gemm_ref_variant_name(v), ctas);
+		/* misaligned A for the TMA variants */
+		if (v >= 3)
+			assert_int_equal(ds_k_gemm_ref_variant(v, dA + 1, dW, dC, 1, 1, 64, 0),
+			                 cudaErrorInvalidValue);
 		assert_int_equal(ds_k_gemm_ref_variant(v, dA, dW, dC, 1, 1, 12, 0),
 		                 cudaErrorInvalidValue);
 		CK(ds_k_gemm_ref_variant(v, dA, dW, dC, 0, 16, 64, 0));
@@ -206,6 +311,8 @@ int main(void)
 	    cmocka_unit_test(test_variant_args),
 	    cmocka_unit_test(test_variants_vs_cpu),
 	    cmocka_unit_test(test_variants_invariant),
+	    cmocka_unit_test(test_variants_repeatable),
+	    cmocka_unit_test(test_variant_families_same_bits),
 	};
 	return cmocka_run_group_tests_name("gpu_refgemm", tests, NULL, NULL);
 }

@@ -1,0 +1,393 @@
+/* attn_decode.cu - the fast path's flash-decoding kernel: one query per row, paged KV.
+ *
+ * One 128-thread block per (row, KV head, split) computes all G = n_head / n_kv query heads of
+ * that KV head, so each K/V element is read once per row. K and V stream straight from global
+ * memory into registers with 16-byte loads: a lane holds 8 dims of one position, a position is
+ * head_dim / 8 lanes (16 for 128, 8 for 64), so one warp covers 2 (or 4) positions per step
+ * and U steps per iteration; the next iteration's loads are issued before the current one is
+ * computed (register double buffering), so every warp keeps 2 * U * 32 B per lane in flight.
+ * Scores are warp-shuffle dot products of fp32 q (pre-scaled by 1/sqrt(d) * log2 e) with the
+ * bf16 K, the softmax is online in fp32 in the base-2 domain, and each lane group keeps its own
+ * (m, l, acc) state; the states are merged across the warp by shuffles and across the block
+ * through shared memory.
+ *
+ * Key decision: the split of a row is computed on the device from its position and the grid's
+ * split count (dattn_split), so one launch shape serves every step of a captured CUDA graph and
+ * short rows use fewer splits than long ones. Blocks past a row's split count exit at once; a
+ * row with one split writes its output directly, longer rows write partials that a small
+ * second kernel merges (launched only when the grid has more than one split). Padding rows
+ * (pos < 0) write zeros. Reduction order depends on the split count and so on the batch: this
+ * is the fast path (DESIGN.md section 1). */
+#include "kernels.h"
+#include "pdl.cuh"
+#include "cu_common.cuh"
+
+#include <math.h>
+
+#define DA_WARPS 4
+#define DA_THREADS (DA_WARPS * 32)
+#define DA_LOG2E 1.4426950408889634f
+
+/* Per-row split: at most nz ranges of whole block iterations (pb positions each). */
+__device__ __forceinline__ void dattn_split(int len, int nz, int pb, int *chunk, int *nsu)
+{
+	int ns = min(nz, (len + pb - 1) / pb);
+	int c = (len + ns - 1) / ns;
+	c = (c + pb - 1) / pb * pb;
+	*chunk = c;
+	*nsu = (len + c - 1) / c;
+}
+
+__device__ __forceinline__ void dattn_unpack(uint4 u, float (&f)[8])
+{
+	f[0] = __uint_as_float(u.x << 16);
+	f[1] = __uint_as_float(u.x & 0xffff0000u);
+	f[2] = __uint_as_float(u.y << 16);
+	f[3] = __uint_as_float(u.y & 0xffff0000u);
+	f[4] = __uint_as_float(u.z << 16);
+	f[5] = __uint_as_float(u.z & 0xffff0000u);
+	f[6] = __uint_as_float(u.w << 16);
+	f[7] = __uint_as_float(u.w & 0xffff0000u);
+}
+
+/* Compile-time shape of one (head_dim, G) instance. */
+template <int D, int G> struct dattn_shape {
+	static constexpr int LP = D / 8;              /* lanes per position */
+	static constexpr int PPS = 32 / LP;           /* positions per warp step */
+	static constexpr int U = G <= 4 ? 4 : 2;      /* steps per iteration */
+	static constexpr int PB = DA_WARPS * U * PPS; /* positions per block iteration */
+};
+
+/* What one block needs to find its K/V rows. */
+struct dattn_src {
+	const uint16_t *kv;   /* K of KV head kh at block 0, position 0, this lane's 8 dims */
+	const int32_t *bt;    /* the row's block table */
+	size_t blk_stride;    /* elements between consecutive KV blocks */
+	size_t vstride;       /* elements from K to V */
+	int bs, shift, D, hi; /* shift: log2(bs) when bs is a power of two, else -1 */
+};
+
+/* Loads U steps of this lane's K and V (positions base + u * PPS; zeros past hi). */
+template <int U, int PPS>
+__device__ __forceinline__ void dattn_load(const struct dattn_src &s, int base, uint4 (&k)[U],
+                                           uint4 (&v)[U])
+{
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		int pos = base + u * PPS;
+		if (pos < s.hi) {
+			/* a power-of-two block size (the usual case) avoids integer division */
+			int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
+			int blk = __ldg(s.bt + bi);
+			const uint16_t *r =
+			    s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
+			k[u] = __ldg((const uint4 *)r);
+			v[u] = __ldg((const uint4 *)(r + s.vstride));
+		} else {
+			k[u] = make_uint4(0, 0, 0, 0);
+			v[u] = make_uint4(0, 0, 0, 0);
+		}
+	}
+}
+
+/* Folds U loaded steps into this lane group's online-softmax state (base-2 domain). */
+template <int D, int G>
+__device__ __forceinline__ void
+dattn_step(const uint4 (&k)[dattn_shape<D, G>::U], const uint4 (&v)[dattn_shape<D, G>::U], int base,
+           int hi, const float (&qr)[G][8], float (&m)[G], float (&l)[G], float (&acc)[G][8])
+{
+	typedef dattn_shape<D, G> S;
+	float s[S::U][G];
+#pragma unroll
+	for (int u = 0; u < S::U; u++) {
+		float kf[8];
+		dattn_unpack(k[u], kf);
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float a = 0.0f;
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				a = fmaf(qr[g][i], kf[i], a);
+			s[u][g] = a;
+		}
+	}
+#pragma unroll
+	for (int u = 0; u < S::U; u++)
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+#pragma unroll
+			for (int o = S::LP / 2; o > 0; o >>= 1)
+				s[u][g] += __shfl_xor_sync(0xffffffffu, s[u][g], o);
+			if (base + u * S::PPS >= hi)
+				s[u][g] = -INFINITY;
+		}
+	float p[S::U][G];
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		float mx = m[g];
+#pragma unroll
+		for (int u = 0; u < S::U; u++)
+			mx = fmaxf(mx, s[u][g]);
+		if (mx == -INFINITY) { /* nothing seen yet and every position here masked */
+#pragma unroll
+			for (int u = 0; u < S::U; u++)
+				p[u][g] = 0.0f;
+			continue;
+		}
+		float alpha = exp2f(m[g] - mx); /* 0 when m = -inf */
+		m[g] = mx;
+		l[g] *= alpha;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			acc[g][i] *= alpha;
+#pragma unroll
+		for (int u = 0; u < S::U; u++) {
+			p[u][g] = exp2f(s[u][g] - mx); /* 0 for masked positions */
+			l[g] += p[u][g];
+		}
+	}
+#pragma unroll
+	for (int u = 0; u < S::U; u++) {
+		float vf[8];
+		dattn_unpack(v[u], vf);
+#pragma unroll
+		for (int g = 0; g < G; g++)
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				acc[g][i] = fmaf(p[u][g], vf[i], acc[g][i]);
+	}
+}
+
+/* Merges state (mo, lo, ao) into (m, l, a); either may be empty (m = -inf). */
+__device__ __forceinline__ void dattn_weights(float m, float mo, float *wa, float *wb)
+{
+	float mn = fmaxf(m, mo);
+	*wa = m == -INFINITY ? 0.0f : exp2f(m - mn);
+	*wb = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
+}
+
+template <int D, int G>
+__global__ void __launch_bounds__(DA_THREADS)
+    dattn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
+                 float qscale, float *part, uint16_t *out)
+{
+	typedef dattn_shape<D, G> S;
+	__shared__ float sh_m[DA_WARPS][G], sh_l[DA_WARPS][G];
+	__shared__ __align__(16) float sh_acc[DA_WARPS][G][D];
+	ds_grid_dep_wait(); /* no-op unless launched with PDL */
+	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
+	int p = tm.pos[t], sq = tm.seq[t]; /* both loads in flight at once */
+	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
+	if (p < 0) {
+		if (z == 0)
+			for (int i = threadIdx.x; i < G * D; i += DA_THREADS)
+				o[i] = 0;
+		return;
+	}
+	int len = p + 1, chunk, nsu;
+	dattn_split(len, nz, S::PB, &chunk, &nsu);
+	if (z >= nsu)
+		return;
+	int lo = z * chunk, hi = min(lo + chunk, len);
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int slot = lane / S::LP, sub = lane % S::LP;
+
+	float qr[G][8];
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		uint4 qq = __ldg(
+		    (const uint4 *)(q + ((size_t)t * d.n_head + (size_t)kh * G + g) * D + sub * 8));
+		dattn_unpack(qq, qr[g]);
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			qr[g][i] *= qscale;
+	}
+	struct dattn_src src;
+	src.bs = d.block_size;
+	src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
+	src.D = D;
+	src.hi = hi;
+	src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
+	src.vstride = (size_t)d.n_kv * d.block_size * D;
+	src.kv = kv + (size_t)kh * d.block_size * D + sub * 8;
+	src.bt = tm.bt + tm.bt_off[sq];
+
+	float m[G], l[G], acc[G][8];
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		m[g] = -INFINITY;
+		l[g] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			acc[g][i] = 0.0f;
+	}
+	/* iteration it covers [lo + it * PB, + PB); this lane's step u of it is position
+	 * base0 + it * PB + u * PPS */
+	int base0 = lo + warp * S::U * S::PPS + slot;
+	int nit = (hi - lo + S::PB - 1) / S::PB;
+	uint4 ka[S::U], va[S::U], kb[S::U], vb[S::U];
+	dattn_load<S::U, S::PPS>(src, base0, ka, va);
+	for (int it = 0; it < nit; it += 2) {
+		if (it + 1 < nit)
+			dattn_load<S::U, S::PPS>(src, base0 + (it + 1) * S::PB, kb, vb);
+		dattn_step<D, G>(ka, va, base0 + it * S::PB, hi, qr, m, l, acc);
+		if (it + 1 >= nit)
+			break;
+		if (it + 2 < nit)
+			dattn_load<S::U, S::PPS>(src, base0 + (it + 2) * S::PB, ka, va);
+		dattn_step<D, G>(kb, vb, base0 + (it + 1) * S::PB, hi, qr, m, l, acc);
+	}
+	/* merge the warp's lane groups (they share dims, differ in positions) */
+#pragma unroll
+	for (int off = S::LP; off < 32; off <<= 1)
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
+			float lo_ = __shfl_xor_sync(0xffffffffu, l[g], off);
+			float wa, wb;
+			dattn_weights(m[g], mo, &wa, &wb);
+			l[g] = l[g] * wa + lo_ * wb;
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				float ao = __shfl_xor_sync(0xffffffffu, acc[g][i], off);
+				acc[g][i] = acc[g][i] * wa + ao * wb;
+			}
+			m[g] = fmaxf(m[g], mo);
+		}
+	if (slot == 0) {
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float4 *dst = (float4 *)&sh_acc[warp][g][sub * 8];
+			dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+			dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+			if (sub == 0) {
+				sh_m[warp][g] = m[g];
+				sh_l[warp][g] = l[g];
+			}
+		}
+	}
+	__syncthreads();
+	/* merge the warps: every block range holds at least one position, so M is finite */
+	for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
+		int g = i / D, k = i % D;
+		float M = -INFINITY;
+#pragma unroll
+		for (int w = 0; w < DA_WARPS; w++)
+			M = fmaxf(M, sh_m[w][g]);
+		float L = 0.0f, A = 0.0f;
+#pragma unroll
+		for (int w = 0; w < DA_WARPS; w++) {
+			float mw = sh_m[w][g];
+			float e = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+			L = fmaf(sh_l[w][g], e, L);
+			A = fmaf(sh_acc[w][g][k], e, A);
+		}
+		if (nsu == 1) {
+			o[i] = ds_f32_to_bf16(A / L);
+		} else {
+			float *dst = part + (((size_t)t * d.n_head + (size_t)kh * G + g) * nz + z) *
+			                        (size_t)(D + 2);
+			dst[2 + k] = A;
+			if (k == 0) {
+				dst[0] = M;
+				dst[1] = L;
+			}
+		}
+	}
+}
+
+/* Merges the nsu partials of rows that used more than one split. */
+__global__ void dattn_combine_kernel(const float *part, struct ds_k_tokmeta tm, struct ds_k_dims d,
+                                     int nz, int pb, uint16_t *out)
+{
+	ds_grid_dep_wait();
+	int t = blockIdx.x, h = blockIdx.y, D = d.head_dim;
+	int p = tm.pos[t];
+	if (p < 0)
+		return; /* zeroed by the main kernel */
+	int chunk, nsu;
+	dattn_split(p + 1, nz, pb, &chunk, &nsu);
+	if (nsu == 1)
+		return; /* written by the main kernel */
+	size_t prow = (size_t)(D + 2);
+	const float *base = part + ((size_t)t * d.n_head + h) * nz * prow;
+	float M = -INFINITY;
+	for (int z = 0; z < nsu; z++)
+		M = fmaxf(M, base[z * prow]);
+	for (int k = threadIdx.x; k < D; k += blockDim.x) {
+		float L = 0.0f, A = 0.0f;
+		for (int z = 0; z < nsu; z++) {
+			const float *pz = base + z * prow;
+			float e = pz[0] == -INFINITY ? 0.0f : exp2f(pz[0] - M);
+			L = fmaf(pz[1], e, L);
+			A = fmaf(pz[2 + k], e, A);
+		}
+		out[((size_t)t * d.n_head + h) * D + k] = ds_f32_to_bf16(A / L);
+	}
+}
+
+extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
+{
+	if (d.n_kv <= 0 || d.n_head <= 0 || d.n_head % d.n_kv != 0 || d.block_size <= 0)
+		return 0;
+	int G = d.n_head / d.n_kv;
+	return (d.head_dim == 64 || d.head_dim == 128) && G >= 1 && G <= DS_K_ATTN_DECODE_MAX_G;
+}
+
+typedef void (*dattn_fn)(const uint16_t *, const uint16_t *, struct ds_k_tokmeta, struct ds_k_dims,
+                         float, float *, uint16_t *);
+
+/* The instance for d (supported dims) and its positions per block iteration. */
+static dattn_fn dattn_pick(struct ds_k_dims d, int *pb)
+{
+	int G = d.n_head / d.n_kv;
+#define DA_CASE(dd, g)                                                                             \
+	if (d.head_dim == dd && G == g) {                                                          \
+		*pb = dattn_shape<dd, g>::PB;                                                      \
+		return dattn_kernel<dd, g>;                                                        \
+	}
+#define DA_D(dd)                                                                                   \
+	DA_CASE(dd, 1)                                                                             \
+	DA_CASE(dd, 2)                                                                             \
+	DA_CASE(dd, 3)                                                                             \
+	DA_CASE(dd, 4)                                                                             \
+	DA_CASE(dd, 5)                                                                             \
+	DA_CASE(dd, 6)                                                                             \
+	DA_CASE(dd, 7)                                                                             \
+	DA_CASE(dd, 8)
+	DA_D(64)
+	DA_D(128)
+#undef DA_D
+#undef DA_CASE
+	return NULL;
+}
+
+extern "C" cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *blocks_per_sm)
+{
+	int pb;
+	dattn_fn fn = ds_k_attn_decode_supported(d) ? dattn_pick(d, &pb) : NULL;
+	if (!fn || !blocks_per_sm)
+		return cudaErrorInvalidValue;
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, fn, DA_THREADS, 0);
+}
+
+extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
+                                        struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
+                                        int n_split, float *part, uint16_t *out, int pdl,
+                                        cudaStream_t st)
+{
+	if (T <= 0)
+		return cudaSuccess;
+	int pb = 0;
+	dattn_fn fn = ds_k_attn_decode_supported(d) ? dattn_pick(d, &pb) : NULL;
+	if (!fn || n_split < 1 || n_split > DS_K_ATTN_DECODE_MAX_SPLIT || (n_split > 1 && !part) ||
+	    d.n_head > 65535)
+		return cudaErrorInvalidValue;
+	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
+	cudaError_t e = ds_launch(fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), 0, st, pdl, q, kv,
+	                          tm, d, qscale, part, out);
+	if (e != cudaSuccess || n_split == 1)
+		return e;
+	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(d.head_dim), 0, st, pdl,
+	                 (const float *)part, tm, d, n_split, pb, out);
+}

@@ -1,0 +1,412 @@
+/* attn_mma.cu - the reference path's paged causal attention on tensor cores (mma.sync m16n8k16,
+ * bf16 in, fp32 accumulate), flash-attention style.
+ *
+ * Work: the pass's rows are cut into groups on the host (ds_k_attn_ref_mma_plan, run when the
+ * pass's metadata is uploaded): up to R consecutive rows of one sequence at consecutive
+ * positions that never cross a multiple of R in position, with R the largest power of two such
+ * that R * G <= 64 (G = n_head / n_kv query heads per KV head: R = 16 for G = 3 and 4), or a
+ * run of padding rows. A CTA (4 warps) takes groups x, x + gridDim.x, ... of the plan for one
+ * KV head; the group's R * G (query row, head) pairs are its 64 mma rows, 16 per warp (a warp
+ * without valid rows only helps load). The grid depends only on T and n_kv and the plan is
+ * read from device memory, so a padded pass can be replayed from a CUDA graph. A group walks
+ * KV tiles of DS_K_ATTN_TILE (64) positions aligned to absolute positions 0, 64, 128, ... up
+ * to the tile holding its rows (R divides 64, so all rows of a group end in the same tile),
+ * double-buffered with cp.async: S = Q K^T (fp32), causal mask, running max m, P = exp2(S - m)
+ * rounded to bf16, l += row sum of P, acc = acc * exp2(m_old - m) + P V; out = acc / l.
+ *
+ * Invariance (DESIGN.md section 3): a row's output bits depend only on its q, its position
+ * and the KV, never on the other rows of its group or pass, on T, on the CTA that runs it or
+ * on its place in the CTA:
+ *  - each mma output element is a function of its row of A, its column of B and its
+ *    accumulator, reduced in the same fixed k16 order wherever the row sits in the tile;
+ *  - the tiles a row visits (0 .. pos / 64) and their order are fixed by its position, the
+ *    same for every group it can be in (no tile is ever skipped or added for a row);
+ *  - masked positions (beyond the row's position, including positions past the group's last
+ *    row, which are zero-filled rather than loaded) get S = -inf by selection, hence exactly
+ *    P = +0: they add +0 to the row sum and exact zero products to P V; the one way a signed
+ *    zero could show, an exactly zero accumulator, is canonicalized (+ 0.0f) before the
+ *    division;
+ *  - the row max and row sum are reduced over the 4 lanes that hold a row with xor shuffles,
+ *    which give every lane the same bits, in the same lane pattern for all 16 rows of a warp.
+ * So one kernel serves decode (a row alone: the other mma rows are padding), verify windows and
+ * prefill chunks, and chunked prefill equals whole prefill bit for bit. It does not reproduce
+ * kernels/attn.cu's bits (P is rounded to bf16 here): the reference path is defined by
+ * whichever kernel it uses, chosen by head_dim only (refpath/cuda_ref.c). */
+#include "kernels.h"
+#include "cu_common.cuh"
+
+#include <math.h>
+
+#define MT_TILE DS_K_ATTN_TILE
+#define MT_THREADS 128
+#define MT_MROWS 64 /* mma rows (query row, head) per CTA: 4 warps x 16 */
+#define MT_PAD 8    /* bf16 per staged row: rows 16 bytes apart in the banks for ldmatrix */
+
+__host__ __device__ static constexpr int mt_stride(int D)
+{
+	return D + MT_PAD;
+}
+
+/* Two buffers of (K, V), each (MT_TILE, D + MT_PAD) bf16; Q (64 rows) is staged in buffer 1
+ * before a group's first tile. */
+__host__ __device__ static constexpr size_t mt_smem_bytes(int D)
+{
+	return (size_t)2 * 2 * MT_TILE * mt_stride(D) * sizeof(uint16_t);
+}
+
+/* Rows per group: the largest power of two R with R * G <= MT_MROWS (0: G too large). */
+__host__ __device__ static int mt_group_rows(int G)
+{
+	int r = 0;
+	for (int c = 1; c * G <= MT_MROWS; c <<= 1)
+		r = c;
+	return r;
+}
+
+/* ---- the PTX primitives (tests/gpu/attn_mma_emu.h emulates them on the host, so a unit
+ * test runs this file's kernel without a GPU) ---- */
+#ifdef DS_ATTN_MMA_EMU
+#include "attn_mma_emu.h"
+#else
+__device__ __forceinline__ void mt_cp16(void *smem, const void *gmem, bool valid)
+{
+	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+	int n = valid ? 16 : 0; /* 0: zero-fill, nothing read */
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+
+__device__ __forceinline__ void mt_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+/* Waits until at most N committed groups of this thread's copies are in flight. */
+template <int N> __device__ __forceinline__ void mt_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void mt_ldsm_x4(unsigned *r, const void *smem)
+{
+	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(s));
+}
+
+__device__ __forceinline__ void mt_ldsm_x4_trans(unsigned *r, const void *smem)
+{
+	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(s));
+}
+
+__device__ __forceinline__ void mt_mma(float *c, const unsigned *a, unsigned b0, unsigned b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+	             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats as bf16x2, rounded to nearest even (lo in the low half: the lower k / column
+ * index). cvt puts its first source in the upper half. */
+__device__ __forceinline__ unsigned mt_pack(float lo, float hi)
+{
+	unsigned r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+#endif
+
+/* ---- the plan: row groups (host) ---- */
+
+extern "C" int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T,
+                                      struct ds_k_dims d, int32_t *plan)
+{
+	int R = d.n_kv > 0 ? mt_group_rows(d.n_head / d.n_kv) : 0, n = 0;
+	for (int t = 0; t < T;) {
+		int len = 1;
+		if (pos[t] < 0) /* a run of padding rows: zero output */
+			while (t + len < T && pos[t + len] < 0)
+				len++;
+		else
+			while (len < R && t + len < T && seq[t + len] == seq[t] &&
+			       pos[t + len] == pos[t] + len && ((pos[t] + len) & (R - 1)) != 0)
+				len++;
+		plan[1 + 2 * n] = t;
+		plan[2 + 2 * n] = len;
+		n++;
+		t += len;
+	}
+	plan[0] = n;
+	return n;
+}
+
+/* ---- the kernel ---- */
+
+/* Where position pos of KV head kh lives (K; V is n_kv * block_size * D further). */
+__device__ __forceinline__ const uint16_t *mt_kv_row(const uint16_t *kv, const int32_t *bt,
+                                                     struct ds_k_dims d, int kh, int pos)
+{
+	int blk = bt[pos / d.block_size];
+	return kv + ((size_t)blk * 2 * d.n_kv + kh) * d.block_size * d.head_dim +
+	       (size_t)(pos % d.block_size) * d.head_dim;
+}
+
+/* Stages K and V of tile [lo, lo + 64) into buf; positions past last are zero-filled. */
+template <int D>
+__device__ __forceinline__ void mt_tile_load(uint16_t *buf, const uint16_t *kv, const int32_t *bt,
+                                             struct ds_k_dims d, int kh, int lo, int last)
+{
+	constexpr int RS = mt_stride(D), VPR = D / 8;
+	size_t vstride = (size_t)d.n_kv * d.block_size * D;
+	uint16_t *ks = buf, *vs = buf + MT_TILE * RS;
+	for (int i = threadIdx.x; i < MT_TILE * VPR; i += MT_THREADS) {
+		int j = i / VPR, c = i % VPR, pos = lo + j;
+		bool ok = pos <= last;
+		const uint16_t *src = ok ? mt_kv_row(kv, bt, d, kh, pos) + c * 8 : kv;
+		mt_cp16(ks + j * RS + c * 8, src, ok);
+		mt_cp16(vs + j * RS + c * 8, ok ? src + vstride : kv, ok);
+	}
+	mt_commit();
+}
+
+/* One group: n rows from t0 at positions p0 .. p0 + n - 1 (one sequence, one 64-tile), KV head
+ * kh. Every thread of the CTA calls it; it ends after a barrier, with no copy in flight and
+ * the shared buffers free for the next group. */
+template <int D>
+__device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
+                                         const uint16_t *__restrict__ kv, const int32_t *bt,
+                                         struct ds_k_dims d, float scale_log2, int t0, int n,
+                                         int p0, int kh, uint16_t *__restrict__ out)
+{
+	constexpr int RS = mt_stride(D), KS = D / 16, ND = D / 8;
+	extern __shared__ __align__(16) uint16_t mt_smem[];
+	int G = d.n_head / d.n_kv;
+	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	int last = p0 + n - 1, nrows = n * G, ntiles = last / MT_TILE + 1;
+	uint16_t *buf0 = mt_smem, *buf1 = mt_smem + 2 * MT_TILE * RS;
+
+	/* Q: mma row r = (query row r / G, head kh * G + r % G), into buffer 1 */
+	for (int i = tid; i < MT_MROWS * ND; i += MT_THREADS) {
+		int r = i / ND, c = i % ND;
+		bool ok = r < nrows;
+		const uint16_t *src =
+		    ok ? q + ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D + c * 8
+		       : q;
+		mt_cp16(buf1 + r * RS + c * 8, src, ok);
+	}
+	mt_commit();
+	mt_tile_load<D>(buf0, kv, bt, d, kh, 0, last);
+	mt_wait<0>();
+	__syncthreads();
+
+	bool active = warp * 16 < nrows;
+	unsigned qf[KS][4];
+	if (active)
+#pragma unroll
+		for (int ks = 0; ks < KS; ks++)
+			mt_ldsm_x4(qf[ks], buf1 + (warp * 16 + (lane & 15)) * RS +
+			                       (ks * 2 + (lane >> 4)) * 8);
+	__syncthreads(); /* buffer 1 is free for tile 1 */
+
+	/* this lane's two rows: warp * 16 + lane / 4 (+ 8); padding mma rows are clamped into
+	 * the group (their results are never stored) */
+	int prow[2];
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int r = warp * 16 + (lane >> 2) + 8 * h;
+		prow[h] = p0 + min(r, nrows - 1) / G;
+	}
+	float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+	for (int j = 0; j < ND; j++)
+		o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+
+	for (int it = 0; it < ntiles; it++) {
+		if (it + 1 < ntiles) {
+			mt_tile_load<D>((it + 1) & 1 ? buf1 : buf0, kv, bt, d, kh,
+			                (it + 1) * MT_TILE, last);
+			mt_wait<1>();
+		} else {
+			mt_wait<0>();
+		}
+		__syncthreads();
+		if (active) {
+			const uint16_t *ks_ = it & 1 ? buf1 : buf0, *vs_ = ks_ + MT_TILE * RS;
+			/* S (16 x 64) = Q K^T, fresh per tile */
+			float s[8][4];
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+			for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+				for (int nj = 0; nj < 4; nj++) {
+					unsigned b[4];
+					int row = nj * 16 + ((lane >> 4) << 3) + (lane & 7);
+					int ch = ks * 2 + ((lane >> 3) & 1);
+					mt_ldsm_x4(b, ks_ + row * RS + ch * 8);
+					mt_mma(s[2 * nj], qf[ks], b[0], b[1]);
+					mt_mma(s[2 * nj + 1], qf[ks], b[2], b[3]);
+				}
+			/* scale, mask by selection, row max over the quad */
+			int lo = it * MT_TILE;
+			float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int col = lo + j * 8 + 2 * (lane & 3) + (e & 1);
+					float x = col <= prow[e >> 1]
+					              ? __fmul_rn(s[j][e], scale_log2)
+					              : -INFINITY;
+					s[j][e] = x;
+					mx[e >> 1] = fmaxf(mx[e >> 1], x);
+				}
+			float alpha[2];
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+				mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+				float mn = fmaxf(m[h], mx[h]); /* finite: position lo is unmasked */
+				alpha[h] = exp2f(m[h] - mn);   /* 0 on the first tile */
+				m[h] = mn;
+			}
+			/* P in bf16 as the A operand of P V (the C layout of two n8 tiles is the A
+			 * layout of one k16 step); the row sum is of the rounded values */
+			unsigned pf[4][4];
+			float rs[2] = {0.0f, 0.0f};
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					unsigned pk = mt_pack(exp2f(s[j][2 * h] - m[h]),
+					                      exp2f(s[j][2 * h + 1] - m[h]));
+					rs[h] = __fadd_rn(rs[h], __uint_as_float(pk << 16));
+					rs[h] = __fadd_rn(rs[h], __uint_as_float(pk & 0xffff0000u));
+					pf[j >> 1][(j & 1) * 2 + h] = pk;
+				}
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				rs[h] = __fadd_rn(rs[h], __shfl_xor_sync(0xffffffffu, rs[h], 1));
+				rs[h] = __fadd_rn(rs[h], __shfl_xor_sync(0xffffffffu, rs[h], 2));
+				l[h] = __fmaf_rn(l[h], alpha[h], rs[h]);
+			}
+#pragma unroll
+			for (int j = 0; j < ND; j++) {
+				o[j][0] = __fmul_rn(o[j][0], alpha[0]);
+				o[j][1] = __fmul_rn(o[j][1], alpha[0]);
+				o[j][2] = __fmul_rn(o[j][2], alpha[1]);
+				o[j][3] = __fmul_rn(o[j][3], alpha[1]);
+			}
+			/* acc += P (16 x 64) V (64 x D); V is (position, d) row-major:
+			 * ldmatrix.trans */
+#pragma unroll
+			for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+				for (int dj = 0; dj < D / 16; dj++) {
+					unsigned b[4];
+					int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+					int col = dj * 16 + (lane >> 4) * 8;
+					mt_ldsm_x4_trans(b, vs_ + row * RS + col);
+					mt_mma(o[2 * dj], pf[kk], b[0], b[1]);
+					mt_mma(o[2 * dj + 1], pf[kk], b[2], b[3]);
+				}
+		}
+		__syncthreads(); /* this buffer is reloaded two tiles on (or by the next group) */
+	}
+	if (!active)
+		return;
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int r = warp * 16 + (lane >> 2) + 8 * h;
+		if (r >= nrows)
+			continue;
+		uint16_t *dst = out +
+		                ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D +
+		                2 * (lane & 3);
+#pragma unroll
+		for (int j = 0; j < ND; j++) {
+			float v0 = __fdiv_rn(__fadd_rn(o[j][2 * h], 0.0f), l[h]);
+			float v1 = __fdiv_rn(__fadd_rn(o[j][2 * h + 1], 0.0f), l[h]);
+			*(unsigned *)(dst + j * 8) = mt_pack(v0, v1);
+		}
+	}
+}
+
+/* CTA (x, kh) takes groups x, x + gridDim.x, ... of the plan (any assignment gives the same
+ * bits: a group's result depends only on its rows). */
+template <int D>
+__global__ void __launch_bounds__(MT_THREADS)
+    attn_mma_kernel(const uint16_t *__restrict__ q, const uint16_t *__restrict__ kv,
+                    struct ds_k_tokmeta tm, const int32_t *__restrict__ plan, struct ds_k_dims d,
+                    float scale_log2, uint16_t *__restrict__ out)
+{
+	int kh = blockIdx.y, G = d.n_head / d.n_kv, count = plan[0];
+	for (int gi = blockIdx.x; gi < count; gi += gridDim.x) {
+		int t0 = plan[1 + 2 * gi], n = plan[2 + 2 * gi], p0 = tm.pos[t0];
+		if (p0 < 0) {
+			for (int r = 0; r < n; r++) {
+				uint16_t *o =
+				    out + ((size_t)(t0 + r) * d.n_head + (size_t)kh * G) * D;
+				for (int i = threadIdx.x; i < G * D; i += MT_THREADS)
+					o[i] = 0;
+			}
+			continue;
+		}
+		const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
+		mt_group<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, out);
+	}
+}
+
+extern "C" bool ds_k_attn_ref_mma_supported(struct ds_k_dims d)
+{
+	return d.n_kv > 0 && d.n_head > 0 && d.n_head % d.n_kv == 0 &&
+	       mt_group_rows(d.n_head / d.n_kv) > 0 && (d.head_dim == 64 || d.head_dim == 128) &&
+	       d.block_size > 0;
+}
+
+/* CTAs per KV head: about 512 in all, so a long prefill gets about one group per CTA and short
+ * passes few idle CTAs; never more than T (the most groups a pass of T rows can have). */
+static unsigned mt_grid_x(int T, struct ds_k_dims d)
+{
+	int x = 512 / d.n_kv < 32 ? 32 : 512 / d.n_kv;
+	return (unsigned)(T < x ? T : x);
+}
+
+#ifndef DS_ATTN_MMA_EMU
+extern "C" cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d)
+{
+	if (!ds_k_attn_ref_mma_supported(d))
+		return cudaErrorInvalidValue;
+	if (d.head_dim == 64)
+		return cudaFuncSetAttribute(attn_mma_kernel<64>,
+		                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                            (int)mt_smem_bytes(64));
+	return cudaFuncSetAttribute(attn_mma_kernel<128>,
+	                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                            (int)mt_smem_bytes(128));
+}
+
+extern "C" cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv,
+                                         struct ds_k_tokmeta tm, const int32_t *plan, int T,
+                                         struct ds_k_dims d, uint16_t *out, cudaStream_t st)
+{
+	if (T <= 0)
+		return cudaSuccess;
+	if (!ds_k_attn_ref_mma_supported(d) || !plan)
+		return cudaErrorInvalidValue;
+	float scale_log2 = (float)(1.4426950408889634 / sqrt((double)d.head_dim));
+	dim3 grid(mt_grid_x(T, d), (unsigned)d.n_kv);
+	if (d.head_dim == 64)
+		attn_mma_kernel<64><<<grid, MT_THREADS, mt_smem_bytes(64), st>>>(q, kv, tm, plan, d,
+		                                                                 scale_log2, out);
+	else
+		attn_mma_kernel<128><<<grid, MT_THREADS, mt_smem_bytes(128), st>>>(
+		    q, kv, tm, plan, d, scale_log2, out);
+	return cudaGetLastError();
+}
+#endif
