@@ -409,6 +409,12 @@ static void test_pdl_decode_bits(void **state)
 		assert_true(sd > 0 && isfinite(sd));
 	}
 	c->fast.pdl = false;
+	/* every candidate timed on the way agreed with cuBLASLt (or the unfused pair) */
+	for (int i = 0; i < c->fast.n_picks; i++)
+		if (c->fast.picks[i].n_rejected)
+			fail_msg("pick M=%d N=%d K=%d silu=%d: %d candidates rejected",
+			         c->fast.picks[i].M_timed, c->fast.picks[i].N, c->fast.picks[i].K,
+			         (int)c->fast.picks[i].silu, c->fast.picks[i].n_rejected);
 	free(tok);
 	free(blk);
 	free(ss);
