@@ -3,7 +3,8 @@
  * cancellations, injected rollbacks, small KV pools, W in {1, 4, 16, 32, 64}) run in `dvr`
  * (and some in `invariant`) mode on the CUDA backend, and every deterministic request must
  * equal its replay alone through a `ref-only` engine on a fresh CUDA backend: tokens,
- * logprobs, finish reason and fingerprint, bit for bit. Presets tiny and small. */
+ * logprobs, finish reason and fingerprint, bit for bit. Presets tiny, small and llama3-8b
+ * (weights generated on the device; fewer, smaller scenarios: every replay builds a backend). */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "test_engine_harness.h"
@@ -18,11 +19,11 @@ static enum ds_status mk_cuda(struct ds_backend *be, void *arg, bool oracle, str
 	return ds_backend_cuda_init(be, arg, 0, err);
 }
 
-static void oracle_case(const char *preset, int n, uint64_t seed0)
+static void oracle_case(const char *preset, int n, int n_req_max, uint64_t seed0)
 {
 	struct ds_model *m = model_deferred(preset, 77);
 	assert_non_null(m);
-	struct scen_gen_opts g = {.n_req_max = 64,
+	struct scen_gen_opts g = {.n_req_max = n_req_max,
 	                          .windows = all_windows,
 	                          .n_windows = 5,
 	                          .invariant_share = 0.1,
@@ -67,13 +68,19 @@ static void oracle_case(const char *preset, int n, uint64_t seed0)
 static void test_oracle_cuda_tiny(void **state)
 {
 	(void)state;
-	oracle_case("tiny", 40, 1000);
+	oracle_case("tiny", 40, 64, 1000);
 }
 
 static void test_oracle_cuda_small(void **state)
 {
 	(void)state;
-	oracle_case("small", 8, 2000);
+	oracle_case("small", 8, 64, 2000);
+}
+
+static void test_oracle_cuda_llama3_8b(void **state)
+{
+	(void)state;
+	oracle_case("llama3-8b", 3, 12, 3000);
 }
 
 int main(void)
@@ -81,6 +88,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_oracle_cuda_tiny),
 	    cmocka_unit_test(test_oracle_cuda_small),
+	    cmocka_unit_test(test_oracle_cuda_llama3_8b),
 	};
 	return cmocka_run_group_tests_name("gpu_engine", tests, NULL, NULL);
 }
