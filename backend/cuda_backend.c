@@ -27,7 +27,7 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
 	enum ds_status rv;
-	/* the fast path may chain its kernels with programmatic dependent launch (DS_CUDA_PDL=1);
+	/* the fast path may chain its kernels with programmatic dependent launch (DS_CUDA_PDL=0: off);
 	 * the embedding follows the metadata copies and is launched plainly */
 	int pdl = ops == &ds_cuda_fast_ops && c->fast.pdl;
 

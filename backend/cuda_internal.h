@@ -80,7 +80,7 @@ struct ds_cuda_fast {
 	struct ds_cuda_pick picks[DS_CUDA_PICK_CACHE]; /* GEMM choice per (M bucket, N, K) */
 	int n_picks, next_pick_evict;
 	bool skinny; /* skinny GEMM and GEMV are candidates (DS_CUDA_SKINNY=0: cuBLASLt only) */
-	bool pdl;    /* launch the skinny GEMM with programmatic dependent launch (DS_CUDA_PDL=1) */
+	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
 };
 
 /* Host mirrors (pinned) and device copies of one pass's metadata. */

@@ -747,8 +747,11 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->use_graphs = !(g && strcmp(g, "0") == 0);
 	const char *sk = getenv("DS_CUDA_SKINNY");
 	f->skinny = !(sk && strcmp(sk, "0") == 0);
+	/* PDL on by default since the H200 run of 469c75e: the graph-replayed decode step was
+	 * 2-3% faster with it at batch 1, 8 and 32 (bench/results/gpu-20261129-469c75e), and the
+	 * gpu suite checks that it gives the same bits (DS_CUDA_PDL=0: off) */
 	const char *pdl = getenv("DS_CUDA_PDL");
-	f->pdl = pdl && strcmp(pdl, "1") == 0;
+	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
 	return DS_OK;
 }
 
