@@ -4,7 +4,13 @@
  * On a loaded machine a descheduled worker would otherwise stall every one of the dozens of
  * runs in a forward pass. Tasks are claimed with a CAS on one 64-bit word holding (run
  * generation, next task index), so a worker that wakes up late can never claim a task of a run
- * other than the one whose parameters it read: the CAS fails once the generation moved on.
+ * other than the one whose parameters it read. That needs the publish order below: the claim
+ * word moves to the new generation, CLOSED, before fn/arg/n_tasks change (release stores), and
+ * a worker reads fn/arg/n_tasks (acquire loads) before the claim word. A worker that saw any new
+ * parameter then also sees the new generation and its CAS fails; without the CLOSED step a
+ * late worker could pair the new n_tasks with the old word, claim task n_old "of the old run",
+ * run it with stale fn/arg (the rare SIGSEGV in a worker that CMocka reports as exit 255 with
+ * no message) and count it into the new run's `done` (so runs returned early or hung).
  * Workers spin briefly before sleeping on a condition variable, since runs are short and
  * frequent. */
 #include "threadpool.h"
@@ -15,6 +21,16 @@
 #include <stdlib.h>
 
 #define DS_TP_SPIN 20000
+#define TP_CLOSED 0xffffffffu /* task index of a claim word being published: >= any n_tasks */
+
+/* Test builds (tests/test_threadpool.c) define DS_THREADPOOL_TEST_DELAY to a function that
+ * stalls the calling thread at random, to widen the windows between the steps below. */
+#ifdef DS_THREADPOOL_TEST_DELAY
+void DS_THREADPOOL_TEST_DELAY(void);
+#define TP_DELAY() DS_THREADPOOL_TEST_DELAY()
+#else
+#define TP_DELAY() ((void)0)
+#endif
 
 struct ds_threadpool {
 	int n_threads;
@@ -22,7 +38,7 @@ struct ds_threadpool {
 	pthread_mutex_t mu;
 	pthread_cond_t cv_start;
 	pthread_cond_t cv_done;
-	/* the current run, published before generation is bumped (release) */
+	/* the current run: written only while `next` holds (new generation, TP_CLOSED) */
 	_Atomic(ds_task_fn) fn;
 	_Atomic(void *) arg;
 	atomic_int n_tasks;
@@ -40,19 +56,25 @@ struct ds_tp_worker_arg {
 /* Claims and runs tasks of run `gen` until none are left (or the run is over). */
 static void tp_work(struct ds_threadpool *tp, unsigned gen, int thread)
 {
-	ds_task_fn fn = atomic_load_explicit(&tp->fn, memory_order_relaxed);
-	void *arg = atomic_load_explicit(&tp->arg, memory_order_relaxed);
-	int n = atomic_load_explicit(&tp->n_tasks, memory_order_relaxed);
+	/* acquire, pairing with the release stores in ds_threadpool_run: if any of these loads
+	 * sees a later run's value, the claim word read below is that run's (CLOSED or later) */
+	ds_task_fn fn = atomic_load_explicit(&tp->fn, memory_order_acquire);
+	void *arg = atomic_load_explicit(&tp->arg, memory_order_acquire);
+	TP_DELAY();
+	unsigned n = (unsigned)atomic_load_explicit(&tp->n_tasks, memory_order_acquire);
+	TP_DELAY();
 	uint64_t cur = atomic_load_explicit(&tp->next, memory_order_relaxed);
 	for (;;) {
-		if ((unsigned)(cur >> 32) != gen || (int)(uint32_t)cur >= n)
+		if ((unsigned)(cur >> 32) != gen || (uint32_t)cur >= n)
 			return;
-		/* success means run gen is still live, so fn/arg/n above belong to it */
+		/* success: the word was (gen, i < n) after the loads above, so no later run had
+		 * started publishing and fn/arg/n are run gen's */
 		if (!atomic_compare_exchange_weak_explicit(
 		        &tp->next, &cur, cur + 1, memory_order_acquire, memory_order_relaxed))
 			continue;
 		fn(arg, (int)(uint32_t)cur, thread);
-		if (atomic_fetch_add_explicit(&tp->done, 1, memory_order_acq_rel) + 1 == n) {
+		if ((unsigned)atomic_fetch_add_explicit(&tp->done, 1, memory_order_acq_rel) + 1 ==
+		    n) {
 			pthread_mutex_lock(&tp->mu);
 			pthread_cond_signal(&tp->cv_done);
 			pthread_mutex_unlock(&tp->mu);
@@ -164,10 +186,14 @@ void ds_threadpool_run(struct ds_threadpool *tp, int n_tasks, ds_task_fn fn, voi
 	}
 	pthread_mutex_lock(&tp->mu);
 	unsigned gen = atomic_load_explicit(&tp->generation, memory_order_relaxed) + 1;
-	atomic_store_explicit(&tp->fn, fn, memory_order_relaxed);
-	atomic_store_explicit(&tp->arg, arg, memory_order_relaxed);
-	atomic_store_explicit(&tp->n_tasks, n_tasks, memory_order_relaxed);
+	/* close: from here on no CAS that expects an older claim word can succeed */
+	atomic_store_explicit(&tp->next, (uint64_t)gen << 32 | TP_CLOSED, memory_order_relaxed);
+	atomic_store_explicit(&tp->fn, fn, memory_order_release);
+	atomic_store_explicit(&tp->arg, arg, memory_order_release);
+	atomic_store_explicit(&tp->n_tasks, n_tasks, memory_order_release);
 	atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
+	TP_DELAY();
+	/* open: a CAS that reads this word sees the parameters above */
 	atomic_store_explicit(&tp->next, (uint64_t)gen << 32, memory_order_release);
 	atomic_store_explicit(&tp->generation, gen, memory_order_release);
 	pthread_cond_broadcast(&tp->cv_start);

@@ -68,10 +68,13 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct ds_model_config cfg;
-	struct ds_err err;
+	struct ds_err err = {0};
 	if (!f || ds_model_preset("tiny", &cfg) != DS_OK ||
-	    ds_model_synth(&cfg, 1234, &f->tiny, &err) != DS_OK)
+	    ds_model_synth(&cfg, 1234, &f->tiny, &err) != DS_OK) {
+		fprintf(stderr, "setup: tiny model: %s\n", f ? err.msg : "out of memory");
+		free(f);
 		return -1;
+	}
 	*state = f;
 	return 0;
 }
