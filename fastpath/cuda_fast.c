@@ -621,7 +621,7 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
                                      const uint16_t *kv, int n_split, struct ds_err *err)
 {
 	struct ds_k_dims d = ds_cuda_dims(c);
-	const char *sel = p->T == p->R ? getenv("DS_FAST_ATTN") : NULL;
+	const char *sel = getenv("DS_FAST_ATTN");
 	bool decode = p->T == p->R && !(sel && strcmp(sel, "old") == 0);
 	if (decode && ds_k_attn_decode_supported(d)) {
 		int split = 1;
@@ -630,6 +630,18 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 			return rv;
 		DS_CUDA_TRY(ds_k_attn_decode(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
 		                             c->att, c->fast.pdl, c->stream),
+		            err);
+		return DS_OK;
+	}
+	/* Prefill chunks (and mixed passes): the reference path's tensor-core kernel, when the
+	 * backend uses it (c->ref_attn_mma: its row-group plan is uploaded with every pass). It is
+	 * batch-invariant, which the fast path does not need, but it is also the fastest we have
+	 * for many query rows per sequence: on the H200, invariant mode (reference path only)
+	 * outran fast mode by 1.2x on 512-token prompts while fast prefill used the per-row CUDA-core
+	 * kernel (bench/results/gpu-20261129-590b977-e2e). DS_FAST_ATTN=old: the CUDA-core kernel. */
+	if (!decode && c->ref_attn_mma && !(sel && strcmp(sel, "old") == 0)) {
+		DS_CUDA_TRY(ds_k_attn_ref_mma(c->q, kv, ds_cuda_tokmeta(c), c->dm.aplan, p->T, d,
+		                              c->att, c->stream),
 		            err);
 		return DS_OK;
 	}
