@@ -1,0 +1,62 @@
+/* bench_gpu.h - what the sections of bench_gpu (bench/gpu/bench_gpu*.c) share: the run's
+ * state (the llama3-8b preset on one CUDA backend, the measured copy bandwidth), the timing and
+ * JSON helpers, and one entry point per section. Each section writes OUTDIR/gpu-<name>.json and
+ * prints its ratio to a baseline measured in the same run; a non-zero return ends the run. */
+#ifndef DS_BENCH_GPU_H
+#define DS_BENCH_GPU_H
+
+#include "cuda_internal.h"
+#include "engine.h"
+#include "model_internal.h"
+#include "ref_gemm_table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CK(x)                                                                                      \
+	do {                                                                                       \
+		cudaError_t e_ = (x);                                                              \
+		if (e_ != cudaSuccess) {                                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                 \
+			        cudaGetErrorString(e_));                                           \
+			return 1;                                                                  \
+		}                                                                                  \
+	} while (0)
+
+#define BS 16 /* KV block size of every section's backend */
+
+struct bench {
+	const char *out;
+	struct ds_model *m;
+	struct ds_backend be;
+	struct ds_cuda_ctx *c;
+	double copy_bw; /* bytes/s, read + write */
+	char dev[128];
+	int next_block;
+};
+
+/* ---- helpers (bench_gpu.c) ---- */
+double now_s(void);
+double median(double *v, int n);
+FILE *json_open(const char *dir, const char *name);
+/* A number for the JSON output: NaN / inf (a launch that was refused) as -1. */
+double json_num(double x);
+int env_int(const char *k, int def);
+
+/* ---- decode-step accounting (bench_gpu_step.c) ---- */
+size_t decode_weight_bytes(const struct ds_model_config *c, int B);
+size_t kv_bytes(const struct ds_model_config *c, int B, int ctx);
+int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps, double *out_s);
+
+/* ---- sections ---- */
+int bench_copy(struct bench *b);     /* bench_gpu.c */
+int bench_attn(struct bench *b);     /* bench_gpu.c */
+int bench_attn_ref(struct bench *b); /* bench_gpu.c */
+int bench_gemm(struct bench *b);     /* bench_gpu_gemm.c */
+int bench_decode(struct bench *b);   /* bench_gpu_step.c */
+int bench_verify(struct bench *b);   /* bench_gpu_step.c */
+int bench_profile(struct bench *b);  /* bench_gpu_step.c */
+int bench_e2e(struct bench *b);      /* bench_gpu_e2e.c */
+
+#endif

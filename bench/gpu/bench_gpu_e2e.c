@@ -1,0 +1,221 @@
+/* bench_gpu_e2e.c - the e2e section: offline throughput of the scheduler's engine on the
+ * CUDA backend, per mode and deterministic share (bench_gpu.h). */
+#include "bench_gpu.h"
+
+/* ---- end to end through the engine ---- */
+
+struct e2e_cfg {
+	const char *name;
+	enum ds_mode mode;
+	int det_pct;
+	bool early; /* early verification at low-margin tokens (the engine's default) */
+	int group;  /* G: windows per reference pass */
+};
+
+/* The workload: n_req requests submitted at once, prompts of prompt_min..prompt_max random
+ * tokens, n_out tokens each (ignore_eos). */
+struct e2e_load {
+	int n_req, prompt_min, prompt_max, n_out;
+};
+
+static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_load *ld,
+                   double *secs, uint64_t *tokens, struct ds_engine_stats *st)
+{
+	int n_req = ld->n_req, prompt_max = ld->prompt_max, n_out = ld->n_out;
+	struct ds_backend be;
+	struct ds_engine *e = NULL;
+	struct ds_err err;
+	int rc = 1;
+	if (ds_backend_cuda_init(&be, b->m, 0, &err) != DS_OK) {
+		fprintf(stderr, "e2e: %s\n", err.msg);
+		return 1;
+	}
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	o.mode = cfg->mode;
+	o.group = cfg->group;
+	o.kv_blocks = 256 * ((prompt_max + n_out) / 16 + 2) + 256;
+	o.max_step_tokens = 2048;
+	o.max_queue = n_req + 16;
+	if (ds_engine_init(&e, &be, &o, &err) != DS_OK) {
+		fprintf(stderr, "e2e: %s\n", err.msg);
+		goto out;
+	}
+	int32_t *prompt = malloc((size_t)prompt_max * sizeof(int32_t));
+	uint64_t h = 12345;
+	for (int i = 0; i < n_req; i++) {
+		int n = ld->prompt_min +
+		        (int)((h = ds_mix64(h)) % (uint64_t)(prompt_max - ld->prompt_min + 1));
+		for (int k = 0; k < n; k++)
+			prompt[k] = (int32_t)((h = ds_mix64(h)) % (uint64_t)b->m->cfg.vocab_size);
+		bool det = cfg->mode != DS_MODE_FAST &&
+		           (int)(ds_mix64(777 ^ (uint64_t)i) % 100) < cfg->det_pct;
+		struct ds_request_params p = {
+		    .prompt = prompt,
+		    .n_prompt = n,
+		    .max_tokens = n_out,
+		    .sampling = {.temperature = 0.7f, .top_p = 1.0f, .seed = ds_mix64((uint64_t)i)},
+		    .has_seed = true,
+		    .ignore_eos = true,
+		    .deterministic = det,
+		    .early_verify = cfg->early,
+		};
+		uint64_t id;
+		if (ds_engine_submit(e, &p, &id, &err) != DS_OK) {
+			fprintf(stderr, "e2e submit: %s\n", err.msg);
+			free(prompt);
+			goto out;
+		}
+	}
+	free(prompt);
+	double t0 = now_s();
+	while (!ds_engine_idle(e)) {
+		if (ds_engine_step(e, &err) != DS_OK) {
+			fprintf(stderr, "e2e step: %s\n", err.msg);
+			goto out;
+		}
+		struct ds_event *ev;
+		while ((ev = ds_engine_poll(e)) != NULL) {
+			if (ev->final && ev->finish == DS_FINISH_ERROR) {
+				fprintf(stderr, "e2e request failed: %s\n", ev->error);
+				ds_event_free(ev);
+				goto out;
+			}
+			ds_event_free(ev);
+		}
+	}
+	*secs = now_s() - t0;
+	ds_engine_get_stats(e, st);
+	*tokens = st->tokens[0] + st->tokens[1];
+	rc = 0;
+out:
+	ds_engine_free(e);
+	ds_backend_free(&be);
+	return rc;
+}
+
+/* Is name in the comma-separated list (NULL or empty: everything)? */
+static bool e2e_selected(const char *list, const char *name)
+{
+	if (!list || !*list)
+		return true;
+	size_t n = strlen(name);
+	for (const char *p = list; *p;) {
+		const char *q = strchr(p, ',');
+		size_t len = q ? (size_t)(q - p) : strlen(p);
+		if (len == n && strncmp(p, name, n) == 0)
+			return true;
+		if (!q)
+			break;
+		p = q + 1;
+	}
+	return false;
+}
+
+/* Every configuration builds its own backend and engine (weights generated again, cuBLASLt
+ * autotuned again, graphs captured again, all inside the timed run as a server would pay them
+ * once at start-up). A short untimed warm-up run of the fast path and of the reference path
+ * comes first, so that the process-wide one-time costs (CUDA's lazy module loading of our
+ * kernels and of every cuBLASLt kernel the autotuner tries) do not land on whichever mode runs
+ * first. E2E_REQUESTS / E2E_PROMPT_MIN / E2E_PROMPT / E2E_OUT set the workload, E2E_CONFIGS
+ * (comma-separated names) picks the configurations. */
+int bench_e2e(struct bench *b)
+{
+	struct e2e_load ld;
+	ld.n_req = env_int("E2E_REQUESTS", 256);
+	ld.prompt_max = env_int("E2E_PROMPT", 256);
+	ld.prompt_min = env_int("E2E_PROMPT_MIN", ld.prompt_max / 2);
+	ld.n_out = env_int("E2E_OUT", 128);
+	if (ld.n_req < 1 || ld.prompt_min < 1 || ld.prompt_max < ld.prompt_min || ld.n_out < 1) {
+		fprintf(stderr, "e2e: bad workload %d requests, prompts %d..%d, %d out\n", ld.n_req,
+		        ld.prompt_min, ld.prompt_max, ld.n_out);
+		return 1;
+	}
+	const char *pick = getenv("E2E_CONFIGS");
+	const struct e2e_cfg cfgs[] = {
+	    {"fast", DS_MODE_FAST, 0, true, 16},
+	    {"dvr-0%", DS_MODE_DVR, 0, true, 16},
+	    {"dvr-10%", DS_MODE_DVR, 10, true, 16},
+	    {"dvr-50%", DS_MODE_DVR, 50, true, 16},
+	    {"dvr-100%", DS_MODE_DVR, 100, true, 16},
+	    {"invariant", DS_MODE_INVARIANT, 100, true, 16},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16},
+	    {"dvr-10%-G64", DS_MODE_DVR, 10, true, 64},
+	    {"dvr-50%-G64", DS_MODE_DVR, 50, true, 64},
+	    {"dvr-100%-G64", DS_MODE_DVR, 100, true, 64},
+	    {"dvr-10%-G64-full-windows", DS_MODE_DVR, 10, false, 64},
+	    {"dvr-50%-G64-full-windows", DS_MODE_DVR, 50, false, 64},
+	};
+	/* warm-up: untimed, small */
+	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16},
+	                               {"warm-dvr", DS_MODE_DVR, 100, true, 16}};
+	struct e2e_load wl = {32, ld.prompt_min, ld.prompt_max, 16};
+	for (size_t i = 0; i < DS_ARRAY_LEN(warm); i++) {
+		double secs = 0;
+		uint64_t tok = 0;
+		struct ds_engine_stats st;
+		memset(&st, 0, sizeof(st));
+		if (e2e_run(b, &warm[i], &wl, &secs, &tok, &st))
+			return 1;
+		printf("warm-up %s: %.2f s (not recorded)\n", warm[i].name, secs);
+	}
+	FILE *f = json_open(b->out, "e2e");
+	if (!f)
+		return 1;
+	fprintf(f,
+	        "{\"bench\": \"e2e\", \"device\": \"%s\", \"model\": \"llama3-8b (synthetic)\", "
+	        "\"requests\": %d, \"prompt_tokens\": \"%d..%d\", \"output_tokens\": %d, "
+	        "\"temperature\": 0.7, \"W\": 32, \"max_step_tokens\": 2048, \"max_running\": 256, "
+	        "\"warmed_up\": true, \"runs\": [\n",
+	        b->dev, ld.n_req, ld.prompt_min, ld.prompt_max, ld.n_out);
+	printf(
+	    "end to end, llama3-8b, %d requests, prompts %d..%d, %d out (engine, manual steps)\n",
+	    ld.n_req, ld.prompt_min, ld.prompt_max, ld.n_out);
+	printf("%-21s %8s %10s %8s %8s %9s %10s %6s %6s %9s\n", "mode", "secs", "tok/s", "vs fast",
+	       "windows", "rollbacks", "recomputed", "steps", "refcal", "margin");
+	double fast_tps = 0;
+	int n_done = 0;
+	for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
+		if (i > 0 && !e2e_selected(pick, cfgs[i].name))
+			continue; /* fast always runs: it is the baseline */
+		double secs = 0;
+		uint64_t tok = 0;
+		struct ds_engine_stats st;
+		memset(&st, 0, sizeof(st));
+		if (e2e_run(b, &cfgs[i], &ld, &secs, &tok, &st))
+			return 1;
+		double tps = (double)tok / secs;
+		if (i == 0)
+			fast_tps = tps;
+		printf("%-21s %8.2f %10.0f %8.3f %8llu %9llu %10llu %6llu %6llu %9.3g\n",
+		       cfgs[i].name, secs, tps, tps / fast_tps, (unsigned long long)st.windows,
+		       (unsigned long long)st.rollbacks, (unsigned long long)st.recomputed,
+		       (unsigned long long)st.steps, (unsigned long long)st.ref_forward_calls,
+		       (double)st.margin_threshold);
+		fprintf(
+		    f,
+		    "%s  {\"mode\": \"%s\", \"deterministic_pct\": %d, \"early_verify\": %s, "
+		    "\"secs\": %.3f, "
+		    "\"tokens\": %llu, \"tokens_per_s\": %.1f, \"ratio_to_fast\": %.4f, "
+		    "\"windows\": %llu, \"rollbacks\": %llu, \"rolled_back\": %llu, "
+		    "\"recomputed\": %llu, \"preemptions\": %llu, \"ref_calls\": %llu, "
+		    "\"fast_calls\": %llu, \"G\": %d, \"steps\": %llu, \"verify_passes\": %llu, "
+		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g}",
+		    n_done ? ",\n" : "", cfgs[i].name, cfgs[i].det_pct,
+		    cfgs[i].early ? "true" : "false", secs, (unsigned long long)tok, tps,
+		    tps / fast_tps, (unsigned long long)st.windows,
+		    (unsigned long long)st.rollbacks, (unsigned long long)st.rolled_back,
+		    (unsigned long long)st.recomputed, (unsigned long long)st.preemptions,
+		    (unsigned long long)st.ref_forward_calls,
+		    (unsigned long long)st.fast_forward_calls, cfgs[i].group,
+		    (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
+		    (double)st.margin_threshold, (double)st.margin_delta);
+		n_done++;
+		fflush(stdout);
+		fflush(f);
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	return 0;
+}

@@ -1,0 +1,349 @@
+/* bench_gpu_gemm.c - the gemm section of bench_gpu: the reference GEMM (every variant) against
+ * the fast path's GEMM on the llama3-8b shapes, and row invariance (bench_gpu.h). */
+#include "bench_gpu.h"
+
+#include <math.h>
+
+/* ref: 0 = cuBLASLt (fast path), 1 = reference (wgmma), 2 = the older mma.sync kernel */
+static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t *W, float *C,
+                     int M, int N, int K, double *out_s)
+{
+	struct ds_cuda_ctx *c = b->c;
+	struct ds_err err;
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	int reps = M >= 2048 ? 10 : 30;
+	double *t = malloc((size_t)reps * sizeof(double));
+	for (int i = -2; i < reps; i++) {
+		CK(cudaEventRecord(e0, c->stream));
+		enum ds_status rv = DS_OK;
+		if (ref == 2) {
+			if (ds_k_gemm_mma(A, W, C, M, N, K, c->stream) != cudaSuccess)
+				rv = ds_errf(&err, DS_ERR_DEVICE, "mma gemm launch failed");
+		} else {
+			rv = ref ? ds_cuda_ref_ops.gemm(c, A, W, C, M, N, K, &err)
+			         : ds_cuda_fast_ops.gemm(c, A, W, C, M, N, K, &err);
+		}
+		if (rv != DS_OK) {
+			fprintf(stderr, "gemm %d %d %d: %s\n", M, N, K, err.msg);
+			return 1;
+		}
+		CK(cudaEventRecord(e1, c->stream));
+		CK(cudaEventSynchronize(e1));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms * 1e-3;
+	}
+	*out_s = median(t, reps);
+	free(t);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return 0;
+}
+
+/* One variant of the reference GEMM (kernels/gemm_ref*.cu), timed like time_gemm. A variant
+ * whose launch is refused returns 2 (reported, the error cleared) so the others still run;
+ * any other CUDA error returns 1. */
+static int time_gemm_variant(struct bench *b, int v, const uint16_t *A, const uint16_t *W, float *C,
+                             int M, int N, int K, double *out_s)
+{
+	cudaStream_t st = b->c->stream;
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	int reps = M >= 2048 ? 10 : 30;
+	double t[30];
+	for (int i = -2; i < reps; i++) {
+		CK(cudaEventRecord(e0, st));
+		cudaError_t le = ds_k_gemm_ref_variant(v, A, W, C, M, N, K, st);
+		if (le != cudaSuccess) {
+			fprintf(stderr, "gemm variant %d (%s) at %dx%dx%d: %s\n", v,
+			        ds_k_gemm_ref_variant_name(v), M, N, K, cudaGetErrorString(le));
+			(void)cudaGetLastError();
+			CK(cudaEventRecord(e1, st)); /* a sticky error stops the run here */
+			CK(cudaEventSynchronize(e1));
+			cudaEventDestroy(e0);
+			cudaEventDestroy(e1);
+			return 2;
+		}
+		CK(cudaEventRecord(e1, st));
+		CK(cudaEventSynchronize(e1));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms * 1e-3;
+	}
+	*out_s = median(t, reps);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return 0;
+}
+
+/* Rows 0 and M-1 of C (M, N) into h (2 N floats). */
+static int gemm_probe_rows(const float *C, int M, int N, float *h)
+{
+	CK(cudaDeviceSynchronize());
+	CK(cudaMemcpy(h, C, (size_t)N * 4, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(h + N, C + (size_t)(M - 1) * N, (size_t)N * 4, cudaMemcpyDeviceToHost));
+	return 0;
+}
+
+/* Largest |x - y| / (|y| + 1e-3 * max |y|) over n values: a sanity check of a variant
+ * against variant 0 (the tested original), small (~1e-6) when the variant is right. */
+static double gemm_rel_diff(const float *x, const float *y, size_t n)
+{
+	double ymax = 0, worst = 0;
+	for (size_t i = 0; i < n; i++)
+		ymax = fmax(ymax, fabs((double)y[i]));
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)x[i] - y[i]) / (fabs((double)y[i]) + 1e-3 * ymax + 1e-30);
+		if (!(d <= worst)) /* NaN counts as worst */
+			worst = isnan(d) ? INFINITY : d;
+	}
+	return worst;
+}
+
+/* use[v] from BENCH_GEMM_VARIANTS (e.g. "0,1,2"; unset or "all": every variant). Variant 0
+ * (the baseline of the bit and difference checks) is always used. */
+static void gemm_variants_wanted(bool *use, int nv)
+{
+	const char *e = getenv("BENCH_GEMM_VARIANTS");
+	bool all = !e || !*e || strcmp(e, "all") == 0;
+	for (int v = 0; v < nv; v++)
+		use[v] = all || v == 0;
+	for (const char *p = e; !all && p && *p;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (v >= 0 && v < nv)
+			use[v] = true;
+		p = *end == ',' ? end + 1 : end;
+	}
+}
+
+int bench_gemm(struct bench *b)
+{
+	const struct ds_model_config *c = &b->m->cfg;
+	int H = c->hidden, qd = ds_model_q_dim(c), kvd = ds_model_kv_dim(c), F = c->ffn;
+	struct {
+		const char *name;
+		int N, K;
+	} shapes[] = {
+	    {"qkv_proj", qd + 2 * kvd, H}, {"o_proj", H, qd},
+	    {"gate_up_proj", 2 * F, H},    {"down_proj", H, F},
+	    {"lm_head", c->vocab_size, H},
+	};
+	enum { NV = DS_K_GEMM_REF_N_VARIANTS };
+	int Ms[] = {1, 16, 64, 512, 2048, 8192};
+	bool use[NV];
+	gemm_variants_wanted(use, NV);
+	struct ds_ref_gemm_table tab;
+	struct ds_err terr;
+	if (ds_ref_gemm_table_init(&tab, getenv(DS_REF_GEMM_TABLE_ENV), NV, &terr) != DS_OK) {
+		fprintf(stderr, "%s\n", terr.msg);
+		return 1;
+	}
+	size_t maxA = (size_t)8192 * F, maxW = (size_t)c->vocab_size * H;
+	size_t maxC = (size_t)8192 * c->vocab_size;
+	size_t maxN = (size_t)c->vocab_size > (size_t)2 * F ? (size_t)c->vocab_size : (size_t)2 * F;
+	uint16_t *A, *W;
+	float *C, *C2;
+	CK(cudaMalloc((void **)&A, maxA * 2));
+	CK(cudaMalloc((void **)&W, maxW * 2));
+	CK(cudaMalloc((void **)&C, maxC * 4));
+	CK(cudaMalloc((void **)&C2, maxN * 4));
+	CK(ds_k_synth_fill(A, maxA, 0, 1, 2, 1.0f, 0.0f, 0));
+	CK(ds_k_synth_fill(W, maxW, 0, 3, 4, 0.02f, 0.0f, 0));
+	CK(cudaDeviceSynchronize());
+	FILE *f = json_open(b->out, "gemm");
+	if (!f)
+		return 1;
+	fprintf(f,
+	        "{\"bench\": \"gemm\", \"device\": \"%s\", \"ref\": \"the reference path's GEMM "
+	        "(refpath/cuda_ref.c: variant per (N, K) from its table)\", \"mma_sync\": \"older "
+	        "reference kernel, mma.sync 128x128x32\", \"variants\": [",
+	        b->dev);
+	for (int v = 0; v < NV; v++)
+		if (use[v])
+			fprintf(f, "%s\"%s\"", v ? ", " : "", ds_k_gemm_ref_variant_name(v));
+	fprintf(f, "], \"baseline\": \"fast path GEMM: own GEMV for M <= 4, else cuBLASLt "
+	           "(heuristic top-8 autotuned for M <= 256); keys cublas_* hold it\", "
+	           "\"variant_keys\": \"per point, variants[v]: ms, TFLOPs, over_cublas_speed "
+	           "(cublas_ms / ms), W_GBps (bytes of W over the time), rel_diff_v0 (rows 0 and "
+	           "M-1 vs variant 0), bits_eq_v0\", ");
+	printf("GEMM C = A . W^T (bf16 in, fp32 out): reference (wgmma) vs fast (GEMV for M <= 4, "
+	       "else cuBLASLt autotuned); vN = reference variant N over fast (speed ratio)\n");
+	for (int v = 0; v < NV; v++)
+		printf("  v%d = %s%s\n", v, ds_k_gemm_ref_variant_name(v),
+		       use[v] ? "" : " (skipped: BENCH_GEMM_VARIANTS)");
+	CK(ds_k_gemm_mma_setup());
+	printf("reference path's table (%s=%s):", DS_REF_GEMM_TABLE_ENV,
+	       getenv(DS_REF_GEMM_TABLE_ENV) ? getenv(DS_REF_GEMM_TABLE_ENV) : "");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		printf(" %s v%d", shapes[si].name,
+		       ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	printf("\n");
+	fprintf(f, "\"ref_table\": {");
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		fprintf(f, "%s\"%s\": %d", si ? ", " : "", shapes[si].name,
+		        ds_ref_gemm_table_variant(&tab, shapes[si].N, shapes[si].K));
+	fprintf(f, "}, \"resident_ctas\": [");
+	for (int v = 0; v < NV; v++) {
+		int ctas = 0;
+		if (ds_k_gemm_ref_variant_resident(v, &ctas) != cudaSuccess) {
+			(void)cudaGetLastError();
+			ctas = -1;
+		}
+		printf("  v%d: K splits %d, %d CTAs resident at once\n", v,
+		       ds_k_gemm_ref_variant_splits(v), ctas);
+		fprintf(f, "%s%d", v ? ", " : "", ctas);
+	}
+	fprintf(f, "], \"points\": [\n");
+	printf("%-13s %6s %7s %6s %9s %9s %9s %7s", "shape", "M", "N", "K", "ref_TF/s", "mma_TF/s",
+	       "fast_TF/s", "ref/fst");
+	for (int v = 0; v < NV; v++)
+		if (use[v])
+			printf("  v%d/fast", v);
+	printf("  (worst rel diff vs v0)\n");
+	float *h0 = malloc(maxN * 2 * 4), *hv = malloc(maxN * 2 * 4);
+	int first = 1, rc = 1;
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
+		for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
+			int M = Ms[mi], N = shapes[si].N, K = shapes[si].K;
+			double tr, tc, tm, tv[NV], rd[NV];
+			int eq[NV];
+			if (time_gemm(b, 1, A, W, C, M, N, K, &tr) ||
+			    time_gemm(b, 0, A, W, C, M, N, K, &tc) ||
+			    time_gemm(b, 2, A, W, C, M, N, K, &tm))
+				goto out;
+			for (int v = 0; v < NV; v++) {
+				if (!use[v])
+					continue;
+				int vr = time_gemm_variant(b, v, A, W, C, M, N, K, &tv[v]);
+				if (vr == 2 && v > 0) { /* refused: NaN below, the others go on */
+					tv[v] = rd[v] = NAN;
+					eq[v] = 0;
+					continue;
+				}
+				if (vr || gemm_probe_rows(C, M, N, v ? hv : h0))
+					goto out;
+				rd[v] = v ? gemm_rel_diff(hv, h0, (size_t)N * 2) : 0.0;
+				eq[v] = v ? memcmp(hv, h0, (size_t)N * 2 * 4) == 0 : 1;
+			}
+			double fl = 2.0 * M * (double)N * K, worst = 0;
+			printf("%-13s %6d %7d %6d %9.1f %9.1f %9.1f %7.2f", shapes[si].name, M, N,
+			       K, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr);
+			for (int v = 0; v < NV; v++) {
+				if (!use[v])
+					continue;
+				if (isnan(tv[v])) {
+					printf(" %8s", "refused");
+					continue;
+				}
+				printf(" %8.2f", tc / tv[v]);
+				worst = rd[v] > worst || isnan(rd[v]) ? rd[v] : worst;
+			}
+			printf("  (%.1e)%s\n", worst, worst > 1e-3 ? "  WRONG VARIANT OUTPUT" : "");
+			double wb = 2.0 * (double)N * K; /* bytes of W streamed */
+			if (M <= 64) {
+				printf("%-13s %6s  W GB/s: ref %.0f, fast %.0f;", "", "",
+				       wb / tr / 1e9, wb / tc / 1e9);
+				for (int v = 0; v < NV; v++)
+					if (use[v])
+						printf(" v%d %.0f", v, wb / tv[v] / 1e9);
+				printf("\n");
+			}
+			fprintf(f,
+			        "%s  {\"shape\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, "
+			        "\"ref_ms\": %.5f, "
+			        "\"mma_sync_ms\": %.5f, \"cublas_ms\": %.5f, \"ref_TFLOPs\": %.2f, "
+			        "\"mma_sync_TFLOPs\": %.2f, \"cublas_TFLOPs\": %.2f, "
+			        "\"ref_over_cublas_speed\": %.3f, \"ref_W_GBps\": %.1f, "
+			        "\"cublas_W_GBps\": %.1f, \"variants\": [",
+			        first ? "" : ",\n", shapes[si].name, M, N, K, tr * 1e3, tm * 1e3,
+			        tc * 1e3, fl / tr / 1e12, fl / tm / 1e12, fl / tc / 1e12, tc / tr,
+			        wb / tr / 1e9, wb / tc / 1e9);
+			for (int v = 0; v < NV; v++)
+				if (use[v])
+					fprintf(f,
+					        "%s{\"v\": %d, \"name\": \"%s\", \"ms\": %.5f, "
+					        "\"TFLOPs\": "
+					        "%.2f, "
+					        "\"over_cublas_speed\": %.3f, \"W_GBps\": %.1f, "
+					        "\"rel_diff_v0\": %.3g, \"bits_eq_v0\": %s}",
+					        v ? ", " : "", v, ds_k_gemm_ref_variant_name(v),
+					        json_num(tv[v] * 1e3), json_num(fl / tv[v] / 1e12),
+					        json_num(tc / tv[v]), json_num(wb / tv[v] / 1e9),
+					        isfinite(rd[v]) ? rd[v] : 1e30,
+					        eq[v] ? "true" : "false");
+			fprintf(f, "]}");
+			first = 0;
+			fflush(stdout);
+		}
+	fprintf(f, "\n], \"row0_invariance_M1_vs_M2048\": {");
+	/* row 0 of the product at M = 1 and at M = 2048, for both GEMMs and every variant */
+	struct ds_err err;
+	float *r1 = malloc(maxN * 4), *r2 = malloc(maxN * 4);
+	static const int inv_shapes[] = {0, 1, 3}; /* the narrow ones: qkv, o_proj, down_proj */
+	int first_key = 1;
+	for (size_t ii = 0; ii < DS_ARRAY_LEN(inv_shapes); ii++) {
+		int si = inv_shapes[ii], N = shapes[si].N, K = shapes[si].K;
+		for (int ref = 0; ref < 2 + NV; ref++) {
+			if (ref >= 2 && !use[ref - 2])
+				continue;
+			const struct ds_cuda_path_ops *ops =
+			    ref == 1 ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
+			if (ref >= 2) {
+				cudaError_t e1 =
+				    ds_k_gemm_ref_variant(ref - 2, A, W, C2, 1, N, K, b->c->stream);
+				cudaError_t e2 = ds_k_gemm_ref_variant(ref - 2, A, W, C, 2048, N, K,
+				                                       b->c->stream);
+				if (e1 != cudaSuccess || e2 != cudaSuccess) {
+					(void)cudaGetLastError();
+					printf("%s %s: launch refused\n",
+					       ds_k_gemm_ref_variant_name(ref - 2),
+					       shapes[si].name);
+					continue;
+				}
+			} else if (ops->gemm(b->c, A, W, C2, 1, N, K, &err) != DS_OK ||
+			           ops->gemm(b->c, A, W, C, 2048, N, K, &err) != DS_OK) {
+				fprintf(stderr, "gemm invariance: %s\n", err.msg);
+				goto out2;
+			}
+			CK(cudaStreamSynchronize(b->c->stream));
+			CK(cudaMemcpy(r1, C2, (size_t)N * 4, cudaMemcpyDeviceToHost));
+			CK(cudaMemcpy(r2, C, (size_t)N * 4, cudaMemcpyDeviceToHost));
+			int same = memcmp(r1, r2, (size_t)N * 4) == 0;
+			char key[64];
+			if (ref >= 2)
+				snprintf(key, sizeof(key), "%s",
+				         ds_k_gemm_ref_variant_name(ref - 2));
+			else
+				snprintf(key, sizeof(key), "%s", ref ? "ref" : "cublas");
+			printf("%s %s: row 0 at M=1 %s row 0 at M=2048\n", key, shapes[si].name,
+			       same ? "==" : "!=");
+			fprintf(f, "%s\"%s_%s\": %s", first_key ? "" : ", ", key, shapes[si].name,
+			        same ? "true" : "false");
+			first_key = 0;
+		}
+	}
+	fprintf(f, "}}\n");
+	rc = 0;
+out2:
+	free(r1);
+	free(r2);
+out:
+	fclose(f);
+	free(h0);
+	free(hv);
+	cudaFree(A);
+	cudaFree(W);
+	cudaFree(C);
+	cudaFree(C2);
+	return rc;
+}
+
+/* ---- attention bandwidth ---- */
