@@ -586,10 +586,14 @@ static int bench_attn(struct bench *b)
 	        "\"points\": [\n",
 	        b->dev, b->copy_bw / 1e9);
 	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth); fast = the\n"
-	       "fast path's choice (attn_decode.cu unless DS_FAST_ATTN=old), old = attn.cu's fast\n"
-	       "kernel at `split`\n");
-	printf("%5s %6s %6s %10s %10s %10s %8s %8s %8s\n", "batch", "ctx", "split", "fast_GB/s",
-	       "old_GB/s", "ref_GB/s", "fast/roof", "ref/roof", "old/fast");
+	       "fast path's choice (attn_decode.cu's pipe variant unless DS_FAST_ATTN says\n"
+	       "otherwise), reg = attn_decode.cu's register variant (DS_FAST_ATTN=reg), old =\n"
+	       "attn.cu's fast kernel at `split`\n");
+	printf("%5s %6s %6s %10s %10s %10s %10s %8s %8s %8s %8s\n", "batch", "ctx", "split",
+	       "fast_GB/s", "reg_GB/s", "old_GB/s", "ref_GB/s", "fast/roof", "ref/roof", "old/fast",
+	       "reg/fast");
+	const char *sel0 = getenv("DS_FAST_ATTN");
+	char *sel = sel0 ? strdup(sel0) : NULL;
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
@@ -612,10 +616,13 @@ static int bench_attn(struct bench *b)
 		}
 		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f,
 		                   c->stream));
-		double tt[3]; /* fast, ref, old */
+		double tt[4]; /* fast, ref, old, reg */
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
-		for (int ref = 0; ref < 3; ref++) {
+		for (int ref = 0; ref < 4; ref++) {
 			double t[20];
+			/* 3: the fast path with the register variant */
+			if (ref == 3 && setenv("DS_FAST_ATTN", "reg", 1) != 0)
+				return 1;
 			for (int i = -2; i < 20; i++) {
 				CK(cudaEventRecord(e0, c->stream));
 				enum ds_status rv = DS_OK;
@@ -624,7 +631,7 @@ static int bench_attn(struct bench *b)
 					                  ds_cuda_dims(c), split, c->part, c->att,
 					                  c->stream));
 				else
-					rv = ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
+					rv = ref == 1 ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
 					         : ds_cuda_fast_ops.attention(c, &p, c->kv, split,
 					                                      &err);
 				if (rv != DS_OK) {
@@ -639,21 +646,25 @@ static int bench_attn(struct bench *b)
 					t[i] = ms * 1e-3;
 			}
 			tt[ref] = median(t, 20);
+			if (ref == 3 && (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
+				return 1;
 		}
 		double bytes = (double)B * (ctx + 1) * 2 * ds_model_kv_dim(cfg) * 2;
-		printf("%5d %6d %6d %10.0f %10.0f %10.0f %7.1f%% %7.1f%% %8.2f\n", B, ctx, split,
-		       bytes / tt[0] / 1e9, bytes / tt[2] / 1e9, bytes / tt[1] / 1e9,
-		       100 * bytes / tt[0] / b->copy_bw, 100 * bytes / tt[1] / b->copy_bw,
-		       tt[2] / tt[0]);
+		printf("%5d %6d %6d %10.0f %10.0f %10.0f %10.0f %7.1f%% %7.1f%% %8.2f %8.2f\n", B,
+		       ctx, split, bytes / tt[0] / 1e9, bytes / tt[3] / 1e9, bytes / tt[2] / 1e9,
+		       bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
+		       100 * bytes / tt[1] / b->copy_bw, tt[2] / tt[0], tt[3] / tt[0]);
 		fprintf(f,
 		        "%s  {\"batch\": %d, \"ctx\": %d, \"fast_split\": %d, \"kv_bytes\": %.0f, "
 		        "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
 		        "\"ref_fraction_of_roofline\": %.4f, \"old_us\": %.2f, "
-		        "\"old_fraction_of_roofline\": %.4f}",
+		        "\"old_fraction_of_roofline\": %.4f, \"reg_us\": %.2f, "
+		        "\"reg_fraction_of_roofline\": %.4f}",
 		        pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
 		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
-		        bytes / tt[2] / b->copy_bw);
+		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw);
 	}
+	free(sel);
 	fprintf(f, "\n]}\n");
 	fclose(f);
 	cudaEventDestroy(e0);
