@@ -240,6 +240,7 @@ __device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float
 	}
 }
 
+#ifndef DS_DATTN_EMU /* the register variant (static shared arrays): GPU only */
 template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS)
     dattn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
@@ -315,6 +316,8 @@ __global__ void __launch_bounds__(DA_THREADS)
 	                   (size_t)t * d.n_head + (size_t)kh * G, o);
 }
 
+#endif
+
 /* ---- variant "pipe": K/V staged in shared memory by cp.async, STAGES deep ---- */
 
 /* Shape of the pipelined instance: a stage is one block iteration (PB positions) of K then V;
@@ -333,10 +336,20 @@ template <int D, int G> struct dattn_pipe {
 	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
 };
 
-__device__ __forceinline__ void dattn_cp16(unsigned dst, const void *src, bool valid)
+/* cp.async primitives; tests/gpu/test_dattn_emu.cc runs this variant on the CPU with
+ * tests/gpu/attn_mma_emu.h's emulation (copies land only at the wait that covers them). */
+#ifdef DS_DATTN_EMU
+#define dattn_cp16 mt_cp16
+#define dattn_cp_commit mt_commit
+#define dattn_cp_wait mt_wait
+#define DATTN_DYN_SMEM(name) uint16_t *name = mt_smem_emu
+#else
+#define DATTN_DYN_SMEM(name) extern __shared__ __align__(16) uint16_t name[]
+__device__ __forceinline__ void dattn_cp16(void *dst, const void *src, bool valid)
 {
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-	             "r"(valid ? 16 : 0));
+	unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+	             "r"(valid ? 16 : 0)); /* 0: zero-fill, nothing read */
 }
 
 __device__ __forceinline__ void dattn_cp_commit(void)
@@ -348,15 +361,16 @@ template <int N> __device__ __forceinline__ void dattn_cp_wait(void)
 {
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+#endif
 
 /* Issues the copies of stage st (positions lo + st * P..; zero-filled at or past hi). */
 template <int D, int G>
-__device__ __forceinline__ void dattn_issue(const struct dattn_src &s, unsigned sbase, int lo,
+__device__ __forceinline__ void dattn_issue(const struct dattn_src &s, uint16_t *sbuf, int lo,
                                             int st)
 {
 	typedef dattn_pipe<D, G> Q;
 	int cc = threadIdx.x % Q::CPP, pr = threadIdx.x / Q::CPP;
-	unsigned dst = sbase + (unsigned)((st % Q::STAGES) * Q::STAGE * 2);
+	uint16_t *dst = sbuf + (st % Q::STAGES) * Q::STAGE + cc * 8;
 #pragma unroll
 	for (int j = 0; j < Q::NPOS; j++) {
 		int pi = pr + j * Q::PPT, pos = lo + st * Q::P + pi;
@@ -367,9 +381,8 @@ __device__ __forceinline__ void dattn_issue(const struct dattn_src &s, unsigned 
 			int blk = __ldg(s.bt + bi);
 			r = s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * D + cc * 8;
 		}
-		dattn_cp16(dst + (unsigned)((pi * D + cc * 8) * 2), r, ok);
-		dattn_cp16(dst + (unsigned)(((Q::P + pi) * D + cc * 8) * 2), ok ? r + s.vstride : r,
-		           ok);
+		dattn_cp16(dst + pi * D, r, ok);
+		dattn_cp16(dst + (Q::P + pi) * D, ok ? r + s.vstride : r, ok);
 	}
 }
 
@@ -380,7 +393,7 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 {
 	typedef dattn_shape<D, G> S;
 	typedef dattn_pipe<D, G> Q;
-	extern __shared__ __align__(16) uint16_t sh_kv[];
+	DATTN_DYN_SMEM(sh_kv);
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	int p = tm.pos[t], sq = tm.seq[t];
@@ -405,13 +418,12 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	src.vstride = (size_t)d.n_kv * d.block_size * D;
 	src.kv = kv + (size_t)kh * d.block_size * D;
 	src.bt = tm.bt + tm.bt_off[sq];
-	unsigned sbase = (unsigned)__cvta_generic_to_shared(sh_kv);
 	int nst = (hi - lo + Q::P - 1) / Q::P;
 	/* the first STAGES - 1 stages go out before q is read */
 #pragma unroll
 	for (int st = 0; st < Q::STAGES - 1; st++) {
 		if (st < nst)
-			dattn_issue<D, G>(src, sbase, lo, st);
+			dattn_issue<D, G>(src, sh_kv, lo, st);
 		dattn_cp_commit();
 	}
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -441,7 +453,7 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 		dattn_cp_wait<Q::STAGES - 2>(); /* stage it has landed (this thread's copies) */
 		__syncthreads(); /* everyone's copies; everyone is done with stage it - 1 */
 		if (it + Q::STAGES - 1 < nst)
-			dattn_issue<D, G>(src, sbase, lo, it + Q::STAGES - 1); /* into it - 1's buffer */
+			dattn_issue<D, G>(src, sh_kv, lo, it + Q::STAGES - 1); /* into it - 1's buffer */
 		dattn_cp_commit();
 		const uint16_t *b = sh_kv + (size_t)(it % Q::STAGES) * Q::STAGE + sub * 8;
 		uint4 k[S::U], v[S::U];
@@ -490,6 +502,7 @@ __global__ void dattn_combine_kernel(const float *part, struct ds_k_tokmeta tm, 
 	}
 }
 
+#ifndef DS_DATTN_EMU
 extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
 {
 	if (d.n_kv <= 0 || d.n_head <= 0 || d.n_head % d.n_kv != 0 || d.block_size <= 0)
@@ -608,3 +621,4 @@ extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
 	return ds_k_attn_decode_v(q, kv, tm, T, d, n_split, part, out, DS_K_ATTN_DECODE_REG, pdl,
 	                          st);
 }
+#endif
