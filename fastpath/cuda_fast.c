@@ -398,8 +398,9 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 		if (rv != DS_OK)
 			return rv;
+		/* no counter buffer in the context yet: partials merged by the combine kernel */
 		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-		                               c->att, variant, c->fast.pdl, c->stream),
+		                               c->att, NULL, variant, c->fast.pdl, c->stream),
 		            err);
 		return DS_OK;
 	}

@@ -15,7 +15,8 @@
  * split count (dattn_split), so one launch shape serves every step of a captured CUDA graph and
  * short rows use fewer splits than long ones. Blocks past a row's split count exit at once; a
  * row with one split writes its output directly, longer rows write partials that a small
- * second kernel merges (launched only when the grid has more than one split). Padding rows
+ * second kernel merges (launched only when the grid has more than one split), or, given a
+ * counter per (row, KV head), the last block to finish merges them (no second launch). Padding rows
  * (pos < 0) write zeros. Reduction order depends on the split count and so on the batch: this
  * is the fast path (DESIGN.md section 1).
  *
@@ -172,13 +173,35 @@ __device__ __forceinline__ void dattn_weights(float m, float mo, float *wa, floa
 	*wb = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
 }
 
+/* The merged output of one head at dim k from its nsu partials (base: split 0; rows of prow
+ * floats: m, l, acc[D]). One arithmetic for the combine kernel and the fused merge; __ldcg
+ * because other blocks wrote them (read through L2, never a stale L1 line). */
+__device__ __forceinline__ float dattn_merge_dim(const float *base, int nsu, size_t prow, int k)
+{
+	float M = -INFINITY;
+	for (int z = 0; z < nsu; z++)
+		M = fmaxf(M, __ldcg(base + z * prow));
+	float L = 0.0f, A = 0.0f;
+	for (int z = 0; z < nsu; z++) {
+		const float *pz = base + z * prow;
+		float mz = __ldcg(pz);
+		float e = mz == -INFINITY ? 0.0f : exp2f(mz - M);
+		L = fmaf(__ldcg(pz + 1), e, L);
+		A = fmaf(__ldcg(pz + 2 + k), e, A);
+	}
+	return A / L;
+}
+
 /* Merges the lane groups of each warp (they share dims, differ in positions), then the warps
  * through shared memory (sh_m, sh_l: DA_WARPS * G; sh_acc: DA_WARPS * G * D, 16-byte aligned),
- * and writes the bf16 output o (one split) or the partials of heads h0.. at split z. */
+ * and writes the bf16 output o (one split) or the partials of heads h0.. at split z. With
+ * cnt (this row and KV head's counter, zero on entry), the block that writes the last partials
+ * merges all of them into o and zeroes the counter again (so a graph replays). */
 template <int D, int G>
 __device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float (&acc)[G][8],
                                              float *sh_m, float *sh_l, float *sh_acc, int nsu,
-                                             int z, int nz, float *part, size_t h0, uint16_t *o)
+                                             int z, int nz, float *part, size_t h0, uint16_t *o,
+                                             unsigned *cnt)
 {
 	typedef dattn_shape<D, G> S;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -238,13 +261,34 @@ __device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float
 			}
 		}
 	}
+	if (nsu == 1 || !cnt)
+		return;
+	/* fused merge: publish this block's partials, count, and let the last block merge */
+	__threadfence();
+	__syncthreads(); /* also: every thread is done reading sh_l */
+	if (threadIdx.x == 0) {
+		unsigned prev = atomicAdd(cnt, 1u);
+		bool last = prev == (unsigned)nsu - 1;
+		if (last)
+			*cnt = 0; /* no other block of this launch touches it again */
+		sh_l[0] = last ? 1.0f : 0.0f;
+	}
+	__syncthreads();
+	if (sh_l[0] == 0.0f)
+		return;
+	__threadfence(); /* the other blocks' partials, seen through their fences */
+	size_t prow = (size_t)(D + 2);
+	for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
+		int g = i / D, k = i % D;
+		o[i] = ds_f32_to_bf16(dattn_merge_dim(part + (h0 + g) * nz * prow, nsu, prow, k));
+	}
 }
 
 #ifndef DS_DATTN_EMU /* the register variant (static shared arrays): GPU only */
 template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS)
     dattn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
-                 float qscale, float *part, uint16_t *out)
+                 float qscale, float *part, uint16_t *out, unsigned *cnt)
 {
 	typedef dattn_shape<D, G> S;
 	__shared__ float sh_m[DA_WARPS][G], sh_l[DA_WARPS][G];
@@ -313,7 +357,8 @@ __global__ void __launch_bounds__(DA_THREADS)
 		dattn_step<D, G>(kb, vb, base0 + (it + 1) * S::PB, hi, qr, m, l, acc);
 	}
 	dattn_finish<D, G>(m, l, acc, &sh_m[0][0], &sh_l[0][0], &sh_acc[0][0][0], nsu, z, nz, part,
-	                   (size_t)t * d.n_head + (size_t)kh * G, o);
+	                   (size_t)t * d.n_head + (size_t)kh * G, o,
+	                   cnt ? cnt + (size_t)t * d.n_kv + kh : NULL);
 }
 
 #endif
@@ -389,7 +434,8 @@ __device__ __forceinline__ void dattn_issue(const struct dattn_src &s, uint16_t 
 template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
     dattn_pipe_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                      struct ds_k_dims d, float qscale, float *part, uint16_t *out)
+                      struct ds_k_dims d, float qscale, float *part, uint16_t *out,
+                      unsigned *cnt)
 {
 	typedef dattn_shape<D, G> S;
 	typedef dattn_pipe<D, G> Q;
@@ -469,7 +515,8 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	__syncthreads(); /* the stage buffers become the merge area */
 	float *sf = (float *)sh_kv;
 	dattn_finish<D, G>(m, l, acc, sf, sf + DA_WARPS * G, sf + 2 * DA_WARPS * G, nsu, z, nz, part,
-	                   (size_t)t * d.n_head + (size_t)kh * G, o);
+	                   (size_t)t * d.n_head + (size_t)kh * G, o,
+	                   cnt ? cnt + (size_t)t * d.n_kv + kh : NULL);
 }
 
 /* Merges the nsu partials of rows that used more than one split. */
@@ -487,19 +534,9 @@ __global__ void dattn_combine_kernel(const float *part, struct ds_k_tokmeta tm, 
 		return; /* written by the main kernel */
 	size_t prow = (size_t)(D + 2);
 	const float *base = part + ((size_t)t * d.n_head + h) * nz * prow;
-	float M = -INFINITY;
-	for (int z = 0; z < nsu; z++)
-		M = fmaxf(M, base[z * prow]);
-	for (int k = threadIdx.x; k < D; k += blockDim.x) {
-		float L = 0.0f, A = 0.0f;
-		for (int z = 0; z < nsu; z++) {
-			const float *pz = base + z * prow;
-			float e = pz[0] == -INFINITY ? 0.0f : exp2f(pz[0] - M);
-			L = fmaf(pz[1], e, L);
-			A = fmaf(pz[2 + k], e, A);
-		}
-		out[((size_t)t * d.n_head + h) * D + k] = ds_f32_to_bf16(A / L);
-	}
+	for (int k = threadIdx.x; k < D; k += blockDim.x)
+		out[((size_t)t * d.n_head + h) * D + k] =
+		    ds_f32_to_bf16(dattn_merge_dim(base, nsu, prow, k));
 }
 
 #ifndef DS_DATTN_EMU
@@ -512,7 +549,7 @@ extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
 }
 
 typedef void (*dattn_fn)(const uint16_t *, const uint16_t *, struct ds_k_tokmeta, struct ds_k_dims,
-                         float, float *, uint16_t *);
+                         float, float *, uint16_t *, unsigned *);
 
 /* One kernel instance: its function, positions per block iteration and dynamic shared memory. */
 struct dattn_inst {
@@ -590,8 +627,9 @@ extern "C" cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *block
 
 extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
                                           struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
-                                          int n_split, float *part, uint16_t *out, int variant,
-                                          int pdl, cudaStream_t st)
+                                          int n_split, float *part, uint16_t *out,
+                                          unsigned *counters, int variant, int pdl,
+                                          cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -605,9 +643,10 @@ extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
 	if (e != cudaSuccess)
 		return e;
 	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
+	unsigned *cnt = n_split > 1 ? counters : NULL;
 	e = ds_launch(in.fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), in.smem, st, pdl, q, kv, tm,
-	              d, qscale, part, out);
-	if (e != cudaSuccess || n_split == 1)
+	              d, qscale, part, out, cnt);
+	if (e != cudaSuccess || n_split == 1 || cnt)
 		return e;
 	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(d.head_dim), 0, st, pdl,
 	                 (const float *)part, tm, d, n_split, in.pb, out);
@@ -618,7 +657,7 @@ extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
                                         int n_split, float *part, uint16_t *out, int pdl,
                                         cudaStream_t st)
 {
-	return ds_k_attn_decode_v(q, kv, tm, T, d, n_split, part, out, DS_K_ATTN_DECODE_REG, pdl,
-	                          st);
+	return ds_k_attn_decode_v(q, kv, tm, T, d, n_split, part, out, NULL, DS_K_ATTN_DECODE_REG,
+	                          pdl, st);
 }
 #endif

@@ -205,9 +205,13 @@ enum ds_k_attn_decode_variant {
 	DS_K_ATTN_DECODE_N_VARIANTS = 2
 };
 cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *blocks_per_sm);
+/* counters: NULL (rows with several splits are merged by a second kernel), or T * n_kv zeroed
+ * uint32 (the last block of a row and KV head merges them and zeroes its counter again, so the
+ * buffer stays zero between calls and a captured graph replays; the output bits are the same
+ * either way). One buffer serves one stream: concurrent calls must not share it. */
 cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                                int T, struct ds_k_dims d, int n_split, float *part, uint16_t *out,
-                               int variant, int pdl, cudaStream_t st);
+                               unsigned *counters, int variant, int pdl, cudaStream_t st);
 
 /* ---- sampling (kernels/sample.cu) ---- */
 

@@ -6,7 +6,8 @@
  * wrong output. Checks against a double reference (the tolerance of test_gpu_dattn.c): head_dim
  * 64 and 128, GQA 1, 3, 4 and 8 (3 and 4 pipeline stages), block sizes 16 and 12, rows of 1 to
  * 200 positions and a padding row (zeros), grid splits 1, 2, 5 and 64 (partials merged by the
- * combine kernel; the partial buffer starts as NaN), nothing written past the output. The gpu
+ * combine kernel, or by the last block through counters: the same bits, counters back at zero;
+ * the partial buffer starts as NaN), nothing written past the output. The gpu
  * suite's test_gpu_dattn.c checks both variants on the hardware. Sizes are small. */
 #define DS_DATTN_EMU 1
 #include <cuda_runtime.h>
@@ -16,7 +17,8 @@
 
 #include "attn_mma_emu.h"
 
-/* what attn_mma.cu does not need: a 3-D grid, blockDim, __ldg, __ffs, two-argument bounds */
+/* what attn_mma.cu does not need: a 3-D grid, blockDim, __ldg, __ffs, __ldcg, fences, atomicAdd
+ * and two-argument bounds */
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 #undef blockIdx
@@ -33,6 +35,19 @@ template <class T> static inline T __ldg(const T *p)
 static inline int __ffs(int x)
 {
 	return ffs(x);
+}
+static inline float __ldcg(const float *p)
+{
+	return *p;
+}
+static inline void __threadfence(void)
+{
+}
+static inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+	unsigned old = *p; /* fibers switch only at synchronizing primitives: this is atomic */
+	*p = old + v;
+	return old;
 }
 
 #include "../../kernels/attn_decode.cu"
@@ -140,28 +155,48 @@ static void dref(const fix &f, int t, int h, double *out)
 		out[i] /= l;
 }
 
-/* The pipe kernel (and the combine kernel when nz > 1) over the fixture, checked. */
-template <int D, int G> static void run_case(const fix &f, int nz)
+/* The pipe kernel over the fixture at split nz: with fused, the last block of a row and KV head
+ * merges (counters), else the combine kernel does (when nz > 1). Checks the guard. */
+template <int D, int G>
+static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused)
 {
 	const ds_k_dims d = f.d;
 	int H = d.n_head;
 	size_t on = (size_t)NROW * H * D;
 	std::vector<uint16_t> out(on + GUARD, 0x7f7f);
 	std::vector<float> part((size_t)NROW * H * nz * (D + 2), NAN);
+	std::vector<unsigned> cnt((size_t)NROW * d.n_kv, 0);
 	ds_k_tokmeta tm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	float qscale = DA_LOG2E / sqrtf((float)D);
 	const uint16_t *qp = f.q.data(), *kvp = f.kv.data();
 	uint16_t *op = out.data();
 	float *pp = part.data();
+	unsigned *cp = fused && nz > 1 ? cnt.data() : NULL;
 	de_launch(NROW, (unsigned)d.n_kv, (unsigned)nz,
-	          [&] { dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op); });
-	if (nz > 1)
+	          [&] { dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp); });
+	if (nz > 1 && !cp)
 		de_launch(NROW, (unsigned)H, 1, [&] {
 			dattn_combine_kernel(pp, tm, d, nz, dattn_shape<D, G>::PB, op);
 		});
 	for (int i = 0; i < GUARD; i++)
 		CHECK(out[on + (size_t)i] == 0x7f7f, "D=%d G=%d split %d: guard %d overwritten", D,
 		      G, nz, i);
+	for (size_t i = 0; i < cnt.size(); i++)
+		CHECK(cnt[i] == 0, "D=%d G=%d split %d: counter %zu = %u after the call", D, G, nz, i,
+		      cnt[i]);
+	out.resize(on);
+	return out;
+}
+
+/* The pipe kernel checked against the reference; the fused merge gives the same bits. */
+template <int D, int G> static void run_case(const fix &f, int nz)
+{
+	const ds_k_dims d = f.d;
+	int H = d.n_head;
+	std::vector<uint16_t> out = run_kernel<D, G>(f, nz, false);
+	bool same = run_kernel<D, G>(f, nz, true) == out;
+	CHECK(same,
+	      "D=%d G=%d split %d: the fused merge differs from the combine kernel", D, G, nz);
 	std::vector<double> ref((size_t)D);
 	double worst = 0;
 	for (int t = 0; t < NROW; t++)

@@ -5,8 +5,10 @@
  * poisoned output (every element must be written) and guard bytes after it. Also: one CUDA
  * graph replayed with changed positions and block tables, bad arguments rejected, and the CUDA
  * backend's fast decode (eager, captured, replayed) with this kernel vs DS_FAST_ATTN=old. Every
- * kernel check runs for both variants (reg: register-streamed, pipe: cp.async-pipelined); the
- * pipelined one must fit more blocks per SM than the register one. */
+ * kernel check runs for both variants (reg: register-streamed, pipe: cp.async-pipelined), and
+ * again with the fused merge (per-(row, KV head) counters: the same bits as the combine kernel,
+ * counters back at zero, also across graph replays); the pipelined variant must fit more
+ * blocks per SM than the register one. */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "kernels.h"
@@ -27,6 +29,7 @@ struct dfix {
 	uint16_t *dkv, *dq, *dout;
 	int32_t *dpos, *dseq, *doff, *dbt;
 	float *dpart;
+	unsigned *dcnt; /* (T * n_kv) counters of the fused merge, zero between calls */
 };
 
 static void dfix_tables(struct dfix *f, uint64_t salt)
@@ -80,11 +83,25 @@ static void dfix_init(struct dfix *f, int n_head, int n_kv, int D, int bs, int T
 	CK(cudaMalloc((void **)&f->dpart,
 	              (size_t)T * n_head * DS_K_ATTN_DECODE_MAX_SPLIT * (D + 2) * 4));
 	f->dout = dev_alloc_guarded(f->q_n * 2);
+	CK(cudaMalloc((void **)&f->dcnt, (size_t)T * n_kv * sizeof(unsigned)));
+	CK(cudaMemset(f->dcnt, 0, (size_t)T * n_kv * sizeof(unsigned)));
+}
+
+/* The fused merge left every counter at zero. */
+static void dfix_check_counters(const struct dfix *f, const char *what)
+{
+	size_t n = (size_t)f->T * f->d.n_kv;
+	unsigned *h = malloc(n * sizeof(unsigned));
+	from_dev(h, f->dcnt, n * sizeof(unsigned));
+	for (size_t i = 0; i < n; i++)
+		if (h[i] != 0)
+			fail_msg("%s: counter %zu = %u after the call, want 0", what, i, h[i]);
+	free(h);
 }
 
 static void dfix_free(struct dfix *f)
 {
-	void *dv[] = {f->dkv, f->dq, f->dout, f->dpos, f->dseq, f->doff, f->dbt, f->dpart};
+	void *dv[] = {f->dkv, f->dq, f->dout, f->dpos, f->dseq, f->doff, f->dbt, f->dpart, f->dcnt};
 	for (size_t i = 0; i < DS_ARRAY_LEN(dv); i++)
 		cudaFree(dv[i]);
 	free(f->pos);
@@ -193,6 +210,7 @@ static void dcase_bs(int n_head, int n_kv, int D, int bs, int T, int salt)
 	double *ref = dref_all(&f);
 	int splits[] = {1, 2, 7, DS_K_ATTN_DECODE_MAX_SPLIT};
 	char what[96];
+	uint16_t *sep = malloc(f.q_n * 2), *fused = malloc(f.q_n * 2);
 	for (int v = 0; v < DS_K_ATTN_DECODE_N_VARIANTS; v++)
 		for (size_t s = 0; s < DS_ARRAY_LEN(splits); s++) {
 			int pdl = (int)((s + (size_t)v) & 1);
@@ -200,10 +218,25 @@ static void dcase_bs(int n_head, int n_kv, int D, int bs, int T, int salt)
 			         vname[v], D, n_head, n_kv, bs, T, pdl);
 			CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
 			CK(ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], f.dpart,
-			                      f.dout, v, pdl, 0));
+			                      f.dout, NULL, v, pdl, 0));
 			CK(cudaDeviceSynchronize());
 			dcheck(&f, ref, what, splits[s]);
+			/* fused merge (counters): the same bits, counters back at zero */
+			from_dev(sep, f.dout, f.q_n * 2);
+			CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
+			CK(cudaMemset(f.dpart, 0xff, (size_t)T * n_head * splits[s] * (D + 2) * 4));
+			CK(ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], f.dpart,
+			                      f.dout, f.dcnt, v, pdl, 0));
+			CK(cudaDeviceSynchronize());
+			from_dev(fused, f.dout, f.q_n * 2);
+			dev_check_guard(f.dout, f.q_n * 2);
+			if (memcmp(sep, fused, f.q_n * 2) != 0)
+				fail_msg("%s split %d: fused merge differs from the combine kernel",
+				         what, splits[s]);
+			dfix_check_counters(&f, what);
 		}
+	free(sep);
+	free(fused);
 	free(ref);
 	dfix_free(&f);
 }
@@ -246,7 +279,7 @@ static void test_dattn_other_g(void **state)
 
 /* One graph, captured once with PDL, replayed after the positions (and block tables) changed:
  * rows grow, a padding row becomes real and a real row becomes padding. */
-static void graph_replay(int variant)
+static void graph_replay(int variant, bool fused)
 {
 	struct dfix f;
 	int T = 32;
@@ -260,7 +293,7 @@ static void graph_replay(int variant)
 	cudaGraphExec_t ge = NULL;
 	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
 	cudaError_t le = ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, 9, f.dpart, f.dout,
-	                                    variant, 1, st);
+	                                    fused ? f.dcnt : NULL, variant, 1, st);
 	CK(cudaStreamEndCapture(st, &g));
 	CK(le);
 	CK(cudaGraphInstantiate(&ge, g, 0));
@@ -283,6 +316,8 @@ static void graph_replay(int variant)
 		CK(cudaGraphLaunch(ge, st));
 		CK(cudaStreamSynchronize(st));
 		dcheck(&f, ref, vname[variant], 9);
+		if (fused)
+			dfix_check_counters(&f, "graph replay, fused merge");
 		free(ref);
 	}
 	cudaGraphExecDestroy(ge);
@@ -295,7 +330,8 @@ static void test_dattn_graph_replay(void **state)
 {
 	(void)state;
 	for (int v = 0; v < DS_K_ATTN_DECODE_N_VARIANTS; v++)
-		graph_replay(v);
+		for (int fused = 0; fused < 2; fused++)
+			graph_replay(v, fused);
 }
 
 static void test_dattn_rejects(void **state)
@@ -337,9 +373,9 @@ static void test_dattn_rejects(void **state)
 	/* nothing to do */
 	assert_int_equal(ds_k_attn_decode(NULL, NULL, tm, 0, ok, 2, part, out, 0, 0), cudaSuccess);
 	/* variants: unknown ones rejected; the pipelined one fits more blocks per SM (its point) */
-	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out, -1, 0, 0),
+	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out, NULL, -1, 0, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out,
+	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out, NULL,
 	                                    DS_K_ATTN_DECODE_N_VARIANTS, 0, 0),
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_attn_decode_occupancy_v(ok, DS_K_ATTN_DECODE_N_VARIANTS, &bps),
