@@ -27,7 +27,7 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
 	enum ds_status rv;
-	/* the fast path may chain its kernels with programmatic dependent launch (DS_CUDA_PDL=1);
+	/* the fast path may chain its kernels with programmatic dependent launch (DS_CUDA_PDL=0: off);
 	 * the embedding follows the metadata copies and is launched plainly */
 	int pdl = ops == &ds_cuda_fast_ops && c->fast.pdl;
 
@@ -52,6 +52,12 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK)
 			return rv;
+		if (ops->gemm_silu) { /* the fast path may fuse SiLU*mul into the down GEMM */
+			if ((rv = ops->gemm_silu(c, c->big, c->h, L->w_down, c->dlt, T, H, F,
+			                         err)) != DS_OK)
+				return rv;
+			continue;
+		}
 		DS_CUDA_TRY(ds_k_silu_mul_pdl(c->big, T, F, c->h, pdl, st), err);
 		if ((rv = ops->gemm(c, c->h, L->w_down, c->dlt, T, H, F, err)) != DS_OK)
 			return rv;

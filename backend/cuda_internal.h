@@ -45,19 +45,25 @@ struct ds_cuda_fast_plans; /* private to fastpath/cuda_fast.c */
 /* The fast path's GEMM choice for one (M bucket, N, K), timed on first use (cuda_fast.c). */
 #define DS_CUDA_PICK_CACHE 128
 enum ds_cuda_gemm_kind {
-	DS_CUDA_GEMM_LT = 0, /* cuBLASLt, its own per-M algorithm cache */
-	DS_CUDA_GEMM_GEMV,   /* ds_k_gemv (M <= DS_K_GEMV_MAX_M) */
-	DS_CUDA_GEMM_SKINNY, /* ds_k_skinny, variant */
+	DS_CUDA_GEMM_LT = 0,      /* cuBLASLt, its own per-M algorithm cache */
+	DS_CUDA_GEMM_GEMV,        /* ds_k_gemv (M <= DS_K_GEMV_MAX_M) */
+	DS_CUDA_GEMM_SKINNY,      /* ds_k_skinny, variant */
+	DS_CUDA_GEMM_SKINNY_SILU, /* silu picks: ds_k_skinny_silu, variant (SiLU*mul fused) */
+	DS_CUDA_GEMM_SPLIT,       /* silu picks: ds_k_silu_mul, then the plain pick of the shape */
 };
 struct ds_cuda_pick {
 	int mb, N, K; /* mb: M for M <= 4, else the next power of two */
+	bool silu;    /* key: the down projection's choice (A = silu_mul of a gate/up buffer) */
 	bool ok;
 	int kind, variant;
 	int M_timed; /* the M the candidates were timed at */
 	/* best time of each candidate family at M_timed, L2 flushed before each run (ms;
-	 * INFINITY where not a candidate); kind/variant is the argmin */
-	float ms_lt, ms_gemv, ms_skinny, ms_best;
-	int skinny_best; /* fastest skinny variant */
+	 * INFINITY where not a candidate); kind/variant is the argmin. silu picks: ms_skinny is
+	 * the best fused variant, ms_split ds_k_silu_mul plus the plain pick, timed together */
+	float ms_lt, ms_gemv, ms_skinny, ms_split, ms_best;
+	int skinny_best;                        /* fastest skinny variant */
+	float ms_variant[DS_K_SKINNY_VARIANTS]; /* every skinny (silu: fused) variant's time */
+	int n_rejected; /* candidates whose result disagreed with cuBLASLt's (never picked) */
 };
 
 /* Fast path state (fastpath/cuda_fast.c). */
@@ -74,7 +80,7 @@ struct ds_cuda_fast {
 	struct ds_cuda_pick picks[DS_CUDA_PICK_CACHE]; /* GEMM choice per (M bucket, N, K) */
 	int n_picks, next_pick_evict;
 	bool skinny; /* skinny GEMM and GEMV are candidates (DS_CUDA_SKINNY=0: cuBLASLt only) */
-	bool pdl;    /* launch the skinny GEMM with programmatic dependent launch (DS_CUDA_PDL=1) */
+	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
 };
 
 /* Host mirrors (pinned) and device copies of one pass's metadata. */
@@ -191,6 +197,11 @@ struct ds_cuda_path_ops {
 	 * (ignored by the reference path, which picks its own from workspace size only) */
 	enum ds_status (*attention)(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
 	                            const uint16_t *kv, int n_split, struct ds_err *err);
+	/* optional: C (M, N) = silu_mul(gu) . W (N, K)^T for the fp32 gate/up buffer gu (M, 2K),
+	 * h (M, K) bf16 scratch it may use; NULL: ds_k_silu_mul into h, then gemm */
+	enum ds_status (*gemm_silu)(struct ds_cuda_ctx *c, const float *gu, uint16_t *h,
+	                            const uint16_t *W, float *C, int M, int N, int K,
+	                            struct ds_err *err);
 };
 
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */

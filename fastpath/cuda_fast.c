@@ -6,10 +6,13 @@
  * skinny GEMM's variants, the GEMV (M <= 4) and cuBLASLt's top heuristics ran fastest on first
  * use of its (M bucket, N, K) (timed outside graph capture, L2 flushed before each run, so
  * weights stream from HBM as they do in a decode step); larger GEMMs use cuBLASLt, autotuned
- * per M up to 256. The attention split count follows the number of rows. That is the point
- * of the fast path (DESIGN.md section 1); the reference path (refpath/cuda_ref.c) is the one
- * that must not. A bucket's graph is captured on its second use (the first runs eagerly, which
- * also fills the GEMM choice caches outside the capture). */
+ * per M up to 256. A candidate is only picked if its result matches cuBLASLt's on that first
+ * call (a safety net for kernels new to a device). For up to 8 rows the down projection may
+ * take a skinny variant with SiLU*mul fused into its loads (gemm_silu), if that beats the
+ * silu_mul kernel plus the plain choice. The attention split count follows the number of
+ * rows. That is the point of the fast path (DESIGN.md section 1); the reference path
+ * (refpath/cuda_ref.c) is the one that must not. A bucket's graph is captured on its second use
+ * (the first runs eagerly, which also fills the GEMM choice caches outside the capture). */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -194,17 +197,46 @@ static int m_bucket(int M)
 	return b;
 }
 
-static cudaError_t cand_launch(struct ds_cuda_ctx *c, int kind, int v, const uint16_t *A,
-                               const uint16_t *W, float *C, int M, int N, int K)
+/* One GEMM candidate on concrete buffers. kind SPLIT runs ds_k_silu_mul (gu -> h) and then the
+ * plain pick `plain` on h (cuBLASLt through lt_gemm, whose algorithm cache is warm by then). */
+struct cand {
+	int kind, v;
+	const uint16_t *A, *W;
+	const float *gu; /* SKINNY_SILU, SPLIT */
+	uint16_t *h;     /* SPLIT */
+	float *C;
+	int M, N, K;
+	const struct ds_cuda_pick *plain; /* SPLIT */
+};
+
+static enum ds_status lt_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W, float *C,
+                              int M, int N, int K, struct ds_err *err);
+
+static cudaError_t cand_launch(struct ds_cuda_ctx *c, const struct cand *x)
 {
+	int kind = x->kind, v = x->v;
+	if (kind == DS_CUDA_GEMM_SKINNY_SILU)
+		return ds_k_skinny_silu(x->gu, x->W, x->C, x->M, x->N, x->K, v, c->fast.pdl,
+		                        c->stream);
+	if (kind == DS_CUDA_GEMM_SPLIT) {
+		cudaError_t e = ds_k_silu_mul_pdl(x->gu, x->M, x->K, x->h, c->fast.pdl, c->stream);
+		if (e != cudaSuccess)
+			return e;
+		kind = x->plain->kind;
+		v = x->plain->variant;
+	}
+	const uint16_t *A = kind == x->kind ? x->A : x->h;
 	if (kind == DS_CUDA_GEMM_GEMV)
-		return ds_k_gemv(A, W, C, M, N, K, c->stream);
-	return ds_k_skinny(A, W, C, M, N, K, v, c->fast.pdl, c->stream);
+		return ds_k_gemv(A, x->W, x->C, x->M, x->N, x->K, c->stream);
+	if (kind == DS_CUDA_GEMM_SKINNY)
+		return ds_k_skinny(A, x->W, x->C, x->M, x->N, x->K, v, c->fast.pdl, c->stream);
+	struct ds_err err;
+	return lt_gemm(c, A, x->W, x->C, x->M, x->N, x->K, &err) == DS_OK ? cudaSuccess
+	                                                                  : cudaErrorUnknown;
 }
 
 /* Best of 3 runs after a warm-up, each after an L2 flush (ms); INFINITY if it fails. */
-static float cand_time(struct ds_cuda_ctx *c, int kind, int v, const uint16_t *A, const uint16_t *W,
-                       float *C, int M, int N, int K)
+static float cand_time(struct ds_cuda_ctx *c, const struct cand *x)
 {
 	cudaEvent_t e0, e1;
 	float best = INFINITY;
@@ -217,7 +249,7 @@ static float cand_time(struct ds_cuda_ctx *c, int kind, int v, const uint16_t *A
 	for (int i = 0; i < 4; i++) {
 		l2_flush(c);
 		cudaEventRecord(e0, c->stream);
-		cudaError_t e = cand_launch(c, kind, v, A, W, C, M, N, K);
+		cudaError_t e = cand_launch(c, x);
 		cudaEventRecord(e1, c->stream);
 		if (e != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) {
 			best = INFINITY;
@@ -234,6 +266,127 @@ static float cand_time(struct ds_cuda_ctx *c, int kind, int v, const uint16_t *A
 	return best;
 }
 
+/* A candidate is only picked if its C agrees with a trusted result of the same call (cuBLASLt,
+ * or for silu picks the plain pick on ds_k_silu_mul's output) to 1% of that result's largest
+ * magnitude: summation order moves the fp32 sums by orders of magnitude less, a wrong tile,
+ * K slice or cluster reduction by about the values themselves. A safety net for variants that
+ * are new on a device, at tuning time only (one copy of C per candidate). */
+struct cand_check {
+	float *ref, *got; /* host (M * N); ref NULL: nothing to check against */
+	size_t n;
+	float tol;
+};
+
+static void check_free(struct cand_check *k)
+{
+	free(k->ref);
+	free(k->got);
+	memset(k, 0, sizeof(*k));
+}
+
+/* Takes the current contents of the device C (M * N) as the trusted result. */
+static void check_init(struct ds_cuda_ctx *c, struct cand_check *k, const float *C, size_t n)
+{
+	memset(k, 0, sizeof(*k));
+	k->ref = malloc(n * sizeof(float));
+	k->got = malloc(n * sizeof(float));
+	k->n = n;
+	if (!k->ref || !k->got ||
+	    cudaMemcpyAsync(k->ref, C, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream) !=
+	        cudaSuccess ||
+	    cudaStreamSynchronize(c->stream) != cudaSuccess) {
+		cudaGetLastError();
+		check_free(k);
+		return;
+	}
+	float mx = 0.0f;
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(k->ref[i])) { /* nothing sane to compare against */
+			check_free(k);
+			return;
+		}
+		mx = fmaxf(mx, fabsf(k->ref[i]));
+	}
+	k->tol = 1e-2f * mx + 1e-30f;
+}
+
+static bool check_ok(struct ds_cuda_ctx *c, struct cand_check *k, const float *C)
+{
+	if (!k->ref)
+		return true;
+	if (cudaMemcpyAsync(k->got, C, k->n * sizeof(float), cudaMemcpyDeviceToHost, c->stream) !=
+	        cudaSuccess ||
+	    cudaStreamSynchronize(c->stream) != cudaSuccess) {
+		cudaGetLastError();
+		return false;
+	}
+	for (size_t i = 0; i < k->n; i++)
+		if (!(fabsf(k->got[i] - k->ref[i]) <= k->tol))
+			return false;
+	return true;
+}
+
+/* Times candidate x; INFINITY (and a note on stderr) if its result fails the check. */
+static float cand_time_checked(struct ds_cuda_ctx *c, const struct cand *x, struct cand_check *k,
+                               int *n_rejected)
+{
+	float t = cand_time(c, x);
+	if (isfinite(t) && !check_ok(c, k, x->C)) {
+		char name[64] = "gemv";
+		if (x->kind == DS_CUDA_GEMM_SKINNY || x->kind == DS_CUDA_GEMM_SKINNY_SILU)
+			ds_k_skinny_describe(x->M, x->v, name, sizeof(name));
+		fprintf(stderr,
+		        "cuda fast path: %s%s at M=%d N=%d K=%d disagrees with the reference "
+		        "result; not used\n",
+		        name, x->kind == DS_CUDA_GEMM_SKINNY_SILU ? " (silu)" : "", x->M, x->N,
+		        x->K);
+		(*n_rejected)++;
+		t = INFINITY;
+	}
+	return t;
+}
+
+static struct ds_cuda_pick *pick_find(struct ds_cuda_fast *f, int mb, int N, int K, bool silu)
+{
+	for (int i = 0; i < f->n_picks; i++)
+		if (f->picks[i].ok && f->picks[i].mb == mb && f->picks[i].N == N &&
+		    f->picks[i].K == K && f->picks[i].silu == silu)
+			return &f->picks[i];
+	return NULL;
+}
+
+static const struct ds_cuda_pick *pick_store(struct ds_cuda_fast *f, const struct ds_cuda_pick *pk)
+{
+	int i;
+	if (f->n_picks < DS_CUDA_PICK_CACHE) {
+		i = f->n_picks++;
+	} else {
+		i = f->next_pick_evict;
+		f->next_pick_evict = (f->next_pick_evict + 1) % DS_CUDA_PICK_CACHE;
+	}
+	f->picks[i] = *pk;
+	return &f->picks[i];
+}
+
+static struct ds_cuda_pick pick_new(int M, int N, int K, bool silu)
+{
+	struct ds_cuda_pick pk = {.mb = m_bucket(M),
+	                          .N = N,
+	                          .K = K,
+	                          .silu = silu,
+	                          .ok = true,
+	                          .kind = DS_CUDA_GEMM_LT,
+	                          .M_timed = M,
+	                          .ms_lt = INFINITY,
+	                          .ms_gemv = INFINITY,
+	                          .ms_skinny = INFINITY,
+	                          .ms_split = INFINITY,
+	                          .ms_best = INFINITY};
+	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++)
+		pk.ms_variant[v] = INFINITY;
+	return pk;
+}
+
 /* The cached choice for (bucket of M, N, K); on a miss outside capture, times every candidate
  * on the call's own buffers (the real call overwrites C afterwards) and caches the fastest.
  * *out is NULL on a miss during capture (the caller then uses the untimed default). */
@@ -242,41 +395,40 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
                                   struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
-	int mb = m_bucket(M);
-	*out = NULL;
-	for (int i = 0; i < f->n_picks; i++)
-		if (f->picks[i].ok && f->picks[i].mb == mb && f->picks[i].N == N &&
-		    f->picks[i].K == K) {
-			*out = &f->picks[i];
-			return DS_OK;
-		}
+	*out = pick_find(f, m_bucket(M), N, K, false);
+	if (*out)
+		return DS_OK;
 	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
 	DS_CUDA_TRY(cudaStreamIsCapturing(c->stream, &cap), err);
 	if (cap != cudaStreamCaptureStatusNone)
 		return DS_OK;
-	struct ds_cuda_pick pk = {.mb = mb,
-	                          .N = N,
-	                          .K = K,
-	                          .ok = true,
-	                          .kind = DS_CUDA_GEMM_LT,
-	                          .M_timed = M,
-	                          .ms_lt = INFINITY,
-	                          .ms_gemv = INFINITY,
-	                          .ms_skinny = INFINITY,
-	                          .ms_best = INFINITY};
+	struct ds_cuda_pick pk = pick_new(M, N, K, false);
+	/* cuBLASLt first: its result is what the others are checked against */
+	int slot = 0;
+	struct ds_err lt_err = {0};
+	struct cand_check chk = {0};
+	if (lt_lookup(c, M, N, K, A, W, C, &slot, &lt_err) == DS_OK) {
+		pk.ms_lt = lt_time(c, plan_of(c, slot), &f->cache[slot].algo, A, W, C);
+		if (isfinite(pk.ms_lt))
+			check_init(c, &chk, C, (size_t)M * N);
+	}
+	struct cand x = {
+	    .kind = DS_CUDA_GEMM_SKINNY, .A = A, .W = W, .C = C, .M = M, .N = N, .K = K};
 	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
-		float t = cand_time(c, DS_CUDA_GEMM_SKINNY, v, A, W, C, M, N, K);
+		x.v = v;
+		float t = cand_time_checked(c, &x, &chk, &pk.n_rejected);
+		pk.ms_variant[v] = t;
 		if (t < pk.ms_skinny) {
 			pk.ms_skinny = t;
 			pk.skinny_best = v;
 		}
 	}
-	if (M <= DS_K_GEMV_MAX_M)
-		pk.ms_gemv = cand_time(c, DS_CUDA_GEMM_GEMV, 0, A, W, C, M, N, K);
-	int slot = 0;
-	struct ds_err lt_err = {0};
-	if (lt_lookup(c, M, N, K, A, W, C, &slot, &lt_err) == DS_OK)
-		pk.ms_lt = lt_time(c, plan_of(c, slot), &f->cache[slot].algo, A, W, C);
+	if (M <= DS_K_GEMV_MAX_M) {
+		x.kind = DS_CUDA_GEMM_GEMV;
+		x.v = 0;
+		pk.ms_gemv = cand_time_checked(c, &x, &chk, &pk.n_rejected);
+	}
+	check_free(&chk);
 	pk.ms_best = pk.ms_lt;
 	if (pk.ms_gemv < pk.ms_best) {
 		pk.ms_best = pk.ms_gemv;
@@ -291,15 +443,7 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 		return ds_errf(err, DS_ERR_DEVICE,
 		               "cuda: no GEMM candidate ran for M=%d N=%d K=%d (cublasLt: %s)", M,
 		               N, K, lt_err.msg);
-	int i;
-	if (f->n_picks < DS_CUDA_PICK_CACHE) {
-		i = f->n_picks++;
-	} else {
-		i = f->next_pick_evict;
-		f->next_pick_evict = (f->next_pick_evict + 1) % DS_CUDA_PICK_CACHE;
-	}
-	f->picks[i] = pk;
-	*out = &f->picks[i];
+	*out = pick_store(f, &pk);
 	return DS_OK;
 }
 
@@ -338,8 +482,96 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	}
 	if (kind == DS_CUDA_GEMM_LT)
 		return lt_gemm(c, A, W, C, M, N, K, err);
-	DS_CUDA_TRY(cand_launch(c, kind, v, A, W, C, M, N, K), err);
+	struct cand x = {.kind = kind, .v = v, .A = A, .W = W, .C = C, .M = M, .N = N, .K = K};
+	DS_CUDA_TRY(cand_launch(c, &x), err);
 	return DS_OK;
+}
+
+/* The down projection's choice: the best fused skinny variant (SiLU*mul in its activation
+ * load) against ds_k_silu_mul followed by the plain pick, each pair timed as one unit after an
+ * L2 flush. On a miss outside capture h is filled first, so the plain pick and the check see
+ * the real activations. */
+static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, uint16_t *h,
+                                       const uint16_t *W, float *C, int M, int N, int K,
+                                       const struct ds_cuda_pick **out, struct ds_err *err)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	*out = pick_find(f, m_bucket(M), N, K, true);
+	if (*out)
+		return DS_OK;
+	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+	DS_CUDA_TRY(cudaStreamIsCapturing(c->stream, &cap), err);
+	if (cap != cudaStreamCaptureStatusNone)
+		return DS_OK;
+	DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, h, c->fast.pdl, c->stream), err);
+	const struct ds_cuda_pick *plain = NULL;
+	enum ds_status rv = pick_lookup(c, h, W, C, M, N, K, &plain, err);
+	if (rv != DS_OK)
+		return rv;
+	DS_ASSERT(plain);
+	struct ds_cuda_pick pk = pick_new(M, N, K, true), plain_copy = *plain;
+	struct cand x = {.kind = DS_CUDA_GEMM_SPLIT,
+	                 .A = h,
+	                 .W = W,
+	                 .gu = gu,
+	                 .h = h,
+	                 .C = C,
+	                 .M = M,
+	                 .N = N,
+	                 .K = K,
+	                 .plain = &plain_copy};
+	pk.ms_split = cand_time(c, &x); /* leaves the trusted result in C */
+	struct cand_check chk = {0};
+	if (isfinite(pk.ms_split))
+		check_init(c, &chk, C, (size_t)M * N);
+	x.kind = DS_CUDA_GEMM_SKINNY_SILU;
+	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
+		x.v = v;
+		float t = cand_time_checked(c, &x, &chk, &pk.n_rejected);
+		pk.ms_variant[v] = t;
+		if (t < pk.ms_skinny) {
+			pk.ms_skinny = t;
+			pk.skinny_best = v;
+		}
+	}
+	check_free(&chk);
+	pk.kind = DS_CUDA_GEMM_SPLIT;
+	pk.ms_best = pk.ms_split;
+	if (pk.ms_skinny < pk.ms_best) {
+		pk.ms_best = pk.ms_skinny;
+		pk.kind = DS_CUDA_GEMM_SKINNY_SILU;
+		pk.variant = pk.skinny_best;
+	}
+	if (!isfinite(pk.ms_best))
+		return ds_errf(
+		    err, DS_ERR_DEVICE,
+		    "cuda: neither silu_mul + GEMM nor a fused variant ran for M=%d N=%d "
+		    "K=%d",
+		    M, N, K);
+	*out = pick_store(f, &pk);
+	return DS_OK;
+}
+
+static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uint16_t *h,
+                                     const uint16_t *W, float *C, int M, int N, int K,
+                                     struct ds_err *err)
+{
+	if (M <= 0)
+		return DS_OK;
+	if (c->fast.skinny && M <= DS_K_SKINNY_SILU_MAX_M) {
+		const struct ds_cuda_pick *pk = NULL;
+		enum ds_status rv = silu_pick_lookup(c, gu, h, W, C, M, N, K, &pk, err);
+		if (rv != DS_OK)
+			return rv;
+		if (pk && pk->kind == DS_CUDA_GEMM_SKINNY_SILU) {
+			DS_CUDA_TRY(ds_k_skinny_silu(gu, W, C, M, N, K, pk->variant, c->fast.pdl,
+			                             c->stream),
+			            err);
+			return DS_OK;
+		}
+	}
+	DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, h, c->fast.pdl, c->stream), err);
+	return fast_gemm(c, h, W, C, M, N, K, err);
 }
 
 /* The decode kernel's grid split for T rows, from the batch and the kernel's occupancy: the
@@ -414,6 +646,7 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 const struct ds_cuda_path_ops ds_cuda_fast_ops = {
     .gemm = fast_gemm,
     .attention = fast_attention,
+    .gemm_silu = fast_gemm_silu,
 };
 
 int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
@@ -517,8 +750,11 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->use_graphs = !(g && strcmp(g, "0") == 0);
 	const char *sk = getenv("DS_CUDA_SKINNY");
 	f->skinny = !(sk && strcmp(sk, "0") == 0);
+	/* PDL on by default since the H200 run of 469c75e: the graph-replayed decode step was
+	 * 2-3% faster with it at batch 1, 8 and 32 (bench/results/gpu-20261129-469c75e), and the
+	 * gpu suite checks that it gives the same bits (DS_CUDA_PDL=0: off) */
 	const char *pdl = getenv("DS_CUDA_PDL");
-	f->pdl = pdl && strcmp(pdl, "1") == 0;
+	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
 	return DS_OK;
 }
 

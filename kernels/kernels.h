@@ -116,15 +116,24 @@ cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int
 /* C (M, N) fp32 = A (M, K) . W (N, K)^T for 1 <= M <= DS_K_SKINNY_MAX_M on mma.sync (weights as
  * the 16-row operand, the batch padded to 8/16/32/64). K % 8 == 0, any N; A and W 16-byte
  * aligned. variant (0 .. DS_K_SKINNY_VARIANTS-1) picks a block shape (warps per block, weight
- * tiles per warp, K unroll); every variant is correct for every M, the fast path times them.
+ * tiles per warp, K unroll, K split over a thread-block cluster of 1..8, weight prefetch
+ * depth); every variant is
+ * correct for every M, the fast path times them.
  * pdl != 0 launches with programmatic stream serialization: the kernel issues its first
  * weight loads, then waits for the previous kernel (griddepcontrol.wait) before it reads A or
  * writes C. Reduction order depends on the variant (not on the data): not batch-invariant.
  * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
 #define DS_K_SKINNY_MAX_M 64
-#define DS_K_SKINNY_VARIANTS 6
+#define DS_K_SKINNY_VARIANTS 14
 cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                         int variant, int pdl, cudaStream_t st);
+/* The same GEMM with SiLU*mul fused into the activation load: gu is the (M, 2K) fp32 gate/up
+ * buffer and A (m, k) = bf16(silu(gu[m, k]) * gu[m, K + k]), computed with ds_k_silu_mul's
+ * arithmetic, so the result has the bits of ds_k_silu_mul then ds_k_skinny with the same
+ * variant. M <= DS_K_SKINNY_SILU_MAX_M; K % 8 == 0; gu and W 16-byte aligned. */
+#define DS_K_SKINNY_SILU_MAX_M 8
+cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N, int K,
+                             int variant, int pdl, cudaStream_t st);
 /* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
  * snprintf's count, or -1 for an M or variant out of range. */
 int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);

@@ -25,25 +25,47 @@ __device__ __forceinline__ void ds_grid_dep_wait(void)
 #endif
 }
 
+/* kernel<<<grid, block, smem, st>>>(args...), with the PDL attribute when pdl != 0 and in
+ * thread-block clusters of cluster_x blocks along x when cluster_x > 1 (grid.x a multiple). */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t ds_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                                            size_t smem, cudaStream_t st, int pdl, int cluster_x,
+                                            Args &&...args)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[2];
+	unsigned n = 0;
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = st;
+	if (pdl) {
+		at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[n].val.programmaticStreamSerializationAllowed = 1;
+		n++;
+	}
+	if (cluster_x > 1) {
+		at[n].id = cudaLaunchAttributeClusterDimension;
+		at[n].val.clusterDim.x = (unsigned)cluster_x;
+		at[n].val.clusterDim.y = 1;
+		at[n].val.clusterDim.z = 1;
+		n++;
+	}
+	cfg.attrs = at;
+	cfg.numAttrs = n;
+	cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+	if (e != cudaSuccess)
+		return e;
+	return cudaGetLastError();
+}
+
 /* kernel<<<grid, block, smem, st>>>(args...), with the PDL attribute when pdl != 0. */
 template <typename... KArgs, typename... Args>
 static inline cudaError_t ds_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                     cudaStream_t st, int pdl, Args &&...args)
 {
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[1];
-	cfg.gridDim = grid;
-	cfg.blockDim = block;
-	cfg.dynamicSmemBytes = smem;
-	cfg.stream = st;
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
-	cfg.attrs = at;
-	cfg.numAttrs = pdl ? 1 : 0;
-	cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-	if (e != cudaSuccess)
-		return e;
-	return cudaGetLastError();
+	return ds_launch_cluster(kernel, grid, block, smem, st, pdl, 1,
+	                         std::forward<Args>(args)...);
 }
 
 #endif

@@ -13,8 +13,9 @@
  *   attnref reference attention: CUDA-core kernel vs tensor-core kernel (verify, prefill, decode)
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   profile one fast decode pass at batch 1/8/32 (ctx 512) run eagerly with events around each
- *           launch: time and GB/s per op class; the graph-replayed step, also with PDL toggled
- *           and without the skinny GEMM; the fast path's GEMM choices
+ *           launch: time and GB/s per op class (silu_down: SiLU*mul and the down projection,
+ *           fused or not, as the fast path chose); the graph-replayed step, also with PDL
+ *           toggled and without the skinny GEMM; the fast path's GEMM choices
  *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
  *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),
  *           invariant, dvr without early verification; ratio to fast
@@ -907,7 +908,7 @@ enum prof_op {
 };
 static const char *const prof_names[PROF_N_OPS] = {
     "embed",        "rmsnorm",  "gemm_qkv",  "qkv_rope", "attention", "gemm_o",
-    "gemm_gate_up", "silu_mul", "gemm_down", "lm_head",  "sample"};
+    "gemm_gate_up", "silu_mul", "silu_down", "lm_head",  "sample"};
 
 #define PROF_MAX_LAUNCH 1024
 
@@ -980,10 +981,10 @@ static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
 		PROF_OP(
 		    pr, PROF_GU,
 		    PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err)));
-		PROF_OP(pr, PROF_SILU, CK(ds_k_silu_mul(c->big, B, F, c->h, st)));
-		PROF_OP(
-		    pr, PROF_DOWN,
-		    PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, L->w_down, c->dlt, B, H, F, &err)));
+		/* SiLU*mul and the down projection in one op: the fast path may fuse them */
+		PROF_OP(pr, PROF_DOWN,
+		        PROF_CK_RV(ds_cuda_fast_ops.gemm_silu(c, c->big, c->h, L->w_down, c->dlt, B,
+		                                              H, F, &err)));
 	}
 	PROF_OP(pr, PROF_RMSNORM,
 	        CK(ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, B, H, cfg->rms_eps, c->h,
@@ -1000,8 +1001,8 @@ static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
 	pr->bytes[PROF_ATTN] = nl * ((double)B * (ctx + 1) * kvd * 2 * 2 + 4.0 * B * qd);
 	pr->bytes[PROF_O] = nl * gemm_bytes(B, H, qd);
 	pr->bytes[PROF_GU] = nl * gemm_bytes(B, 2 * F, H);
-	pr->bytes[PROF_SILU] = nl * (double)B * (4.0 * 2 * F + 2.0 * F);
-	pr->bytes[PROF_DOWN] = nl * gemm_bytes(B, H, F);
+	pr->bytes[PROF_SILU] = 0; /* counted in silu_down */
+	pr->bytes[PROF_DOWN] = nl * (gemm_bytes(B, H, F) + (double)B * 4.0 * 2 * F);
 	pr->bytes[PROF_LM_HEAD] = gemm_bytes(B, V, H);
 	pr->bytes[PROF_SAMPLE] = 4.0 * B * V;
 	return 0;
@@ -1153,29 +1154,48 @@ static int bench_profile(struct bench *b)
 	}
 	/* the fast path's GEMM choices (timed on first use, L2 flushed) */
 	fprintf(f, "\n], \"gemm_picks\": [\n");
-	printf("fast-path GEMM choices (ms at the timed M, L2 flushed; inf = not a candidate)\n");
-	printf("  %4s %4s %7s %6s %-26s %9s %9s %9s %8s\n", "Mb", "M", "N", "K", "winner", "skinny",
-	       "gemv", "cublasLt", "GB/s");
+	printf("fast-path GEMM choices (ms at the timed M, L2 flushed; inf = not a candidate; "
+	       "silu rows: the down projection, skinny = best fused variant, split = silu_mul + "
+	       "the plain choice)\n");
+	printf("  %4s %4s %4s %7s %6s %-30s %9s %9s %9s %9s %8s %3s\n", "silu", "Mb", "M", "N",
+	       "K", "winner", "skinny", "gemv", "cublasLt", "split", "GB/s", "rej");
 	for (int i = 0; i < c->fast.n_picks; i++) {
 		const struct ds_cuda_pick *pk = &c->fast.picks[i];
 		char name[64] = "cublasLt";
 		if (pk->kind == DS_CUDA_GEMM_GEMV)
 			snprintf(name, sizeof(name), "gemv");
-		else if (pk->kind == DS_CUDA_GEMM_SKINNY)
+		else if (pk->kind == DS_CUDA_GEMM_SPLIT)
+			snprintf(name, sizeof(name), "silu_mul+plain");
+		else if (pk->kind == DS_CUDA_GEMM_SKINNY || pk->kind == DS_CUDA_GEMM_SKINNY_SILU)
 			ds_k_skinny_describe(pk->M_timed, pk->variant, name, sizeof(name));
+		if (pk->kind == DS_CUDA_GEMM_SKINNY_SILU)
+			strncat(name, "_silu", sizeof(name) - strlen(name) - 1);
 		double gbps = gemm_bytes(pk->M_timed, pk->N, pk->K) / (pk->ms_best * 1e-3) / 1e9;
-		printf("  %4d %4d %7d %6d %-26s %9.4f %9.4f %9.4f %8.0f\n", pk->mb, pk->M_timed,
-		       pk->N, pk->K, name, pk->ms_skinny, pk->ms_gemv, pk->ms_lt, gbps);
-		fprintf(
-		    f,
-		    "%s  {\"m_bucket\": %d, \"M\": %d, \"N\": %d, \"K\": %d, \"winner\": \"%s\", ",
-		    i ? ",\n" : "", pk->mb, pk->M_timed, pk->N, pk->K, name);
+		printf("  %4d %4d %4d %7d %6d %-30s %9.4f %9.4f %9.4f %9.4f %8.0f %3d\n",
+		       (int)pk->silu, pk->mb, pk->M_timed, pk->N, pk->K, name, pk->ms_skinny,
+		       pk->ms_gemv, pk->ms_lt, pk->ms_split, gbps, pk->n_rejected);
+		fprintf(f,
+		        "%s  {\"silu\": %s, \"m_bucket\": %d, \"M\": %d, \"N\": %d, \"K\": %d, "
+		        "\"winner\": \"%s\", ",
+		        i ? ",\n" : "", pk->silu ? "true" : "false", pk->mb, pk->M_timed, pk->N,
+		        pk->K, name);
 		json_ms(f, "skinny_ms", pk->ms_skinny);
 		fprintf(f, ", ");
 		json_ms(f, "gemv_ms", pk->ms_gemv);
 		fprintf(f, ", ");
 		json_ms(f, "cublaslt_ms", pk->ms_lt);
-		fprintf(f, ", \"best_GBps\": %.1f}", gbps);
+		fprintf(f, ", ");
+		json_ms(f, "split_ms", pk->ms_split);
+		fprintf(f, ", \"rejected\": %d, \"best_GBps\": %.1f, \"skinny_variants\": [",
+		        pk->n_rejected, gbps);
+		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
+			char vn[64];
+			ds_k_skinny_describe(pk->M_timed, v, vn, sizeof(vn));
+			fprintf(f, "%s{\"name\": \"%s\", ", v ? ", " : "", vn);
+			json_ms(f, "ms", pk->ms_variant[v]);
+			fprintf(f, "}");
+		}
+		fprintf(f, "]}");
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);

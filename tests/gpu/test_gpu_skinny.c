@@ -4,7 +4,12 @@
  * bytes after C and a poisoned C (every element must be written). Also: bad arguments are
  * rejected, runs are bit-reproducible, and a programmatic-dependent launch after a kernel that
  * writes A sees the new A, eagerly and inside a captured CUDA graph; and the CUDA backend's
- * fast decode with the whole chain under PDL (DS_CUDA_PDL=1) gives the same bits as without. */
+ * fast decode with the whole chain under PDL (DS_CUDA_PDL=1) gives the same bits as without.
+ * The K-split variants (thread-block clusters) run through all of the above. The fused SiLU*mul
+ * variants (ds_k_skinny_silu) must give the bits of ds_k_silu_mul then ds_k_skinny with the same
+ * variant, eagerly, under PDL and replayed from a graph, and the backend's fast decode with the
+ * down projection forced fused must give the bits of the same decode forced unfused. RMSNorm
+ * (rows.cu, whose loads were batched) must give the bits of its arithmetic emulated on the CPU. */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "cuda_internal.h"
@@ -221,6 +226,120 @@ static void test_skinny_pdl_chain(void **state)
 	free(C);
 }
 
+/* ---- fused SiLU*mul (ds_k_skinny_silu) ---- */
+
+/* Every variant at M = 1..8 on (N, K): the fused GEMM on gu (M, 2K) fp32 equals ds_k_silu_mul
+ * into h then ds_k_skinny on h, bit for bit (eager, PDL, graph replay), and h's product is
+ * right against the CPU reference; C poisoned and guarded. */
+static void silu_case(int N, int K)
+{
+	int m_list[] = {1, 2, 3, 5, 8};
+	int Mmax = DS_K_SKINNY_SILU_MAX_M;
+	size_t ngu = (size_t)Mmax * 2 * K, nh = (size_t)Mmax * K, nw = (size_t)N * K;
+	float *gu = malloc(ngu * 4);
+	uint16_t *W = malloc(nw * 2), *h = malloc(nh * 2);
+	fill_f32(gu, ngu, 201 + K, 4.0f);
+	fill_bf16(W, nw, 202 + N, 1.0f);
+	float *dgu = to_dev(gu, ngu * 4);
+	uint16_t *dW = to_dev(W, nw * 2), *dh = dev_alloc_guarded(nh * 2);
+	bool all = (size_t)N * K <= ((size_t)4 << 20);
+	size_t ncmax = (size_t)Mmax * N;
+	double *ref = malloc(ncmax * sizeof(double)), *sabs = malloc(ncmax * sizeof(double));
+	float *C = malloc(ncmax * 4), *C0 = malloc(ncmax * 4);
+	cudaStream_t st;
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	CK(ds_k_silu_mul(dgu, Mmax, K, dh, st));
+	CK(cudaStreamSynchronize(st));
+	from_dev(h, dh, nh * 2);
+	dev_check_guard(dh, nh * 2);
+	for (size_t mi = 0; mi < DS_ARRAY_LEN(m_list); mi++) {
+		int M = m_list[mi];
+		size_t nc = (size_t)M * N;
+		reference(h, W, M, N, K, all, ref, sabs);
+		float *dC = dev_alloc_guarded(nc * 4);
+		CK(cudaDeviceSynchronize());
+		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
+			char name[64];
+			assert_true(ds_k_skinny_describe(M, v, name, sizeof(name)) > 0);
+			CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
+			CK(ds_k_skinny(dh, dW, dC, M, N, K, v, 0, st));
+			CK(cudaStreamSynchronize(st));
+			from_dev(C0, dC, nc * 4);
+			check_c(C0, ref, sabs, M, N, K, all, name);
+			for (int pdl = 0; pdl < 2; pdl++) {
+				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
+				CK(ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, pdl, st));
+				CK(cudaStreamSynchronize(st));
+				from_dev(C, dC, nc * 4);
+				dev_check_guard(dC, nc * 4);
+				if (memcmp(C0, C, nc * 4) != 0)
+					fail_msg("%s silu pdl=%d M=%d N=%d K=%d: fused bits differ "
+					         "from silu_mul + skinny",
+					         name, pdl, M, N, K);
+			}
+			/* captured and replayed */
+			cudaGraph_t g;
+			cudaGraphExec_t ge;
+			CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+			CK(ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, 0, st));
+			CK(cudaStreamEndCapture(st, &g));
+			CK(cudaGraphInstantiate(&ge, g, 0));
+			for (int rep = 0; rep < 2; rep++) {
+				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
+				CK(cudaGraphLaunch(ge, st));
+				CK(cudaStreamSynchronize(st));
+				from_dev(C, dC, nc * 4);
+				assert_memory_equal(C0, C, nc * 4);
+			}
+			CK(cudaGraphExecDestroy(ge));
+			CK(cudaGraphDestroy(g));
+			dev_check_guard(dC, nc * 4);
+		}
+		cudaFree(dC);
+	}
+	CK(cudaStreamDestroy(st));
+	cudaFree(dgu);
+	cudaFree(dW);
+	cudaFree(dh);
+	free(gu);
+	free(W);
+	free(h);
+	free(ref);
+	free(sabs);
+	free(C);
+	free(C0);
+}
+
+static void test_skinny_silu(void **state)
+{
+	(void)state;
+	/* odd N, K not a multiple of 32, K of one 8-wide group; llama3-8b's down projection */
+	int shapes[][2] = {{1000, 136}, {77, 4104}, {17, 8}, {130, 2056}, {4096, 14336}};
+	for (size_t s = 0; s < DS_ARRAY_LEN(shapes); s++)
+		silu_case(shapes[s][0], shapes[s][1]);
+	/* bad arguments */
+	int N = 64, K = 128;
+	float *dgu = dev_alloc_guarded((size_t)9 * 2 * K * 4);
+	uint16_t *dW = dev_alloc_guarded((size_t)N * K * 2);
+	float *dC = dev_alloc_guarded((size_t)9 * N * 4);
+	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, DS_K_SKINNY_SILU_MAX_M + 1, N, K, 0, 0, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, 100, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny_silu(dgu + 1, dW, dC, 2, N, K, 0, 0, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, K, DS_K_SKINNY_VARIANTS, 0, 0),
+	                 cudaErrorInvalidValue);
+	CK(ds_k_skinny_silu(dgu, dW, dC, 0, N, K, 0, 0, 0));
+	CK(cudaDeviceSynchronize());
+	uint32_t word;
+	from_dev(&word, dC, 4);
+	assert_int_equal(word, 0x7f7f7f7fu);
+	dev_check_guard(dC, (size_t)9 * N * 4);
+	cudaFree(dgu);
+	cudaFree(dW);
+	cudaFree(dC);
+}
+
 /* ---- the backend's decode chain with and without programmatic dependent launch ---- */
 
 #define BS 16
@@ -290,6 +409,12 @@ static void test_pdl_decode_bits(void **state)
 		assert_true(sd > 0 && isfinite(sd));
 	}
 	c->fast.pdl = false;
+	/* every candidate timed on the way agreed with cuBLASLt (or the unfused pair) */
+	for (int i = 0; i < c->fast.n_picks; i++)
+		if (c->fast.picks[i].n_rejected)
+			fail_msg("pick M=%d N=%d K=%d silu=%d: %d candidates rejected",
+			         c->fast.picks[i].M_timed, c->fast.picks[i].N, c->fast.picks[i].K,
+			         (int)c->fast.picks[i].silu, c->fast.picks[i].n_rejected);
 	free(tok);
 	free(blk);
 	free(ss);
@@ -300,12 +425,200 @@ static void test_pdl_decode_bits(void **state)
 	ds_model_free(m);
 }
 
+/* The picks for the down projection of a decode step of B rows: the fused one (silu) and the
+ * plain one of the same shape. */
+static void down_picks(struct ds_cuda_ctx *c, int B, struct ds_cuda_pick **fused,
+                       struct ds_cuda_pick **plain)
+{
+	int N = c->cfg.hidden, K = c->cfg.ffn;
+	*fused = *plain = NULL;
+	for (int i = 0; i < c->fast.n_picks; i++) {
+		struct ds_cuda_pick *pk = &c->fast.picks[i];
+		if (pk->ok && pk->M_timed == B && pk->N == N && pk->K == K)
+			*(pk->silu ? fused : plain) = pk;
+	}
+	assert_non_null(*fused);
+	assert_non_null(*plain);
+	assert_int_equal((*fused)->n_rejected, 0);
+	assert_int_equal((*plain)->n_rejected, 0);
+}
+
+/* The fast decode with the down projection forced to fused variant v gives the bits of the same
+ * decode forced to ds_k_silu_mul + skinny variant v (eager, then captured and replayed). */
+static void test_silu_decode_bits(void **state)
+{
+	(void)state;
+	struct ds_model *m = model_deferred("small", 12);
+	assert_non_null(m);
+	struct ds_backend be;
+	struct ds_err err;
+	int B_max = 8, L = 21, nb = (L + 1 + BS - 1) / BS;
+	if (ds_backend_cuda_init(&be, m, 0, &err) != DS_OK)
+		fail_msg("cuda init: %s", err.msg);
+	if (ds_backend_kv_init(&be, B_max * nb, BS, &err) != DS_OK)
+		fail_msg("kv init: %s", err.msg);
+	struct ds_cuda_ctx *c = be.ctx;
+	int V = m->cfg.vocab_size;
+	int32_t *tok = malloc((size_t)B_max * (L + 1) * 4), *blk = malloc((size_t)B_max * nb * 4);
+	for (int i = 0; i < B_max * (L + 1); i++)
+		tok[i] = (int32_t)(ds_hash3(5, 6, (uint64_t)i) % (uint64_t)V);
+	for (int i = 0; i < B_max * nb; i++)
+		blk[i] = i;
+	struct ds_fwd_seq *ss = calloc((size_t)B_max, sizeof(*ss));
+	struct ds_fwd_row *rows = malloc((size_t)B_max * L * sizeof(*rows));
+	for (int i = 0; i < B_max; i++)
+		ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1), L,  0,
+		                            blk + (size_t)i * nb,      nb, false,
+		                            {0.0f, 0, 1.0f, 1}};
+	fwd_ok(&be, DS_PATH_REF, ss, B_max, NULL, rows);
+	size_t rowb = (size_t)V * 4;
+	float *lg0 = malloc((size_t)B_max * rowb), *lg = malloc((size_t)B_max * rowb);
+	int sizes[] = {1, 8}, vs[] = {0, 5, 6, 7, 8, 11, 12, 13};
+	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
+		int B = sizes[si];
+		for (int i = 0; i < B; i++)
+			ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1) + L,
+			                            1,
+			                            L,
+			                            blk + (size_t)i * nb,
+			                            nb,
+			                            false,
+			                            {0.0f, 0, 1.0f, 1}};
+		ds_cuda_fast_graphs_reset(c);
+		fwd_ok(&be, DS_PATH_FAST, ss, B, lg0, rows); /* times the choices */
+		struct ds_cuda_pick *fused, *plain;
+		down_picks(c, B, &fused, &plain);
+		struct ds_cuda_pick f0 = *fused, p0 = *plain;
+		for (size_t vi = 0; vi < DS_ARRAY_LEN(vs); vi++) {
+			for (int mode = 0; mode < 2; mode++) {
+				if (mode == 0) {
+					fused->kind = DS_CUDA_GEMM_SKINNY_SILU;
+					fused->variant = vs[vi];
+				} else {
+					fused->kind = DS_CUDA_GEMM_SPLIT;
+					plain->kind = DS_CUDA_GEMM_SKINNY;
+					plain->variant = vs[vi];
+				}
+				ds_cuda_fast_graphs_reset(c);
+				/* eager, capture, replay */
+				for (int k = 0; k < 3; k++) {
+					fwd_ok(&be, DS_PATH_FAST, ss, B, mode || k ? lg : lg0,
+					       rows);
+					if (mode || k)
+						assert_memory_equal(lg0, lg, (size_t)B * rowb);
+				}
+			}
+			*fused = f0;
+			*plain = p0;
+		}
+	}
+	ds_cuda_fast_graphs_reset(c);
+	free(tok);
+	free(blk);
+	free(ss);
+	free(rows);
+	free(lg0);
+	free(lg);
+	ds_backend_free(&be);
+	ds_model_free(m);
+}
+
+/* ---- RMSNorm bits (kernels/rows.cu batches its loads; the arithmetic must not move) ---- */
+
+/* The kernel's exact arithmetic on the CPU: 256 threads, thread t adds x[i]^2 for i = t,
+ * t + 256, ... with fmaf in that order; warps reduce by an xor butterfly, then warp 0 reduces
+ * the 8 warp sums the same way; inv = 1 / sqrt(ss / hidden + eps); out = bf16(x * inv * w). */
+static float butterfly32(float *v)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		float nv[32];
+		for (int l = 0; l < 32; l++)
+			nv[l] = v[l] + v[l ^ o];
+		memcpy(v, nv, sizeof(nv));
+	}
+	return v[0];
+}
+
+static void rms_emulate(const float *x, const uint16_t *w, int hidden, float eps, uint16_t *out)
+{
+	float th[256], ws[32] = {0};
+	for (int t = 0; t < 256; t++) {
+		float s = 0.0f;
+		for (int i = t; i < hidden; i += 256)
+			s = fmaf(x[i], x[i], s);
+		th[t] = s;
+	}
+	for (int wi = 0; wi < 8; wi++)
+		ws[wi] = butterfly32(th + 32 * wi);
+	float ss = butterfly32(ws);
+	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
+	for (int i = 0; i < hidden; i++)
+		out[i] = ds_f32_to_bf16((x[i] * inv) * bf(w[i]));
+}
+
+static void test_rmsnorm_bits(void **state)
+{
+	(void)state;
+	int hiddens[] = {4096, 4097, 1000, 64, 14336};
+	for (size_t hi = 0; hi < DS_ARRAY_LEN(hiddens); hi++) {
+		int hidden = hiddens[hi], n_x = 5;
+		for (int mode = 0; mode < 3; mode++) { /* plain, residual add, gathered rows */
+			size_t nx = (size_t)n_x * hidden;
+			float *x = malloc(nx * 4), *dl = malloc(nx * 4), *xg = malloc(nx * 4);
+			uint16_t *w = malloc((size_t)hidden * 2);
+			fill_f32(x, nx, 31 + hidden, 3.0f);
+			fill_f32(dl, nx, 32 + hidden, 1.0f);
+			fill_bf16(w, hidden, 33, 1.5f);
+			int32_t rows[3] = {4, 1, 2};
+			int n_rows = mode == 2 ? 3 : n_x;
+			float *dx = to_dev(x, nx * 4), *dd = to_dev(dl, nx * 4);
+			uint16_t *dw = to_dev(w, (size_t)hidden * 2);
+			int32_t *drows = to_dev(rows, sizeof(rows));
+			size_t on = (size_t)n_rows * hidden * 2;
+			uint16_t *dout = dev_alloc_guarded(on), *out = malloc(on),
+			         *ref = malloc((size_t)hidden * 2);
+			CK(ds_k_rmsnorm(dx, mode ? dd : NULL, mode == 2 ? drows : NULL, dw, n_rows,
+			                hidden, 1e-5f, dout, 0));
+			CK(cudaDeviceSynchronize());
+			from_dev(out, dout, on);
+			from_dev(xg, dx, nx * 4);
+			dev_check_guard(dout, on);
+			for (int r = 0; r < n_rows; r++) {
+				int src = mode == 2 ? rows[r] : r;
+				float *xr = x + (size_t)src * hidden;
+				if (mode)
+					for (int i = 0; i < hidden; i++)
+						xr[i] = xr[i] + dl[(size_t)src * hidden + i];
+				rms_emulate(xr, w, hidden, 1e-5f, ref);
+				if (memcmp(ref, out + (size_t)r * hidden, (size_t)hidden * 2) != 0)
+					fail_msg(
+					    "rmsnorm hidden=%d mode=%d row %d: bits differ from "
+					    "the kernel's arithmetic emulated on the CPU",
+					    hidden, mode, r);
+			}
+			assert_memory_equal(x, xg, nx * 4);
+			cudaFree(dx);
+			cudaFree(dd);
+			cudaFree(dw);
+			cudaFree(drows);
+			cudaFree(dout);
+			free(x);
+			free(dl);
+			free(xg);
+			free(w);
+			free(out);
+			free(ref);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
-	    cmocka_unit_test(test_pdl_decode_bits),
+	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_skinny_silu),
+	    cmocka_unit_test(test_silu_decode_bits), cmocka_unit_test(test_rmsnorm_bits),
 	};
 	return cmocka_run_group_tests_name("gpu_skinny", tests, NULL, NULL);
 }
