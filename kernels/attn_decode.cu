@@ -440,9 +440,13 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	typedef dattn_shape<D, G> S;
 	typedef dattn_pipe<D, G> Q;
 	DATTN_DYN_SMEM(sh_kv);
-	ds_grid_dep_wait(); /* no-op unless launched with PDL */
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
+	/* the pass's metadata is uploaded before its first kernel and written by none, so its
+	 * dependent loads may precede the wait for the previous kernel (which every block still
+	 * makes before touching q, K/V or the output) */
 	int p = tm.pos[t], sq = tm.seq[t];
+	int boff = p >= 0 ? tm.bt_off[sq] : 0;
+	ds_grid_dep_wait(); /* no-op unless launched with PDL */
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
 	if (p < 0) {
 		if (z == 0)
@@ -463,7 +467,7 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
 	src.vstride = (size_t)d.n_kv * d.block_size * D;
 	src.kv = kv + (size_t)kh * d.block_size * D;
-	src.bt = tm.bt + tm.bt_off[sq];
+	src.bt = tm.bt + boff;
 	int nst = (hi - lo + Q::P - 1) / Q::P;
 	/* the first STAGES - 1 stages go out before q is read */
 #pragma unroll
