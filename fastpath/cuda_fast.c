@@ -582,13 +582,13 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
  * depends only on T, so a bucket's graph stays valid as positions grow. DS_FAST_ATTN_SPLIT=n
  * forces n (for tuning). */
 static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, struct ds_k_dims d,
-                                        int *split, struct ds_err *err)
+                                        int variant, int *split, struct ds_err *err)
 {
 	/* the query is not a stream operation; relaxed mode keeps it legal inside a capture */
 	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
 	int bps = 0;
 	DS_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), err);
-	cudaError_t e = ds_k_attn_decode_occupancy(d, &bps);
+	cudaError_t e = ds_k_attn_decode_occupancy_v(d, variant, &bps);
 	DS_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode), err);
 	DS_CUDA_TRY(e, err);
 	bps = DS_MAX(bps, 1);
@@ -615,21 +615,24 @@ static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, stru
 }
 
 /* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
- * kernel (kernels/attn_decode.cu) with its own split; prefill, unsupported head shapes and
- * DS_FAST_ATTN=old use the tiled kernel (kernels/attn.cu) with n_split. */
+ * kernel (kernels/attn_decode.cu) with its own split: DS_FAST_ATTN unset or "pipe" = the
+ * cp.async-pipelined variant, "reg" = the register-streamed one (round 1). Prefill, unsupported
+ * head shapes and DS_FAST_ATTN=old use the tiled kernel (kernels/attn.cu) with n_split. */
 static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                      const uint16_t *kv, int n_split, struct ds_err *err)
 {
 	struct ds_k_dims d = ds_cuda_dims(c);
 	const char *sel = getenv("DS_FAST_ATTN");
 	bool decode = p->T == p->R && !(sel && strcmp(sel, "old") == 0);
+	int variant = sel && strcmp(sel, "reg") == 0 ? DS_K_ATTN_DECODE_REG : DS_K_ATTN_DECODE_PIPE;
 	if (decode && ds_k_attn_decode_supported(d)) {
 		int split = 1;
-		enum ds_status rv = fast_decode_split(c, p->T, d, &split, err);
+		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 		if (rv != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_attn_decode(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-		                             c->att, c->fast.pdl, c->stream),
+		/* no counter buffer in the context yet: partials merged by the combine kernel */
+		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
+		                               c->att, NULL, variant, c->fast.pdl, c->stream),
 		            err);
 		return DS_OK;
 	}

@@ -15,9 +15,16 @@
  * split count (dattn_split), so one launch shape serves every step of a captured CUDA graph and
  * short rows use fewer splits than long ones. Blocks past a row's split count exit at once; a
  * row with one split writes its output directly, longer rows write partials that a small
- * second kernel merges (launched only when the grid has more than one split). Padding rows
+ * second kernel merges (launched only when the grid has more than one split), or, given a
+ * counter per (row, KV head), the last block to finish merges them (no second launch). Padding rows
  * (pos < 0) write zeros. Reduction order depends on the split count and so on the batch: this
- * is the fast path (DESIGN.md section 1). */
+ * is the fast path (DESIGN.md section 1).
+ *
+ * Two variants share the split, the lane mapping, the softmax step and the merges (same
+ * arithmetic): "reg" (above; ~190 registers at G = 4, so 2 blocks = 8 warps per SM) and "pipe",
+ * where the block copies each iteration's K/V into shared memory with cp.async 3-4 stages ahead
+ * (zero-filled past the range) and lanes read their 16 bytes from there, so registers are capped
+ * at 128 (4 blocks per SM at G = 4) and up to 3 stages (32-48 KB) per block are in flight. */
 #include "kernels.h"
 #include "pdl.cuh"
 #include "cu_common.cuh"
@@ -166,10 +173,122 @@ __device__ __forceinline__ void dattn_weights(float m, float mo, float *wa, floa
 	*wb = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
 }
 
+/* The merged output of one head at dim k from its nsu partials (base: split 0; rows of prow
+ * floats: m, l, acc[D]). One arithmetic for the combine kernel and the fused merge; __ldcg
+ * because other blocks wrote them (read through L2, never a stale L1 line). */
+__device__ __forceinline__ float dattn_merge_dim(const float *base, int nsu, size_t prow, int k)
+{
+	float M = -INFINITY;
+	for (int z = 0; z < nsu; z++)
+		M = fmaxf(M, __ldcg(base + z * prow));
+	float L = 0.0f, A = 0.0f;
+	for (int z = 0; z < nsu; z++) {
+		const float *pz = base + z * prow;
+		float mz = __ldcg(pz);
+		float e = mz == -INFINITY ? 0.0f : exp2f(mz - M);
+		L = fmaf(__ldcg(pz + 1), e, L);
+		A = fmaf(__ldcg(pz + 2 + k), e, A);
+	}
+	return A / L;
+}
+
+/* Merges the lane groups of each warp (they share dims, differ in positions), then the warps
+ * through shared memory (sh_m, sh_l: DA_WARPS * G; sh_acc: DA_WARPS * G * D, 16-byte aligned),
+ * and writes the bf16 output o (one split) or the partials of heads h0.. at split z. With
+ * cnt (this row and KV head's counter, zero on entry), the block that writes the last partials
+ * merges all of them into o and zeroes the counter again (so a graph replays). */
+template <int D, int G>
+__device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float (&acc)[G][8],
+                                             float *sh_m, float *sh_l, float *sh_acc, int nsu,
+                                             int z, int nz, float *part, size_t h0, uint16_t *o,
+                                             unsigned *cnt)
+{
+	typedef dattn_shape<D, G> S;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int slot = lane / S::LP, sub = lane % S::LP;
+#pragma unroll
+	for (int off = S::LP; off < 32; off <<= 1)
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
+			float lo_ = __shfl_xor_sync(0xffffffffu, l[g], off);
+			float wa, wb;
+			dattn_weights(m[g], mo, &wa, &wb);
+			l[g] = l[g] * wa + lo_ * wb;
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				float ao = __shfl_xor_sync(0xffffffffu, acc[g][i], off);
+				acc[g][i] = acc[g][i] * wa + ao * wb;
+			}
+			m[g] = fmaxf(m[g], mo);
+		}
+	if (slot == 0) {
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float4 *dst = (float4 *)&sh_acc[(warp * G + g) * D + sub * 8];
+			dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+			dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+			if (sub == 0) {
+				sh_m[warp * G + g] = m[g];
+				sh_l[warp * G + g] = l[g];
+			}
+		}
+	}
+	__syncthreads();
+	/* merge the warps: every block range holds at least one position, so M is finite */
+	for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
+		int g = i / D, k = i % D;
+		float M = -INFINITY;
+#pragma unroll
+		for (int w = 0; w < DA_WARPS; w++)
+			M = fmaxf(M, sh_m[w * G + g]);
+		float L = 0.0f, A = 0.0f;
+#pragma unroll
+		for (int w = 0; w < DA_WARPS; w++) {
+			float mw = sh_m[w * G + g];
+			float e = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+			L = fmaf(sh_l[w * G + g], e, L);
+			A = fmaf(sh_acc[(w * G + g) * D + k], e, A);
+		}
+		if (nsu == 1) {
+			o[i] = ds_f32_to_bf16(A / L);
+		} else {
+			float *dst = part + ((h0 + g) * nz + z) * (size_t)(D + 2);
+			dst[2 + k] = A;
+			if (k == 0) {
+				dst[0] = M;
+				dst[1] = L;
+			}
+		}
+	}
+	if (nsu == 1 || !cnt)
+		return;
+	/* fused merge: publish this block's partials, count, and let the last block merge */
+	__threadfence();
+	__syncthreads(); /* also: every thread is done reading sh_l */
+	if (threadIdx.x == 0) {
+		unsigned prev = atomicAdd(cnt, 1u);
+		bool last = prev == (unsigned)nsu - 1;
+		if (last)
+			*cnt = 0; /* no other block of this launch touches it again */
+		sh_l[0] = last ? 1.0f : 0.0f;
+	}
+	__syncthreads();
+	if (sh_l[0] == 0.0f)
+		return;
+	__threadfence(); /* the other blocks' partials, seen through their fences */
+	size_t prow = (size_t)(D + 2);
+	for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
+		int g = i / D, k = i % D;
+		o[i] = ds_f32_to_bf16(dattn_merge_dim(part + (h0 + g) * nz * prow, nsu, prow, k));
+	}
+}
+
+#ifndef DS_DATTN_EMU /* the register variant (static shared arrays): GPU only */
 template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS)
     dattn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
-                 float qscale, float *part, uint16_t *out)
+                 float qscale, float *part, uint16_t *out, unsigned *cnt)
 {
 	typedef dattn_shape<D, G> S;
 	__shared__ float sh_m[DA_WARPS][G], sh_l[DA_WARPS][G];
@@ -237,63 +356,171 @@ __global__ void __launch_bounds__(DA_THREADS)
 			dattn_load<S::U, S::PPS>(src, base0 + (it + 2) * S::PB, ka, va);
 		dattn_step<D, G>(kb, vb, base0 + (it + 1) * S::PB, hi, qr, m, l, acc);
 	}
-	/* merge the warp's lane groups (they share dims, differ in positions) */
+	dattn_finish<D, G>(m, l, acc, &sh_m[0][0], &sh_l[0][0], &sh_acc[0][0][0], nsu, z, nz, part,
+	                   (size_t)t * d.n_head + (size_t)kh * G, o,
+	                   cnt ? cnt + (size_t)t * d.n_kv + kh : NULL);
+}
+
+#endif
+
+/* ---- variant "pipe": K/V staged in shared memory by cp.async, STAGES deep ---- */
+
+/* Shape of the pipelined instance: a stage is one block iteration (PB positions) of K then V;
+ * each thread copies NPOS positions' 16-byte chunk cc of K and of V per stage. Registers are
+ * capped (MINB resident blocks) since no K/V lives in registers across the pipeline. */
+template <int D, int G> struct dattn_pipe {
+	static constexpr int P = dattn_shape<D, G>::PB;
+	static constexpr int CPP = D / 8;            /* 16-byte chunks per position */
+	static constexpr int PPT = DA_THREADS / CPP; /* positions per pass of the block */
+	static constexpr int NPOS = P / PPT;
+	static constexpr int STAGE = 2 * P * D; /* elements */
+	static constexpr int STAGES = STAGE * 2 >= 16384 ? 3 : 4;
+	static constexpr size_t SMEM = (size_t)STAGES * STAGE * 2;
+	static constexpr int MINB = G <= 4 ? 4 : G < 8 ? 3 : 2;
+	static_assert(P % PPT == 0, "stage not a whole number of passes");
+	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
+};
+
+/* cp.async primitives; tests/gpu/test_dattn_emu.cc runs this variant on the CPU with
+ * tests/gpu/attn_mma_emu.h's emulation (copies land only at the wait that covers them). */
+#ifdef DS_DATTN_EMU
+#define dattn_cp16 mt_cp16
+#define dattn_cp_commit mt_commit
+#define dattn_cp_wait mt_wait
+#define DATTN_DYN_SMEM(name) uint16_t *name = mt_smem_emu
+#else
+#define DATTN_DYN_SMEM(name) extern __shared__ __align__(16) uint16_t name[]
+__device__ __forceinline__ void dattn_cp16(void *dst, const void *src, bool valid)
+{
+	unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+	             "r"(valid ? 16 : 0)); /* 0: zero-fill, nothing read */
+}
+
+__device__ __forceinline__ void dattn_cp_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N> __device__ __forceinline__ void dattn_cp_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+#endif
+
+/* Issues the copies of stage st (positions lo + st * P..; zero-filled at or past hi). */
+template <int D, int G>
+__device__ __forceinline__ void dattn_issue(const struct dattn_src &s, uint16_t *sbuf, int lo,
+                                            int st)
+{
+	typedef dattn_pipe<D, G> Q;
+	int cc = threadIdx.x % Q::CPP, pr = threadIdx.x / Q::CPP;
+	uint16_t *dst = sbuf + (st % Q::STAGES) * Q::STAGE + cc * 8;
 #pragma unroll
-	for (int off = S::LP; off < 32; off <<= 1)
-#pragma unroll
-		for (int g = 0; g < G; g++) {
-			float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
-			float lo_ = __shfl_xor_sync(0xffffffffu, l[g], off);
-			float wa, wb;
-			dattn_weights(m[g], mo, &wa, &wb);
-			l[g] = l[g] * wa + lo_ * wb;
-#pragma unroll
-			for (int i = 0; i < 8; i++) {
-				float ao = __shfl_xor_sync(0xffffffffu, acc[g][i], off);
-				acc[g][i] = acc[g][i] * wa + ao * wb;
-			}
-			m[g] = fmaxf(m[g], mo);
+	for (int j = 0; j < Q::NPOS; j++) {
+		int pi = pr + j * Q::PPT, pos = lo + st * Q::P + pi;
+		bool ok = pos < s.hi;
+		const uint16_t *r = s.kv; /* a valid address; nothing is read when !ok */
+		if (ok) {
+			int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
+			int blk = __ldg(s.bt + bi);
+			r = s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * D + cc * 8;
 		}
-	if (slot == 0) {
-#pragma unroll
-		for (int g = 0; g < G; g++) {
-			float4 *dst = (float4 *)&sh_acc[warp][g][sub * 8];
-			dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-			dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
-			if (sub == 0) {
-				sh_m[warp][g] = m[g];
-				sh_l[warp][g] = l[g];
-			}
-		}
+		dattn_cp16(dst + pi * D, r, ok);
+		dattn_cp16(dst + (Q::P + pi) * D, ok ? r + s.vstride : r, ok);
 	}
-	__syncthreads();
-	/* merge the warps: every block range holds at least one position, so M is finite */
-	for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
-		int g = i / D, k = i % D;
-		float M = -INFINITY;
-#pragma unroll
-		for (int w = 0; w < DA_WARPS; w++)
-			M = fmaxf(M, sh_m[w][g]);
-		float L = 0.0f, A = 0.0f;
-#pragma unroll
-		for (int w = 0; w < DA_WARPS; w++) {
-			float mw = sh_m[w][g];
-			float e = mw == -INFINITY ? 0.0f : exp2f(mw - M);
-			L = fmaf(sh_l[w][g], e, L);
-			A = fmaf(sh_acc[w][g][k], e, A);
-		}
-		if (nsu == 1) {
-			o[i] = ds_f32_to_bf16(A / L);
-		} else {
-			float *dst = part + (((size_t)t * d.n_head + (size_t)kh * G + g) * nz + z) *
-			                        (size_t)(D + 2);
-			dst[2 + k] = A;
-			if (k == 0) {
-				dst[0] = M;
-				dst[1] = L;
-			}
-		}
+}
+
+template <int D, int G>
+__global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
+    dattn_pipe_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                      struct ds_k_dims d, float qscale, float *part, uint16_t *out,
+                      unsigned *cnt)
+{
+	typedef dattn_shape<D, G> S;
+	typedef dattn_pipe<D, G> Q;
+	DATTN_DYN_SMEM(sh_kv);
+	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
+	/* the pass's metadata is uploaded before its first kernel and written by none, so its
+	 * dependent loads may precede the wait for the previous kernel (which every block still
+	 * makes before touching q, K/V or the output) */
+	int p = tm.pos[t], sq = tm.seq[t];
+	int boff = p >= 0 ? tm.bt_off[sq] : 0;
+	ds_grid_dep_wait(); /* no-op unless launched with PDL */
+	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
+	if (p < 0) {
+		if (z == 0)
+			for (int i = threadIdx.x; i < G * D; i += DA_THREADS)
+				o[i] = 0;
+		return;
 	}
+	int len = p + 1, chunk, nsu;
+	dattn_split(len, nz, S::PB, &chunk, &nsu);
+	if (z >= nsu)
+		return;
+	int lo = z * chunk, hi = min(lo + chunk, len);
+	struct dattn_src src;
+	src.bs = d.block_size;
+	src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
+	src.D = D;
+	src.hi = hi;
+	src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
+	src.vstride = (size_t)d.n_kv * d.block_size * D;
+	src.kv = kv + (size_t)kh * d.block_size * D;
+	src.bt = tm.bt + boff;
+	int nst = (hi - lo + Q::P - 1) / Q::P;
+	/* the first STAGES - 1 stages go out before q is read */
+#pragma unroll
+	for (int st = 0; st < Q::STAGES - 1; st++) {
+		if (st < nst)
+			dattn_issue<D, G>(src, sh_kv, lo, st);
+		dattn_cp_commit();
+	}
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int slot = lane / S::LP, sub = lane % S::LP;
+	float qr[G][8];
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		uint4 qq = __ldg(
+		    (const uint4 *)(q + ((size_t)t * d.n_head + (size_t)kh * G + g) * D + sub * 8));
+		dattn_unpack(qq, qr[g]);
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			qr[g][i] *= qscale;
+	}
+	float m[G], l[G], acc[G][8];
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		m[g] = -INFINITY;
+		l[g] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			acc[g][i] = 0.0f;
+	}
+	/* this lane's step u of stage it: index pi0 + u * PPS, position lo + it * P + that */
+	int pi0 = warp * S::U * S::PPS + slot;
+	for (int it = 0; it < nst; it++) {
+		dattn_cp_wait<Q::STAGES - 2>(); /* stage it has landed (this thread's copies) */
+		__syncthreads(); /* everyone's copies; everyone is done with stage it - 1 */
+		if (it + Q::STAGES - 1 < nst)
+			dattn_issue<D, G>(src, sh_kv, lo, it + Q::STAGES - 1); /* into it - 1's buffer */
+		dattn_cp_commit();
+		const uint16_t *b = sh_kv + (size_t)(it % Q::STAGES) * Q::STAGE + sub * 8;
+		uint4 k[S::U], v[S::U];
+#pragma unroll
+		for (int u = 0; u < S::U; u++) {
+			int pi = pi0 + u * S::PPS;
+			k[u] = *(const uint4 *)(b + pi * D);
+			v[u] = *(const uint4 *)(b + (Q::P + pi) * D);
+		}
+		dattn_step<D, G>(k, v, lo + it * Q::P + pi0, hi, qr, m, l, acc);
+	}
+	dattn_cp_wait<0>();
+	__syncthreads(); /* the stage buffers become the merge area */
+	float *sf = (float *)sh_kv;
+	dattn_finish<D, G>(m, l, acc, sf, sf + DA_WARPS * G, sf + 2 * DA_WARPS * G, nsu, z, nz, part,
+	                   (size_t)t * d.n_head + (size_t)kh * G, o,
+	                   cnt ? cnt + (size_t)t * d.n_kv + kh : NULL);
 }
 
 /* Merges the nsu partials of rows that used more than one split. */
@@ -311,21 +538,12 @@ __global__ void dattn_combine_kernel(const float *part, struct ds_k_tokmeta tm, 
 		return; /* written by the main kernel */
 	size_t prow = (size_t)(D + 2);
 	const float *base = part + ((size_t)t * d.n_head + h) * nz * prow;
-	float M = -INFINITY;
-	for (int z = 0; z < nsu; z++)
-		M = fmaxf(M, base[z * prow]);
-	for (int k = threadIdx.x; k < D; k += blockDim.x) {
-		float L = 0.0f, A = 0.0f;
-		for (int z = 0; z < nsu; z++) {
-			const float *pz = base + z * prow;
-			float e = pz[0] == -INFINITY ? 0.0f : exp2f(pz[0] - M);
-			L = fmaf(pz[1], e, L);
-			A = fmaf(pz[2 + k], e, A);
-		}
-		out[((size_t)t * d.n_head + h) * D + k] = ds_f32_to_bf16(A / L);
-	}
+	for (int k = threadIdx.x; k < D; k += blockDim.x)
+		out[((size_t)t * d.n_head + h) * D + k] =
+		    ds_f32_to_bf16(dattn_merge_dim(base, nsu, prow, k));
 }
 
+#ifndef DS_DATTN_EMU
 extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
 {
 	if (d.n_kv <= 0 || d.n_head <= 0 || d.n_head % d.n_kv != 0 || d.block_size <= 0)
@@ -335,16 +553,30 @@ extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
 }
 
 typedef void (*dattn_fn)(const uint16_t *, const uint16_t *, struct ds_k_tokmeta, struct ds_k_dims,
-                         float, float *, uint16_t *);
+                         float, float *, uint16_t *, unsigned *);
 
-/* The instance for d (supported dims) and its positions per block iteration. */
-static dattn_fn dattn_pick(struct ds_k_dims d, int *pb)
+/* One kernel instance: its function, positions per block iteration and dynamic shared memory. */
+struct dattn_inst {
+	dattn_fn fn;
+	int pb;
+	size_t smem;
+};
+
+/* The instance of variant v for d (supported dims); fn = NULL when there is none. */
+static struct dattn_inst dattn_pick(struct ds_k_dims d, int v)
 {
+	struct dattn_inst r = {NULL, 0, 0};
 	int G = d.n_head / d.n_kv;
 #define DA_CASE(dd, g)                                                                             \
 	if (d.head_dim == dd && G == g) {                                                          \
-		*pb = dattn_shape<dd, g>::PB;                                                      \
-		return dattn_kernel<dd, g>;                                                        \
+		r.pb = dattn_shape<dd, g>::PB;                                                     \
+		if (v == DS_K_ATTN_DECODE_PIPE) {                                                  \
+			r.fn = dattn_pipe_kernel<dd, g>;                                           \
+			r.smem = dattn_pipe<dd, g>::SMEM;                                          \
+		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \
+			r.fn = dattn_kernel<dd, g>;                                                \
+		}                                                                                  \
+		return r;                                                                          \
 	}
 #define DA_D(dd)                                                                                   \
 	DA_CASE(dd, 1)                                                                             \
@@ -359,16 +591,69 @@ static dattn_fn dattn_pick(struct ds_k_dims d, int *pb)
 	DA_D(128)
 #undef DA_D
 #undef DA_CASE
-	return NULL;
+	return r;
+}
+
+/* Allows the instance's dynamic shared memory (over 48 KB needs an opt-in). The call is not a
+ * stream operation; relaxed mode keeps it legal while a stream is being captured. */
+static cudaError_t dattn_prepare(const struct dattn_inst *in)
+{
+	if (in->smem == 0)
+		return cudaSuccess;
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
+	if (e != cudaSuccess)
+		return e;
+	e = cudaFuncSetAttribute(in->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)in->smem);
+	cudaError_t e2 = cudaThreadExchangeStreamCaptureMode(&mode);
+	return e != cudaSuccess ? e : e2;
+}
+
+extern "C" cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant,
+                                                    int *blocks_per_sm)
+{
+	struct dattn_inst in = {NULL, 0, 0};
+	if (ds_k_attn_decode_supported(d))
+		in = dattn_pick(d, variant);
+	if (!in.fn || !blocks_per_sm)
+		return cudaErrorInvalidValue;
+	cudaError_t e = dattn_prepare(&in);
+	if (e != cudaSuccess)
+		return e;
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, in.fn, DA_THREADS,
+	                                                     in.smem);
 }
 
 extern "C" cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *blocks_per_sm)
 {
-	int pb;
-	dattn_fn fn = ds_k_attn_decode_supported(d) ? dattn_pick(d, &pb) : NULL;
-	if (!fn || !blocks_per_sm)
+	return ds_k_attn_decode_occupancy_v(d, DS_K_ATTN_DECODE_REG, blocks_per_sm);
+}
+
+extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
+                                          struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
+                                          int n_split, float *part, uint16_t *out,
+                                          unsigned *counters, int variant, int pdl,
+                                          cudaStream_t st)
+{
+	if (T <= 0)
+		return cudaSuccess;
+	struct dattn_inst in = {NULL, 0, 0};
+	if (ds_k_attn_decode_supported(d))
+		in = dattn_pick(d, variant);
+	if (!in.fn || n_split < 1 || n_split > DS_K_ATTN_DECODE_MAX_SPLIT ||
+	    (n_split > 1 && !part) || d.n_head > 65535)
 		return cudaErrorInvalidValue;
-	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, fn, DA_THREADS, 0);
+	cudaError_t e = dattn_prepare(&in);
+	if (e != cudaSuccess)
+		return e;
+	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
+	unsigned *cnt = n_split > 1 ? counters : NULL;
+	e = ds_launch(in.fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), in.smem, st, pdl, q, kv, tm,
+	              d, qscale, part, out, cnt);
+	if (e != cudaSuccess || n_split == 1 || cnt)
+		return e;
+	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(d.head_dim), 0, st, pdl,
+	                 (const float *)part, tm, d, n_split, in.pb, out);
 }
 
 extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
@@ -376,18 +661,7 @@ extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
                                         int n_split, float *part, uint16_t *out, int pdl,
                                         cudaStream_t st)
 {
-	if (T <= 0)
-		return cudaSuccess;
-	int pb = 0;
-	dattn_fn fn = ds_k_attn_decode_supported(d) ? dattn_pick(d, &pb) : NULL;
-	if (!fn || n_split < 1 || n_split > DS_K_ATTN_DECODE_MAX_SPLIT || (n_split > 1 && !part) ||
-	    d.n_head > 65535)
-		return cudaErrorInvalidValue;
-	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
-	cudaError_t e = ds_launch(fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), 0, st, pdl, q, kv,
-	                          tm, d, qscale, part, out);
-	if (e != cudaSuccess || n_split == 1)
-		return e;
-	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(d.head_dim), 0, st, pdl,
-	                 (const float *)part, tm, d, n_split, pb, out);
+	return ds_k_attn_decode_v(q, kv, tm, T, d, n_split, part, out, NULL, DS_K_ATTN_DECODE_REG,
+	                          pdl, st);
 }
+#endif

@@ -204,6 +204,23 @@ cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *blocks_per_sm);
 cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, int T,
                              struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
                              cudaStream_t st);
+/* Variants (same arguments, split semantics and accuracy; ds_k_attn_decode is REG):
+ * REG: K/V streamed global -> registers, double-buffered (round 1; few resident blocks);
+ * PIPE: K/V staged global -> shared memory by cp.async 3-4 stages deep, registers capped so
+ * 3-4 blocks fit an SM (more loads in flight per SM). */
+enum ds_k_attn_decode_variant {
+	DS_K_ATTN_DECODE_REG = 0,
+	DS_K_ATTN_DECODE_PIPE = 1,
+	DS_K_ATTN_DECODE_N_VARIANTS = 2
+};
+cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *blocks_per_sm);
+/* counters: NULL (rows with several splits are merged by a second kernel), or T * n_kv zeroed
+ * uint32 (the last block of a row and KV head merges them and zeroes its counter again, so the
+ * buffer stays zero between calls and a captured graph replays; the output bits are the same
+ * either way). One buffer serves one stream: concurrent calls must not share it. */
+cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                               int T, struct ds_k_dims d, int n_split, float *part, uint16_t *out,
+                               unsigned *counters, int variant, int pdl, cudaStream_t st);
 
 /* ---- sampling (kernels/sample.cu) ---- */
 

@@ -8,7 +8,8 @@
  *           shapes, every reference variant (BENCH_GEMM_VARIANTS picks; DS_REF_GEMM_TABLE
  *           sets the reference path's own pick), W bandwidth at M <= 64, and row invariance
  *           (row 0 at M = 1 vs M = 2048 on the narrow shapes)
- *   attn    attention kernels' achieved bandwidth vs the roofline, both paths
+ *   attn    attention kernels' achieved bandwidth vs the roofline, both paths; fast decode variants
+ *           (pipe, reg, old) and the fast path at forced splits
  *   attnref reference attention: CUDA-core kernel vs tensor-core kernel (verify, prefill, decode)
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   profile one fast decode pass at batch 1/8/32 (ctx 512) run eagerly with events around each
@@ -110,6 +111,31 @@ int env_int(const char *k, int def)
 	return v && *v ? atoi(v) : def;
 }
 
+/* ---- attention bandwidth ---- */
+
+/* Median seconds of 20 fast-path attentions of pass p (after 2 warm-ups); 1 on error. */
+static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, int split,
+                          cudaEvent_t e0, cudaEvent_t e1, double *sec)
+{
+	double t[20];
+	struct ds_err err;
+	for (int i = -2; i < 20; i++) {
+		CK(cudaEventRecord(e0, c->stream));
+		if (ds_cuda_fast_ops.attention(c, p, c->kv, split, &err) != DS_OK) {
+			fprintf(stderr, "attn: %s\n", err.msg);
+			return 1;
+		}
+		CK(cudaEventRecord(e1, c->stream));
+		CK(cudaEventSynchronize(e1));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms * 1e-3;
+	}
+	*sec = median(t, 20);
+	return 0;
+}
+
 int bench_attn(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
@@ -125,10 +151,17 @@ int bench_attn(struct bench *b)
 	        "\"points\": [\n",
 	        b->dev, b->copy_bw / 1e9);
 	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth); fast = the\n"
-	       "fast path's choice (attn_decode.cu unless DS_FAST_ATTN=old), old = attn.cu's fast\n"
-	       "kernel at `split`\n");
-	printf("%5s %6s %6s %10s %10s %10s %8s %8s %8s\n", "batch", "ctx", "split", "fast_GB/s",
-	       "old_GB/s", "ref_GB/s", "fast/roof", "ref/roof", "old/fast");
+	       "fast path's choice (attn_decode.cu's pipe variant unless DS_FAST_ATTN says\n"
+	       "otherwise), reg = attn_decode.cu's register variant (DS_FAST_ATTN=reg), old =\n"
+	       "attn.cu's fast kernel at `split`\n");
+	printf("%5s %6s %6s %10s %10s %10s %10s %8s %8s %8s %8s\n", "batch", "ctx", "split",
+	       "fast_GB/s", "reg_GB/s", "old_GB/s", "ref_GB/s", "fast/roof", "ref/roof", "old/fast",
+	       "reg/fast");
+	const char *sel0 = getenv("DS_FAST_ATTN"), *fs0 = getenv("DS_FAST_ATTN_SPLIT");
+	char *sel = sel0 ? strdup(sel0) : NULL, *fs = fs0 ? strdup(fs0) : NULL;
+	/* the fast path at forced decode splits (DS_FAST_ATTN_SPLIT; the partial buffer may cap
+	 * it), to check the split model */
+	static const int sweep[] = {1, 2, 4, 8, 16, 32, 64};
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
@@ -151,10 +184,13 @@ int bench_attn(struct bench *b)
 		}
 		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f,
 		                   c->stream));
-		double tt[3]; /* fast, ref, old */
+		double tt[4]; /* fast, ref, old, reg */
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
-		for (int ref = 0; ref < 3; ref++) {
+		for (int ref = 0; ref < 4; ref++) {
 			double t[20];
+			/* 3: the fast path with the register variant */
+			if (ref == 3 && setenv("DS_FAST_ATTN", "reg", 1) != 0)
+				return 1;
 			for (int i = -2; i < 20; i++) {
 				CK(cudaEventRecord(e0, c->stream));
 				enum ds_status rv = DS_OK;
@@ -163,7 +199,7 @@ int bench_attn(struct bench *b)
 					                  ds_cuda_dims(c), split, c->part, c->att,
 					                  c->stream));
 				else
-					rv = ref ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
+					rv = ref == 1 ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
 					         : ds_cuda_fast_ops.attention(c, &p, c->kv, split,
 					                                      &err);
 				if (rv != DS_OK) {
@@ -178,21 +214,42 @@ int bench_attn(struct bench *b)
 					t[i] = ms * 1e-3;
 			}
 			tt[ref] = median(t, 20);
+			if (ref == 3 && (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
+				return 1;
 		}
 		double bytes = (double)B * (ctx + 1) * 2 * ds_model_kv_dim(cfg) * 2;
-		printf("%5d %6d %6d %10.0f %10.0f %10.0f %7.1f%% %7.1f%% %8.2f\n", B, ctx, split,
-		       bytes / tt[0] / 1e9, bytes / tt[2] / 1e9, bytes / tt[1] / 1e9,
-		       100 * bytes / tt[0] / b->copy_bw, 100 * bytes / tt[1] / b->copy_bw,
-		       tt[2] / tt[0]);
+		printf("%5d %6d %6d %10.0f %10.0f %10.0f %10.0f %7.1f%% %7.1f%% %8.2f %8.2f\n", B,
+		       ctx, split, bytes / tt[0] / 1e9, bytes / tt[3] / 1e9, bytes / tt[2] / 1e9,
+		       bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
+		       100 * bytes / tt[1] / b->copy_bw, tt[2] / tt[0], tt[3] / tt[0]);
 		fprintf(f,
 		        "%s  {\"batch\": %d, \"ctx\": %d, \"fast_split\": %d, \"kv_bytes\": %.0f, "
 		        "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
 		        "\"ref_fraction_of_roofline\": %.4f, \"old_us\": %.2f, "
-		        "\"old_fraction_of_roofline\": %.4f}",
+		        "\"old_fraction_of_roofline\": %.4f, \"reg_us\": %.2f, "
+		        "\"reg_fraction_of_roofline\": %.4f",
 		        pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
 		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
-		        bytes / tt[2] / b->copy_bw);
+		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw);
+		printf("      fast us at forced split:");
+		fprintf(f, ", \"fast_us_by_forced_split\": {");
+		for (size_t k = 0; k < DS_ARRAY_LEN(sweep); k++) {
+			char v[16];
+			double ts;
+			snprintf(v, sizeof(v), "%d", sweep[k]);
+			if (setenv("DS_FAST_ATTN_SPLIT", v, 1) != 0 ||
+			    attn_time_fast(c, &p, split, e0, e1, &ts) != 0)
+				return 1;
+			printf(" %s:%.1f", v, ts * 1e6);
+			fprintf(f, "%s\"%s\": %.2f", k ? ", " : "", v, ts * 1e6);
+		}
+		printf("\n");
+		fprintf(f, "}}");
+		if (fs ? setenv("DS_FAST_ATTN_SPLIT", fs, 1) : unsetenv("DS_FAST_ATTN_SPLIT"))
+			return 1;
 	}
+	free(sel);
+	free(fs);
 	fprintf(f, "\n]}\n");
 	fclose(f);
 	cudaEventDestroy(e0);

@@ -4,7 +4,11 @@
  * block tables, padding rows (pos < 0: zeros), several grid splits, with and without PDL, a
  * poisoned output (every element must be written) and guard bytes after it. Also: one CUDA
  * graph replayed with changed positions and block tables, bad arguments rejected, and the CUDA
- * backend's fast decode (eager, captured, replayed) with this kernel vs DS_FAST_ATTN=old. */
+ * backend's fast decode (eager, captured, replayed) with this kernel vs DS_FAST_ATTN=old. Every
+ * kernel check runs for both variants (reg: register-streamed, pipe: cp.async-pipelined), and
+ * again with the fused merge (per-(row, KV head) counters: the same bits as the combine kernel,
+ * counters back at zero, also across graph replays); the pipelined variant must fit more
+ * blocks per SM than the register one. */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "kernels.h"
@@ -12,6 +16,7 @@
 #define POOL 400 /* physical KV blocks; sequences map into them through scrambled tables */
 
 static const int ctxs[] = {1, 2, 63, 64, 65, 511, 2049};
+static const char *const vname[DS_K_ATTN_DECODE_N_VARIANTS] = {"reg", "pipe"};
 
 struct dfix {
 	struct ds_k_dims d;
@@ -24,6 +29,7 @@ struct dfix {
 	uint16_t *dkv, *dq, *dout;
 	int32_t *dpos, *dseq, *doff, *dbt;
 	float *dpart;
+	unsigned *dcnt; /* (T * n_kv) counters of the fused merge, zero between calls */
 };
 
 static void dfix_tables(struct dfix *f, uint64_t salt)
@@ -77,11 +83,25 @@ static void dfix_init(struct dfix *f, int n_head, int n_kv, int D, int bs, int T
 	CK(cudaMalloc((void **)&f->dpart,
 	              (size_t)T * n_head * DS_K_ATTN_DECODE_MAX_SPLIT * (D + 2) * 4));
 	f->dout = dev_alloc_guarded(f->q_n * 2);
+	CK(cudaMalloc((void **)&f->dcnt, (size_t)T * n_kv * sizeof(unsigned)));
+	CK(cudaMemset(f->dcnt, 0, (size_t)T * n_kv * sizeof(unsigned)));
+}
+
+/* The fused merge left every counter at zero. */
+static void dfix_check_counters(const struct dfix *f, const char *what)
+{
+	size_t n = (size_t)f->T * f->d.n_kv;
+	unsigned *h = malloc(n * sizeof(unsigned));
+	from_dev(h, f->dcnt, n * sizeof(unsigned));
+	for (size_t i = 0; i < n; i++)
+		if (h[i] != 0)
+			fail_msg("%s: counter %zu = %u after the call, want 0", what, i, h[i]);
+	free(h);
 }
 
 static void dfix_free(struct dfix *f)
 {
-	void *dv[] = {f->dkv, f->dq, f->dout, f->dpos, f->dseq, f->doff, f->dbt, f->dpart};
+	void *dv[] = {f->dkv, f->dq, f->dout, f->dpos, f->dseq, f->doff, f->dbt, f->dpart, f->dcnt};
 	for (size_t i = 0; i < DS_ARRAY_LEN(dv); i++)
 		cudaFree(dv[i]);
 	free(f->pos);
@@ -190,16 +210,33 @@ static void dcase_bs(int n_head, int n_kv, int D, int bs, int T, int salt)
 	double *ref = dref_all(&f);
 	int splits[] = {1, 2, 7, DS_K_ATTN_DECODE_MAX_SPLIT};
 	char what[96];
-	for (size_t s = 0; s < DS_ARRAY_LEN(splits); s++) {
-		int pdl = (int)(s & 1);
-		snprintf(what, sizeof(what), "D=%d heads %d/%d bs %d T=%d pdl %d", D, n_head, n_kv,
-		         bs, T, pdl);
-		CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
-		CK(ds_k_attn_decode(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], f.dpart, f.dout,
-		                    pdl, 0));
-		CK(cudaDeviceSynchronize());
-		dcheck(&f, ref, what, splits[s]);
-	}
+	uint16_t *sep = malloc(f.q_n * 2), *fused = malloc(f.q_n * 2);
+	for (int v = 0; v < DS_K_ATTN_DECODE_N_VARIANTS; v++)
+		for (size_t s = 0; s < DS_ARRAY_LEN(splits); s++) {
+			int pdl = (int)((s + (size_t)v) & 1);
+			snprintf(what, sizeof(what), "%s D=%d heads %d/%d bs %d T=%d pdl %d",
+			         vname[v], D, n_head, n_kv, bs, T, pdl);
+			CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
+			CK(ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], f.dpart,
+			                      f.dout, NULL, v, pdl, 0));
+			CK(cudaDeviceSynchronize());
+			dcheck(&f, ref, what, splits[s]);
+			/* fused merge (counters): the same bits, counters back at zero */
+			from_dev(sep, f.dout, f.q_n * 2);
+			CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
+			CK(cudaMemset(f.dpart, 0xff, (size_t)T * n_head * splits[s] * (D + 2) * 4));
+			CK(ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], f.dpart,
+			                      f.dout, f.dcnt, v, pdl, 0));
+			CK(cudaDeviceSynchronize());
+			from_dev(fused, f.dout, f.q_n * 2);
+			dev_check_guard(f.dout, f.q_n * 2);
+			if (memcmp(sep, fused, f.q_n * 2) != 0)
+				fail_msg("%s split %d: fused merge differs from the combine kernel",
+				         what, splits[s]);
+			dfix_check_counters(&f, what);
+		}
+	free(sep);
+	free(fused);
 	free(ref);
 	dfix_free(&f);
 }
@@ -242,9 +279,8 @@ static void test_dattn_other_g(void **state)
 
 /* One graph, captured once with PDL, replayed after the positions (and block tables) changed:
  * rows grow, a padding row becomes real and a real row becomes padding. */
-static void test_dattn_graph_replay(void **state)
+static void graph_replay(int variant, bool fused)
 {
-	(void)state;
 	struct dfix f;
 	int T = 32;
 	dfix_init(&f, 32, 8, 128, 16, T, 77);
@@ -256,8 +292,8 @@ static void test_dattn_graph_replay(void **state)
 	cudaGraph_t g = NULL;
 	cudaGraphExec_t ge = NULL;
 	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-	cudaError_t le =
-	    ds_k_attn_decode(f.dq, f.dkv, dfix_tm(&f), T, f.d, 9, f.dpart, f.dout, 1, st);
+	cudaError_t le = ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, 9, f.dpart, f.dout,
+	                                    fused ? f.dcnt : NULL, variant, 1, st);
 	CK(cudaStreamEndCapture(st, &g));
 	CK(le);
 	CK(cudaGraphInstantiate(&ge, g, 0));
@@ -279,13 +315,23 @@ static void test_dattn_graph_replay(void **state)
 		CK(cudaDeviceSynchronize());
 		CK(cudaGraphLaunch(ge, st));
 		CK(cudaStreamSynchronize(st));
-		dcheck(&f, ref, "graph replay", 9);
+		dcheck(&f, ref, vname[variant], 9);
+		if (fused)
+			dfix_check_counters(&f, "graph replay, fused merge");
 		free(ref);
 	}
 	cudaGraphExecDestroy(ge);
 	cudaGraphDestroy(g);
 	cudaStreamDestroy(st);
 	dfix_free(&f);
+}
+
+static void test_dattn_graph_replay(void **state)
+{
+	(void)state;
+	for (int v = 0; v < DS_K_ATTN_DECODE_N_VARIANTS; v++)
+		for (int fused = 0; fused < 2; fused++)
+			graph_replay(v, fused);
 }
 
 static void test_dattn_rejects(void **state)
@@ -326,6 +372,22 @@ static void test_dattn_rejects(void **state)
 	assert_int_equal(ds_k_attn_decode_occupancy(bad, &bps), cudaErrorInvalidValue);
 	/* nothing to do */
 	assert_int_equal(ds_k_attn_decode(NULL, NULL, tm, 0, ok, 2, part, out, 0, 0), cudaSuccess);
+	/* variants: unknown ones rejected; the pipelined one fits more blocks per SM (its point) */
+	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out, NULL, -1, 0, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out, NULL,
+	                                    DS_K_ATTN_DECODE_N_VARIANTS, 0, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_attn_decode_occupancy_v(ok, DS_K_ATTN_DECODE_N_VARIANTS, &bps),
+	                 cudaErrorInvalidValue);
+	int bv[DS_K_ATTN_DECODE_N_VARIANTS];
+	for (int v = 0; v < DS_K_ATTN_DECODE_N_VARIANTS; v++) {
+		CK(ds_k_attn_decode_occupancy_v(ok, v, &bv[v]));
+		print_message("D=128 G=4: %s variant %d blocks of 128 threads per SM\n", vname[v],
+		              bv[v]);
+	}
+	assert_int_equal(bv[DS_K_ATTN_DECODE_REG], bps);
+	assert_true(bv[DS_K_ATTN_DECODE_PIPE] > bv[DS_K_ATTN_DECODE_REG]);
 }
 
 /* ---- in the backend: the decode kernel vs DS_FAST_ATTN=old ---- */
@@ -389,15 +451,8 @@ static void backend_decode(const char *sel, float *lg)
 	assert_int_equal(unsetenv("DS_FAST_ATTN"), 0);
 }
 
-static void test_dattn_backend_vs_old(void **state)
+static void backend_compare(const float *a, const float *o, int V, const char *what)
 {
-	(void)state;
-	struct ds_model_config cfg;
-	assert_int_equal(ds_model_preset("small", &cfg), DS_OK);
-	int V = cfg.vocab_size;
-	float *a = malloc((size_t)NSEQ * V * 4), *o = malloc((size_t)NSEQ * V * 4);
-	backend_decode(NULL, a);
-	backend_decode("old", o);
 	double maxd = 0, sd = 0;
 	int agree = 0, same = 1;
 	for (int r = 0; r < NSEQ; r++) {
@@ -413,13 +468,29 @@ static void test_dattn_backend_vs_old(void **state)
 	}
 	same = memcmp(a, o, (size_t)NSEQ * V * 4) == 0;
 	sd = sqrt(sd / ((double)NSEQ * V));
-	print_message("small fast decode, attn_decode vs old kernel: max |dlogit| %.4f (sd %.2f), "
-	              "argmax agree %d/%d, bit-identical %d\n",
-	              maxd, sd, agree, NSEQ, same);
+	print_message("small fast decode, attn_decode %s vs old kernel: max |dlogit| %.4f (sd "
+	              "%.2f), argmax agree %d/%d, bit-identical %d\n",
+	              what, maxd, sd, agree, NSEQ, same);
 	assert_true(maxd < 0.05 * sd + 0.05);
 	assert_true(agree >= NSEQ - 1);
 	assert_false(same); /* the switch really selects another kernel */
-	free(a);
+}
+
+static void test_dattn_backend_vs_old(void **state)
+{
+	(void)state;
+	struct ds_model_config cfg;
+	assert_int_equal(ds_model_preset("small", &cfg), DS_OK);
+	int V = cfg.vocab_size;
+	float *o = malloc((size_t)NSEQ * V * 4);
+	backend_decode("old", o);
+	const char *sel[] = {NULL, "reg"}; /* default: pipe */
+	for (int k = 0; k < 2; k++) {
+		float *a = malloc((size_t)NSEQ * V * 4);
+		backend_decode(sel[k], a);
+		backend_compare(a, o, V, sel[k] ? sel[k] : "default (pipe)");
+		free(a);
+	}
 	free(o);
 }
 
