@@ -518,13 +518,26 @@ __global__ void __launch_bounds__(MT_THREADS)
 		const float *base = part + ((size_t)rsb[t] * n_head + h) * (D + 2);
 		for (int i = threadIdx.x; i < D; i += MT_THREADS) {
 			float m = -INFINITY, l = 0.0f, acc = 0.0f;
-#pragma unroll 8
-			for (int it = 0; it < nt; it++) {
-				const float *pp = base + (size_t)it * step;
-				float a, b;
-				mt_coef(&m, pp[0], &a, &b);
-				l = mt_merge(l, a, pp[1], b);
-				acc = mt_merge(acc, a, pp[2 + i], b);
+			/* 16 tiles' loads issued before their merges (latency, not bandwidth) */
+			for (int i0 = 0; i0 < nt; i0 += 16) {
+				float pm[16], pl[16], px[16];
+#pragma unroll
+				for (int j = 0; j < 16; j++) {
+					const float *pp = base + (size_t)(i0 + j) * step;
+					bool ok = i0 + j < nt;
+					pm[j] = ok ? pp[0] : 0.0f;
+					pl[j] = ok ? pp[1] : 0.0f;
+					px[j] = ok ? pp[2 + i] : 0.0f;
+				}
+#pragma unroll
+				for (int j = 0; j < 16; j++) {
+					if (i0 + j >= nt)
+						break;
+					float a, b;
+					mt_coef(&m, pm[j], &a, &b);
+					l = mt_merge(l, a, pl[j], b);
+					acc = mt_merge(acc, a, px[j], b);
+				}
 			}
 			o[i] = (uint16_t)(mt_pack(mt_final(acc, l), 0.0f) & 0xffffu);
 		}
