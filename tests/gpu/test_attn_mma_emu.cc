@@ -145,8 +145,9 @@ static std::vector<uint16_t> launch(const fix &f, const std::vector<int32_t> &po
 	return out;
 }
 
-/* The kernel over a pass; returns (T, n_head, D) bf16. Runs it walking and split and checks
- * that both give the same bytes; all: also walking through the split API and split on a
+/* The kernel over a pass; returns (T, n_head, D) bf16. Runs it walking and split (on 3 CTAs
+ * per KV head: item ranges cut inside groups) and checks that both give the same bytes; all:
+ * split on the API's grid instead, and also walking through the split API and split on a
  * one-CTA grid per KV head. */
 static std::vector<uint16_t> run_pass(const fix &f, const row *rows, int T, unsigned grid_x = 0,
                                       bool all = false)
@@ -171,7 +172,7 @@ static std::vector<uint16_t> run_pass(const fix &f, const row *rows, int T, unsi
 				      "padding row %d not zero", t);
 	size_t big = (size_t)1 << 30;
 	size_t n = (size_t)T * H * D * 2;
-	std::vector<uint16_t> sp = launch(f, pos, seq, q, T, 1, 0, 1, big);
+	std::vector<uint16_t> sp = launch(f, pos, seq, q, T, 1, all ? 0 : 3, 1, big);
 	CHECK(memcmp(out.data(), sp.data(), n) == 0, "D=%d T=%d: split vs walk", D, T);
 	if (all) {
 		std::vector<uint16_t> w = launch(f, pos, seq, q, T, 0, 0, 0, big);
