@@ -185,10 +185,10 @@ static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const u
 /* The tensor-core kernel (kernels/attn_mma.cu) when c->ref_attn_mma (head_dim 64 or 128 and
  * not DS_REF_ATTN=old; fixed at init, never by the pass), with the row groups that
  * ds_cuda_meta_upload planned for this pass; the plan also says whether the groups' tiles
- * are walked in one CTA each or spread over CTAs and combined (same bits). Else the CUDA-core kernel: its tiles
- * are spread over blocks when the partials fit the workspace, else one block walks them all
- * (same bits); n_split < 0 (graph capture, where the grid may not depend on the positions):
- * plan for the longest context. */
+ * are walked in one CTA each or spread over CTAs and combined (same bits). Else the CUDA-core
+ * kernel: its tiles are spread over blocks when the partials fit the workspace, else one
+ * block walks them all (same bits). n_split < 0 (graph capture, where the grid may not
+ * depend on the positions): plan for the longest context. */
 static enum ds_status ref_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                     const uint16_t *kv, int n_split, struct ds_err *err)
 {

@@ -257,6 +257,60 @@ static void rows_equal(const fix &f, const std::vector<uint16_t> &a, int ra,
 		      i);
 }
 
+/* Long context (sequence 3, 576 positions: 9 tiles): a decode row alone, a decode batch, a
+ * window of 32 and a prefill chunk; run_pass proves walk == split for each, and the
+ * window's rows equal the same rows alone and in the batch; then the plan's choices.
+ * Returns the worst error / bound. */
+static double run_long(const fix &f)
+{
+	int n_head = f.d.n_head, D = f.d.head_dim;
+	double w = 0;
+	row dec[] = {{3, 575}};
+	std::vector<uint16_t> od = run_pass(f, dec, 1, 0, true);
+	w = std::max(w, check_rows(f, dec, 1, od.data()));
+	row bat[] = {{1, 199}, {3, 530}, {0, -1}, {2, 149}};
+	std::vector<uint16_t> ob = run_pass(f, bat, 4);
+	w = std::max(w, check_rows(f, bat, 4, ob.data()));
+	row win[32];
+	add_run(win, 0, 3, 520, 32);
+	std::vector<uint16_t> ow = run_pass(f, win, 32);
+	rows_equal(f, ow, 10, ob, 1, 1, "long window row vs the same row in a decode batch");
+	row one[] = {win[31]};
+	std::vector<uint16_t> o1 = run_pass(f, one, 1);
+	rows_equal(f, ow, 31, o1, 0, 1, "long window row vs alone");
+	row chunk[24];
+	add_run(chunk, 0, 3, 512, 24);
+	std::vector<uint16_t> oc = run_pass(f, chunk, 24);
+	rows_equal(f, oc, 8, ow, 0, 16, "prefill chunk vs window");
+	/* the plan's choice: auto splits few long groups, walks when the partials do not fit */
+	{
+		std::vector<int32_t> pos = {575}, seq = {3}, pos2 = {10}, seq2 = {3};
+		std::vector<int32_t> plan(DS_K_ATTN_MMA_PLAN_INTS(1));
+		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, 1u << 30, -1,
+		                             plan.data());
+		CHECK(plan[1] == 1 && plan[2] == 9, "auto: one row at 575 splits 9 tiles (%d %d)",
+		      plan[1], plan[2]);
+		size_t need = (size_t)9 * n_head * (D + 2);
+		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, need, 1, plan.data());
+		CHECK(plan[1] == 1, "split: partials fit exactly");
+		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, need - 1, 1,
+		                             plan.data());
+		CHECK(plan[1] == 0, "split: partials one float too big: walk");
+		ds_k_attn_ref_mma_plan_split(pos2.data(), seq2.data(), 1, f.d, 1u << 30, -1,
+		                             plan.data());
+		CHECK(plan[1] == 0, "auto: one tile walks");
+		/* 130 single-row groups (more than 128 / n_kv CTAs' worth): auto walks */
+		std::vector<int32_t> pm(130), sm(130, 3), plm(DS_K_ATTN_MMA_PLAN_INTS(130));
+		for (int i = 0; i < 130; i++)
+			pm[(size_t)i] = 4 * i + 2;
+		int ng = ds_k_attn_ref_mma_plan_split(pm.data(), sm.data(), 130, f.d, 1u << 30, -1,
+		                                      plm.data());
+		CHECK(ng == 130 && plm[1] == 0, "auto: %d groups x %d KV heads walk (mode %d)", ng,
+		      f.d.n_kv, plm[1]);
+	}
+	return w;
+}
+
 static void run_cfg(int n_head, int n_kv, int D, bool long_ctx)
 {
 	fix f = fix_make(n_head, n_kv, D);
@@ -310,49 +364,8 @@ static void run_cfg(int n_head, int n_kv, int D, bool long_ctx)
 	size_t rw = (size_t)n_head * D;
 	for (int i = 0; i < 6; i++)
 		check_rows(f, &smp[i], 1, whole.data() + (size_t)smp[i].pos * rw);
-	if (!long_ctx)
-		goto done;
-	{
-	/* long context (sequence 3, 576 positions: 9 tiles): a decode row alone, a decode batch,
-	 * a window of 32 and a prefill chunk; run_pass proves walk == split for each, and the
-	 * window's rows equal the same rows alone and in the batch */
-	row dec[] = {{3, 575}};
-	std::vector<uint16_t> od = run_pass(f, dec, 1, 0, true);
-	w = std::max(w, check_rows(f, dec, 1, od.data()));
-	row bat[] = {{1, 199}, {3, 530}, {0, -1}, {2, 149}};
-	std::vector<uint16_t> ob = run_pass(f, bat, 4);
-	w = std::max(w, check_rows(f, bat, 4, ob.data()));
-	row win[32];
-	add_run(win, 0, 3, 520, 32);
-	std::vector<uint16_t> ow = run_pass(f, win, 32);
-	rows_equal(f, ow, 10, ob, 1, 1, "long window row vs the same row in a decode batch");
-	row one[] = {win[31]};
-	std::vector<uint16_t> o1 = run_pass(f, one, 1);
-	rows_equal(f, ow, 31, o1, 0, 1, "long window row vs alone");
-	row chunk[24];
-	add_run(chunk, 0, 3, 512, 24);
-	std::vector<uint16_t> oc = run_pass(f, chunk, 24);
-	rows_equal(f, oc, 8, ow, 0, 16, "prefill chunk vs window");
-	/* the plan's choice: auto splits few long groups, walks when the partials do not fit */
-	{
-		std::vector<int32_t> pos = {575}, seq = {3}, pos2 = {10}, seq2 = {3};
-		std::vector<int32_t> plan(DS_K_ATTN_MMA_PLAN_INTS(1));
-		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, 1u << 30, -1,
-		                             plan.data());
-		CHECK(plan[1] == 1 && plan[2] == 9, "auto: one row at 575 splits 9 tiles (%d %d)",
-		      plan[1], plan[2]);
-		size_t need = (size_t)9 * n_head * (D + 2);
-		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, need, 1, plan.data());
-		CHECK(plan[1] == 1, "split: partials fit exactly");
-		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, need - 1, 1,
-		                             plan.data());
-		CHECK(plan[1] == 0, "split: partials one float too big: walk");
-		ds_k_attn_ref_mma_plan_split(pos2.data(), seq2.data(), 1, f.d, 1u << 30, -1,
-		                             plan.data());
-		CHECK(plan[1] == 0, "auto: one tile walks");
-	}
-	}
-done:
+	if (long_ctx)
+		w = std::max(w, run_long(f));
 	printf("attn_mma emulated: n_head %d n_kv %d D %d: worst error / bound %.3f\n", n_head,
 	       n_kv, D, w);
 }
