@@ -89,9 +89,10 @@ enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	UP(out_tok, (size_t)p->R * sizeof(int32_t));
 	UP(sp, (size_t)p->R * sizeof(struct ds_k_sample_row));
 	if (c->ref_attn_mma) {
-		int ng = ds_k_attn_ref_mma_plan(c->hm.pos, c->hm.seq, p->T, ds_cuda_dims(c),
-		                                c->hm.aplan);
-		UP(aplan, DS_K_ATTN_MMA_PLAN_INTS(ng) * sizeof(int32_t));
+		/* the mode (walk or split tiles) may follow the positions: same bits */
+		ds_k_attn_ref_mma_plan_split(c->hm.pos, c->hm.seq, p->T, ds_cuda_dims(c),
+		                             c->part_floats, c->ref_attn_split, c->hm.aplan);
+		UP(aplan, DS_K_ATTN_MMA_PLAN_INTS(p->T) * sizeof(int32_t));
 	}
 #undef UP
 	return DS_OK;
@@ -371,6 +372,8 @@ enum ds_status ds_backend_cuda_init(struct ds_backend *be, const struct ds_model
 	const char *ra = getenv("DS_REF_ATTN");
 	struct ds_k_dims rd = {cfg->n_head, cfg->n_kv_head, cfg->head_dim, 16, 1, cfg->rms_eps};
 	c->ref_attn_mma = ds_k_attn_ref_mma_supported(rd) && !(ra && strcmp(ra, "old") == 0);
+	const char *rs = getenv("DS_REF_ATTN_SPLIT");
+	c->ref_attn_split = rs && (strcmp(rs, "0") == 0 || strcmp(rs, "1") == 0) ? atoi(rs) : -1;
 	if ((rv = ds_cuda_weights_init(c, err)) != DS_OK)
 		goto fail;
 	if ((rv = ds_cuda_fast_init(c, err)) != DS_OK)

@@ -163,6 +163,8 @@ struct ds_cuda_ctx {
 	bool ref_graphs;
 	bool ref_attn_mma; /* reference attention on tensor cores (kernels/attn_mma.cu): head_dim
 	                      supported and DS_REF_ATTN != "old"; fixed at init */
+	int ref_attn_split; /* its mode per pass (ds_k_attn_ref_mma_plan_split): -1 auto, 0 walk,
+	                       1 split (DS_REF_ATTN_SPLIT=0/1); the same bits whichever */
 };
 
 static inline struct ds_k_tokmeta ds_cuda_tokmeta(const struct ds_cuda_ctx *c)

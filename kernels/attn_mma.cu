@@ -8,11 +8,22 @@
  * run of padding rows. A CTA (4 warps) takes groups x, x + gridDim.x, ... of the plan for one
  * KV head; the group's R * G (query row, head) pairs are its 64 mma rows, 16 per warp (a warp
  * without valid rows only helps load). The grid depends only on T and n_kv and the plan is
- * read from device memory, so a padded pass can be replayed from a CUDA graph. A group walks
- * KV tiles of DS_K_ATTN_TILE (64) positions aligned to absolute positions 0, 64, 128, ... up
- * to the tile holding its rows (R divides 64, so all rows of a group end in the same tile),
- * double-buffered with cp.async: S = Q K^T (fp32), causal mask, running max m, P = exp2(S - m)
- * rounded to bf16, l += row sum of P, acc = acc * exp2(m_old - m) + P V; out = acc / l.
+ * read from device memory, so a padded pass can be replayed from a CUDA graph. A group's KV
+ * tiles of DS_K_ATTN_TILE (64) positions are aligned to absolute positions 0, 64, 128, ... up
+ * to the tile holding its rows (R divides 64, so all rows of a group end in the same tile).
+ * Each tile gives a partial per row: S = Q K^T (fp32), causal mask, tile max mt,
+ * P = exp2(S - mt) rounded to bf16, lt = row sum of P, pv = P V (fresh accumulators). The
+ * partials are merged in increasing tile order by one formula with explicit rounding
+ * (mt_coef, mt_merge): m' = max(m, mt), l' = l a + lt b, acc' = acc a + pv b with
+ * a = 2^(m - m'), b = 2^(mt - m'); out = acc / l. Two modes, chosen per pass by the plan:
+ *  - walk: one CTA takes all of a group's tiles (double-buffered with cp.async) and merges in
+ *    registers: best when the groups fill the GPU (prefill, many windows);
+ *  - split: the pass's (group, tile) items are cut into contiguous ranges over the CTAs, each
+ *    tile's partial stored to a workspace, then mt_combine_kernel merges each row's partials
+ *    in tile order with the same formula: for few groups at long context (decode, one window),
+ *    which the walk would run on a handful of SMs.
+ * Both give the same bits: the same tile partials (a function of the row, the tile and the
+ * KV) merged by the same float operations in the same order.
  *
  * Invariance (DESIGN.md section 3): a row's output bits depend only on its q, its position
  * and the KV, never on the other rows of its group or pass, on T, on the CTA that runs it or
@@ -29,7 +40,8 @@
  *  - the row max and row sum are reduced over the 4 lanes that hold a row with xor shuffles,
  *    which give every lane the same bits, in the same lane pattern for all 16 rows of a warp.
  * So one kernel serves decode (a row alone: the other mma rows are padding), verify windows and
- * prefill chunks, and chunked prefill equals whole prefill bit for bit. It does not reproduce
+ * prefill chunks, chunked prefill equals whole prefill bit for bit, and the mode (walk or
+ * split, a choice of speed) never shows in the bits. It does not reproduce
  * kernels/attn.cu's bits (P is rounded to bf16 here): the reference path is defined by
  * whichever kernel it uses, chosen by head_dim only (refpath/cuda_ref.c). */
 #include "kernels.h"
@@ -110,6 +122,12 @@ __device__ __forceinline__ void mt_mma(float *c, const unsigned *a, unsigned b0,
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* Two floats to 8-byte aligned global memory. */
+__device__ __forceinline__ void mt_st2(float *dst, float a, float b)
+{
+	*(float2 *)dst = make_float2(a, b);
+}
+
 /* Two floats as bf16x2, rounded to nearest even (lo in the low half: the lower k / column
  * index). cvt puts its first source in the upper half. */
 __device__ __forceinline__ unsigned mt_pack(float lo, float hi)
@@ -122,10 +140,17 @@ __device__ __forceinline__ unsigned mt_pack(float lo, float hi)
 
 /* ---- the plan: row groups (host) ---- */
 
-extern "C" int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T,
-                                      struct ds_k_dims d, int32_t *plan)
+/* Most row groups times KV heads for which auto mode splits the tiles over CTAs: about one
+ * walking CTA per SM of an H200 (132). Only speed depends on it: both modes give the same bits. */
+#define MT_SPLIT_MAX_CTAS 128
+
+extern "C" int ds_k_attn_ref_mma_plan_split(const int32_t *pos, const int32_t *seq, int T,
+                                            struct ds_k_dims d, size_t part_floats, int mode,
+                                            int32_t *plan)
 {
-	int R = d.n_kv > 0 ? mt_group_rows(d.n_head / d.n_kv) : 0, n = 0;
+	int R = d.n_kv > 0 ? mt_group_rows(d.n_head / d.n_kv) : 0, n = 0, real = 0;
+	int32_t *rsb = plan + 3 + 3 * (size_t)T;
+	long long items = 0, slots = 0;
 	for (int t = 0; t < T;) {
 		int len = 1;
 		if (pos[t] < 0) /* a run of padding rows: zero output */
@@ -135,13 +160,33 @@ extern "C" int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, in
 			while (len < R && t + len < T && seq[t + len] == seq[t] &&
 			       pos[t + len] == pos[t] + len && ((pos[t] + len) & (R - 1)) != 0)
 				len++;
-		plan[1 + 2 * n] = t;
-		plan[2 + 2 * n] = len;
+		int nt = pos[t] < 0 ? 0 : (pos[t] + len - 1) / MT_TILE + 1;
+		plan[3 + 3 * n] = t;
+		plan[4 + 3 * n] = len;
+		plan[5 + 3 * n] = (int32_t)items;
+		for (int r = 0; r < len; r++) {
+			rsb[t + r] = (int32_t)slots;
+			slots += nt;
+		}
+		items += nt;
+		real += nt > 0;
 		n++;
 		t += len;
 	}
+	bool fits = (double)slots * d.n_head * (d.head_dim + 2) <= (double)part_floats &&
+	            slots < INT32_MAX;
+	bool split = mode == 1 || (mode < 0 && (long long)real * d.n_kv <= MT_SPLIT_MAX_CTAS &&
+	                           items > real);
 	plan[0] = n;
+	plan[1] = split && fits;
+	plan[2] = (int32_t)items;
 	return n;
+}
+
+extern "C" int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T,
+                                      struct ds_k_dims d, int32_t *plan)
+{
+	return ds_k_attn_ref_mma_plan_split(pos, seq, T, d, 0, 0, plan);
 }
 
 /* ---- the kernel ---- */
@@ -173,20 +218,50 @@ __device__ __forceinline__ void mt_tile_load(uint16_t *buf, const uint16_t *kv, 
 	mt_commit();
 }
 
-/* One group: n rows from t0 at positions p0 .. p0 + n - 1 (one sequence, one 64-tile), KV head
- * kh. Every thread of the CTA calls it; it ends after a barrier, with no copy in flight and
- * the shared buffers free for the next group. */
+/* The merge of a tile partial (mt, lt, pv) into a running state (m, l, acc), one formula with
+ * explicit rounding for the in-CTA walk and the combine kernel (so both give the same bits):
+ * mn = max(m, mt); a = 2^(m - mn) (0 for the empty state); b = 2^(mt - mn);
+ * l = l a + lt b; acc = acc a + pv b. */
+__device__ __forceinline__ void mt_coef(float *m, float mt, float *a, float *b)
+{
+	float mn = fmaxf(*m, mt); /* mt is finite: each tile holds the row's position lo */
+	*a = exp2f(*m - mn);
+	*b = exp2f(mt - mn);
+	*m = mn;
+}
+
+__device__ __forceinline__ float mt_merge(float v, float a, float pv, float b)
+{
+	return __fmaf_rn(v, a, __fmul_rn(pv, b));
+}
+
+/* The output element from a final state (a zero accumulator canonicalized to +0). */
+__device__ __forceinline__ float mt_final(float acc, float l)
+{
+	return __fdiv_rn(__fadd_rn(acc, 0.0f), l);
+}
+
+/* Tiles [it_lo, it_hi) of one group: n rows from t0 at positions p0 .. p0 + n - 1 (one
+ * sequence, one 64-tile), KV head kh. Each tile gives a partial per mma row: its max mt, the
+ * sum lt of P = 2^(S - mt) rounded to bf16, and pv = P V (fresh accumulators). part == NULL
+ * (walk, it_lo = 0, it_hi = all the group's tiles): the partials are merged in tile order in
+ * registers and the rows written to out; else each partial is stored to part for
+ * mt_combine_kernel, row t head h tile it at ((rsb[t] + it) * n_head + h) * (D + 2)
+ * ({mt, lt, pv[D]}). Every thread of the CTA calls it; it ends after a barrier, with no copy
+ * in flight and the shared buffers free for the next call. */
 template <int D>
 __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
                                          const uint16_t *__restrict__ kv, const int32_t *bt,
                                          struct ds_k_dims d, float scale_log2, int t0, int n,
-                                         int p0, int kh, uint16_t *__restrict__ out)
+                                         int p0, int kh, int it_lo, int it_hi,
+                                         float *__restrict__ part, const int32_t *rsb,
+                                         uint16_t *__restrict__ out)
 {
 	constexpr int RS = mt_stride(D), KS = D / 16, ND = D / 8;
 	extern __shared__ __align__(16) uint16_t mt_smem[];
 	int G = d.n_head / d.n_kv;
 	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-	int last = p0 + n - 1, nrows = n * G, ntiles = last / MT_TILE + 1;
+	int last = p0 + n - 1, nrows = n * G;
 	uint16_t *buf0 = mt_smem, *buf1 = mt_smem + 2 * MT_TILE * RS;
 
 	/* Q: mma row r = (query row r / G, head kh * G + r % G), into buffer 1 */
@@ -199,7 +274,7 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 		mt_cp16(buf1 + r * RS + c * 8, src, ok);
 	}
 	mt_commit();
-	mt_tile_load<D>(buf0, kv, bt, d, kh, 0, last);
+	mt_tile_load<D>(buf0, kv, bt, d, kh, it_lo * MT_TILE, last);
 	mt_wait<0>();
 	__syncthreads();
 
@@ -210,24 +285,30 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 		for (int ks = 0; ks < KS; ks++)
 			mt_ldsm_x4(qf[ks], buf1 + (warp * 16 + (lane & 15)) * RS +
 			                       (ks * 2 + (lane >> 4)) * 8);
-	__syncthreads(); /* buffer 1 is free for tile 1 */
+	__syncthreads(); /* buffer 1 is free for the second tile */
 
 	/* this lane's two rows: warp * 16 + lane / 4 (+ 8); padding mma rows are clamped into
 	 * the group (their results are never stored) */
 	int prow[2];
+	size_t poff[2] = {0, 0}; /* split: the row's partial of tile 0 */
+	bool pst[2];
 #pragma unroll
 	for (int h = 0; h < 2; h++) {
 		int r = warp * 16 + (lane >> 2) + 8 * h;
 		prow[h] = p0 + min(r, nrows - 1) / G;
+		pst[h] = r < nrows;
+		if (part && pst[h])
+			poff[h] = (size_t)rsb[t0 + r / G] * d.n_head + (size_t)kh * G + r % G;
 	}
 	float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
 	for (int j = 0; j < ND; j++)
 		o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
-	for (int it = 0; it < ntiles; it++) {
-		if (it + 1 < ntiles) {
-			mt_tile_load<D>((it + 1) & 1 ? buf1 : buf0, kv, bt, d, kh,
+	for (int it = it_lo; it < it_hi; it++) {
+		int k = it - it_lo;
+		if (it + 1 < it_hi) {
+			mt_tile_load<D>((k + 1) & 1 ? buf1 : buf0, kv, bt, d, kh,
 			                (it + 1) * MT_TILE, last);
 			mt_wait<1>();
 		} else {
@@ -235,7 +316,7 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 		}
 		__syncthreads();
 		if (active) {
-			const uint16_t *ks_ = it & 1 ? buf1 : buf0, *vs_ = ks_ + MT_TILE * RS;
+			const uint16_t *ks_ = k & 1 ? buf1 : buf0, *vs_ = ks_ + MT_TILE * RS;
 			/* S (16 x 64) = Q K^T, fresh per tile */
 			float s[8][4];
 #pragma unroll
@@ -252,9 +333,9 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 					mt_mma(s[2 * nj], qf[ks], b[0], b[1]);
 					mt_mma(s[2 * nj + 1], qf[ks], b[2], b[3]);
 				}
-			/* scale, mask by selection, row max over the quad */
+			/* scale, mask by selection, tile max over the quad */
 			int lo = it * MT_TILE;
-			float mx[2] = {-INFINITY, -INFINITY};
+			float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
 			for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -264,61 +345,81 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 					              ? __fmul_rn(s[j][e], scale_log2)
 					              : -INFINITY;
 					s[j][e] = x;
-					mx[e >> 1] = fmaxf(mx[e >> 1], x);
+					mt[e >> 1] = fmaxf(mt[e >> 1], x);
 				}
-			float alpha[2];
 #pragma unroll
 			for (int h = 0; h < 2; h++) {
-				mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-				mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-				float mn = fmaxf(m[h], mx[h]); /* finite: position lo is unmasked */
-				alpha[h] = exp2f(m[h] - mn);   /* 0 on the first tile */
-				m[h] = mn;
+				mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 1));
+				mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 2));
 			}
 			/* P in bf16 as the A operand of P V (the C layout of two n8 tiles is the A
 			 * layout of one k16 step); the row sum is of the rounded values */
 			unsigned pf[4][4];
-			float rs[2] = {0.0f, 0.0f};
+			float lt[2] = {0.0f, 0.0f};
 #pragma unroll
 			for (int j = 0; j < 8; j++)
 #pragma unroll
 				for (int h = 0; h < 2; h++) {
-					unsigned pk = mt_pack(exp2f(s[j][2 * h] - m[h]),
-					                      exp2f(s[j][2 * h + 1] - m[h]));
-					rs[h] = __fadd_rn(rs[h], __uint_as_float(pk << 16));
-					rs[h] = __fadd_rn(rs[h], __uint_as_float(pk & 0xffff0000u));
+					unsigned pk = mt_pack(exp2f(s[j][2 * h] - mt[h]),
+					                      exp2f(s[j][2 * h + 1] - mt[h]));
+					lt[h] = __fadd_rn(lt[h], __uint_as_float(pk << 16));
+					lt[h] = __fadd_rn(lt[h], __uint_as_float(pk & 0xffff0000u));
 					pf[j >> 1][(j & 1) * 2 + h] = pk;
 				}
+			float a[2], b[2];
 #pragma unroll
 			for (int h = 0; h < 2; h++) {
-				rs[h] = __fadd_rn(rs[h], __shfl_xor_sync(0xffffffffu, rs[h], 1));
-				rs[h] = __fadd_rn(rs[h], __shfl_xor_sync(0xffffffffu, rs[h], 2));
-				l[h] = __fmaf_rn(l[h], alpha[h], rs[h]);
+				lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 1));
+				lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 2));
+				if (!part) {
+					mt_coef(&m[h], mt[h], &a[h], &b[h]);
+					l[h] = mt_merge(l[h], a[h], lt[h], b[h]);
+				} else if (pst[h] && (lane & 3) == 0) {
+					float *dst = part + (poff[h] + (size_t)it * d.n_head) * (D + 2);
+					dst[0] = mt[h];
+					dst[1] = lt[h];
+				}
 			}
+			/* pv (16 x 16 per step) = P (16 x 64) V (64 x 16), V (position, d)
+			 * row-major: ldmatrix.trans; each element sums its 4 k16 steps in order */
 #pragma unroll
-			for (int j = 0; j < ND; j++) {
-				o[j][0] = __fmul_rn(o[j][0], alpha[0]);
-				o[j][1] = __fmul_rn(o[j][1], alpha[0]);
-				o[j][2] = __fmul_rn(o[j][2], alpha[1]);
-				o[j][3] = __fmul_rn(o[j][3], alpha[1]);
-			}
-			/* acc += P (16 x 64) V (64 x D); V is (position, d) row-major:
-			 * ldmatrix.trans */
+			for (int dj = 0; dj < D / 16; dj++) {
+				float pv[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
-			for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-				for (int dj = 0; dj < D / 16; dj++) {
-					unsigned b[4];
+				for (int kk = 0; kk < 4; kk++) {
+					unsigned bv[4];
 					int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
 					int col = dj * 16 + (lane >> 4) * 8;
-					mt_ldsm_x4_trans(b, vs_ + row * RS + col);
-					mt_mma(o[2 * dj], pf[kk], b[0], b[1]);
-					mt_mma(o[2 * dj + 1], pf[kk], b[2], b[3]);
+					mt_ldsm_x4_trans(bv, vs_ + row * RS + col);
+					mt_mma(pv[0], pf[kk], bv[0], bv[1]);
+					mt_mma(pv[1], pf[kk], bv[2], bv[3]);
 				}
+#pragma unroll
+				for (int x = 0; x < 2; x++) {
+					if (!part) {
+#pragma unroll
+						for (int e = 0; e < 4; e++)
+							o[2 * dj + x][e] =
+							    mt_merge(o[2 * dj + x][e], a[e >> 1],
+							             pv[x][e], b[e >> 1]);
+						continue;
+					}
+#pragma unroll
+					for (int h = 0; h < 2; h++) {
+						if (!pst[h])
+							continue;
+						float *dst =
+						    part +
+						    (poff[h] + (size_t)it * d.n_head) * (D + 2) + 2 +
+						    dj * 16 + x * 8 + 2 * (lane & 3);
+						mt_st2(dst, pv[x][2 * h], pv[x][2 * h + 1]);
+					}
+				}
+			}
 		}
-		__syncthreads(); /* this buffer is reloaded two tiles on (or by the next group) */
+		__syncthreads(); /* this buffer is reloaded two tiles on (or by the next call) */
 	}
-	if (!active)
+	if (!active || part)
 		return;
 #pragma unroll
 	for (int h = 0; h < 2; h++) {
@@ -329,36 +430,117 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 		                ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D +
 		                2 * (lane & 3);
 #pragma unroll
-		for (int j = 0; j < ND; j++) {
-			float v0 = __fdiv_rn(__fadd_rn(o[j][2 * h], 0.0f), l[h]);
-			float v1 = __fdiv_rn(__fadd_rn(o[j][2 * h + 1], 0.0f), l[h]);
-			*(unsigned *)(dst + j * 8) = mt_pack(v0, v1);
-		}
+		for (int j = 0; j < ND; j++)
+			*(unsigned *)(dst + j * 8) = mt_pack(mt_final(o[j][2 * h], l[h]),
+			                                     mt_final(o[j][2 * h + 1], l[h]));
 	}
 }
 
-/* CTA (x, kh) takes groups x, x + gridDim.x, ... of the plan (any assignment gives the same
- * bits: a group's result depends only on its rows). */
+/* plan[1] == 0 (walk): CTA (x, kh) takes groups x, x + gridDim.x, ... of the plan (any
+ * assignment gives the same bits: a group's result depends only on its rows). plan[1] == 1
+ * (split): the plan's items (group, tile) in order, plan[2] per KV head, are cut into gridDim.x
+ * contiguous ranges; CTA x stores the partials of range x (padding rows: mt_combine_kernel). */
 template <int D>
 __global__ void __launch_bounds__(MT_THREADS)
     attn_mma_kernel(const uint16_t *__restrict__ q, const uint16_t *__restrict__ kv,
-                    struct ds_k_tokmeta tm, const int32_t *__restrict__ plan, struct ds_k_dims d,
-                    float scale_log2, uint16_t *__restrict__ out)
+                    struct ds_k_tokmeta tm, const int32_t *__restrict__ plan, int T,
+                    struct ds_k_dims d, float scale_log2, float *__restrict__ part,
+                    uint16_t *__restrict__ out)
 {
 	int kh = blockIdx.y, G = d.n_head / d.n_kv, count = plan[0];
-	for (int gi = blockIdx.x; gi < count; gi += gridDim.x) {
-		int t0 = plan[1 + 2 * gi], n = plan[2 + 2 * gi], p0 = tm.pos[t0];
-		if (p0 < 0) {
-			for (int r = 0; r < n; r++) {
-				uint16_t *o =
-				    out + ((size_t)(t0 + r) * d.n_head + (size_t)kh * G) * D;
-				for (int i = threadIdx.x; i < G * D; i += MT_THREADS)
-					o[i] = 0;
+	if (plan[1] == 0) {
+		for (int gi = blockIdx.x; gi < count; gi += gridDim.x) {
+			int t0 = plan[3 + 3 * gi], n = plan[4 + 3 * gi], p0 = tm.pos[t0];
+			if (p0 < 0) {
+				for (int r = 0; r < n; r++) {
+					uint16_t *o = out + ((size_t)(t0 + r) * d.n_head +
+					                     (size_t)kh * G) *
+					                        D;
+					for (int i = threadIdx.x; i < G * D; i += MT_THREADS)
+						o[i] = 0;
+				}
+				continue;
 			}
+			const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
+			mt_group<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, 0,
+			            (p0 + n - 1) / MT_TILE + 1, NULL, NULL, out);
+		}
+		return;
+	}
+	long long total = plan[2];
+	int w = (int)((long long)blockIdx.x * total / gridDim.x);
+	int end = (int)((long long)(blockIdx.x + 1) * total / gridDim.x);
+	if (w >= end)
+		return;
+	int lo = 0, hi = count - 1; /* the last group whose first item is <= w */
+	while (lo < hi) {
+		int mid = (lo + hi + 1) >> 1;
+		if (plan[5 + 3 * mid] <= w)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	const int32_t *rsb = plan + 3 + 3 * (size_t)T;
+	for (int gi = lo; w < end && gi < count; gi++) {
+		int t0 = plan[3 + 3 * gi], n = plan[4 + 3 * gi], ib = plan[5 + 3 * gi];
+		int p0 = tm.pos[t0];
+		if (p0 < 0)
+			continue;
+		int nt = (p0 + n - 1) / MT_TILE + 1, hi_ = min(nt, end - ib);
+		const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
+		mt_group<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, w - ib, hi_, part, rsb, out);
+		w = ib + hi_;
+	}
+}
+
+/* Split mode's second kernel: each (row, head) of the pass merges its stored tile partials
+ * in increasing tile order with the walk's formula (mt_coef, mt_merge, mt_final); padding
+ * rows get zeros. Exits at once when the plan walks. */
+template <int D>
+__global__ void __launch_bounds__(MT_THREADS)
+    mt_combine_kernel(const float *__restrict__ part, const int32_t *__restrict__ pos,
+                      const int32_t *__restrict__ plan, int T, int n_head,
+                      uint16_t *__restrict__ out)
+{
+	if (plan[1] == 0)
+		return;
+	const int32_t *rsb = plan + 3 + 3 * (size_t)T;
+	size_t step = (size_t)n_head * (D + 2);
+	for (int pr = blockIdx.x; pr < T * n_head; pr += gridDim.x) {
+		int t = pr / n_head, h = pr % n_head, p = pos[t];
+		uint16_t *o = out + (size_t)pr * D;
+		if (p < 0) {
+			for (int i = threadIdx.x; i < D; i += MT_THREADS)
+				o[i] = 0;
 			continue;
 		}
-		const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
-		mt_group<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, out);
+		int nt = p / MT_TILE + 1;
+		const float *base = part + ((size_t)rsb[t] * n_head + h) * (D + 2);
+		for (int i = threadIdx.x; i < D; i += MT_THREADS) {
+			float m = -INFINITY, l = 0.0f, acc = 0.0f;
+			/* 16 tiles' loads issued before their merges (latency, not bandwidth) */
+			for (int i0 = 0; i0 < nt; i0 += 16) {
+				float pm[16], pl[16], px[16];
+#pragma unroll
+				for (int j = 0; j < 16; j++) {
+					const float *pp = base + (size_t)(i0 + j) * step;
+					bool ok = i0 + j < nt;
+					pm[j] = ok ? pp[0] : 0.0f;
+					pl[j] = ok ? pp[1] : 0.0f;
+					px[j] = ok ? pp[2 + i] : 0.0f;
+				}
+#pragma unroll
+				for (int j = 0; j < 16; j++) {
+					if (i0 + j >= nt)
+						break;
+					float a, b;
+					mt_coef(&m, pm[j], &a, &b);
+					l = mt_merge(l, a, pl[j], b);
+					acc = mt_merge(acc, a, px[j], b);
+				}
+			}
+			o[i] = (uint16_t)(mt_pack(mt_final(acc, l), 0.0f) & 0xffffu);
+		}
 	}
 }
 
@@ -369,12 +551,30 @@ extern "C" bool ds_k_attn_ref_mma_supported(struct ds_k_dims d)
 	       d.block_size > 0;
 }
 
-/* CTAs per KV head: about 512 in all, so a long prefill gets about one group per CTA and short
- * passes few idle CTAs; never more than T (the most groups a pass of T rows can have). */
+/* CTAs per KV head in walk-only launches (ds_k_attn_ref_mma): about 512 in all, so a long
+ * prefill gets about one group per CTA and short passes few idle CTAs; never more than T (the
+ * most groups a pass of T rows can have). */
 static unsigned mt_grid_x(int T, struct ds_k_dims d)
 {
 	int x = 512 / d.n_kv < 32 ? 32 : 512 / d.n_kv;
 	return (unsigned)(T < x ? T : x);
+}
+
+/* CTAs per KV head when the plan may split: about 1024 in all, never more than the items a
+ * pass of T rows at positions <= top can have (T * (top / 64 + 1)); at least mt_grid_x. A
+ * function of T and top only, so a graph captured for a capacity replays at any positions. */
+static unsigned mt_split_grid_x(int T, int top, struct ds_k_dims d)
+{
+	long long cap = 1024 / d.n_kv < 32 ? 32 : 1024 / d.n_kv;
+	long long items = (long long)T * (top / MT_TILE + 1);
+	return (unsigned)(items < cap ? items : cap);
+}
+
+/* Blocks of the combine kernel: a grid-stride loop over the pass's (row, head) pairs. */
+static unsigned mt_combine_grid(int T, struct ds_k_dims d)
+{
+	long long n = (long long)T * d.n_head;
+	return (unsigned)(n < 512 ? n : 512);
 }
 
 #ifndef DS_ATTN_MMA_EMU
@@ -391,6 +591,20 @@ extern "C" cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d)
 	                            (int)mt_smem_bytes(128));
 }
 
+static void mt_launch(unsigned gx, const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                      const int32_t *plan, int T, struct ds_k_dims d, float *part,
+                      uint16_t *out, cudaStream_t st)
+{
+	float scale_log2 = (float)(1.4426950408889634 / sqrt((double)d.head_dim));
+	dim3 grid(gx, (unsigned)d.n_kv);
+	if (d.head_dim == 64)
+		attn_mma_kernel<64><<<grid, MT_THREADS, mt_smem_bytes(64), st>>>(
+		    q, kv, tm, plan, T, d, scale_log2, part, out);
+	else
+		attn_mma_kernel<128><<<grid, MT_THREADS, mt_smem_bytes(128), st>>>(
+		    q, kv, tm, plan, T, d, scale_log2, part, out);
+}
+
 extern "C" cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv,
                                          struct ds_k_tokmeta tm, const int32_t *plan, int T,
                                          struct ds_k_dims d, uint16_t *out, cudaStream_t st)
@@ -399,14 +613,29 @@ extern "C" cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv,
 		return cudaSuccess;
 	if (!ds_k_attn_ref_mma_supported(d) || !plan)
 		return cudaErrorInvalidValue;
-	float scale_log2 = (float)(1.4426950408889634 / sqrt((double)d.head_dim));
-	dim3 grid(mt_grid_x(T, d), (unsigned)d.n_kv);
+	mt_launch(mt_grid_x(T, d), q, kv, tm, plan, T, d, NULL, out, st);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t ds_k_attn_ref_mma_split(const uint16_t *q, const uint16_t *kv,
+                                               struct ds_k_tokmeta tm, const int32_t *plan,
+                                               int T, struct ds_k_dims d, int top, float *part,
+                                               bool combine, uint16_t *out, cudaStream_t st)
+{
+	if (T <= 0)
+		return cudaSuccess;
+	if (!ds_k_attn_ref_mma_supported(d) || !plan || top < 0 || (combine && !part))
+		return cudaErrorInvalidValue;
+	mt_launch(mt_split_grid_x(T, top, d), q, kv, tm, plan, T, d, part, out, st);
+	cudaError_t e = cudaGetLastError();
+	if (e != cudaSuccess || !combine)
+		return e;
 	if (d.head_dim == 64)
-		attn_mma_kernel<64><<<grid, MT_THREADS, mt_smem_bytes(64), st>>>(q, kv, tm, plan, d,
-		                                                                 scale_log2, out);
+		mt_combine_kernel<64><<<mt_combine_grid(T, d), MT_THREADS, 0, st>>>(part, tm.pos, plan,
+		                                                                    T, d.n_head, out);
 	else
-		attn_mma_kernel<128><<<grid, MT_THREADS, mt_smem_bytes(128), st>>>(
-		    q, kv, tm, plan, d, scale_log2, out);
+		mt_combine_kernel<128><<<mt_combine_grid(T, d), MT_THREADS, 0, st>>>(
+		    part, tm.pos, plan, T, d.n_head, out);
 	return cudaGetLastError();
 }
 #endif

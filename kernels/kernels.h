@@ -170,19 +170,39 @@ cudaError_t ds_k_attn_setup(struct ds_k_dims d);
  * plan: the pass's rows cut into groups (up to 64 / G consecutive rows of one sequence in one
  * 64-position tile, or a run of padding rows), built on the host by ds_k_attn_ref_mma_plan
  * from the host copies of tm.pos and tm.seq into DS_K_ATTN_MMA_PLAN_INTS(T) ints
- * ({count, (first row, rows) per group}; returns count) and uploaded with the pass's metadata.
+ * ({count, mode, items, (first row, rows, first item) per group, then per row the index of its
+ * first tile partial}; returns count) and uploaded whole with the pass's metadata.
  * ds_k_attn_ref_mma reads it from device memory and its grid depends only on T and d, so a
  * padded pass can be graph-captured. Needs ds_k_attn_ref_mma_supported(d) (head_dim 64 or
  * 128, n_head % n_kv == 0, G <= 64) and ds_k_attn_ref_mma_setup(d) once per process; else
- * cudaErrorInvalidValue. */
-#define DS_K_ATTN_MMA_PLAN_INTS(T) (1 + 2 * (size_t)(T))
+ * cudaErrorInvalidValue.
+ *
+ * Two modes, same bits: walk (mode 0: one CTA walks all tiles of a group, merging in
+ * registers) and split (mode 1: the (group, tile) items are spread over CTAs, each tile's
+ * partial stored to part, then merged per row in tile order with the walk's formula by a
+ * second kernel). ds_k_attn_ref_mma_plan always walks (ds_k_attn_ref_mma takes only such
+ * plans). ds_k_attn_ref_mma_plan_split: mode 0 walk, 1 split, -1 split when few groups
+ * (groups * n_kv <= 128) have more than one tile; split only when the partials fit
+ * part_floats (sum over rows of their tiles * n_head * (head_dim + 2) floats), else walk.
+ * ds_k_attn_ref_mma_split runs either: top >= every position the plan can hold (the grid
+ * depends on T, top and d only: a graph captured at capacity top replays at any positions);
+ * combine: launch the combine kernel (it exits at once when the plan walks); it must be true
+ * whenever the device plan may split (in a graph: always), and part then non-NULL. */
+#define DS_K_ATTN_MMA_PLAN_INTS(T) (3 + 4 * (size_t)(T))
 bool ds_k_attn_ref_mma_supported(struct ds_k_dims d);
 cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d);
 int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T, struct ds_k_dims d,
                            int32_t *plan);
+int ds_k_attn_ref_mma_plan_split(const int32_t *pos, const int32_t *seq, int T,
+                                 struct ds_k_dims d, size_t part_floats, int mode,
+                                 int32_t *plan);
 cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                               const int32_t *plan, int T, struct ds_k_dims d, uint16_t *out,
                               cudaStream_t st);
+cudaError_t ds_k_attn_ref_mma_split(const uint16_t *q, const uint16_t *kv,
+                                    struct ds_k_tokmeta tm, const int32_t *plan, int T,
+                                    struct ds_k_dims d, int top, float *part, bool combine,
+                                    uint16_t *out, cudaStream_t st);
 
 /* ---- fast-path decode attention (kernels/attn_decode.cu) ---- */
 

@@ -259,12 +259,19 @@ int bench_attn(struct bench *b)
 
 /* ---- reference attention: CUDA-core kernel (attn.cu) vs tensor-core kernel (attn_mma.cu) ---- */
 
-/* Section "attnref": one layer's reference attention, old (ds_k_attn_ref, split as
- * refpath/cuda_ref.c picks it) vs new (ds_k_attn_ref_mma), on the llama3-8b shapes: a verify
- * pass of 16 windows x 32 rows at context 512, 2048 and 2055 (unaligned windows: three row
- * groups of the mma kernel each instead of two), a 2048-row prefill chunk (positions
- * 0..2047) and decode at batch 64, context 512. Also the largest |old - new| over the outputs
- * (the kernels round differently; a large value means a broken kernel). */
+/* Section "attnref": one layer's reference attention on the llama3-8b shapes, as:
+ *  old   ds_k_attn_ref (CUDA cores, split as refpath/cuda_ref.c picked it before the mma kernel),
+ *  walk  ds_k_attn_ref_mma with a walk plan (round 1: one CTA walks each row group's tiles),
+ *  new   ds_k_attn_ref_mma_split in auto mode (what the reference path runs eagerly: tiles
+ *        spread over CTAs when few groups have long contexts, else the walk),
+ *  split the same forced to split, graph: auto on the grid of a graph captured for max_pos.
+ * Points: a verify pass of 16 windows x 32 rows at context 512, 2048 and 2055 (unaligned
+ * windows: three row groups each instead of two), a 2048-row prefill chunk (positions
+ * 0..2047), decode at batch 64 (context 512), and few-row passes: decode at batch 1 and 8 at
+ * context 512, 2048 and 8192 and one window of 32 at context 2048. Also: KV GB/s of new (each
+ * sequence's KV read once), whether walk, new, split and graph gave the same bytes (they
+ * must), and the largest |old - new| (the kernels round differently; a large value means a
+ * broken kernel). */
 int bench_attn_ref(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
@@ -277,7 +284,14 @@ int bench_attn_ref(struct bench *b)
 	           {"verify_g16_w32_ctx2048", 16, 32, 2048},
 	           {"verify_g16_w32_ctx2055", 16, 32, 2055}, /* windows off the 16-row grid */
 	           {"prefill_2048", 1, 2048, 0},
-	           {"decode_b64_ctx512", 64, 1, 512}};
+	           {"decode_b64_ctx512", 64, 1, 512},
+	           {"decode_b1_ctx512", 1, 1, 511},
+	           {"decode_b8_ctx512", 8, 1, 511},
+	           {"decode_b1_ctx2048", 1, 1, 2047},
+	           {"decode_b8_ctx2048", 8, 1, 2047},
+	           {"decode_b1_ctx8192", 1, 1, 8191},
+	           {"decode_b8_ctx8192", 8, 1, 8191},
+	           {"verify_g1_w32_ctx2048", 1, 32, 2016}};
 	if (!ds_k_attn_ref_mma_supported(d)) {
 		fprintf(stderr, "attnref: head_dim %d not supported by the mma kernel\n",
 		        d.head_dim);
@@ -288,20 +302,27 @@ int bench_attn_ref(struct bench *b)
 	if (!f)
 		return 1;
 	fprintf(f, "{\"bench\": \"attnref\", \"device\": \"%s\", \"points\": [\n", b->dev);
-	printf("reference attention, one layer: old (CUDA cores) vs new (mma)\n");
-	printf("%-24s %6s %10s %10s %8s %10s %12s\n", "point", "rows", "old_us", "new_us",
-	       "new/old", "new_TFLOPs", "max|old-new|");
+	printf("reference attention, one layer: old (CUDA cores), walk (mma, round 1), new (mma, "
+	       "auto walk/split), split, graph (auto on a max_pos grid)\n");
+	printf("%-24s %5s %9s %9s %9s %9s %9s %8s %8s %6s %5s %10s\n", "point", "rows", "old_us",
+	       "walk_us", "new_us", "split_us", "graph_us", "new/old", "new/walk", "newGBs",
+	       "same", "max|o-n|");
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
 	size_t qd = (size_t)ds_model_q_dim(cfg);
-	uint16_t *o_old = malloc((size_t)c->cap_tokens * qd * 2);
-	uint16_t *o_new = malloc((size_t)c->cap_tokens * qd * 2);
+	enum { NK = 5 };
+	uint16_t *o[NK];
+	for (int k = 0; k < NK; k++)
+		o[k] = malloc((size_t)c->cap_tokens * qd * 2);
+	int32_t *plans[3];
+	for (int k = 0; k < 3; k++)
+		plans[k] = malloc(DS_K_ATTN_MMA_PLAN_INTS(c->cap_tokens) * 4);
 	int rc = 0;
 	for (size_t pi = 0; pi < DS_ARRAY_LEN(pts) && rc == 0; pi++) {
 		int S = pts[pi].n_seq, W = pts[pi].rows, T = S * W, maxp = pts[pi].pos0 + W - 1;
 		int nb = (maxp + 1 + BS - 1) / BS;
-		double flops = 0;
+		double flops = 0, kv_bytes = 0;
 		for (int s = 0; s < S; s++) {
 			c->hm.bt_off[s] = s * nb;
 			for (int j = 0; j < nb; j++)
@@ -313,6 +334,7 @@ int bench_attn_ref(struct bench *b)
 				c->hm.seq[t] = s;
 				flops += 4.0 * cfg->n_head * cfg->head_dim * (pts[pi].pos0 + i + 1);
 			}
+			kv_bytes += 4.0 * (maxp + 1) * cfg->n_kv_head * cfg->head_dim;
 		}
 		struct ds_cuda_pass p = {T, S, S * nb, 0, maxp};
 		struct ds_err err;
@@ -321,25 +343,35 @@ int bench_attn_ref(struct bench *b)
 			rc = 1;
 			break;
 		}
-		/* the row groups (meta_upload plans them only when the reference path uses them) */
-		int ng = ds_k_attn_ref_mma_plan(c->hm.pos, c->hm.seq, T, d, c->hm.aplan);
-		CK(cudaMemcpyAsync(c->dm.aplan, c->hm.aplan, DS_K_ATTN_MMA_PLAN_INTS(ng) * 4,
-		                   cudaMemcpyHostToDevice, c->stream));
+		/* the plans: walk-only, auto, split (device copies taken in turn from dm.aplan) */
+		ds_k_attn_ref_mma_plan(c->hm.pos, c->hm.seq, T, d, plans[0]);
+		ds_k_attn_ref_mma_plan_split(c->hm.pos, c->hm.seq, T, d, c->part_floats, -1,
+		                             plans[1]);
+		ds_k_attn_ref_mma_plan_split(c->hm.pos, c->hm.seq, T, d, c->part_floats, 1,
+		                             plans[2]);
 		CK(ds_k_synth_fill(c->q, (size_t)T * qd, 0, 5, 6, 1.0f, 0.0f, c->stream));
 		int chunks = maxp / DS_K_ATTN_TILE + 1;
 		size_t need = (size_t)T * cfg->n_head * chunks * (cfg->head_dim + 2);
 		int split = need <= c->part_floats ? chunks : 0;
-		double tt[2];
-		for (int k = 0; k < 2; k++) {
+		double tt[NK];
+		for (int k = 0; k < NK; k++) {
+			const int32_t *hp = k == 1 ? plans[0] : k == 3 ? plans[2] : plans[1];
+			CK(cudaMemcpyAsync(c->dm.aplan, hp, DS_K_ATTN_MMA_PLAN_INTS(T) * 4,
+			                   cudaMemcpyHostToDevice, c->stream));
 			double t[20];
 			for (int i = -2; i < 20; i++) {
 				CK(cudaEventRecord(e0, c->stream));
 				if (k == 0)
 					CK(ds_k_attn_ref(c->q, c->kv, ds_cuda_tokmeta(c), T, d,
 					                 split, c->part, c->att, c->stream));
-				else
+				else if (k == 1)
 					CK(ds_k_attn_ref_mma(c->q, c->kv, ds_cuda_tokmeta(c),
 					                     c->dm.aplan, T, d, c->att, c->stream));
+				else
+					CK(ds_k_attn_ref_mma_split(
+					    c->q, c->kv, ds_cuda_tokmeta(c), c->dm.aplan, T, d,
+					    k == 4 ? cfg->max_pos - 1 : maxp, c->part,
+					    k == 4 || hp[1] != 0, c->att, c->stream));
 				CK(cudaEventRecord(e1, c->stream));
 				CK(cudaEventSynchronize(e1));
 				float ms;
@@ -348,30 +380,44 @@ int bench_attn_ref(struct bench *b)
 					t[i] = ms * 1e-3;
 			}
 			tt[k] = median(t, 20);
-			CK(cudaMemcpy(k ? o_new : o_old, c->att, (size_t)T * qd * 2,
-			              cudaMemcpyDeviceToHost));
+			CK(cudaMemcpy(o[k], c->att, (size_t)T * qd * 2, cudaMemcpyDeviceToHost));
 		}
+		bool same = true;
+		for (int k = 2; k < NK; k++)
+			same = same && memcmp(o[1], o[k], (size_t)T * qd * 2) == 0;
+		if (!same)
+			rc = 1; /* the modes must agree: the run fails loudly */
 		double maxd = 0;
 		for (size_t i = 0; i < (size_t)T * qd; i++) {
-			double x =
-			    fabs((double)ds_bf16_to_f32(o_old[i]) - ds_bf16_to_f32(o_new[i]));
+			double x = fabs((double)ds_bf16_to_f32(o[0][i]) - ds_bf16_to_f32(o[2][i]));
 			if (!(x <= maxd))
 				maxd = x; /* NaN sticks */
 		}
-		printf("%-24s %6d %10.1f %10.1f %8.3f %10.1f %12.4g\n", pts[pi].name, T,
-		       tt[0] * 1e6, tt[1] * 1e6, tt[1] / tt[0], flops / tt[1] / 1e12, maxd);
+		printf("%-24s %5d %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f %6.0f %5s %10.4g\n",
+		       pts[pi].name, T, tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6,
+		       tt[4] * 1e6, tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9,
+		       same ? "yes" : "NO", maxd);
 		fprintf(f,
 		        "%s  {\"point\": \"%s\", \"rows\": %d, \"sequences\": %d, \"pos0\": %d, "
-		        "\"old_split\": %d, \"old_us\": %.2f, \"new_us\": %.2f, \"new_over_old\": "
-		        "%.4f, "
-		        "\"new_tflops\": %.2f, \"max_abs_diff_old_new\": %.6g}",
-		        pi ? ",\n" : "", pts[pi].name, T, S, pts[pi].pos0, split, tt[0] * 1e6,
-		        tt[1] * 1e6, tt[1] / tt[0], flops / tt[1] / 1e12, maxd);
+		        "\"old_split\": %d, \"new_mode\": %d, \"old_us\": %.2f, \"walk_us\": %.2f, "
+		        "\"new_us\": %.2f, \"split_us\": %.2f, \"graph_us\": %.2f, "
+		        "\"new_over_old\": %.4f, \"new_over_walk\": %.4f, \"new_kv_gbs\": %.1f, "
+		        "\"new_tflops\": %.2f, \"modes_same_bytes\": %s, "
+		        "\"max_abs_diff_old_new\": %.6g}",
+		        pi ? ",\n" : "", pts[pi].name, T, S, pts[pi].pos0, split, plans[1][1],
+		        tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6, tt[4] * 1e6,
+		        tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9,
+		        flops / tt[2] / 1e12, same ? "true" : "false", maxd);
+		if (!same)
+			fprintf(stderr, "attnref: %s: walk and split modes differ in bytes\n",
+			        pts[pi].name);
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
-	free(o_old);
-	free(o_new);
+	for (int k = 0; k < NK; k++)
+		free(o[k]);
+	for (int k = 0; k < 3; k++)
+		free(plans[k]);
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
 	return rc;

@@ -279,6 +279,12 @@ static inline void mt_mma(float *c, const unsigned *a, unsigned b0, unsigned b1)
 	}
 }
 
+static inline void mt_st2(float *dst, float a, float b)
+{
+	dst[0] = a;
+	dst[1] = b;
+}
+
 static inline unsigned mt_pack(float lo, float hi)
 {
 	return (unsigned)ds_f32_to_bf16(lo) | ((unsigned)ds_f32_to_bf16(hi) << 16);

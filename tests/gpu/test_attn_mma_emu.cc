@@ -14,10 +14,10 @@
 #include <cstdlib>
 
 #define BS 16
-#define NSEQ 3
-#define NBLK 31 /* block i of the fixture lives in physical block (7 i + 3) % 31 */
+#define NSEQ 4
+#define NBLK 83 /* block i of the fixture lives in physical block (7 i + 3) % 83 */
 
-static const int seq_len[NSEQ] = {3, 200, 150};
+static const int seq_len[NSEQ] = {3, 200, 150, 576};
 static int failures;
 
 #define CHECK(cond, ...)                                                                           \
@@ -82,12 +82,79 @@ static fix fix_make(int n_head, int n_kv, int D)
 
 static const int GUARD = 64;
 
-/* The kernel over a pass; returns (T, n_head, D) bf16 (checks the guard after it). */
-static std::vector<uint16_t> run_pass(const fix &f, const row *rows, int T, unsigned grid_x = 0)
+/* One launch of the kernel over a pass: mode -2 the walk-only API (ds_k_attn_ref_mma_plan,
+ * grid mt_grid_x), else ds_k_attn_ref_mma_plan_split with that mode (0 walk, 1 split, -1
+ * auto) and the grids of ds_k_attn_ref_mma_split, then the combine kernel (it exits when the
+ * plan walks); grid_x != 0 replaces the attention grid. want_mode >= 0: the plan's mode must
+ * be that. Checks the guards after the output and the partials. */
+static std::vector<uint16_t> launch(const fix &f, const std::vector<int32_t> &pos,
+                                    const std::vector<int32_t> &seq,
+                                    const std::vector<uint16_t> &q, int T, int mode,
+                                    unsigned grid_x, int want_mode, size_t part_floats)
+{
+	int H = f.d.n_head, D = f.d.head_dim, top = 0;
+	for (int t = 0; t < T; t++)
+		top = std::max(top, pos[(size_t)t]);
+	std::vector<uint16_t> out((size_t)T * H * D + GUARD, 0x7f7f);
+	ds_k_tokmeta tm = {pos.data(), seq.data(), f.bt_off, f.bt};
+	float scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
+	const uint16_t *qp = q.data(), *kvp = f.kv.data();
+	uint16_t *op = out.data();
+	ds_k_dims d = f.d;
+	std::vector<int32_t> plan(DS_K_ATTN_MMA_PLAN_INTS(T));
+	int ng = mode == -2 ? ds_k_attn_ref_mma_plan(pos.data(), seq.data(), T, d, plan.data())
+	                    : ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), T, d,
+	                                                   part_floats, mode, plan.data());
+	CHECK(ng >= 1 && ng <= T && plan[0] == ng, "plan of %d rows: %d groups", T, ng);
+	CHECK(want_mode < 0 || plan[1] == want_mode, "plan of %d rows, mode %d: got mode %d", T,
+	      mode, plan[1]);
+	/* the partials' size: every row's tiles (padding rows none) */
+	size_t slots = 0;
+	for (int t = 0; t < T; t++)
+		slots += pos[(size_t)t] < 0 ? 0 : (size_t)pos[(size_t)t] / DS_K_ATTN_TILE + 1;
+	size_t np = slots * (size_t)H * (size_t)(D + 2);
+	std::vector<float> part(np + GUARD, -7.0f);
+	float *pp = mode == -2 ? NULL : part.data();
+	const int32_t *pl = plan.data();
+	unsigned gx = grid_x ? grid_x : mode == -2 ? mt_grid_x(T, d) : mt_split_grid_x(T, top, d);
+	if (D == 64)
+		emu_launch(gx, (unsigned)d.n_kv, [&] {
+			attn_mma_kernel<64>(qp, kvp, tm, pl, T, d, scale_log2, pp, op);
+		});
+	else
+		emu_launch(gx, (unsigned)d.n_kv, [&] {
+			attn_mma_kernel<128>(qp, kvp, tm, pl, T, d, scale_log2, pp, op);
+		});
+	if (mode != -2) {
+		/* any grid (a grid-stride loop over the (row, head) pairs); 3 blocks: quick */
+		const int32_t *posp = pos.data();
+		if (D == 64)
+			emu_launch(std::min(3u, mt_combine_grid(T, d)), 1, [&] {
+				mt_combine_kernel<64>(pp, posp, pl, T, H, op);
+			});
+		else
+			emu_launch(std::min(3u, mt_combine_grid(T, d)), 1, [&] {
+				mt_combine_kernel<128>(pp, posp, pl, T, H, op);
+			});
+	}
+	for (int i = 0; i < GUARD; i++) {
+		CHECK(out[(size_t)T * H * D + (size_t)i] == 0x7f7f, "guard %d overwritten", i);
+		CHECK(part[np + (size_t)i] == -7.0f, "partials' guard %d overwritten", i);
+	}
+	out.resize((size_t)T * H * D);
+	return out;
+}
+
+/* The kernel over a pass; returns (T, n_head, D) bf16. Runs it walking and split (on 3 CTAs
+ * per KV head: item ranges cut inside groups) and checks that both give the same bytes; all:
+ * split on the API's grid instead, and also walking through the split API and split on a
+ * one-CTA grid per KV head. */
+static std::vector<uint16_t> run_pass(const fix &f, const row *rows, int T, unsigned grid_x = 0,
+                                      bool all = false)
 {
 	int H = f.d.n_head, D = f.d.head_dim;
 	std::vector<int32_t> pos((size_t)T), seq((size_t)T);
-	std::vector<uint16_t> q((size_t)T * H * D), out((size_t)T * H * D + GUARD, 0x7f7f);
+	std::vector<uint16_t> q((size_t)T * H * D);
 	for (int t = 0; t < T; t++) {
 		pos[(size_t)t] = rows[t].pos;
 		seq[(size_t)t] = rows[t].seq;
@@ -97,30 +164,24 @@ static std::vector<uint16_t> run_pass(const fix &f, const row *rows, int T, unsi
 				    rows[t].pos < 0 ? ds_f32_to_bf16(0.25f)
 				                    : q_val(f, rows[t].seq, rows[t].pos, h, i);
 	}
-	ds_k_tokmeta tm = {pos.data(), seq.data(), f.bt_off, f.bt};
-	float scale_log2 = (float)(1.4426950408889634 / sqrt((double)D));
-	const uint16_t *qp = q.data(), *kvp = f.kv.data();
-	uint16_t *op = out.data();
-	ds_k_dims d = f.d;
-	std::vector<int32_t> plan(DS_K_ATTN_MMA_PLAN_INTS(T));
-	int ng = ds_k_attn_ref_mma_plan(pos.data(), seq.data(), T, d, plan.data());
-	CHECK(ng >= 1 && ng <= T && plan[0] == ng, "plan of %d rows: %d groups", T, ng);
-	const int32_t *pl = plan.data();
-	unsigned gx = grid_x ? grid_x : mt_grid_x(T, d);
-	if (D == 64)
-		emu_launch(gx, (unsigned)d.n_kv,
-		           [&] { attn_mma_kernel<64>(qp, kvp, tm, pl, d, scale_log2, op); });
-	else
-		emu_launch(gx, (unsigned)d.n_kv,
-		           [&] { attn_mma_kernel<128>(qp, kvp, tm, pl, d, scale_log2, op); });
-	for (int i = 0; i < GUARD; i++)
-		CHECK(out[(size_t)T * H * D + (size_t)i] == 0x7f7f, "guard %d overwritten", i);
-	out.resize((size_t)T * H * D);
+	std::vector<uint16_t> out = launch(f, pos, seq, q, T, -2, grid_x, 0, 0);
 	for (int t = 0; t < T; t++)
 		if (rows[t].pos < 0)
 			for (int i = 0; i < H * D; i++)
 				CHECK(out[(size_t)t * H * D + (size_t)i] == 0,
 				      "padding row %d not zero", t);
+	size_t big = (size_t)1 << 30;
+	size_t n = (size_t)T * H * D * 2;
+	std::vector<uint16_t> sp = launch(f, pos, seq, q, T, 1, all ? 0 : 3, 1, big);
+	CHECK(memcmp(out.data(), sp.data(), n) == 0, "D=%d T=%d: split vs walk", D, T);
+	if (all) {
+		std::vector<uint16_t> w = launch(f, pos, seq, q, T, 0, 0, 0, big);
+		std::vector<uint16_t> s1 = launch(f, pos, seq, q, T, 1, 1, 1, big);
+		CHECK(memcmp(out.data(), w.data(), n) == 0, "D=%d T=%d: walk (split API) vs walk",
+		      D, T);
+		CHECK(memcmp(out.data(), s1.data(), n) == 0, "D=%d T=%d: split on one CTA vs walk",
+		      D, T);
+	}
 	return out;
 }
 
@@ -196,7 +257,61 @@ static void rows_equal(const fix &f, const std::vector<uint16_t> &a, int ra,
 		      i);
 }
 
-static void run_cfg(int n_head, int n_kv, int D)
+/* Long context (sequence 3, 576 positions: 9 tiles): a decode row alone, a decode batch, a
+ * window of 32 and a prefill chunk; run_pass proves walk == split for each, and the
+ * window's rows equal the same rows alone and in the batch; then the plan's choices.
+ * Returns the worst error / bound. */
+static double run_long(const fix &f)
+{
+	int n_head = f.d.n_head, D = f.d.head_dim;
+	double w = 0;
+	row dec[] = {{3, 575}};
+	std::vector<uint16_t> od = run_pass(f, dec, 1, 0, true);
+	w = std::max(w, check_rows(f, dec, 1, od.data()));
+	row bat[] = {{1, 199}, {3, 530}, {0, -1}, {2, 149}};
+	std::vector<uint16_t> ob = run_pass(f, bat, 4);
+	w = std::max(w, check_rows(f, bat, 4, ob.data()));
+	row win[32];
+	add_run(win, 0, 3, 520, 32);
+	std::vector<uint16_t> ow = run_pass(f, win, 32);
+	rows_equal(f, ow, 10, ob, 1, 1, "long window row vs the same row in a decode batch");
+	row one[] = {win[31]};
+	std::vector<uint16_t> o1 = run_pass(f, one, 1);
+	rows_equal(f, ow, 31, o1, 0, 1, "long window row vs alone");
+	row chunk[24];
+	add_run(chunk, 0, 3, 512, 24);
+	std::vector<uint16_t> oc = run_pass(f, chunk, 24);
+	rows_equal(f, oc, 8, ow, 0, 16, "prefill chunk vs window");
+	/* the plan's choice: auto splits few long groups, walks when the partials do not fit */
+	{
+		std::vector<int32_t> pos = {575}, seq = {3}, pos2 = {10}, seq2 = {3};
+		std::vector<int32_t> plan(DS_K_ATTN_MMA_PLAN_INTS(1));
+		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, 1u << 30, -1,
+		                             plan.data());
+		CHECK(plan[1] == 1 && plan[2] == 9, "auto: one row at 575 splits 9 tiles (%d %d)",
+		      plan[1], plan[2]);
+		size_t need = (size_t)9 * n_head * (D + 2);
+		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, need, 1, plan.data());
+		CHECK(plan[1] == 1, "split: partials fit exactly");
+		ds_k_attn_ref_mma_plan_split(pos.data(), seq.data(), 1, f.d, need - 1, 1,
+		                             plan.data());
+		CHECK(plan[1] == 0, "split: partials one float too big: walk");
+		ds_k_attn_ref_mma_plan_split(pos2.data(), seq2.data(), 1, f.d, 1u << 30, -1,
+		                             plan.data());
+		CHECK(plan[1] == 0, "auto: one tile walks");
+		/* 130 single-row groups (more than 128 / n_kv CTAs' worth): auto walks */
+		std::vector<int32_t> pm(130), sm(130, 3), plm(DS_K_ATTN_MMA_PLAN_INTS(130));
+		for (int i = 0; i < 130; i++)
+			pm[(size_t)i] = 4 * i + 2;
+		int ng = ds_k_attn_ref_mma_plan_split(pm.data(), sm.data(), 130, f.d, 1u << 30, -1,
+		                                      plm.data());
+		CHECK(ng == 130 && plm[1] == 0, "auto: %d groups x %d KV heads walk (mode %d)", ng,
+		      f.d.n_kv, plm[1]);
+	}
+	return w;
+}
+
+static void run_cfg(int n_head, int n_kv, int D, bool long_ctx)
 {
 	fix f = fix_make(n_head, n_kv, D);
 	if (!ds_k_attn_ref_mma_supported(f.d)) {
@@ -220,7 +335,7 @@ static void run_cfg(int n_head, int n_kv, int D)
 	/* the window 130..149 of sequence 1 (rows 11..30 of that pass) vs alone, vs in another
 	 * mixed pass at another place with neighbours joining its groups, vs chunked */
 	int at0 = 11, W = 20;
-	for (int i = 0; i < W; i += 3) {
+	for (int i = 0; i < W; i += 6) {
 		std::vector<uint16_t> o1 = run_pass(f, rows + at0 + i, 1);
 		rows_equal(f, out, at0 + i, o1, 0, 1, "window row vs alone");
 	}
@@ -249,15 +364,17 @@ static void run_cfg(int n_head, int n_kv, int D)
 	size_t rw = (size_t)n_head * D;
 	for (int i = 0; i < 6; i++)
 		check_rows(f, &smp[i], 1, whole.data() + (size_t)smp[i].pos * rw);
+	if (long_ctx)
+		w = std::max(w, run_long(f));
 	printf("attn_mma emulated: n_head %d n_kv %d D %d: worst error / bound %.3f\n", n_head,
 	       n_kv, D, w);
 }
 
 int main(void)
 {
-	run_cfg(9, 3, 64);
-	run_cfg(8, 2, 128);
-	run_cfg(4, 4, 64);
+	run_cfg(9, 3, 64, true);
+	run_cfg(8, 2, 128, true);
+	run_cfg(4, 4, 64, false);
 	printf("%ld fiber switches; %s\n", emu.switches, failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
 }

@@ -11,17 +11,21 @@
  * adds; a misplaced row or position errs by ~0.1). Invariance: a verify window of 32 rows
  * equals each row computed alone (T = 1) and the same rows inside bigger mixed passes at other
  * places; a prefill of 367 rows equals its chunks 17 + 100 + 250; rows of a pass with more
- * groups than CTAs equal the rows alone. tests/gpu/test_attn_mma_emu.cc (unit suite) runs the
+ * groups than CTAs equal the rows alone. Every pass runs walked and split (tiles spread over
+ * CTAs, partials combined) and in auto mode, compared by memcmp; a long-context test (8192)
+ * does the same for decode rows, a batch, a window and a prefill chunk, also on the grid a
+ * graph captured for a larger capacity uses. tests/gpu/test_attn_mma_emu.cc (unit suite) runs the
  * same kernel source on the CPU through emulated warp primitives. */
 #include "gpu_util.h"
 #include "kernels.h"
 
 #define BS 16
-#define NSEQ 4
-#define NBLK 127 /* prime: block i of the fixture lives in physical block (7 i + 3) % 127 */
+#define NSEQ 5
+#define NBLK 1031 /* prime: block i of the fixture lives in physical block (7 i + 3) % 1031 */
 #define MAXT 128 /* rows per pass (the prefill test uses its own arrays) */
 
-static const int seq_len[NSEQ] = {3, 130, 1001, 600};
+static const int seq_len[NSEQ] = {3, 130, 1001, 600, 8200};
+#define LONG_TOP 8199 /* the last position of sequence 4 */
 
 struct fix {
 	struct ds_k_dims d;
@@ -86,34 +90,51 @@ static void fix_free(struct fix *f)
 }
 
 /* Runs the kernel on a pass of T rows; returns the host output (T, n_head, D) bf16. Checks the
- * guard after the output and that padding rows are zero. */
-static uint16_t *run_pass(const struct fix *f, const struct row *rows, int T)
+ * guards after the output and the partials and that padding rows are zero. mode -2: the
+ * walk-only API (ds_k_attn_ref_mma_plan, ds_k_attn_ref_mma); else ds_k_attn_ref_mma_plan_split
+ * with that mode (0 walk, 1 split, -1 auto) and ds_k_attn_ref_mma_split with grid capacity top
+ * (0: the pass's largest position) and the combine kernel. */
+static uint16_t *run_mode(const struct fix *f, const struct row *rows, int T, int mode, int top)
 {
 	const struct ds_k_dims *d = &f->d;
 	int H = d->n_head, D = d->head_dim;
-	size_t qn = (size_t)T * H * D;
+	size_t qn = (size_t)T * H * D, slots = 0;
 	int32_t *pos = malloc((size_t)T * 4), *seq = malloc((size_t)T * 4);
 	uint16_t *q = malloc(qn * 2), *out = malloc(qn * 2);
+	int maxp = 0;
 	for (int t = 0; t < T; t++) {
 		pos[t] = rows[t].pos;
 		seq[t] = rows[t].seq;
+		maxp = rows[t].pos > maxp ? rows[t].pos : maxp;
+		slots += rows[t].pos < 0 ? 0 : (size_t)rows[t].pos / DS_K_ATTN_TILE + 1;
 		for (int h = 0; h < H; h++)
 			for (int i = 0; i < D; i++)
 				q[((size_t)t * H + h) * D + i] =
 				    rows[t].pos < 0 ? ds_f32_to_bf16(0.25f)
 				                    : q_val(f, rows[t].seq, rows[t].pos, h, i);
 	}
+	size_t pn = slots * (size_t)H * (size_t)(D + 2) * sizeof(float);
 	int32_t *plan = malloc(DS_K_ATTN_MMA_PLAN_INTS(T) * 4);
-	int ng = ds_k_attn_ref_mma_plan(pos, seq, T, *d, plan);
+	int ng = mode == -2 ? ds_k_attn_ref_mma_plan(pos, seq, T, *d, plan)
+	                    : ds_k_attn_ref_mma_plan_split(pos, seq, T, *d, pn / sizeof(float),
+	                                                   mode, plan);
 	assert_true(ng >= 1 && ng <= T && plan[0] == ng);
+	if (mode == 0 || mode == 1)
+		assert_int_equal(plan[1], mode);
 	int32_t *dpos = to_dev(pos, (size_t)T * 4), *dseq = to_dev(seq, (size_t)T * 4);
-	int32_t *dplan = to_dev(plan, DS_K_ATTN_MMA_PLAN_INTS(ng) * 4);
+	int32_t *dplan = to_dev(plan, DS_K_ATTN_MMA_PLAN_INTS(T) * 4);
 	uint16_t *dq = to_dev(q, qn * 2), *dout = dev_alloc_guarded(qn * 2);
+	float *dpart = dev_alloc_guarded(pn);
 	struct ds_k_tokmeta tm = {dpos, dseq, f->dbt_off, f->dbt};
-	CK(ds_k_attn_ref_mma(dq, f->dkv, tm, dplan, T, *d, dout, 0));
+	if (mode == -2)
+		CK(ds_k_attn_ref_mma(dq, f->dkv, tm, dplan, T, *d, dout, 0));
+	else
+		CK(ds_k_attn_ref_mma_split(dq, f->dkv, tm, dplan, T, *d, top ? top : maxp, dpart,
+		                           true, dout, 0));
 	CK(cudaDeviceSynchronize());
 	from_dev(out, dout, qn * 2);
 	dev_check_guard(dout, qn * 2);
+	dev_check_guard(dpart, pn);
 	for (int t = 0; t < T; t++)
 		if (rows[t].pos < 0)
 			for (size_t i = 0; i < (size_t)H * D; i++)
@@ -125,9 +146,26 @@ static uint16_t *run_pass(const struct fix *f, const struct row *rows, int T)
 	free(plan);
 	cudaFree(dq);
 	cudaFree(dout);
+	cudaFree(dpart);
 	free(pos);
 	free(seq);
 	free(q);
+	return out;
+}
+
+/* The pass walked (walk-only API), then split and in auto mode: the same bytes (memcmp). */
+static uint16_t *run_pass(const struct fix *f, const struct row *rows, int T)
+{
+	uint16_t *out = run_mode(f, rows, T, -2, 0);
+	size_t n = (size_t)T * f->d.n_head * f->d.head_dim * 2;
+	int modes[] = {1, -1};
+	for (size_t m = 0; m < DS_ARRAY_LEN(modes); m++) {
+		uint16_t *o = run_mode(f, rows, T, modes[m], 0);
+		if (memcmp(out, o, n) != 0)
+			fail_msg("D=%d G=%d T=%d: mode %d differs from the walk", f->d.head_dim,
+			         f->d.n_head / f->d.n_kv, T, modes[m]);
+		free(o);
+	}
 	return out;
 }
 
@@ -359,14 +397,60 @@ static void test_attn_mma_many_groups(void **state)
 	}
 }
 
+/* Long context (sequence 4: 8200 positions, 129 tiles): decode rows alone and in a batch,
+ * a window of 32 and a prefill chunk, each walked and split (run_pass), split also on the
+ * grid of a graph captured for capacity LONG_TOP; rows equal across those passes. */
+static void test_attn_mma_long_split(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < DS_ARRAY_LEN(cfgs); c++) {
+		struct fix f;
+		fix_init(&f, cfgs[c][0], cfgs[c][1], cfgs[c][2]);
+		size_t w = (size_t)f.d.n_head * f.d.head_dim;
+		struct row dec = {4, 8191};
+		uint16_t *od = run_pass(&f, &dec, 1);
+		check_rows(&f, &dec, 1, od);
+		struct row bat[8] = {{4, 8100}, {2, 1000}, {3, 599}, {0, -1},
+		                     {4, 8191}, {1, 64},   {0, 2},   {4, 8199}};
+		uint16_t *ob = run_pass(&f, bat, 8);
+		expect_rows_equal(&f, od, 0, ob, 4, 1, "long decode row alone vs in a batch");
+		uint16_t *oc = run_mode(&f, bat, 8, -1, LONG_TOP * 2);
+		expect_rows_equal(&f, ob, 0, oc, 0, 8, "decode batch vs on a graph's grid");
+		free(oc);
+		check_rows(&f, bat, 8, ob);
+		struct row win[32];
+		add_run(win, 0, 4, 8168, 32); /* 8168 .. 8199 */
+		uint16_t *ow = run_pass(&f, win, 32);
+		expect_rows_equal(&f, ob, 7, ow, 31, 1, "window row vs in a decode batch");
+		expect_rows_equal(&f, od, 0, ow, 8191 - 8168, 1, "window row vs alone");
+		check_rows(&f, win + 31, 1, ow + 31 * w);
+		struct row *pre = malloc(100 * sizeof(*pre));
+		add_run(pre, 0, 4, 8100, 100); /* 8100 .. 8199 */
+		uint16_t *op = run_pass(&f, pre, 100);
+		expect_rows_equal(&f, op, 68, ow, 0, 32, "prefill chunk vs window");
+		expect_rows_equal(&f, op, 0, ob, 0, 1, "prefill chunk row vs in a decode batch");
+		uint16_t *og = run_mode(&f, pre, 100, 1, LONG_TOP);
+		expect_rows_equal(&f, op, 0, og, 0, 100, "prefill chunk split on a graph's grid");
+		free(og);
+		free(pre);
+		free(op);
+		free(ow);
+		free(ob);
+		free(od);
+		fix_free(&f);
+	}
+}
+
 static void test_attn_mma_unsupported(void **state)
 {
 	(void)state;
 	struct ds_k_dims d = {8, 2, 96, BS, NBLK, 1e-5f};
 	assert_false(ds_k_attn_ref_mma_supported(d));
 	struct ds_k_tokmeta tm = {NULL, NULL, NULL, NULL};
-	int32_t plan[3] = {1, 0, 1};
+	int32_t plan[7] = {1, 0, 1, 0, 1, 0, 0};
 	assert_int_equal(ds_k_attn_ref_mma(NULL, NULL, tm, plan, 1, d, NULL, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_attn_ref_mma_split(NULL, NULL, tm, plan, 1, d, 0, NULL, true, NULL, 0),
 	                 cudaErrorInvalidValue);
 	d.head_dim = 64;
 	d.n_head = 7; /* not a multiple of n_kv */
@@ -381,6 +465,7 @@ int main(void)
 	    cmocka_unit_test(test_attn_mma_window_invariance),
 	    cmocka_unit_test(test_attn_mma_prefill_chunks),
 	    cmocka_unit_test(test_attn_mma_many_groups),
+	    cmocka_unit_test(test_attn_mma_long_split),
 	    cmocka_unit_test(test_attn_mma_unsupported),
 	};
 	return cmocka_run_group_tests_name("gpu_attn", tests, NULL, NULL);
