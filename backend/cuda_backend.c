@@ -8,6 +8,7 @@
  * passes of up to 512 rows go through per-bucket CUDA graphs instead (DS_CUDA_GRAPHS=0: none). */
 #include "cuda_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -72,6 +73,38 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	DS_CUDA_TRY(ds_k_sample_pdl(c->logits, p->R, cfg->vocab_size, c->dm.sp, c->dm.out, pdl, st),
 	            err);
 	return DS_OK;
+}
+
+float ds_cuda_time_best(struct ds_cuda_ctx *c, ds_cuda_launch_fn launch, void *arg, int reps,
+                        void *flush, size_t flush_bytes)
+{
+	cudaEvent_t e0, e1;
+	float best = INFINITY;
+	if (cudaEventCreate(&e0) != cudaSuccess)
+		return best;
+	if (cudaEventCreate(&e1) != cudaSuccess) {
+		cudaEventDestroy(e0);
+		return best;
+	}
+	for (int i = 0; i < reps; i++) {
+		if (flush)
+			cudaMemsetAsync(flush, 0, flush_bytes, c->stream);
+		cudaEventRecord(e0, c->stream);
+		cudaError_t e = launch(c, arg);
+		cudaEventRecord(e1, c->stream);
+		if (e != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) {
+			best = INFINITY;
+			break;
+		}
+		float ms;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (i > 0 && ms < best)
+			best = ms;
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaGetLastError();
+	return best;
 }
 
 enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,

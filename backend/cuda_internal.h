@@ -214,6 +214,14 @@ extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
 enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
                                 const struct ds_cuda_pass *p, int n_split, struct ds_err *err);
 
+/* Autotuning timer: runs launch(c, arg) on c->stream reps times (the first a warm-up), each
+ * after clearing flush_bytes of flush (an L2 flush; NULL: none), and returns the fastest of
+ * the timed runs in milliseconds, or INFINITY when a launch fails (the error is cleared).
+ * Synchronises; never call it during graph capture. */
+typedef cudaError_t (*ds_cuda_launch_fn)(struct ds_cuda_ctx *c, void *arg);
+float ds_cuda_time_best(struct ds_cuda_ctx *c, ds_cuda_launch_fn launch, void *arg, int reps,
+                        void *flush, size_t flush_bytes);
+
 /* Copies the pass's host metadata to the device (async on c->stream). */
 enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                    struct ds_err *err);

@@ -75,46 +75,34 @@ struct ds_cuda_fast_plans {
 #define AUTOTUNE_MAX_M 256 /* decode-sized GEMMs are timed; larger ones take heuristic #1 */
 #define AUTOTUNE_CANDIDATES 8
 
-/* Evicts the weights from L2 before a timed run (the workspace is larger than L2), so a
- * candidate is timed streaming from HBM as in a real decode step. */
-static void l2_flush(struct ds_cuda_ctx *c)
+/* Timed runs clear the cuBLASLt workspace first: it is larger than L2, so that evicts the
+ * weights and a candidate is timed streaming from HBM as in a real decode step. */
+
+/* One cuBLASLt call with a given algorithm, for the autotuning timer. */
+struct lt_call {
+	struct lt_plan *p;
+	const cublasLtMatmulAlgo_t *algo;
+	const uint16_t *A, *W;
+	float *C;
+};
+
+static cudaError_t lt_call_launch(struct ds_cuda_ctx *c, void *arg)
 {
-	cudaMemsetAsync(c->fast.workspace, 0, c->fast.ws_bytes, c->stream);
+	const struct lt_call *x = arg;
+	const float alpha = 1.0f, beta = 0.0f;
+	cublasStatus_t s = cublasLtMatmul(c->fast.lt, x->p->op, &alpha, x->W, x->p->a, x->A, x->p->b,
+	                                  &beta, x->C, x->p->cd, x->C, x->p->cd, x->algo,
+	                                  c->fast.workspace, c->fast.ws_bytes, c->stream);
+	return s == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
 }
 
-/* Times algorithm a on the call's own buffers (the real call overwrites C afterwards). */
+/* Times algorithm a on the call's own buffers (the real call overwrites C afterwards): best of
+ * 3 after a warm-up, each after an L2 flush. */
 static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMatmulAlgo_t *a,
                      const uint16_t *A, const uint16_t *W, float *C)
 {
-	const float alpha = 1.0f, beta = 0.0f;
-	cudaEvent_t e0, e1;
-	float best = INFINITY;
-	if (cudaEventCreate(&e0) != cudaSuccess)
-		return best;
-	if (cudaEventCreate(&e1) != cudaSuccess) {
-		cudaEventDestroy(e0);
-		return best;
-	}
-	for (int i = 0; i < 4; i++) {
-		l2_flush(c);
-		cudaEventRecord(e0, c->stream);
-		cublasStatus_t s =
-		    cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C,
-		                   p->cd, a, c->fast.workspace, c->fast.ws_bytes, c->stream);
-		cudaEventRecord(e1, c->stream);
-		if (s != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess) {
-			best = INFINITY;
-			break;
-		}
-		float ms;
-		cudaEventElapsedTime(&ms, e0, e1);
-		if (i > 0 && ms < best)
-			best = ms;
-	}
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	cudaGetLastError();
-	return best;
+	struct lt_call x = {p, a, A, W, C};
+	return ds_cuda_time_best(c, lt_call_launch, &x, 4, c->fast.workspace, c->fast.ws_bytes);
 }
 
 /* Finds (or makes) the cache slot for a shape. Decode-sized shapes are autotuned over the
@@ -235,35 +223,16 @@ static cudaError_t cand_launch(struct ds_cuda_ctx *c, const struct cand *x)
 	                                                                  : cudaErrorUnknown;
 }
 
+static cudaError_t cand_launch_fn(struct ds_cuda_ctx *c, void *arg)
+{
+	return cand_launch(c, arg);
+}
+
 /* Best of 3 runs after a warm-up, each after an L2 flush (ms); INFINITY if it fails. */
 static float cand_time(struct ds_cuda_ctx *c, const struct cand *x)
 {
-	cudaEvent_t e0, e1;
-	float best = INFINITY;
-	if (cudaEventCreate(&e0) != cudaSuccess)
-		return best;
-	if (cudaEventCreate(&e1) != cudaSuccess) {
-		cudaEventDestroy(e0);
-		return best;
-	}
-	for (int i = 0; i < 4; i++) {
-		l2_flush(c);
-		cudaEventRecord(e0, c->stream);
-		cudaError_t e = cand_launch(c, x);
-		cudaEventRecord(e1, c->stream);
-		if (e != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) {
-			best = INFINITY;
-			break;
-		}
-		float ms;
-		cudaEventElapsedTime(&ms, e0, e1);
-		if (i > 0 && ms < best)
-			best = ms;
-	}
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	cudaGetLastError();
-	return best;
+	return ds_cuda_time_best(c, cand_launch_fn, (void *)x, 4, c->fast.workspace,
+	                         c->fast.ws_bytes);
 }
 
 /* A candidate is only picked if its C agrees with a trusted result of the same call (cuBLASLt,

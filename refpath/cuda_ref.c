@@ -103,36 +103,26 @@ enum ds_status ds_cuda_ref_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	return ref_gemm_selfcheck(c, err);
 }
 
+/* One reference GEMM launch of a given variant, for the autotuning timer. */
+struct ref_gemm_call {
+	int v, M, N, K;
+	const uint16_t *A, *W;
+	float *C;
+};
+
+static cudaError_t ref_gemm_call_launch(struct ds_cuda_ctx *c, void *arg)
+{
+	const struct ref_gemm_call *x = arg;
+	return ds_k_gemm_ref_variant(x->v, x->A, x->W, x->C, x->M, x->N, x->K, c->stream);
+}
+
 /* Milliseconds of one launch of variant v on the call's own buffers (best of two after a
  * warm-up; INFINITY when it is refused). The real call overwrites C afterwards. */
 static float ref_gemm_time(struct ds_cuda_ctx *c, int v, const uint16_t *A, const uint16_t *W,
                            float *C, int M, int N, int K)
 {
-	cudaEvent_t e0, e1;
-	float best = INFINITY;
-	if (cudaEventCreate(&e0) != cudaSuccess)
-		return best;
-	if (cudaEventCreate(&e1) != cudaSuccess) {
-		cudaEventDestroy(e0);
-		return best;
-	}
-	for (int i = 0; i < 3; i++) {
-		cudaEventRecord(e0, c->stream);
-		cudaError_t e = ds_k_gemm_ref_variant(v, A, W, C, M, N, K, c->stream);
-		cudaEventRecord(e1, c->stream);
-		if (e != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess) {
-			best = INFINITY;
-			break;
-		}
-		float ms;
-		cudaEventElapsedTime(&ms, e0, e1);
-		if (i > 0 && ms < best)
-			best = ms;
-	}
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	cudaGetLastError();
-	return best;
+	struct ref_gemm_call x = {v, M, N, K, A, W, C};
+	return ds_cuda_time_best(c, ref_gemm_call_launch, &x, 3, NULL, 0);
 }
 
 /* The variant for this call: the table's, or the fastest of its bit-identical family for

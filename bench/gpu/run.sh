@@ -8,14 +8,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
 mkdir -p "$out"
-libs=$here/devlib
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13.0/lib64; do
-  [ -d "$d" ] && libs=$libs:$d
-done
-if ! ldconfig -p | grep -q libcublasLt.so.13; then
-  lt=$(find /usr /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-  [ -n "$lt" ] && libs=$libs:$(dirname "$lt")
-fi
+. "$here/libpath.sh"
+libs=$(stage_libpath "$here")
 run() { LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 
 {

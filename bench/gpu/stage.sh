@@ -10,7 +10,7 @@ study=${3:-}
 src=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/devlib"
-cp "$src/run.sh" "$dest/"
+cp "$src/run.sh" "$src/libpath.sh" "$dest/"
 # every gpu-suite test executable (tests/test_gpu_*), and the bench
 for t in "$build"/tests/test_gpu_*; do
   [ -f "$t" ] && [ -x "$t" ] && cp "$t" "$dest/bin/"

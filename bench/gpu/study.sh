@@ -18,14 +18,8 @@ dest=${OUT:?OUT must be set}
 out=/tmp/ds-study
 rm -rf "$out"
 mkdir -p "$out"
-libs=$stage/devlib
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13.0/lib64; do
-  [ -d "$d" ] && libs=$libs:$d
-done
-if ! ldconfig -p | grep -q libcublasLt.so.13; then
-  lt=$(find /usr /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
-  [ -n "$lt" ] && libs=$libs:$(dirname "$lt")
-fi
+. "$(dirname "$0")/libpath.sh"
+libs=$(stage_libpath "$stage")
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 common=(--backend "${STUDY_BACKEND:-cuda}" --server "$stage/bin/detserve" --bench "$stage/bin/detserve-bench"
         --cli "$stage/bin/detserve-cli" --no-plot)
