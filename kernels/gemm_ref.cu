@@ -5,10 +5,10 @@
  * BK = 64, a STAGES-deep cp.async pipeline into 128-byte-swizzled shared memory, and two
  * warpgroups each issuing wgmma.m64nBNk16 (bf16 in, fp32 accumulate) on its 64 rows. Variant 0
  * (128x128, 3 stages, row-major raster) is the original kernel, unchanged. The TMA variants
- * live in gemm_ref_tma.cu.
+ * (3..6 with 128-row tiles, 11..16 with 64-row tiles) live in gemm_ref_tma.cu.
  *
- * Why a row's bits cannot depend on M, in variants 0..6: there is no split-K and no choice
- * made from M. Each output element is owned by exactly one thread of one block, which
+ * Why a row's bits cannot depend on M, in variants 0..6 and 11..16: there is no split-K and no
+ * choice made from M. Each output element is owned by exactly one thread of one block, which
  * accumulates its K slices 0, 16, 32, ... in order into the same fp32 register (wgmma groups
  * on one accumulator execute in issue order), reading only its row of A and its row of W;
  * rows past M and columns past N are zero-filled operands, whose products do not touch other
@@ -124,11 +124,13 @@ template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_setup(void)
 	                            (int)cp_cfg<BN, STAGES>::SMEM);
 }
 
-/* The TMA variants (gemm_ref_tma.cu); bn is 128 or 256. */
-cudaError_t ds_gemm_ref_tma_launch(int bn, bool persistent, const uint16_t *A, const uint16_t *W,
-                                   float *C, int M, int N, int K, cudaStream_t st);
-cudaError_t ds_gemm_ref_tma_setup(void);
-cudaError_t ds_gemm_ref_tma_resident(int bn, int dev, int *ctas);
+/* The TMA variants (gemm_ref_tma.cu): a BM x BN tile with STAGES stages, one of the
+ * configurations variant_tma names. */
+cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, const uint16_t *A,
+                                   const uint16_t *W, float *C, int M, int N, int K,
+                                   cudaStream_t st);
+cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages);
+cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas);
 /* The fixed split-K cluster variants (gemm_ref_splitk.cu); S is 2 or 4, stages 6 or 3. */
 cudaError_t ds_gemm_ref_splitk_launch(int S, int stages, const uint16_t *A, const uint16_t *W,
                                       float *C, int M, int N, int K, cudaStream_t st);
@@ -147,10 +149,26 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma128x128s6k4c", /* 8: the same over a cluster of 4 CTAs */
     "tma128x128s3k2c", /* 9: variant 7 with 3 stages: two CTAs per SM */
     "tma128x128s3k4c", /* 10: variant 8 with 3 stages: two CTAs per SM */
+    "tma64x128s4g",    /* 11: TMA, one consumer warpgroup, 64x128 tile, 4 stages, 2 per SM */
+    "tma64x128s4gp",   /* 12: variant 11, persistent (two blocks per SM walk the tiles) */
+    "tma64x64s6g",     /* 13: TMA, one consumer warpgroup, 64x64 tile, 6 stages, 2 per SM */
+    "tma64x64s6gp",    /* 14: variant 13, persistent */
+    "tma64x64s14g",    /* 15: the 64x64 tile with 14 stages, 1 per SM (112 KB of W in flight) */
+    "tma64x128s9g",    /* 16: the 64x128 tile with 9 stages, 1 per SM (144 KB of W in flight) */
 };
 
 /* K splits of each variant: 1 except the cluster split-K variants. */
-static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4};
+static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4,
+                                                             2, 4, 1, 1, 1, 1, 1, 1};
+
+/* Tile of each TMA variant without split-K (3..6, 11..16): {BM, BN, STAGES, persistent};
+ * zeros for the others. */
+static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][4] = {
+    {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},    {128, 256, 4, 0}, {128, 128, 6, 0},
+    {128, 256, 4, 1}, {128, 128, 6, 1}, {0, 0, 0, 0},    {0, 0, 0, 0},     {0, 0, 0, 0},
+    {0, 0, 0, 0},     {64, 128, 4, 0},  {64, 128, 4, 1}, {64, 64, 6, 0},   {64, 64, 6, 1},
+    {64, 64, 14, 0},  {64, 128, 9, 0},
+};
 
 extern "C" int ds_k_gemm_ref_variant_splits(int variant)
 {
@@ -182,15 +200,16 @@ extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, con
 		return cp_launch<128, 3, true>(A, W, C, M, N, K, st);
 	case 2:
 		return cp_launch<256, 4, true>(A, W, C, M, N, K, st);
-	case 3:
-	case 5:
-		return ds_gemm_ref_tma_launch(256, variant == 5, A, W, C, M, N, K, st);
-	case 4:
-	case 6:
-		return ds_gemm_ref_tma_launch(128, variant == 6, A, W, C, M, N, K, st);
-	default:
+	case 7:
+	case 8:
+	case 9:
+	case 10:
 		return ds_gemm_ref_splitk_launch(variant_splits[variant], variant >= 9 ? 3 : 6, A,
 		                                 W, C, M, N, K, st);
+	default: {
+		const int *t = variant_tma[variant];
+		return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, A, W, C, M, N, K, st);
+	}
 	}
 }
 
@@ -220,15 +239,15 @@ extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)
 	case 2:
 		e = cp_resident<256, 4, true>(&per_sm);
 		break;
-	case 3:
-	case 5:
-		return ds_gemm_ref_tma_resident(256, dev, ctas);
-	case 4:
-	case 6:
-		return ds_gemm_ref_tma_resident(128, dev, ctas);
-	default:
+	case 7:
+	case 8:
+	case 9:
+	case 10:
 		return ds_gemm_ref_splitk_resident(variant_splits[variant], variant >= 9 ? 3 : 6,
 		                                   ctas);
+	default:
+		return ds_gemm_ref_tma_resident(variant_tma[variant][0], variant_tma[variant][1],
+		                                variant_tma[variant][2], dev, ctas);
 	}
 	*ctas = per_sm * sms;
 	return e;
@@ -248,10 +267,15 @@ extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 	cudaError_t e = cp_setup<128, 3, false>();
 	if (e != cudaSuccess)
 		return e;
-	cudaError_t others[4] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>(),
-	                         ds_gemm_ref_tma_setup(), ds_gemm_ref_splitk_setup()};
-	for (int i = 0; i < 4; i++)
+	cudaError_t others[3] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>(),
+	                         ds_gemm_ref_splitk_setup()};
+	for (int i = 0; i < 3; i++)
 		if (others[i] != cudaSuccess)
 			(void)cudaGetLastError();
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		const int *t = variant_tma[v];
+		if (t[0] && ds_gemm_ref_tma_setup(t[0], t[1], t[2]) != cudaSuccess)
+			(void)cudaGetLastError();
+	}
 	return cudaSuccess;
 }

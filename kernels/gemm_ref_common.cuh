@@ -12,7 +12,7 @@
 
 #include <cuda.h>
 
-#define DS_GR_BM 128
+#define DS_GR_BM 128 /* rows of the cp.async and split-K tiles; the TMA kernel takes BM */
 #define DS_GR_BK 64
 #define DS_GR_GROUP_M 8 /* m-tiles per raster group (grouped order keeps W tiles hot in L2) */
 
@@ -38,6 +38,28 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 	d |= (uint64_t)(1024 >> 4) << 32; /* stride byte offset */
 	d |= (uint64_t)1 << 62;           /* 128-byte swizzle */
 	return d;
+}
+
+/* d (64 x 64 fp32 fragment, 32 registers per thread) += A (64 x 16) . B (64 x 16)^T, both
+ * operands K-major in shared memory (descriptors da, db). */
+__device__ __forceinline__ void wgmma_64(float *d, uint64_t da, uint64_t db)
+{
+	asm volatile(
+	    "{\n"
+	    ".reg .pred p;\n"
+	    "setp.ne.b32 p, %34, 0;\n"
+	    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+	    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+	    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+	    "}, %32, %33, p, 1, 1, 0, 0;\n"
+	    "}\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+	      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+	      "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+	      "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+	      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+	      "+f"(d[31])
+	    : "l"(da), "l"(db), "r"(1));
 }
 
 /* d (64 x 128 fp32 fragment, 64 registers per thread) += A (64 x 16) . B (128 x 16)^T, both
@@ -117,10 +139,13 @@ __device__ __forceinline__ void wgmma_256(float *d, uint64_t da, uint64_t db)
 
 template <int BN> __device__ __forceinline__ void gr_wgmma(float *d, uint64_t da, uint64_t db)
 {
+	static_assert(BN == 64 || BN == 128 || BN == 256, "a wgmma.m64nBNk16 shape");
 	if constexpr (BN == 256)
 		wgmma_256(d, da, db);
-	else
+	else if constexpr (BN == 128)
 		wgmma_128(d, da, db);
+	else
+		wgmma_64(d, da, db);
 }
 
 /* Tile (tm, tn) of linear block id bid. grouped: groups of DS_GR_GROUP_M m-tiles walked
@@ -142,8 +167,8 @@ __device__ __forceinline__ void gr_tile(int bid, int tiles_m, int tiles_n, bool 
 	*tn = r / gm;
 }
 
-/* Stores one warpgroup's 64 x BN fp32 fragment whose top-left element is (row0, n0); rows
- * past M and columns past N are skipped. lane / warp are within the warpgroup. */
+/* Stores one warpgroup's 64 x BN fp32 fragment (BN = 64, 128 or 256) whose top-left element is
+ * (row0, n0); rows past M and columns past N are skipped. lane / warp are within the warpgroup. */
 template <int BN>
 __device__ __forceinline__ void gr_store(const float *d, float *__restrict__ C, int M, int N,
                                          int row0, int n0, int warp, int lane)
@@ -231,9 +256,12 @@ __device__ __forceinline__ void tma_load(unsigned smem, const CUtensorMap *tm, i
 
 /* ---- host ---- */
 
-/* TMA maps for A (M, K), boxes of (DS_GR_BM, 64), and W (N, K), boxes of (bn, 64): 128-byte
+/* TMA maps for A (M, K), boxes of (bm, 64), and W (N, K), boxes of (bn, 64): 128-byte
  * swizzle, out-of-bounds reads as zero, encoded through the runtime's driver entry point
  * (gemm_ref_tma.cu). cudaErrorInvalidValue when A or W is not 16-byte aligned. */
+cudaError_t gr_tma_maps_bm(const uint16_t *A, const uint16_t *W, int M, int N, int K, int bm,
+                           int bn, CUtensorMap *ta, CUtensorMap *tw);
+/* The same with bm = DS_GR_BM (the 128-row tile). */
 cudaError_t gr_tma_maps(const uint16_t *A, const uint16_t *W, int M, int N, int K, int bn,
                         CUtensorMap *ta, CUtensorMap *tw);
 

@@ -1,50 +1,90 @@
 /* gemm_ref_tma.cu - the reference GEMM's TMA variants: warp-specialized, mbarrier-pipelined
- * wgmma kernels (128 x BN tile, BN = 256 with 4 stages or 128 with 6, BK = 64).
+ * wgmma kernels with a BM x BN tile, BK = 64, templated on (BM, BN, STAGES): BM = 128 (two
+ * consumer warpgroups) with BN = 256 (4 stages) or 128 (6 stages), one block per SM; BM = 64
+ * (one consumer warpgroup) with BN = 128 (4 stages) or 64 (6 stages), two blocks per SM; and
+ * BM = 64 with deep pipelines for one block per SM (BN = 64: 14 stages, BN = 128: 9).
  *
- * Layout of a block (384 threads): warpgroup 0 is the producer (one thread issues the TMA
- * loads of A and W tiles into 128-byte-swizzled stages, after waiting for the stage's "empty"
- * barrier; the warpgroup gives registers back with setmaxnreg); warpgroups 1 and 2 are the
- * consumers, each owning 64 rows of the tile: wait for the stage's "full" barrier, issue
- * BK/16 wgmma.m64nBNk16 on one fp32 accumulator, keep one wgmma group in flight and release
- * the previous stage. A block walks tiles blockIdx.x, + gridDim.x, ... (grouped raster): one
- * block per tile, or one per SM (persistent: the producer fills the next tile's stages while
- * the consumers store this one). The tensor maps are encoded on the host per launch (they
- * carry the pointers and M), through the runtime's driver entry point, as __grid_constant__.
+ * Layout of a block (128 (1 + BM / 64) threads): warpgroup 0 is the producer (one thread
+ * issues the TMA loads of A and W tiles into 128-byte-swizzled stages, after waiting for the
+ * stage's "empty" barrier; at BM = 128 the warpgroup gives registers back with setmaxnreg);
+ * warpgroups 1.. are the consumers, each owning 64 rows of the tile: wait for the stage's
+ * "full" barrier, issue BK/16 wgmma.m64nBNk16 on one fp32 accumulator, keep one wgmma group in
+ * flight and release the previous stage. A block walks tiles blockIdx.x, + gridDim.x, ...
+ * (grouped raster): one block per tile, or as many blocks as fit at once (persistent: the
+ * producer fills the next tile's stages while the consumers store this one). The tensor maps
+ * are encoded on the host per launch (they carry the pointers and M), through the runtime's
+ * driver entry point, as __grid_constant__.
  *
- * Invariance (why a row's bits cannot depend on M): no split-K; each output element belongs
- * to one consumer thread which accumulates K slices 0, 16, 32, ... in issue order into one
- * register (wgmma groups on the same accumulator are ordered). TMA zero-fills rows past M and
- * columns past K, and zero products leave other rows alone. M only sets the number of tiles and
- * the raster order (which tile a block takes). */
+ * Why BM = 64: at M <= 256 a 128-row tile leaves most SMs idle on the narrow weights (o_proj
+ * and down_proj: N / 128 = 32 tiles per 128 rows on 132 SMs). Halving BM doubles the tiles at
+ * M = 65..256 and BN = 64 doubles them again at every M, without changing how an element is
+ * computed. At M <= 64 the GEMM streams W, and the bytes of W in flight over the whole card
+ * (resident blocks x stages x BN x 128) bound its rate: hence the deep one-per-SM configs.
+ *
+ * Invariance (why a row's bits cannot depend on M, and why every variant here is meant to
+ * give variant 0's bytes): no split-K; each output element belongs to one consumer thread
+ * which accumulates K slices 0, 16, 32, ... in issue order into one register with a
+ * wgmma.m64nBNk16 on the same 64-row operand slice (wgmma groups on the same accumulator are
+ * ordered). TMA zero-fills rows past M and columns past K, and zero products leave other rows
+ * alone. M and BM only set the number of tiles and the raster order (which tile a block
+ * takes). BN = 64 issues m64n64k16 where variant 0 issues m64n128k16: equal bits there are
+ * what the device self-check (refpath/cuda_ref.c) and the gpu tests establish. */
 #include <cuda.h>
 
 #include "kernels.h"
 #include "gemm_ref_common.cuh"
 
-#define TMA_THREADS 384
+#define TMA_SMEM_PER_SM (228 * 1024) /* sm_90: shared memory per SM, 1 KB of it per block */
+#define TMA_SMEM_PER_BLOCK (227 * 1024)
 
-template <int BN> struct tma_cfg {
-	static constexpr int STAGES = BN == 256 ? 4 : 6;
-	static constexpr int A_BYTES = DS_GR_BM * DS_GR_BK * 2;
-	static constexpr int STAGE_BYTES = (DS_GR_BM + BN) * DS_GR_BK * 2;
+/* One tile configuration: BM x BN, STAGES stages. */
+template <int BM_, int BN_, int STAGES_> struct tma_cfg {
+	static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
+	static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
+	static constexpr int CONSUMERS = BM / 64;             /* consumer warpgroups */
+	static constexpr int THREADS = 128 * (1 + CONSUMERS); /* + the producer warpgroup */
+	static constexpr int A_BYTES = BM * DS_GR_BK * 2;
+	static constexpr int STAGE_BYTES = (BM + BN) * DS_GR_BK * 2;
 	/* stages, then 2 * STAGES mbarriers, plus slack to align the base to 1024 */
 	static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
+	static_assert(SMEM <= TMA_SMEM_PER_BLOCK, "the stages do not fit in a block");
+	/* BM = 64 with stages that leave room for two blocks per SM: compiled for two (at most
+	 * 128 registers a thread); else one */
+	static constexpr int MIN_BLOCKS = BM == 64 && 2 * (SMEM + 1024) <= TMA_SMEM_PER_SM ? 2 : 1;
 };
 
-template <int BN>
-__global__ void __launch_bounds__(TMA_THREADS, 1)
+/* The configurations built (the variants of gemm_ref.cu use these): f(cfg) for the one of
+ * (bm, bn, stages), cudaErrorInvalidValue for any other. */
+template <typename F> static cudaError_t tma_dispatch(int bm, int bn, int stages, F f)
+{
+	if (bm == 128 && bn == 256 && stages == 4)
+		return f(tma_cfg<128, 256, 4>());
+	if (bm == 128 && bn == 128 && stages == 6)
+		return f(tma_cfg<128, 128, 6>());
+	if (bm == 64 && bn == 128 && stages == 4)
+		return f(tma_cfg<64, 128, 4>());
+	if (bm == 64 && bn == 128 && stages == 9)
+		return f(tma_cfg<64, 128, 9>());
+	if (bm == 64 && bn == 64 && stages == 6)
+		return f(tma_cfg<64, 64, 6>());
+	if (bm == 64 && bn == 64 && stages == 14)
+		return f(tma_cfg<64, 64, 14>());
+	return cudaErrorInvalidValue;
+}
+
+template <typename cfg>
+__global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
     gemm_ref_tma_kernel(const __grid_constant__ CUtensorMap tmA,
                         const __grid_constant__ CUtensorMap tmW, float *__restrict__ C, int M,
                         int N, int K)
 {
-	typedef tma_cfg<BN> cfg;
-	constexpr int STAGES = cfg::STAGES;
+	constexpr int BM = cfg::BM, BN = cfg::BN, STAGES = cfg::STAGES;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	unsigned base = (unsigned)__cvta_generic_to_shared(smem_raw);
 	base = (base + 1023u) & ~1023u;
 	unsigned full = base + STAGES * cfg::STAGE_BYTES, empty = full + STAGES * 8;
 	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-	int tiles_m = (M + DS_GR_BM - 1) / DS_GR_BM, tiles_n = (N + BN - 1) / BN;
+	int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
 	int tiles = tiles_m * tiles_n;
 	int KT = (K + DS_GR_BK - 1) / DS_GR_BK;
 
@@ -53,7 +93,8 @@ __global__ void __launch_bounds__(TMA_THREADS, 1)
 		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmW) : "memory");
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
-			mbar_init(empty + 8 * s, 8); /* lane 0 of each of the 8 consumer warps */
+			/* lane 0 of each consumer warp */
+			mbar_init(empty + 8 * s, 4 * cfg::CONSUMERS);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -63,7 +104,8 @@ __global__ void __launch_bounds__(TMA_THREADS, 1)
 	/* it counts k-tiles over all of this block's tiles: stage it % STAGES, and the barriers'
 	 * phase parity (it / STAGES) & 1. Both roles walk the same tiles in the same order. */
 	if (wg == 0) {
-		asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+		if constexpr (BM == 128)
+			asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
 		if (tid == 0) {
 			int it = 0;
 			for (int t = (int)blockIdx.x; t < tiles; t += (int)gridDim.x) {
@@ -74,8 +116,7 @@ __global__ void __launch_bounds__(TMA_THREADS, 1)
 					mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
 					unsigned sa = base + s * cfg::STAGE_BYTES;
 					mbar_expect_tx(full + 8 * s, cfg::STAGE_BYTES);
-					tma_load(sa, &tmA, kt * DS_GR_BK, tm * DS_GR_BM,
-					         full + 8 * s);
+					tma_load(sa, &tmA, kt * DS_GR_BK, tm * BM, full + 8 * s);
 					tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK, tn * BN,
 					         full + 8 * s);
 				}
@@ -84,7 +125,8 @@ __global__ void __launch_bounds__(TMA_THREADS, 1)
 		return;
 	}
 
-	asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+	if constexpr (BM == 128)
+		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 	int cw = wg - 1; /* consumer warpgroup: rows cw*64 .. cw*64+63 of the tile */
 	int it = 0;
 	for (int t = (int)blockIdx.x; t < tiles; t += (int)gridDim.x) {
@@ -113,7 +155,7 @@ __global__ void __launch_bounds__(TMA_THREADS, 1)
 		if (lane == 0)
 			mbar_arrive(empty + 8 * ((it - 1) % STAGES));
 		/* the producer is already filling the next tile's stages while this one stores */
-		gr_store<BN>(d, C, M, N, tm * DS_GR_BM + cw * 64, tn * BN, warp, lane);
+		gr_store<BN>(d, C, M, N, tm * BM + cw * 64, tn * BN, warp, lane);
 	}
 }
 
@@ -139,8 +181,8 @@ static cudaError_t make_map(encode_fn enc, CUtensorMap *tm, const uint16_t *p, i
 
 /* Declared in gemm_ref_common.cuh. M, N > 0 and K % 8 == 0 were checked by the caller (the
  * map needs 16-byte row strides); A and W must be 16-byte aligned. */
-cudaError_t gr_tma_maps(const uint16_t *A, const uint16_t *W, int M, int N, int K, int bn,
-                        CUtensorMap *ta, CUtensorMap *tw)
+cudaError_t gr_tma_maps_bm(const uint16_t *A, const uint16_t *W, int M, int N, int K, int bm,
+                           int bn, CUtensorMap *ta, CUtensorMap *tw)
 {
 	if (((uintptr_t)A | (uintptr_t)W) & 15u)
 		return cudaErrorInvalidValue;
@@ -152,68 +194,77 @@ cudaError_t gr_tma_maps(const uint16_t *A, const uint16_t *W, int M, int N, int 
 		return e;
 	if (q != cudaDriverEntryPointSuccess || !fn)
 		return cudaErrorNotSupported;
-	e = make_map((encode_fn)fn, ta, A, M, K, DS_GR_BM);
+	e = make_map((encode_fn)fn, ta, A, M, K, bm);
 	if (e == cudaSuccess)
 		e = make_map((encode_fn)fn, tw, W, N, K, bn);
 	return e;
 }
 
-template <int BN>
+cudaError_t gr_tma_maps(const uint16_t *A, const uint16_t *W, int M, int N, int K, int bn,
+                        CUtensorMap *ta, CUtensorMap *tw)
+{
+	return gr_tma_maps_bm(A, W, M, N, K, DS_GR_BM, bn, ta, tw);
+}
+
+template <typename cfg>
 static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t *W, float *C,
                               int M, int N, int K, cudaStream_t st)
 {
 	CUtensorMap ta, tw;
-	cudaError_t e = gr_tma_maps(A, W, M, N, K, BN, &ta, &tw);
+	cudaError_t e = gr_tma_maps_bm(A, W, M, N, K, cfg::BM, cfg::BN, &ta, &tw);
 	if (e != cudaSuccess)
 		return e;
-	unsigned tiles = (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM) * (unsigned)((N + BN - 1) / BN);
+	unsigned tiles =
+	    (unsigned)((M + cfg::BM - 1) / cfg::BM) * (unsigned)((N + cfg::BN - 1) / cfg::BN);
 	unsigned grid = tiles;
-	if (persistent) {
+	if (persistent) { /* the blocks that fit at once by design: MIN_BLOCKS per SM */
 		int dev, sms;
 		if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
 		    (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) !=
 		        cudaSuccess)
 			return e;
-		if ((unsigned)sms < grid)
-			grid = (unsigned)sms;
+		unsigned cap = (unsigned)sms * (unsigned)cfg::MIN_BLOCKS;
+		if (cap < grid)
+			grid = cap;
 	}
-	gemm_ref_tma_kernel<BN><<<grid, TMA_THREADS, tma_cfg<BN>::SMEM, st>>>(ta, tw, C, M, N, K);
+	gemm_ref_tma_kernel<cfg><<<grid, cfg::THREADS, cfg::SMEM, st>>>(ta, tw, C, M, N, K);
 	return cudaGetLastError();
 }
 
-/* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0.
- * persistent: one block per SM walking the tiles (the next tile's loads overlap this tile's
- * stores), else one block per tile. The same tile is computed the same way either way. */
-cudaError_t ds_gemm_ref_tma_launch(int bn, bool persistent, const uint16_t *A, const uint16_t *W,
-                                   float *C, int M, int N, int K, cudaStream_t st)
+/* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0;
+ * (bm, bn, stages) is one of tma_dispatch's. persistent: as many blocks as fit at once by
+ * design walk the tiles (the next tile's loads overlap this tile's stores), else one block
+ * per tile. The same tile is computed the same way either way. */
+cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, const uint16_t *A,
+                                   const uint16_t *W, float *C, int M, int N, int K,
+                                   cudaStream_t st)
 {
-	if (bn == 256)
-		return tma_launch<256>(persistent, A, W, C, M, N, K, st);
-	return tma_launch<128>(persistent, A, W, C, M, N, K, st);
+	return tma_dispatch(bm, bn, stages, [&](auto c) {
+		return tma_launch<decltype(c)>(persistent, A, W, C, M, N, K, st);
+	});
 }
 
-cudaError_t ds_gemm_ref_tma_setup(void)
+/* Raises the shared-memory limit of one configuration. */
+cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages)
 {
-	cudaError_t e = cudaFuncSetAttribute(gemm_ref_tma_kernel<256>,
-	                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                                     (int)tma_cfg<256>::SMEM);
-	if (e == cudaSuccess)
-		e = cudaFuncSetAttribute(gemm_ref_tma_kernel<128>,
-		                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         (int)tma_cfg<128>::SMEM);
-	return e;
+	return tma_dispatch(bm, bn, stages, [](auto c) {
+		return cudaFuncSetAttribute(gemm_ref_tma_kernel<decltype(c)>,
+		                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                            (int)decltype(c)::SMEM);
+	});
 }
 
-/* CTAs of the variant resident at once on device dev (bench diagnostics). */
-cudaError_t ds_gemm_ref_tma_resident(int bn, int dev, int *ctas)
+/* Blocks of one configuration resident at once on device dev (from the occupancy query; bench
+ * diagnostics and the tests). */
+cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas)
 {
 	int per_sm = 0, sms = 0;
-	cudaError_t e =
-	    bn == 256
-	        ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_ref_tma_kernel<256>,
-	                                                        TMA_THREADS, tma_cfg<256>::SMEM)
-	        : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_ref_tma_kernel<128>,
-	                                                        TMA_THREADS, tma_cfg<128>::SMEM);
+	*ctas = 0;
+	cudaError_t e = tma_dispatch(bm, bn, stages, [&](auto c) {
+		return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+		    &per_sm, gemm_ref_tma_kernel<decltype(c)>, decltype(c)::THREADS,
+		    decltype(c)::SMEM);
+	});
 	if (e == cudaSuccess)
 		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 	*ctas = per_sm * sms;

@@ -137,7 +137,7 @@ int bench_gemm(struct bench *b)
 	    {"lm_head", c->vocab_size, H},
 	};
 	enum { NV = DS_K_GEMM_REF_N_VARIANTS };
-	int Ms[] = {1, 16, 64, 512, 2048, 8192};
+	int Ms[] = {1, 16, 64, 128, 256, 512, 2048, 8192}; /* 128, 256: decode / verify sizes */
 	bool use[NV];
 	gemm_variants_wanted(use, NV);
 	struct ds_ref_gemm_table tab;
@@ -248,7 +248,7 @@ int bench_gemm(struct bench *b)
 			}
 			printf("  (%.1e)%s\n", worst, worst > 1e-3 ? "  WRONG VARIANT OUTPUT" : "");
 			double wb = 2.0 * (double)N * K; /* bytes of W streamed */
-			if (M <= 64) {
+			if (M <= 256) {
 				printf("%-13s %6s  W GB/s: ref %.0f, fast %.0f;", "", "",
 				       wb / tr / 1e9, wb / tc / 1e9);
 				for (int v = 0; v < NV; v++)

@@ -3,7 +3,9 @@
  * batch invariance: a row computed alone (M = 1) is bit-identical (memcmp) to the same row
  * placed anywhere in a batch of M = 7 ... 2048 random rows, and run-to-run repeatability of
  * the whole output. The split-K cluster variants (7..10: S = 2, 4, 2, 4) get K values whose k-tiles
- * do not divide by S (the last splits get fewer or none) and fewer k-tiles than S.
+ * do not divide by S (the last splits get fewer or none) and fewer k-tiles than S. The 64-row
+ * variants (11..16) get M on both sides of their tile edges (63, 65, 255) and N that is not a
+ * multiple of 64, and every variant without split-K must give variant 0's bytes.
  *
  * The CPU reference (double) checks whole rows at tile edges and whole columns at tile edges,
  * and every element of C is checked to be written (no poison left), so a wrong tile, a wrong
@@ -122,6 +124,10 @@ static void test_variants_vs_cpu(void **state)
 	variant_case(200, 134, 1000); /* 16 k-tiles, the last 40 wide; N % 4 == 2 */
 	variant_case(1, 520, 14336);  /* down_proj's K at M = 1: 224 k-tiles, 56 per split */
 	variant_case(2, 6, 16);       /* one short k-tile: S - 1 splits have none */
+	/* 64-row tiles: M at their edges, N past a 64-column tile */
+	variant_case(63, 1000, 4160);
+	variant_case(65, 200, 1000);
+	variant_case(255, 4097, 520);
 }
 
 /* The whole output twice at M = 1000 (more clusters than fit at once): bit-identical. */
@@ -201,6 +207,10 @@ static void test_variant_families_same_bits(void **state)
 	(void)state;
 	CK(ds_k_gemm_ref_setup());
 	families_case(1, 1000, 4160);
+	families_case(7, 264, 1088); /* the reference path's self-check shape, at M = 7 */
+	families_case(63, 4097, 4160);
+	families_case(65, 200, 1000);
+	families_case(255, 1000, 4104);
 	families_case(129, 4097, 4160);
 	families_case(600, 1000, 1000);
 	families_case(300, 520, 14336);
@@ -220,7 +230,7 @@ static void test_variants_invariant(void **state)
 	CK(cudaMalloc((void **)&dA, (size_t)Mmax * K * 2));
 	float *dC = dev_alloc_guarded((size_t)Mmax * N * 4);
 	float *row1 = malloc((size_t)N * 4), *got = malloc((size_t)N * 4);
-	const int Ms[] = {7, 129, 600, 2048};
+	const int Ms[] = {7, 63, 65, 129, 255, 600, 2048};
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++)
 		for (int probe = 0; probe < 2; probe++) {
 			fill_bf16(x, (size_t)K, 500 + (uint64_t)probe, 1.0f);
@@ -230,17 +240,18 @@ static void test_variants_invariant(void **state)
 			from_dev(row1, dC, (size_t)N * 4);
 			for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
 				size_t M = (size_t)Ms[mi];
-				size_t pos[5] = {0, 1, M / 2 + 3, 128, M - 1};
+				/* rows at 64- and 128-row tile edges too */
+				size_t pos[7] = {0, 1, 63, 64, M / 2 + 3, 128, M - 1};
 				/* the other rows random, different per batch, variant and probe */
 				fill_bf16(B, M * K,
 				          900 + M + 31 * (uint64_t)v + 7 * (uint64_t)probe, 1.0f);
-				for (int p = 0; p < 5; p++)
+				for (int p = 0; p < 7; p++)
 					if (pos[p] < M)
 						memcpy(B + pos[p] * K, x, (size_t)K * 2);
 				CK(cudaMemcpy(dA, B, M * K * 2, cudaMemcpyHostToDevice));
 				CK(ds_k_gemm_ref_variant(v, dA, dW, dC, (int)M, N, K, 0));
 				CK(cudaDeviceSynchronize());
-				for (int p = 0; p < 5; p++) {
+				for (int p = 0; p < 7; p++) {
 					if (pos[p] >= M)
 						continue;
 					from_dev(got, dC + pos[p] * N, (size_t)N * 4);
@@ -283,12 +294,21 @@ static void test_variant_args(void **state)
 	assert_int_equal(ds_k_gemm_ref_variant_splits(8), 4);
 	assert_int_equal(ds_k_gemm_ref_variant_splits(9), 2);
 	assert_int_equal(ds_k_gemm_ref_variant_splits(10), 4);
+	for (int v = 11; v < DS_K_GEMM_REF_N_VARIANTS; v++)
+		assert_int_equal(ds_k_gemm_ref_variant_splits(v), 1);
+	int dev, sms;
+	CK(cudaGetDevice(&dev));
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
 		int ctas = 0; /* every variant fits on the device (a cluster in a GPC) */
 		CK(ds_k_gemm_ref_variant_resident(v, &ctas));
 		if (ctas < ds_k_gemm_ref_variant_splits(v))
 			fail_msg("gemm variant %d (%s): %d CTAs resident at once", v,
 			         ds_k_gemm_ref_variant_name(v), ctas);
+		/* the 64-row variants 11..14 are sized for two blocks per SM */
+		if (v >= 11 && v <= 14 && ctas < 2 * sms)
+			fail_msg("gemm variant %d (%s): %d CTAs resident on %d SMs, not 2 per SM",
+			         v, ds_k_gemm_ref_variant_name(v), ctas, sms);
 		/* misaligned A for the TMA variants */
 		if (v >= 3)
 			assert_int_equal(ds_k_gemm_ref_variant(v, dA + 1, dW, dC, 1, 1, 64, 0),
