@@ -19,6 +19,22 @@ struct e2e_load {
 	int n_req, prompt_min, prompt_max, n_out;
 };
 
+/* E2E_TRACE=1: one line per step (seconds since start, step wall time, running, waiting,
+ * tokens so far, whether it ran on REF) in DIR/e2e-trace-NAME.tsv, to see where time goes
+ * (e.g. a tail of few running requests). */
+static FILE *trace_open(const struct bench *b, const char *name)
+{
+	const char *v = getenv("E2E_TRACE");
+	if (!v || strcmp(v, "1") != 0)
+		return NULL;
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/e2e-trace-%s.tsv", b->out, name);
+	FILE *f = fopen(path, "w");
+	if (f)
+		fprintf(f, "t_s\tstep_ms\trunning\twaiting\ttokens\tref_step\n");
+	return f;
+}
+
 static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_load *ld,
                    double *secs, uint64_t *tokens, struct ds_engine_stats *st)
 {
@@ -70,11 +86,24 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 		}
 	}
 	free(prompt);
+	FILE *tr = trace_open(b, cfg->name);
 	double t0 = now_s();
 	while (!ds_engine_idle(e)) {
+		double ts = now_s();
 		if (ds_engine_step(e, &err) != DS_OK) {
 			fprintf(stderr, "e2e step: %s\n", err.msg);
+			if (tr)
+				fclose(tr);
 			goto out;
+		}
+		if (tr) {
+			double te = now_s();
+			uint64_t refs = st->ref_steps;
+			ds_engine_get_stats(e, st);
+			fprintf(tr, "%.4f\t%.3f\t%d\t%d\t%llu\t%d\n", te - t0, (te - ts) * 1e3,
+			        st->running, st->waiting,
+			        (unsigned long long)(st->tokens[0] + st->tokens[1]),
+			        st->ref_steps > refs);
 		}
 		struct ds_event *ev;
 		while ((ev = ds_engine_poll(e)) != NULL) {
@@ -87,6 +116,8 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 		}
 	}
 	*secs = now_s() - t0;
+	if (tr)
+		fclose(tr);
 	ds_engine_get_stats(e, st);
 	*tokens = st->tokens[0] + st->tokens[1];
 	rc = 0;
