@@ -29,6 +29,7 @@ struct ds_req {
 	int n_stop_seqs;
 	bool ignore_eos, det, dvr, early_verify, return_logprobs;
 	bool paused, verify_now;
+	bool low_margin; /* a candidate of the open window has a low margin (early verification) */
 	bool vsel; /* planning: selected for this step's verification */
 	float *logprobs; /* (max_tokens) of committed output tokens */
 	struct ds_kv_seq kv;
@@ -89,6 +90,7 @@ struct ds_engine {
 	bool did_work;
 	int ready_rows_left; /* planning: rows of ready windows not yet planned this step */
 	bool step_ref;       /* planning: this DVR step runs as one REF pass (step policy) */
+	bool ev_on;          /* planning: low-margin windows count as ready (early verification) */
 	struct ds_step_cost cost; /* measured pass costs (auto step policy) */
 	float margin_thr;   /* early-verify threshold in use (explicit or calibrated) */
 	float margin_delta; /* calibration: max |fast - ref| logit, -1 when not run */

@@ -149,6 +149,7 @@ static void preempt(struct ds_engine *e, int ri)
 	r->L = r->C; /* unverified candidates are dropped; committed tokens are recomputed */
 	r->n_kv = 0;
 	r->verify_now = false;
+	r->low_margin = false;
 	e->st.preemptions++;
 	list_insert_sorted(&e->waiting, &e->n_waiting, &e->cap_waiting, r);
 	pthread_mutex_lock(&e->mu);
@@ -223,7 +224,7 @@ static int window_cap(const struct ds_engine *e, const struct ds_req *r)
 
 static bool window_ready(const struct ds_engine *e, const struct ds_req *r)
 {
-	return r->L - r->C >= window_cap(e, r) || r->verify_now;
+	return r->L - r->C >= window_cap(e, r) || r->verify_now || (r->low_margin && e->ev_on);
 }
 
 static uint64_t inject_hash(const struct ds_engine *e, const struct ds_req *r, uint64_t salt)
@@ -293,6 +294,13 @@ static bool step_on_ref(struct ds_engine *e, int n_ready)
  * them, one without decodes its next token on REF (a window of none: the bonus row). */
 static void select_verify(struct ds_engine *e)
 {
+	/* Early verification buys latency and rollback waste with REF steps. When the engine is
+	 * saturated (requests waiting, or the batch full) what costs is rows, not steps: a
+	 * rolled-back candidate wastes one row, a REF step's premium over FAST is paid by every
+	 * row of the step, so merge and auto verify at window boundaries only (split keeps early
+	 * verification always: its REF passes leave the FAST rows alone). */
+	e->ev_on = e->o.step_policy == DS_STEP_SPLIT ||
+	           (e->n_waiting == 0 && e->n_running < e->o.max_running);
 	int n_ready = 0, ready_rows = 0;
 	for (int i = 0; i < e->n_running; i++) {
 		struct ds_req *r = e->running[i];
@@ -470,6 +478,7 @@ static void after_verify(struct ds_engine *e, struct ds_plan_item *it)
 	r->st.verify_passes++;
 	r->st.recomputed += (uint64_t)it->n;
 	r->verify_now = false;
+	r->low_margin = false;
 	/* compare by hash first; find the first mismatch only when they differ */
 	int j = 0;
 	int32_t ref[64], *refbuf = k <= 64 ? ref : malloc((size_t)k * sizeof(int32_t));
@@ -529,7 +538,7 @@ static void after_compute(struct ds_engine *e, enum ds_path path, struct ds_plan
 		/* a candidate: not committed, not streamed */
 		r->tokens[r->L++] = row->token;
 		if (r->early_verify && row->margin < e->margin_thr)
-			r->verify_now = true;
+			r->low_margin = true;
 		if (is_stop_token(e, r, row->token))
 			r->verify_now = true; /* nothing after a stop can be kept */
 		return;

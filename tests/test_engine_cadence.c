@@ -283,6 +283,39 @@ static void test_auto_ref_when_cheap(void **state)
 	scen_free(&s);
 }
 
+/* Merge/auto verify early only when the engine has room: with requests waiting (or the batch
+ * full) a low-margin candidate waits for its window to fill. 7 requests, 4 slots, every
+ * candidate "low margin": the first 4 run saturated (3 waiting): windows of W; the last 3 run
+ * with a free slot and nobody waiting: a window per candidate. */
+static void test_early_verify_gate(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.0f;
+	struct scenario s;
+	const int N = 7, T = 40, W = 8;
+	make_scenario(&s, N, T, 0, W, 16);
+	s.opts.step_policy = DS_STEP_MERGE;
+	s.opts.max_running = 4;
+	s.opts.margin_threshold = 1e9f;
+	for (int i = 0; i < N; i++)
+		s.req[i].early_verify = true;
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("early-verify gate: windows per request %llu %llu %llu %llu | %llu %llu %llu\n",
+	              (unsigned long long)s.req[0].dvr.windows,
+	              (unsigned long long)s.req[1].dvr.windows,
+	              (unsigned long long)s.req[2].dvr.windows,
+	              (unsigned long long)s.req[3].dvr.windows,
+	              (unsigned long long)s.req[4].dvr.windows,
+	              (unsigned long long)s.req[5].dvr.windows,
+	              (unsigned long long)s.req[6].dvr.windows);
+	for (int i = 0; i < 4; i++)
+		assert_true(s.req[i].dvr.windows <= (uint64_t)(T / W + 2));
+	for (int i = 4; i < N; i++)
+		assert_true(s.req[i].dvr.windows >= (uint64_t)(T / 2 - 2));
+	scen_free(&s);
+}
+
 /* The real (batch-variant) CPU fast path, staggered, with injection: oracle-equal. */
 static void test_cadence_cpu_oracle(void **state)
 {
@@ -389,6 +422,7 @@ int main(void)
 	    cmocka_unit_test(test_cadence_cpu_oracle),
 	    cmocka_unit_test(test_merge_one_pass),
 	    cmocka_unit_test(test_auto_ref_when_cheap),
+	    cmocka_unit_test(test_early_verify_gate),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
