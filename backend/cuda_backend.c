@@ -52,7 +52,8 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	             T <= DS_CUDA_MAX_DECODE;
 	const struct ds_cuda_fast *f = &c->fast;
 	size_t bh = (size_t)H * sizeof(uint16_t);
-	size_t qkv_b = (size_t)(qd + 2 * kvd) * bh, o_b = (size_t)qd * bh, gu_b = (size_t)2 * F * bh;
+	size_t qkv_b = (size_t)(qd + 2 * kvd) * bh, o_b = (size_t)qd * bh;
+	size_t gu_b = (size_t)2 * F * bh;
 
 	DS_CUDA_TRY(ds_k_embed(c->tok_embd, c->dm.ids, T, H, c->x, st), err);
 	for (int l = 0; l < cfg->n_layer; l++) {

@@ -82,10 +82,11 @@ struct ds_cuda_fast {
 	bool skinny; /* skinny GEMM and GEMV are candidates (DS_CUDA_SKINNY=0: cuBLASLt only) */
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
 	/* L2 prefetch of the next GEMM's weights by the latency-bound kernels of decode-sized
-	 * passes (ds_cuda_pass_run; read once at init): DS_L2_PF = 0 off, 1 issued after the
-	 * kernel's PDL wait, 2 before it; DS_L2_PF_MB caps each range; DS_L2_PF_OP = bulk
-	 * (cp.async.bulk.prefetch) or line (prefetch.global.L2 per line); DS_L2_PF_HINT = last
-	 * (L2 evict_last) or normal; DS_L2_PF_BLOCKS: prefetch-only blocks fill small grids to it */
+	 * passes (ds_cuda_pass_run; read once at init): DS_L2_PF = 0 off (default), 1 issued
+	 * after the kernel's PDL wait, 2 before it; DS_L2_PF_MB caps each range (24);
+	 * DS_L2_PF_OP = bulk (cp.async.bulk.prefetch) or line (prefetch.global.L2 per line);
+	 * DS_L2_PF_HINT = last (L2 evict_last) or normal; DS_L2_PF_BLOCKS (32): prefetch-only
+	 * blocks fill small grids up to it */
 	int l2pf_mode;        /* enum ds_k_l2pf_mode */
 	size_t l2pf_cap;      /* bytes per range */
 	unsigned l2pf_flags;  /* DS_K_L2PF_LINES, DS_K_L2PF_EVICT_LAST */

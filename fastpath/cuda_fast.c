@@ -10,9 +10,10 @@
  * call (a safety net for kernels new to a device). For up to 8 rows the down projection may
  * take a skinny variant with SiLU*mul fused into its loads (gemm_silu), if that beats the
  * silu_mul kernel plus the plain choice. The attention split count follows the number of
- * rows; decode attention merges its splits in the kernel's last block (counters in the fast
- * state) and may prefetch the o_proj weights into L2 (ds_cuda_pass_run passes the range). That is the point of the fast path (DESIGN.md section 1); the reference path
- * (refpath/cuda_ref.c) is the one that must not. A bucket's graph is captured on its second use
+ * rows. That is the point of the fast path (DESIGN.md section 1); the reference path
+ * (refpath/cuda_ref.c) is the one that must not. Decode attention merges its splits in the
+ * kernel's last block (counters in the fast state) and may prefetch the o_proj weights into L2
+ * (ds_cuda_pass_run passes the range). A bucket's graph is captured on its second use
  * (the first runs eagerly, which also fills the GEMM choice caches outside the capture). */
 #include "cuda_internal.h"
 
@@ -743,8 +744,8 @@ static enum ds_status env_long(const char *name, long lo, long hi, long def, lon
 	errno = 0;
 	long x = strtol(v, &end, 10);
 	if (errno || *end || x < lo || x > hi)
-		return ds_errf(err, DS_ERR_INVALID, "cuda: %s=\"%s\": expected an integer in %ld..%ld",
-		               name, v, lo, hi);
+		return ds_errf(err, DS_ERR_INVALID,
+		               "cuda: %s=\"%s\": expected an integer in %ld..%ld", name, v, lo, hi);
 	*out = x;
 	return DS_OK;
 }
@@ -765,18 +766,21 @@ static enum ds_status env_pick(const char *name, const char *no, const char *yes
 	               v, no, yes);
 }
 
-/* The L2 prefetch and fused-combine settings (struct ds_cuda_fast), read once. Default: prefetch
- * issued after the PDL wait, 24 MB per range (under half the H200's 50 MB L2, which is split
- * in two partitions; a range is consumed by the GEMM right after), bulk prefetches, normal
- * eviction priority, 32 blocks; fused combine on. bench_gpu's profile section times the
- * alternatives in the same run (graph_ms_l2pf_* and graph_ms_attn_unfused). */
+/* The L2 prefetch and fused-combine settings (struct ds_cuda_fast), read once. Defaults: prefetch
+ * off until an H200 run has measured it (the kernels' prefetch has not run on hardware yet, and
+ * a hint that costs HBM bandwidth at the wrong moment can only slow the step); when on, 24 MB
+ * per range (under half the H200's 50 MB L2, which is split in two partitions: the range must
+ * survive until the GEMM right after reads it), bulk prefetches, normal eviction priority, 32
+ * blocks. Fused combine on: the same bits as the combine kernel (gpu_dattn checks it), one
+ * launch fewer per layer. bench_gpu's profile section times the alternatives in one run
+ * (graph_ms_l2pf_*, graph_ms_attn_fused / _unfused). */
 static enum ds_status fast_l2pf_init(struct ds_cuda_ctx *c, struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
 	long mode, mb, blocks, fused;
 	bool lines, last;
 	enum ds_status rv;
-	if ((rv = env_long("DS_L2_PF", 0, 2, DS_K_L2PF_AFTER_WAIT, &mode, err)) != DS_OK ||
+	if ((rv = env_long("DS_L2_PF", 0, 2, DS_K_L2PF_OFF, &mode, err)) != DS_OK ||
 	    (rv = env_long("DS_L2_PF_MB", 0, 4096, 24, &mb, err)) != DS_OK ||
 	    (rv = env_long("DS_L2_PF_BLOCKS", 1, 65536, 32, &blocks, err)) != DS_OK ||
 	    (rv = env_pick("DS_L2_PF_OP", "bulk", "line", &lines, err)) != DS_OK ||
