@@ -85,7 +85,7 @@ struct ds_cuda_fast {
 	 * passes (ds_cuda_pass_run; read once at init): DS_L2_PF = 0 off (default), 1 issued
 	 * after the kernel's PDL wait, 2 before it; DS_L2_PF_MB caps each range (24);
 	 * DS_L2_PF_OP = bulk (cp.async.bulk.prefetch) or line (prefetch.global.L2 per line);
-	 * DS_L2_PF_HINT = last (L2 evict_last) or normal; DS_L2_PF_BLOCKS (32): prefetch-only
+	 * DS_L2_PF_HINT = last (L2 evict_last) or normal; DS_L2_PF_BLOCKS (128): prefetch-only
 	 * blocks fill small grids up to it */
 	int l2pf_mode;        /* enum ds_k_l2pf_mode */
 	size_t l2pf_cap;      /* bytes per range */

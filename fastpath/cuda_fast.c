@@ -770,8 +770,9 @@ static enum ds_status env_pick(const char *name, const char *no, const char *yes
  * off until an H200 run has measured it (the kernels' prefetch has not run on hardware yet, and
  * a hint that costs HBM bandwidth at the wrong moment can only slow the step); when on, 24 MB
  * per range (under half the H200's 50 MB L2, which is split in two partitions: the range must
- * survive until the GEMM right after reads it), bulk prefetches, normal eviction priority, 32
- * blocks. Fused combine on: the same bits as the combine kernel (gpu_dattn checks it), one
+ * survive until the GEMM right after reads it), bulk prefetches, normal eviction priority, and
+ * at least 128 blocks issuing (about one per H200 SM: a batch-1 RMSNorm is one block, and one
+ * SM alone would issue a 24 MB range far slower than HBM delivers it). Fused combine on: the same bits as the combine kernel (gpu_dattn checks it), one
  * launch fewer per layer. bench_gpu's profile section times the alternatives in one run
  * (graph_ms_l2pf_*, graph_ms_attn_fused / _unfused). */
 static enum ds_status fast_l2pf_init(struct ds_cuda_ctx *c, struct ds_err *err)
@@ -782,7 +783,7 @@ static enum ds_status fast_l2pf_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	enum ds_status rv;
 	if ((rv = env_long("DS_L2_PF", 0, 2, DS_K_L2PF_OFF, &mode, err)) != DS_OK ||
 	    (rv = env_long("DS_L2_PF_MB", 0, 4096, 24, &mb, err)) != DS_OK ||
-	    (rv = env_long("DS_L2_PF_BLOCKS", 1, 65536, 32, &blocks, err)) != DS_OK ||
+	    (rv = env_long("DS_L2_PF_BLOCKS", 1, 65536, 128, &blocks, err)) != DS_OK ||
 	    (rv = env_pick("DS_L2_PF_OP", "bulk", "line", &lines, err)) != DS_OK ||
 	    (rv = env_pick("DS_L2_PF_HINT", "normal", "last", &last, err)) != DS_OK ||
 	    (rv = env_long("DS_FAST_ATTN_FUSED", 0, 1, 1, &fused, err)) != DS_OK)

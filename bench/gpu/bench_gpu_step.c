@@ -62,11 +62,14 @@ int bench_decode(struct bench *b)
 	FILE *f = json_open(b->out, "decode");
 	if (!f)
 		return 1;
+	const struct ds_cuda_fast *fs = &b->c->fast;
 	fprintf(
 	    f,
 	    "{\"bench\": \"decode\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
-	    "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"points\": [\n",
-	    b->dev, b->copy_bw / 1e9);
+	    "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"l2pf\": %d, \"l2pf_mb\": %zu, "
+	    "\"l2pf_flags\": %u, \"l2pf_blocks\": %d, \"attn_fused\": %s, \"points\": [\n",
+	    b->dev, b->copy_bw / 1e9, fs->l2pf_mode, fs->l2pf_cap >> 20, fs->l2pf_flags,
+	    fs->l2pf_min_blocks, fs->attn_fused ? "true" : "false");
 	printf("decode step, llama3-8b (fast = cuBLASLt + flash-decoding + graphs; ref = "
 	       "invariant)\n");
 	printf("%6s %6s %10s %10s %10s %8s %8s\n", "batch", "ctx", "roof_ms", "fast_ms", "ref_ms",
@@ -326,21 +329,23 @@ struct sweep_cfg {
 	const char *name;
 	int mode, mb;
 	unsigned flags;
-	int fused;
+	int blocks, fused;
 };
 static const struct sweep_cfg sweep_cfgs[] = {
-    {"l2pf_0", 0, -1, SW_KEEP, -1},
-    {"l2pf_1", 1, 24, 0, -1},
-    {"l2pf_2", 2, 24, 0, -1},
-    {"l2pf_1_mb8", 1, 8, 0, -1},
-    {"l2pf_1_mb16", 1, 16, 0, -1},
-    {"l2pf_1_mb40", 1, 40, 0, -1},
-    {"l2pf_2_mb12", 2, 12, 0, -1},
-    {"l2pf_1_line", 1, 24, DS_K_L2PF_LINES, -1},
-    {"l2pf_1_evict_last", 1, 24, DS_K_L2PF_EVICT_LAST, -1},
-    {"l2pf_2_evict_last", 2, 24, DS_K_L2PF_EVICT_LAST, -1},
-    {"attn_fused", -1, -1, SW_KEEP, 1},
-    {"attn_unfused", -1, -1, SW_KEEP, 0},
+    {"l2pf_0", 0, -1, SW_KEEP, -1, -1},
+    {"l2pf_1", 1, 24, 0, 128, -1},
+    {"l2pf_2", 2, 24, 0, 128, -1},
+    {"l2pf_1_mb8", 1, 8, 0, 128, -1},
+    {"l2pf_1_mb16", 1, 16, 0, 128, -1},
+    {"l2pf_1_mb40", 1, 40, 0, 128, -1},
+    {"l2pf_2_mb12", 2, 12, 0, 128, -1},
+    {"l2pf_1_blocks32", 1, 24, 0, 32, -1},
+    {"l2pf_1_blocks264", 1, 24, 0, 264, -1},
+    {"l2pf_1_line", 1, 24, DS_K_L2PF_LINES, 128, -1},
+    {"l2pf_1_evict_last", 1, 24, DS_K_L2PF_EVICT_LAST, 128, -1},
+    {"l2pf_2_evict_last", 2, 24, DS_K_L2PF_EVICT_LAST, 128, -1},
+    {"attn_fused", -1, -1, SW_KEEP, -1, 1},
+    {"attn_unfused", -1, -1, SW_KEEP, -1, 0},
 };
 #define SWEEP_N ((int)DS_ARRAY_LEN(sweep_cfgs))
 #define SWEEP_ROUNDS 2
@@ -350,6 +355,7 @@ struct sweep_run_cfg {
 	int mode;
 	size_t cap;
 	unsigned flags;
+	int blocks;
 	bool fused;
 };
 
@@ -359,6 +365,7 @@ static void sweep_apply(struct ds_cuda_fast *f, const struct sweep_run_cfg *run,
 	f->l2pf_mode = k->mode >= 0 ? k->mode : run->mode;
 	f->l2pf_cap = k->mb >= 0 ? (size_t)k->mb << 20 : run->cap;
 	f->l2pf_flags = k->flags != SW_KEEP ? k->flags : run->flags;
+	f->l2pf_min_blocks = k->blocks >= 0 ? k->blocks : run->blocks;
 	f->attn_fused = k->fused >= 0 ? k->fused != 0 : run->fused;
 }
 
@@ -368,8 +375,9 @@ static void sweep_apply(struct ds_cuda_fast *f, const struct sweep_run_cfg *run,
 static int sweep_run(struct bench *b, int B, int bi, int ctx, double ms[SWEEP_N])
 {
 	struct ds_cuda_fast *f = &b->c->fast;
-	const struct sweep_run_cfg run = {f->l2pf_mode, f->l2pf_cap, f->l2pf_flags, f->attn_fused};
-	const struct sweep_cfg keep = {"run", -1, -1, SW_KEEP, -1};
+	const struct sweep_run_cfg run = {f->l2pf_mode, f->l2pf_cap, f->l2pf_flags,
+	                                  f->l2pf_min_blocks, f->attn_fused};
+	const struct sweep_cfg keep = {"run", -1, -1, SW_KEEP, -1, -1};
 	for (int k = 0; k < SWEEP_N; k++)
 		ms[k] = INFINITY;
 	for (int r = 0; r < SWEEP_ROUNDS; r++)

@@ -540,7 +540,7 @@ static void test_env_settings(void **state)
 	assert_int_equal(f->l2pf_mode, DS_K_L2PF_OFF);
 	assert_true(f->l2pf_cap == (size_t)24 << 20);
 	assert_int_equal(f->l2pf_flags, 0);
-	assert_int_equal(f->l2pf_min_blocks, 32);
+	assert_int_equal(f->l2pf_min_blocks, 128);
 	assert_true(f->attn_fused);
 	assert_non_null(f->attn_cnt);
 	ds_backend_free(&be);
