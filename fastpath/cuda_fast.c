@@ -772,9 +772,10 @@ static enum ds_status env_pick(const char *name, const char *no, const char *yes
  * per range (under half the H200's 50 MB L2, which is split in two partitions: the range must
  * survive until the GEMM right after reads it), bulk prefetches, normal eviction priority, and
  * at least 128 blocks issuing (about one per H200 SM: a batch-1 RMSNorm is one block, and one
- * SM alone would issue a 24 MB range far slower than HBM delivers it). Fused combine on: the same bits as the combine kernel (gpu_dattn checks it), one
- * launch fewer per layer. bench_gpu's profile section times the alternatives in one run
- * (graph_ms_l2pf_*, graph_ms_attn_fused / _unfused). */
+ * SM alone would issue a 24 MB range far slower than HBM delivers it). Fused combine on: the
+ * same bits as the combine kernel (gpu_dattn checks it), one launch fewer per layer. bench_gpu's
+ * profile section times the alternatives in one run (graph_ms_l2pf_*, graph_ms_attn_fused /
+ * _unfused). */
 static enum ds_status fast_l2pf_init(struct ds_cuda_ctx *c, struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
