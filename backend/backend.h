@@ -26,6 +26,11 @@ struct ds_fwd_seq {
 	int n_blocks;           /* n_blocks * block_size >= pos0 + n_tokens */
 	bool all_rows;          /* output every row (verify/decode windows), else only the last */
 	struct ds_sample_params sp; /* sampling for this sequence's output rows */
+	/* (added with the scheduler's step policy) a request without the determinism contract:
+	 * its KV may mix both paths' writes, since a DVR step may run it on either path. Backends
+	 * compute nothing differently; the test mock uses it to tell that allowed mix from a
+	 * reference pass reading fast-written KV of a deterministic request (a bug). */
+	bool mixed_kv;
 };
 
 /* One output row: row r of a sequence produced the token at position pos0 + r + 1. */

@@ -33,6 +33,23 @@ enum ds_status ds_mode_parse(const char *s, enum ds_mode *out)
 	return DS_ERR_INVALID;
 }
 
+static const char *const policy_names[] = {"auto", "merge", "split"};
+
+const char *ds_step_policy_name(enum ds_step_policy p)
+{
+	return (unsigned)p < DS_ARRAY_LEN(policy_names) ? policy_names[p] : "?";
+}
+
+enum ds_status ds_step_policy_parse(const char *s, enum ds_step_policy *out)
+{
+	for (size_t i = 0; s && i < DS_ARRAY_LEN(policy_names); i++)
+		if (strcmp(s, policy_names[i]) == 0) {
+			*out = (enum ds_step_policy)i;
+			return DS_OK;
+		}
+	return DS_ERR_INVALID;
+}
+
 void ds_engine_opts_default(struct ds_engine_opts *o)
 {
 	*o = (struct ds_engine_opts){
@@ -48,6 +65,8 @@ void ds_engine_opts_default(struct ds_engine_opts *o)
 	    .max_running = 256,
 	    .max_queue = 1024,
 	    .prefix_cache = true,
+	    .step_policy = DS_STEP_AUTO,
+	    .ref_step_bias = 1.0,
 	};
 }
 
@@ -72,6 +91,11 @@ static enum ds_status check_opts(const struct ds_engine_opts *o, struct ds_err *
 		               "engine: margin_threshold must be a number (< 0 = auto)");
 	if (!(o->inject_mismatch >= 0.0 && o->inject_mismatch <= 1.0))
 		return ds_errf(err, DS_ERR_INVALID, "engine: inject_mismatch must be in [0, 1]");
+	if ((unsigned)o->step_policy > DS_STEP_SPLIT)
+		return ds_errf(err, DS_ERR_INVALID, "engine: bad step policy %d",
+		               (int)o->step_policy);
+	if (!(o->ref_step_bias >= 0.0) || !isfinite(o->ref_step_bias))
+		return ds_errf(err, DS_ERR_INVALID, "engine: ref_step_bias must be finite and >= 0");
 	if (o->kv_block_size < 1 || o->kv_blocks < 1)
 		return ds_errf(err, DS_ERR_INVALID,
 		               "engine: kv_block_size %d and kv_blocks %d must be > 0",

@@ -21,6 +21,23 @@ enum ds_mode {
 	DS_MODE_REF_ONLY,  /* one request at a time, one token at a time, reference path: the oracle */
 };
 
+/* How a DVR step that has reference work (a verification due, a deterministic prefill) is run.
+ * The policy only decides which pass computes what; committed tokens never depend on it. */
+enum ds_step_policy {
+	DS_STEP_AUTO = 0, /* merge, and also run a step entirely on the reference path when its
+	                   * measured cost is no more than the fast step's plus the verification
+	                   * it would commit to (step_cost.h): at compute-bound batches DVR
+	                   * requests then decode straight on REF; default */
+	DS_STEP_MERGE,    /* the whole step runs as one REF pass (every DVR request verifies what
+	                   * it holds or decodes on REF; other requests run there too) */
+	DS_STEP_SPLIT,    /* REF passes only for the windows (G per pass) and deterministic
+	                   * prefill, plus one FAST pass for everything else */
+};
+
+const char *ds_step_policy_name(enum ds_step_policy p);
+/* Parses "auto", "merge", "split"; DS_ERR_INVALID otherwise. */
+enum ds_status ds_step_policy_parse(const char *s, enum ds_step_policy *out);
+
 const char *ds_mode_name(enum ds_mode m);
 /* Parses "fast", "dvr", "invariant", "ref-only"; DS_ERR_INVALID otherwise. */
 enum ds_status ds_mode_parse(const char *s, enum ds_mode *out);
@@ -42,6 +59,11 @@ struct ds_engine_opts {
 	int max_running;         /* max sequences in the running batch (default 256) */
 	int max_queue;           /* waiting requests before DS_ERR_FULL (default 1024) */
 	bool prefix_cache;       /* default true */
+	/* added with the step policy: */
+	enum ds_step_policy step_policy; /* DVR mode only (default auto) */
+	double ref_step_bias;    /* auto: the measured REF cost is multiplied by this before the
+	                          * comparison (default 1; 0: every step with a deterministic
+	                          * request runs on REF; large: never unless a verification is due) */
 };
 
 /* Fills opts with the defaults listed above (kv_blocks = 1024, margin_threshold = -1: auto). */
@@ -126,6 +148,11 @@ struct ds_engine_stats {
 	 * calibrated) */
 	float margin_threshold;
 	float margin_delta;
+	/* added with the step policy: steps run entirely on the reference path in DVR mode, and
+	 * deterministic tokens decoded there directly (no fast candidate; counted apart from
+	 * windows) */
+	uint64_t ref_steps;
+	uint64_t ref_decoded;
 };
 
 struct ds_engine;

@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "fingerprint.h"
 #include "kv_blocks.h"
+#include "step_cost.h"
 
 struct ds_req {
 	uint64_t id, user_tag, arrival;
@@ -87,6 +88,8 @@ struct ds_engine {
 	int cap_rows;
 	bool did_work;
 	int ready_rows_left; /* planning: rows of ready windows not yet planned this step */
+	bool step_ref;       /* planning: this DVR step runs as one REF pass (step policy) */
+	struct ds_step_cost cost; /* measured pass costs (auto step policy) */
 	float margin_thr;   /* early-verify threshold in use (explicit or calibrated) */
 	float margin_delta; /* calibration: max |fast - ref| logit, -1 when not run */
 

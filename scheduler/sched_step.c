@@ -12,6 +12,14 @@
  * leaving ready windows (and their requests) stalled for a step, which would split the cohort
  * into cadences out of phase.
  *
+ * Step policy (engine.h): under the default (auto) and merge, a step with any REF work runs as
+ * ONE REF pass for everyone instead of REF pass(es) plus a FAST pass: the second pass would
+ * stream every weight again, and at large batches the reference kernels cost about what the
+ * fast ones do. Auto also runs a step on REF when the measured pass costs (step_cost.c) say it
+ * is no dearer than FAST plus the verification FAST would commit to; DVR requests then decode
+ * on REF directly. Only the schedule changes: every committed deterministic token is still a
+ * REF row's, on REF-written KV.
+ *
  * Key decision: one uniform bookkeeping for every request: tokens[0, C) are committed,
  * tokens[C, L) are unverified fast candidates (DVR only), KV is written for [0, n_kv). A
  * "compute" runs tokens[n_kv, L) (chunked) and its last row produces the token at L; a
@@ -245,13 +253,44 @@ static bool verify_eligible(const struct ds_req *r)
 	return r->dvr && !r->paused && r->n_kv >= r->C - 1;
 }
 
+/* Does this DVR step run as one REF pass (step policy, engine.h)? Under merge and auto: when a
+ * verification is due or a deterministic request must catch up on REF (prefill, resume), since
+ * a separate REF pass would read every weight once more; under auto also when the measured
+ * costs say the REF pass is no dearer than FAST plus the verification FAST would commit to. */
+static bool step_on_ref(struct ds_engine *e, int n_ready)
+{
+	if (e->o.mode != DS_MODE_DVR || e->o.step_policy == DS_STEP_SPLIT)
+		return false;
+	if (n_ready > 0)
+		return true;
+	struct ds_step_shape sh = {.window = e->o.window};
+	for (int i = 0; i < e->n_running; i++) {
+		const struct ds_req *r = e->running[i];
+		if (r->paused)
+			continue;
+		if (r->dvr && r->n_kv < r->C - 1)
+			return true; /* REF work anyway */
+		sh.fast_tokens += r->L - r->n_kv;
+		if (verify_eligible(r)) {
+			sh.pending += r->L - r->C;
+			sh.proposals++;
+		}
+	}
+	if (e->o.step_policy != DS_STEP_AUTO || sh.proposals == 0)
+		return false;
+	sh.fast_tokens = DS_MIN(sh.fast_tokens, e->o.max_step_tokens);
+	return ds_step_cost_ref_now(&e->cost, &sh, e->o.ref_step_bias);
+}
+
 /* Marks (r->vsel) the windows to verify this step: every ready one (full, early-verify or stop
  * token), then, oldest first, windows with at least one candidate until the passes the ready
  * ones need (ceil(ready/G)) are full, as far as the step's token budget has room left after
  * the ready windows and one token for every other running request (joining must never push a
  * ready window to the next step). Joining is free in REF rows: every candidate is verified
  * exactly once whatever the window size, and a joiner's step yields its bonus token from the
- * REF row instead of a FAST candidate; what it saves is passes, which cost a weight read each. */
+ * REF row instead of a FAST candidate; what it saves is passes, which cost a weight read each.
+ * A step that runs on REF (step_on_ref) selects every DVR request: one with candidates verifies
+ * them, one without decodes its next token on REF (a window of none: the bonus row). */
 static void select_verify(struct ds_engine *e)
 {
 	int n_ready = 0, ready_rows = 0;
@@ -262,6 +301,12 @@ static void select_verify(struct ds_engine *e)
 		ready_rows += r->vsel ? r->L - r->C + 1 : 0;
 	}
 	e->ready_rows_left = ready_rows;
+	e->step_ref = step_on_ref(e, n_ready);
+	if (e->step_ref) {
+		for (int i = 0; i < e->n_running; i++)
+			e->running[i]->vsel = verify_eligible(e->running[i]);
+		return;
+	}
 	if (n_ready == 0)
 		return;
 	int room = (n_ready + e->o.group - 1) / e->o.group * e->o.group - n_ready;
@@ -297,12 +342,14 @@ static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_v
 			it->kind = PLAN_VERIFY;
 			it->pos0 = r->C - 1;
 			it->n = n;
-			it->pass = *n_verify / e->o.group;
+			it->pass = e->step_ref ? 0 : *n_verify / e->o.group;
 			*path = DS_PATH_REF;
 			return true;
 		}
-		if (ready)
-			return false; /* a ready window waits for the next step rather than grow */
+		/* a ready window waits for the next step rather than grow; so does one in a REF
+		 * step (its candidates' KV is the fast path's: no REF decode on top of it) */
+		if (ready || e->step_ref)
+			return false;
 		/* a window that only joined the cadence keeps decoding instead */
 	}
 	it->kind = PLAN_COMPUTE;
@@ -310,8 +357,11 @@ static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_v
 	it->pos0 = r->n_kv;
 	it->n = DS_MIN(r->L - r->n_kv, budget);
 	DS_ASSERT(it->n >= 1);
-	/* DVR requests catch up (prefill, resume) on REF and propose on FAST */
-	*path = ref_all || (r->dvr && r->n_kv < r->C - 1) ? DS_PATH_REF : DS_PATH_FAST;
+	/* DVR requests catch up (prefill, resume) on REF and propose on FAST; in a REF step
+	 * everyone computes there (a DVR request gets here only to catch up) */
+	DS_ASSERT(!(e->step_ref && r->dvr && r->L > r->C));
+	*path = ref_all || e->step_ref || (r->dvr && r->n_kv < r->C - 1) ? DS_PATH_REF
+	                                                                 : DS_PATH_FAST;
 	return true;
 }
 
@@ -383,6 +433,7 @@ static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, int i0, i
 		    .n_blocks = r->kv.n,
 		    .all_rows = all,
 		    .sp = r->sp,
+		    .mixed_kv = !r->dvr,
 		};
 		it->row0 = rows;
 		rows += all ? it->n : 1;
@@ -400,14 +451,22 @@ static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, int i0, i
 	return ds_backend_forward(e->be, &b, err);
 }
 
+static int pass_tokens(const struct ds_engine *e, enum ds_path path, int i0, int i1)
+{
+	int n = 0;
+	for (int i = i0; i < i1; i++)
+		n += e->plan[path][i].n;
+	return n;
+}
+
 /* ---- commit / rollback ---- */
 
 static void after_verify(struct ds_engine *e, struct ds_plan_item *it)
 {
 	struct ds_req *r = it->r;
 	const struct ds_fwd_row *rows = e->rows + it->row0;
-	int k = r->L - r->C; /* candidates */
-	r->st.windows++;
+	int k = r->L - r->C; /* candidates; 0: a REF decode in a REF step */
+	r->st.windows += k > 0;
 	r->st.verify_passes++;
 	r->st.recomputed += (uint64_t)it->n;
 	r->verify_now = false;
@@ -438,7 +497,8 @@ static void after_verify(struct ds_engine *e, struct ds_plan_item *it)
 	bool rollback = !done && j < k;
 	r->st.rollbacks += rollback;
 	r->st.rolled_back += dropped;
-	e->st.windows++;
+	e->st.windows += k > 0;
+	e->st.ref_decoded += k == 0;
 	e->st.rollbacks += rollback;
 	e->st.rolled_back += dropped;
 	e->st.recomputed += (uint64_t)it->n;
@@ -510,8 +570,10 @@ enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
 	admit(e);
 	plan(e);
 	e->did_work = e->n_plan[0] + e->n_plan[1] > 0;
-	if (e->did_work)
+	if (e->did_work) {
 		e->st.steps++;
+		e->st.ref_steps += e->step_ref;
+	}
 	/* REF first: verification and deterministic prefill */
 	static const enum ds_path order[2] = {DS_PATH_REF, DS_PATH_FAST};
 	for (int o = 0; o < 2; o++) {
@@ -523,7 +585,11 @@ enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
 			     i1++)
 				;
 			struct ds_err perr = {{0}};
+			uint64_t t0 = ds_engine_now_ns();
 			enum ds_status rv = run_pass(e, path, i0, i1, &perr);
+			if (rv == DS_OK)
+				ds_step_cost_add(&e->cost, path, pass_tokens(e, path, i0, i1),
+				                 (double)(ds_engine_now_ns() - t0) * 1e-9);
 			if (rv != DS_OK) {
 				fail_pass(e, path, i0, i1, rv, &perr);
 				if (status == DS_OK) {

@@ -39,6 +39,8 @@ static const struct key keys[] = {
     {"inject-mismatch", K_DBL, F(inject_mismatch), 0, 1},
     {"margin", K_DBL, F(margin), -1, 1000},
     {"no-prefix-cache", K_BOOL, F(no_prefix_cache), 0, 0},
+    {"step-policy", K_STR, F(step_policy), 0, 0},
+    {"ref-step-bias", K_DBL, F(ref_step_bias), 0, 1e9},
     {"addr", K_STR, F(addr), 0, 0},
     {"port", K_INT, F(port), 0, 65535},
     {"metrics-port", K_INT, F(metrics_port), -1, 65535},
@@ -70,6 +72,8 @@ void ds_server_config_default(struct ds_server_config *c)
 	c->max_running = 256;
 	c->max_step_tokens = 512;
 	c->margin = -1.0; /* auto: calibrated by the engine at start-up */
+	snprintf(c->step_policy, sizeof(c->step_policy), "auto");
+	c->ref_step_bias = 1.0;
 	snprintf(c->addr, sizeof(c->addr), "127.0.0.1");
 	c->port = 50051;
 	c->metrics_port = 9090;
@@ -337,6 +341,10 @@ const char *ds_server_config_usage(void)
 	       "                          (-1 = auto: 1.5x the measured fast-vs-ref gap error,\n"
 	       "                          in [0.001, 0.5]); --no-prefix-cache\n"
 	       "  --inject-mismatch P     force a fraction P of windows to roll back (studies)\n"
+	       "  --step-policy auto|merge|split  DVR steps with reference work: one REF pass\n"
+	       "                          for everyone (merge), plus REF steps whenever measured\n"
+	       "                          costs favour them (auto, default), or REF passes beside\n"
+	       "                          a FAST pass (split); --ref-step-bias X scales REF costs\n"
 	       "server:\n"
 	       "  --addr HOST --port N    gRPC h2c listener (127.0.0.1:50051; port 0 = any)\n"
 	       "  --metrics-port N        Prometheus /metrics over HTTP/1.1 (9090; -1 = off)\n"

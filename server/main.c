@@ -105,6 +105,12 @@ int main(int argc, char **argv)
 		        cfg.mode);
 		return 2;
 	}
+	enum ds_step_policy step_policy;
+	if (ds_step_policy_parse(cfg.step_policy, &step_policy) != DS_OK) {
+		fprintf(stderr, "detserve: --step-policy '%s' is not auto|merge|split\n",
+		        cfg.step_policy);
+		return 2;
+	}
 	signal(SIGPIPE, SIG_IGN);
 
 	uint64_t t0 = 0;
@@ -155,6 +161,8 @@ int main(int argc, char **argv)
 	eo.max_running = cfg.max_running;
 	eo.max_queue = cfg.max_queue;
 	eo.prefix_cache = !cfg.no_prefix_cache;
+	eo.step_policy = step_policy;
+	eo.ref_step_bias = cfg.ref_step_bias;
 	if (ds_engine_init(&engine, &be, &eo, &err) != DS_OK) {
 		LOG(DS_LOG_ERROR, "engine: %s", err.msg);
 		goto out;

@@ -96,6 +96,7 @@ static int env_int(const char *name, int dflt)
 struct totals {
 	uint64_t windows, rollbacks, preemptions, prefix_hits, cancelled, det, scenarios;
 	uint64_t ref_calls;
+	uint64_t ref_steps, ref_decoded;
 };
 
 static void add_totals(struct totals *t, const struct scenario *s, const struct ds_engine_stats *st)
@@ -105,6 +106,8 @@ static void add_totals(struct totals *t, const struct scenario *s, const struct 
 	t->preemptions += st->preemptions;
 	t->prefix_hits += st->prefix_hit_tokens;
 	t->ref_calls += st->ref_forward_calls;
+	t->ref_steps += st->ref_steps;
+	t->ref_decoded += st->ref_decoded;
 	t->scenarios++;
 	for (int i = 0; i < s->n_req; i++) {
 		t->cancelled += s->req[i].finish == DS_FINISH_CANCELLED;
@@ -122,13 +125,17 @@ static void run_scenarios(struct fixture *f, scen_backend_fn mk, uint64_t seed0,
 		scen_generate(&s, seed, &f->tiny->cfg, g);
 		struct ds_engine_stats st;
 		if (!scen_run(&s, mk, f, &st, msg, sizeof(msg)))
-			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s): run: %s",
+			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s step=%s bias=%g): "
+			         "run: %s",
 			         (unsigned long long)seed, s.opts.window, s.opts.group,
-			         s.opts.inject_mismatch, ds_mode_name(s.opts.mode), msg);
+			         s.opts.inject_mismatch, ds_mode_name(s.opts.mode),
+			         ds_step_policy_name(s.opts.step_policy), s.opts.ref_step_bias, msg);
 		if (!scen_check_oracle(&s, mk, f, msg, sizeof(msg)))
-			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s): oracle: %s",
+			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s step=%s bias=%g): "
+			         "oracle: %s",
 			         (unsigned long long)seed, s.opts.window, s.opts.group,
-			         s.opts.inject_mismatch, ds_mode_name(s.opts.mode), msg);
+			         s.opts.inject_mismatch, ds_mode_name(s.opts.mode),
+			         ds_step_policy_name(s.opts.step_policy), s.opts.ref_step_bias, msg);
 		add_totals(t, &s, &st);
 		scen_free(&s);
 	}
@@ -153,13 +160,16 @@ static void test_oracle_cpu(void **state)
 	struct totals t = {0};
 	run_scenarios(f, mk_cpu1, 1000, n, &g, &t);
 	printf("oracle/cpu: %llu scenarios, %llu det requests, %llu windows, %llu rollbacks, "
-	       "%llu preemptions, %llu prefix-hit tokens, %llu cancelled\n",
+	       "%llu preemptions, %llu prefix-hit tokens, %llu cancelled, %llu REF steps, "
+	       "%llu tokens decoded on REF\n",
 	       (unsigned long long)t.scenarios, (unsigned long long)t.det,
 	       (unsigned long long)t.windows, (unsigned long long)t.rollbacks,
 	       (unsigned long long)t.preemptions, (unsigned long long)t.prefix_hits,
-	       (unsigned long long)t.cancelled);
+	       (unsigned long long)t.cancelled, (unsigned long long)t.ref_steps,
+	       (unsigned long long)t.ref_decoded);
 	/* the mix really exercised what it claims to */
 	assert_true(t.rollbacks > 0);
+	assert_true(t.ref_steps > 0 && t.ref_decoded > 0);
 	assert_true(t.preemptions > 0);
 	assert_true(t.prefix_hits > 0);
 	assert_true(t.cancelled > 0);
@@ -179,6 +189,7 @@ static void test_oracle_mock(void **state)
 	run_scenarios(f, mk_mock, 50000, SCALE_N(100), &g, &t);
 	assert_int_equal(f->mock_bad_reads, 0); /* no wrong / fast-written KV reads */
 	assert_true(t.rollbacks > 0 && t.preemptions > 0 && t.prefix_hits > 0);
+	assert_true(t.ref_steps > 0 && t.ref_decoded > 0);
 }
 
 /* ---- 2. rollbacks happen, and the output still equals the oracle ---- */
@@ -650,6 +661,9 @@ static void test_backend_failure_costs_only_its_requests(void **state)
 	struct ds_engine_opts o;
 	ds_engine_opts_default(&o);
 	o.window = 4;
+	/* split: REF passes hold only deterministic work, so "REF fails" must spare the others
+	 * (under merge or auto a failed REF step fails everyone in it, which is the same rule) */
+	o.step_policy = DS_STEP_SPLIT;
 	struct mockbe_opts mo = {
 	    .fast_noise = 0.0f, .logit_scale = 4.0f, .fail_path = DS_PATH_REF, .fail_every = 5};
 	assert_int_equal(mockbe_init(&be, f->tiny, &mo, &err), DS_OK);

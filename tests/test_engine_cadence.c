@@ -68,6 +68,7 @@ static void make_scenario(struct scenario *s, int n, int max_tokens, int stagger
 	ds_engine_opts_default(&s->opts);
 	s->opts.window = W;
 	s->opts.group = G;
+	s->opts.step_policy = DS_STEP_SPLIT; /* the cadence of separate REF passes is under test */
 	s->opts.margin_threshold = 0.0f;
 	s->opts.kv_blocks = 256;
 	s->n_req = n;
@@ -227,6 +228,61 @@ static void test_cadence_budget(void **state)
 	scen_free(&s);
 }
 
+/* Merge policy: a step with a verification due (or a deterministic prefill) runs as ONE REF
+ * pass with everybody in it (no second, FAST pass that would read every weight again); other
+ * steps run one FAST pass. Half the requests are not deterministic; noise makes rollbacks. */
+static void test_merge_one_pass(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.05f;
+	struct scenario s;
+	const int N = 8, T = 40, W = 4;
+	make_scenario(&s, N, T, 1, W, 2);
+	s.opts.step_policy = DS_STEP_MERGE;
+	for (int i = 0; i < N; i++)
+		s.req[i].det = i % 2 == 0;
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("merge: %llu steps, %llu REF steps, %llu REF calls, %llu FAST calls, %llu "
+	              "windows, %llu rollbacks, %llu decoded on REF\n",
+	              (unsigned long long)st.steps, (unsigned long long)st.ref_steps,
+	              (unsigned long long)st.ref_forward_calls,
+	              (unsigned long long)st.fast_forward_calls, (unsigned long long)st.windows,
+	              (unsigned long long)st.rollbacks, (unsigned long long)st.ref_decoded);
+	/* one forward call per step, on one path (G = 2 would split 4 windows into 2 passes) */
+	assert_int_equal(st.ref_forward_calls + st.fast_forward_calls, st.steps);
+	assert_int_equal(st.ref_forward_calls, st.ref_steps);
+	assert_true(st.ref_steps > 0 && st.fast_forward_calls > 0);
+	assert_true(st.windows > 0 && st.rollbacks > 0);
+	assert_int_equal(st.tokens[0] + st.tokens[1], (uint64_t)(N * T));
+	scen_free(&s);
+}
+
+/* Auto with bias 0 (REF counts as free): every step that holds a deterministic request runs on
+ * REF, so those requests never propose on FAST: no windows, no rollbacks even with a noisy fast
+ * path, every output token after the prefill's decoded on REF directly. */
+static void test_auto_ref_when_cheap(void **state)
+{
+	struct fixture *f = *state;
+	f->noise = 0.05f;
+	struct scenario s;
+	const int N = 6, T = 30, W = 8;
+	make_scenario(&s, N, T, 2, W, 16);
+	s.opts.step_policy = DS_STEP_AUTO;
+	s.opts.ref_step_bias = 0.0;
+	struct ds_engine_stats st;
+	run_and_check(f, &s, mk_mock, &st);
+	print_message("auto, bias 0: %llu steps, %llu REF steps, %llu decoded on REF\n",
+	              (unsigned long long)st.steps, (unsigned long long)st.ref_steps,
+	              (unsigned long long)st.ref_decoded);
+	assert_int_equal(st.windows, 0);
+	assert_int_equal(st.rollbacks, 0);
+	assert_int_equal(st.fast_forward_calls, 0);
+	assert_int_equal(st.ref_steps, st.steps);
+	assert_int_equal(st.ref_decoded, (uint64_t)(N * (T - 1))); /* token 1 comes from prefill */
+	scen_free(&s);
+}
+
 /* The real (batch-variant) CPU fast path, staggered, with injection: oracle-equal. */
 static void test_cadence_cpu_oracle(void **state)
 {
@@ -331,6 +387,8 @@ int main(void)
 	    cmocka_unit_test(test_cadence_staggered),  cmocka_unit_test(test_cadence_multi_pass),
 	    cmocka_unit_test(test_cadence_budget),     cmocka_unit_test(test_early_verify_joins),
 	    cmocka_unit_test(test_cadence_cpu_oracle),
+	    cmocka_unit_test(test_merge_one_pass),
+	    cmocka_unit_test(test_auto_ref_when_cheap),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

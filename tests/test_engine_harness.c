@@ -55,6 +55,13 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 	o->max_step_tokens = budgets[rint_(&r, 0, 2)];
 	o->max_running = runs[rint_(&r, 0, 2)];
 	o->prefix_cache = runit(&r) < 0.85;
+	/* the step policy from its own draw (the stream above is unchanged): split, merge, auto
+	 * with REF whenever a deterministic request runs (bias 0), auto on measured costs */
+	static const enum ds_step_policy policies[4] = {DS_STEP_SPLIT, DS_STEP_MERGE, DS_STEP_AUTO,
+	                                                DS_STEP_AUTO};
+	int pol = (int)(ds_mix64(seed ^ 0x5e1ec7ull) % 4);
+	o->step_policy = policies[pol];
+	o->ref_step_bias = pol == 2 ? 0.0 : 1.0;
 
 	/* shared prompt prefixes make prefix-cache hits */
 	int32_t fam[3][SCEN_MAX_PROMPT];

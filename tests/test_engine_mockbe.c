@@ -62,7 +62,7 @@ static enum ds_status mock_forward(void *ctx, const struct ds_fwd_batch *b, stru
 					if (c->o.bad_reads)
 						(*c->o.bad_reads)++;
 				}
-				if (b->path == DS_PATH_REF)
+				if (b->path == DS_PATH_REF && !s->mixed_kv)
 					taint |= !qs->written || qs->fast;
 			}
 			uint64_t h = ds_hash3(prev, (uint64_t)s->tokens[j], (uint64_t)p);

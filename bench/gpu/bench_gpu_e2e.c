@@ -10,6 +10,7 @@ struct e2e_cfg {
 	int det_pct;
 	bool early; /* early verification at low-margin tokens (the engine's default) */
 	int group;  /* G: windows per reference pass */
+	enum ds_step_policy policy; /* DVR steps with reference work (engine.h) */
 };
 
 /* The workload: n_req requests submitted at once, prompts of prompt_min..prompt_max random
@@ -34,6 +35,7 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	ds_engine_opts_default(&o);
 	o.mode = cfg->mode;
 	o.group = cfg->group;
+	o.step_policy = cfg->policy;
 	o.kv_blocks = 256 * ((prompt_max + n_out) / 16 + 2) + 256;
 	o.max_step_tokens = 2048;
 	o.max_queue = n_req + 16;
@@ -133,23 +135,28 @@ int bench_e2e(struct bench *b)
 	}
 	const char *pick = getenv("E2E_CONFIGS");
 	const struct e2e_cfg cfgs[] = {
-	    {"fast", DS_MODE_FAST, 0, true, 16},
-	    {"dvr-0%", DS_MODE_DVR, 0, true, 16},
-	    {"dvr-10%", DS_MODE_DVR, 10, true, 16},
-	    {"dvr-50%", DS_MODE_DVR, 50, true, 16},
-	    {"dvr-100%", DS_MODE_DVR, 100, true, 16},
-	    {"invariant", DS_MODE_INVARIANT, 100, true, 16},
-	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16},
-	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16},
-	    {"dvr-10%-G64", DS_MODE_DVR, 10, true, 64},
-	    {"dvr-50%-G64", DS_MODE_DVR, 50, true, 64},
-	    {"dvr-100%-G64", DS_MODE_DVR, 100, true, 64},
-	    {"dvr-10%-G64-full-windows", DS_MODE_DVR, 10, false, 64},
-	    {"dvr-50%-G64-full-windows", DS_MODE_DVR, 50, false, 64},
+	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO},
+	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO},
+	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO},
+	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO},
+	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO},
+	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO},
+	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE},
+	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE},
+	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE},
+	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE},
+	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT},
+	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT},
+	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT},
+	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT},
+	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT},
+	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT},
 	};
 	/* warm-up: untimed, small */
-	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16},
-	                               {"warm-dvr", DS_MODE_DVR, 100, true, 16}};
+	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT},
+	                               {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT}};
 	struct e2e_load wl = {32, ld.prompt_min, ld.prompt_max, 16};
 	for (size_t i = 0; i < DS_ARRAY_LEN(warm); i++) {
 		double secs = 0;
@@ -172,8 +179,9 @@ int bench_e2e(struct bench *b)
 	printf(
 	    "end to end, llama3-8b, %d requests, prompts %d..%d, %d out (engine, manual steps)\n",
 	    ld.n_req, ld.prompt_min, ld.prompt_max, ld.n_out);
-	printf("%-21s %8s %10s %8s %8s %9s %10s %6s %6s %9s\n", "mode", "secs", "tok/s", "vs fast",
-	       "windows", "rollbacks", "recomputed", "steps", "refcal", "margin");
+	printf("%-27s %8s %10s %8s %8s %9s %10s %6s %6s %7s %8s %9s\n", "mode", "secs", "tok/s",
+	       "vs fast", "windows", "rollbacks", "recomputed", "steps", "refcal", "refstep",
+	       "refdec", "margin");
 	double fast_tps = 0;
 	int n_done = 0;
 	for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
@@ -188,10 +196,11 @@ int bench_e2e(struct bench *b)
 		double tps = (double)tok / secs;
 		if (i == 0)
 			fast_tps = tps;
-		printf("%-21s %8.2f %10.0f %8.3f %8llu %9llu %10llu %6llu %6llu %9.3g\n",
+		printf("%-27s %8.2f %10.0f %8.3f %8llu %9llu %10llu %6llu %6llu %7llu %8llu %9.3g\n",
 		       cfgs[i].name, secs, tps, tps / fast_tps, (unsigned long long)st.windows,
 		       (unsigned long long)st.rollbacks, (unsigned long long)st.recomputed,
 		       (unsigned long long)st.steps, (unsigned long long)st.ref_forward_calls,
+		       (unsigned long long)st.ref_steps, (unsigned long long)st.ref_decoded,
 		       (double)st.margin_threshold);
 		fprintf(
 		    f,
@@ -201,7 +210,8 @@ int bench_e2e(struct bench *b)
 		    "\"windows\": %llu, \"rollbacks\": %llu, \"rolled_back\": %llu, "
 		    "\"recomputed\": %llu, \"preemptions\": %llu, \"ref_calls\": %llu, "
 		    "\"fast_calls\": %llu, \"G\": %d, \"steps\": %llu, \"verify_passes\": %llu, "
-		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g}",
+		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g, \"step_policy\": \"%s\", "
+		    "\"ref_steps\": %llu, \"ref_decoded\": %llu}",
 		    n_done ? ",\n" : "", cfgs[i].name, cfgs[i].det_pct,
 		    cfgs[i].early ? "true" : "false", secs, (unsigned long long)tok, tps,
 		    tps / fast_tps, (unsigned long long)st.windows,
@@ -210,7 +220,9 @@ int bench_e2e(struct bench *b)
 		    (unsigned long long)st.ref_forward_calls,
 		    (unsigned long long)st.fast_forward_calls, cfgs[i].group,
 		    (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
-		    (double)st.margin_threshold, (double)st.margin_delta);
+		    (double)st.margin_threshold, (double)st.margin_delta,
+		    ds_step_policy_name(cfgs[i].policy), (unsigned long long)st.ref_steps,
+		    (unsigned long long)st.ref_decoded);
 		n_done++;
 		fflush(stdout);
 		fflush(f);

@@ -30,7 +30,7 @@ int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps, do
 			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
 		tok[i] = (int32_t)(ds_hash3(B, ctx, i) % (uint64_t)b->m->cfg.vocab_size);
 		ss[i] = (struct ds_fwd_seq){
-		    tok + i, 1, ctx, blocks + (size_t)i * nb, nb, false, {0.0f, 0, 1.0f, 1}};
+		    tok + i, 1, ctx, blocks + (size_t)i * nb, nb, false, {0.0f, 0, 1.0f, 1}, false};
 	}
 	struct ds_fwd_batch fb = {path, ss, B, rows, NULL};
 	struct ds_err err;
@@ -118,7 +118,7 @@ int bench_verify(struct bench *b)
 			tok[i * W + j] =
 			    (int32_t)(ds_hash3(i, j, 9) % (uint64_t)b->m->cfg.vocab_size);
 		ss[i] = (struct ds_fwd_seq){
-		    tok + i * W, W, ctx, blocks + (size_t)i * nb, nb, true, {0.0f, 0, 1.0f, 1}};
+		    tok + i * W, W, ctx, blocks + (size_t)i * nb, nb, true, {0.0f, 0, 1.0f, 1}, false};
 	}
 	struct ds_fwd_batch fb = {DS_PATH_REF, ss, G, rows, NULL};
 	struct ds_err err;

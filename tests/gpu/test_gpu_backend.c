@@ -64,7 +64,7 @@ static struct ds_fwd_seq seq_of(const int32_t *tok, int n, int pos0, const int32
                                 int max_pos, bool all)
 {
 	struct ds_fwd_seq s = {
-	    tok, n, pos0, blocks, (max_pos + BS - 1) / BS, all, {0.0f, 0, 1.0f, 1}};
+	    tok, n, pos0, blocks, (max_pos + BS - 1) / BS, all, {0.0f, 0, 1.0f, 1}, false};
 	return s;
 }
 

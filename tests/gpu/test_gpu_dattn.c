@@ -426,8 +426,8 @@ static void backend_decode(const char *sel, float *lg)
 		for (int j = 0; j < n; j++, nb++)
 			blk[i][j] = (int32_t)((nb * 37 + 5) % 128); /* scrambled, distinct */
 		if (L > 1)
-			pre[n_pre++] = (struct ds_fwd_seq){tok[i], L - 1, 0, blk[i], n, false, sp};
-		dec[i] = (struct ds_fwd_seq){tok[i] + L - 1, 1, L - 1, blk[i], n, false, sp};
+			pre[n_pre++] = (struct ds_fwd_seq){tok[i], L - 1, 0, blk[i], n, false, sp, false};
+		dec[i] = (struct ds_fwd_seq){tok[i] + L - 1, 1, L - 1, blk[i], n, false, sp, false};
 	}
 	struct ds_fwd_batch b = {DS_PATH_REF, pre, n_pre, rows, NULL};
 	if (ds_backend_forward(&be, &b, &err) != DS_OK)

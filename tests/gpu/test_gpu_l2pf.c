@@ -351,13 +351,13 @@ static void seqs_set(struct seqs *s, int B, bool prompt, int k)
 {
 	for (int i = 0; i < B; i++) {
 		int32_t *t = s->tok + (size_t)i * s->stride;
-		s->ss[i] = (struct ds_fwd_seq){prompt ? t : t + s->L + k,
-		                               prompt ? s->L : 1,
-		                               prompt ? 0 : s->L + k,
-		                               s->blk + (size_t)i * s->nb,
-		                               s->nb,
-		                               false,
-		                               {0.0f, 0, 1.0f, 1}};
+		s->ss[i] = (struct ds_fwd_seq){.tokens = prompt ? t : t + s->L + k,
+		                               .n_tokens = prompt ? s->L : 1,
+		                               .pos0 = prompt ? 0 : s->L + k,
+		                               .blocks = s->blk + (size_t)i * s->nb,
+		                               .n_blocks = s->nb,
+		                               .all_rows = false,
+		                               .sp = {0.0f, 0, 1.0f, 1}};
 	}
 }
 

@@ -378,7 +378,7 @@ static void test_pdl_decode_bits(void **state)
 	for (int i = 0; i < B_max; i++)
 		ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1), L,  0,
 		                            blk + (size_t)i * nb,      nb, false,
-		                            {0.0f, 0, 1.0f, 1}};
+		                            {0.0f, 0, 1.0f, 1}, false};
 	fwd_ok(&be, DS_PATH_REF, ss, B_max, NULL, rows);
 	size_t rowb = (size_t)V * 4;
 	float *lg0 = malloc((size_t)B_max * rowb), *lg = malloc((size_t)B_max * rowb);
@@ -392,7 +392,7 @@ static void test_pdl_decode_bits(void **state)
 			                            blk + (size_t)i * nb,
 			                            nb,
 			                            false,
-			                            {0.0f, 0, 1.0f, 1}};
+			                            {0.0f, 0, 1.0f, 1}, false};
 		for (int pdl = 0; pdl < 2; pdl++) {
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.pdl = pdl;
@@ -469,7 +469,7 @@ static void test_silu_decode_bits(void **state)
 	for (int i = 0; i < B_max; i++)
 		ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1), L,  0,
 		                            blk + (size_t)i * nb,      nb, false,
-		                            {0.0f, 0, 1.0f, 1}};
+		                            {0.0f, 0, 1.0f, 1}, false};
 	fwd_ok(&be, DS_PATH_REF, ss, B_max, NULL, rows);
 	size_t rowb = (size_t)V * 4;
 	float *lg0 = malloc((size_t)B_max * rowb), *lg = malloc((size_t)B_max * rowb);
@@ -483,7 +483,7 @@ static void test_silu_decode_bits(void **state)
 			                            blk + (size_t)i * nb,
 			                            nb,
 			                            false,
-			                            {0.0f, 0, 1.0f, 1}};
+			                            {0.0f, 0, 1.0f, 1}, false};
 		ds_cuda_fast_graphs_reset(c);
 		fwd_ok(&be, DS_PATH_FAST, ss, B, lg0, rows); /* times the choices */
 		struct ds_cuda_pick *fused, *plain;
