@@ -395,6 +395,26 @@ static int sweep_run(struct bench *b, int B, int bi, int ctx, double ms[SWEEP_N]
 	return 0;
 }
 
+/* What each sweep name means ("sweep_settings"; -1 / "run": the run's own setting). */
+static void sweep_json_settings(FILE *f)
+{
+	fprintf(f, "\"sweep_settings\": [");
+	for (int k = 0; k < SWEEP_N; k++) {
+		const struct sweep_cfg *x = &sweep_cfgs[k];
+		const char *op = x->flags == SW_KEEP           ? "run"
+		                 : x->flags & DS_K_L2PF_LINES ? "line"
+		                                              : "bulk";
+		const char *hint = x->flags == SW_KEEP                ? "run"
+		                   : x->flags & DS_K_L2PF_EVICT_LAST ? "last"
+		                                                     : "normal";
+		fprintf(f,
+		        "%s{\"name\": \"%s\", \"l2pf\": %d, \"l2pf_mb\": %d, \"l2pf_op\": \"%s\", "
+		        "\"l2pf_hint\": \"%s\", \"l2pf_blocks\": %d, \"attn_fused\": %d}",
+		        k ? ", " : "", x->name, x->mode, x->mb, op, hint, x->blocks, x->fused);
+	}
+	fprintf(f, "], ");
+}
+
 static int sweep_best(const double ms[SWEEP_N])
 {
 	int best = 0;
@@ -452,10 +472,12 @@ int bench_profile(struct bench *b)
 	    "{\"bench\": \"profile\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
 	    "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"ctx\": %d, \"pdl\": %s, "
 	    "\"skinny\": %s, \"l2pf\": %d, \"l2pf_mb\": %zu, \"l2pf_op\": \"%s\", "
-	    "\"l2pf_hint\": \"%s\", \"l2pf_blocks\": %d, \"attn_fused\": %s, \"points\": [\n",
+	    "\"l2pf_hint\": \"%s\", \"l2pf_blocks\": %d, \"attn_fused\": %s, ",
 	    b->dev, b->copy_bw / 1e9, ctx, pdl0 ? "true" : "false", skinny0 ? "true" : "false",
 	    fs->l2pf_mode, fs->l2pf_cap >> 20, op, hint, fs->l2pf_min_blocks,
 	    fs->attn_fused ? "true" : "false");
+	sweep_json_settings(f);
+	fprintf(f, "\"points\": [\n");
 	printf("decode profile, llama3-8b, ctx %d (eager, events around each launch; fast path "
 	       "pdl=%d skinny=%d l2pf=%d l2pf_mb=%zu l2pf_op=%s l2pf_hint=%s l2pf_blocks=%d "
 	       "attn_fused=%d)\n",
