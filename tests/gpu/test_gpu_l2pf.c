@@ -9,10 +9,11 @@
  * write nothing); a bad mode is rejected. In the backend (small preset, decode after a
  * reference-path prompt), a decode step at batch 1, 8 and 33 gives the bits of the step without
  * prefetch, eagerly and captured / replayed, for both modes, full and odd-capped ranges. The
- * fused combine: two backends (DS_FAST_ATTN_FUSED=0 and default) decode the same tokens for
- * several steps, so the fused one's graph is replayed at changing positions with split rows;
- * logits agree within fp32 tolerance and the counters are back at zero. The environment
- * settings are parsed into the fast state, and bad values fail the backend's init by name. */
+ * fused combine: one backend decodes several steps fused (eager, captured, then the graph
+ * replayed at changing positions, rows with several splits), each step also run eagerly with
+ * the combine kernel (the graph set aside); logits agree within fp32 tolerance (the same bits
+ * are expected and printed) and the counters are back at zero. The environment settings are
+ * parsed into the fast state, and bad values fail the backend's init by name. */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "cuda_internal.h"
@@ -431,43 +432,58 @@ static void test_backend_pf_bits(void **state)
 	ds_model_free(m);
 }
 
-/* Fused combine vs the combine kernel over several decode steps (graph replays at new positions;
- * prompts of 300 tokens: rows with several splits). */
+/* The decode step of the first B sequences at step k, eagerly with the combine kernel
+ * (attn_fused off) while the bucket's captured graph (fused) is set aside and kept. */
+static void step_unfused(struct ds_backend *be, struct seqs *s, int B, float *lg)
+{
+	struct ds_cuda_ctx *c = be->ctx;
+	int bi = 0;
+	while ((1 << bi) < B)
+		bi++;
+	cudaGraphExec_t g = c->fast.graph[bi];
+	bool warm = c->fast.warm[bi];
+	c->fast.graph[bi] = NULL;
+	c->fast.warm[bi] = false; /* the next decode of this bucket runs eagerly */
+	c->fast.attn_fused = false;
+	fwd_ok(be, DS_PATH_FAST, s->ss, B, lg, s->rows);
+	c->fast.attn_fused = true;
+	c->fast.graph[bi] = g;
+	c->fast.warm[bi] = warm;
+}
+
+/* Fused combine vs the combine kernel over several decode steps of one backend (the same GEMM
+ * choices): the fused step runs eagerly, is captured, then replayed at new positions; prompts of
+ * 300 tokens give rows with several splits. */
 static void test_backend_fused(void **state)
 {
 	(void)state;
 	int B_max = 33, L = 300, steps = 6;
-	struct ds_model *m[2];
-	struct ds_backend be[2];
+	struct ds_model *m;
+	struct ds_backend be;
 	struct seqs s;
 	env_clear();
-	assert_int_equal(setenv("DS_FAST_ATTN_FUSED", "0", 1), 0);
-	backend_open(&be[0], &m[0], 41, B_max, (L + steps + BS - 1) / BS);
-	env_clear();
-	backend_open(&be[1], &m[1], 41, B_max, (L + steps + BS - 1) / BS);
-	struct ds_cuda_ctx *c1 = be[1].ctx;
-	assert_false(((struct ds_cuda_ctx *)be[0].ctx)->fast.attn_fused);
-	assert_true(c1->fast.attn_fused);
-	int V = m[0]->cfg.vocab_size;
+	backend_open(&be, &m, 41, B_max, (L + steps + BS - 1) / BS);
+	struct ds_cuda_ctx *c = be.ctx;
+	assert_true(c->fast.attn_fused);
+	int V = m->cfg.vocab_size;
 	seqs_init(&s, B_max, L, steps, V, 9);
 	size_t rowb = (size_t)V * 4;
-	float *lg[2] = {malloc((size_t)B_max * rowb), malloc((size_t)B_max * rowb)};
+	float *lf = malloc((size_t)B_max * rowb), *lu = malloc((size_t)B_max * rowb);
 	int sizes[] = {1, 8, 33};
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
-		int B = sizes[si];
-		for (int e = 0; e < 2;
-		     e++) { /* prompts again: each batch starts from the same KV */
-			seqs_set(&s, B, true, 0);
-			fwd_ok(&be[e], DS_PATH_REF, s.ss, B, NULL, s.rows);
-		}
+		int B = sizes[si], bi = si == 0 ? 0 : si == 1 ? 3 : 6;
+		seqs_set(&s, B, true, 0); /* prompts again: each batch starts from the same KV */
+		fwd_ok(&be, DS_PATH_REF, s.ss, B, NULL, s.rows);
 		for (int k = 0; k < steps; k++) {
 			seqs_set(&s, B, false, k);
-			for (int e = 0; e < 2; e++)
-				fwd_ok(&be[e], DS_PATH_FAST, s.ss, B, lg[e], s.rows);
+			fwd_ok(&be, DS_PATH_FAST, s.ss, B, lf,
+			       s.rows); /* eager, capture, replays */
+			assert_true(k < 2 || c->fast.graph[bi] != NULL);
+			step_unfused(&be, &s, B, lu);
 			double maxd = 0, sd = 0;
 			int agree = 0;
 			for (int r = 0; r < B; r++) {
-				const float *x = lg[1] + (size_t)r * V, *y = lg[0] + (size_t)r * V;
+				const float *x = lf + (size_t)r * V, *y = lu + (size_t)r * V;
 				int ax = 0, ay = 0;
 				for (int i = 0; i < V; i++) {
 					maxd = fmax(maxd, fabs((double)x[i] - y[i]));
@@ -478,7 +494,7 @@ static void test_backend_fused(void **state)
 				agree += ax == ay;
 			}
 			sd = sqrt(sd / ((double)B * V));
-			bool same = memcmp(lg[0], lg[1], (size_t)B * rowb) == 0;
+			bool same = memcmp(lf, lu, (size_t)B * rowb) == 0;
 			if (k == 0 || k == steps - 1)
 				print_message(
 				    "batch %d step %d: fused vs combine kernel max |dlogit| "
@@ -490,23 +506,20 @@ static void test_backend_fused(void **state)
 				         "argmax agree %d/%d",
 				         B, k, maxd, sd, agree, B);
 		}
-		assert_non_null(c1->fast.graph[si == 0 ? 0 : si == 1 ? 3 : 6]); /* replayed */
 	}
 	/* the fused merge left its counters at zero */
-	size_t n = (size_t)DS_CUDA_MAX_DECODE * m[1]->cfg.n_kv_head;
+	size_t n = (size_t)DS_CUDA_MAX_DECODE * m->cfg.n_kv_head;
 	unsigned *cnt = malloc(n * sizeof(unsigned));
-	from_dev(cnt, c1->fast.attn_cnt, n * sizeof(unsigned));
+	from_dev(cnt, c->fast.attn_cnt, n * sizeof(unsigned));
 	for (size_t i = 0; i < n; i++)
 		if (cnt[i])
 			fail_msg("attention counter %zu = %u after the steps, want 0", i, cnt[i]);
 	free(cnt);
-	free(lg[0]);
-	free(lg[1]);
+	free(lf);
+	free(lu);
 	seqs_free(&s);
-	for (int e = 0; e < 2; e++) {
-		ds_backend_free(&be[e]);
-		ds_model_free(m[e]);
-	}
+	ds_backend_free(&be);
+	ds_model_free(m);
 }
 
 /* The environment settings land in the fast state; bad values fail the init by name. */
