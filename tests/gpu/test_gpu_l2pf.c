@@ -389,7 +389,6 @@ static void test_backend_pf_bits(void **state)
 	int B_max = 33, L = 45;
 	backend_open(&be, &m, 31, B_max, (L + 1 + BS - 1) / BS);
 	struct ds_cuda_ctx *c = be.ctx;
-	assert_int_equal(c->fast.l2pf_mode, DS_K_L2PF_OFF); /* the default until measured */
 	int V = m->cfg.vocab_size;
 	seqs_init(&s, B_max, L, 1, V, 7);
 	seqs_set(&s, B_max, true, 0);
