@@ -18,20 +18,6 @@
 
 /* ---- pass execution ---- */
 
-/* The L2 prefetch range for the first bytes [skip, skip + cap) of a weight of `bytes` bytes,
- * under the fast path's settings (mode OFF when nothing is left). */
-static struct ds_k_l2pf pass_pf(const struct ds_cuda_fast *f, const uint16_t *w, size_t bytes,
-                                size_t skip)
-{
-	struct ds_k_l2pf pf = {NULL, 0, DS_K_L2PF_OFF, f->l2pf_flags, f->l2pf_min_blocks};
-	if (skip >= bytes || f->l2pf_cap == 0)
-		return pf;
-	pf.ptr = (const uint8_t *)w + skip;
-	pf.bytes = DS_MIN(bytes - skip, f->l2pf_cap);
-	pf.mode = f->l2pf_mode;
-	return pf;
-}
-
 enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
                                 const struct ds_cuda_pass *p, int n_split, struct ds_err *err)
 {
@@ -45,42 +31,25 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	/* the fast path may chain its kernels with programmatic dependent launch (DS_CUDA_PDL=0: off);
 	 * the embedding follows the metadata copies and is launched plainly */
 	int pdl = ops == &ds_cuda_fast_ops && c->fast.pdl;
-	/* the fast path's decode-sized passes (memory-bound GEMMs) ask the latency-bound kernels
-	 * to prefetch the next GEMM's weights into L2 (DS_L2_PF=0: never); ranges are capped at
-	 * fast.l2pf_cap. The reference path passes no range: its launches are unchanged */
-	bool pf_on = ops == &ds_cuda_fast_ops && c->fast.l2pf_mode != DS_K_L2PF_OFF &&
-	             T <= DS_CUDA_MAX_DECODE;
-	const struct ds_cuda_fast *f = &c->fast;
-	size_t bh = (size_t)H * sizeof(uint16_t);
-	size_t qkv_b = (size_t)(qd + 2 * kvd) * bh, o_b = (size_t)qd * bh;
-	size_t gu_b = (size_t)2 * F * bh;
 
 	DS_CUDA_TRY(ds_k_embed(c->tok_embd, c->dm.ids, T, H, c->x, st), err);
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
-		/* attn norm -> wqkv; qkv_rope -> wo [0, cap), attention -> wo [cap, 2 cap);
-		 * ffn norm -> w_gu [0, cap) */
-		struct ds_k_l2pf pf_qkv = pass_pf(f, L->wqkv, qkv_b, 0);
-		struct ds_k_l2pf pf_o1 = pass_pf(f, L->wo, o_b, 0);
-		struct ds_k_l2pf pf_o2 = pass_pf(f, L->wo, o_b, f->l2pf_cap);
-		struct ds_k_l2pf pf_gu = pass_pf(f, L->w_gu, gu_b, 0);
-		DS_CUDA_TRY(ds_k_rmsnorm_pf(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
-		                            cfg->rms_eps, c->h, pdl, pf_on ? &pf_qkv : NULL, st),
+		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
+		                             cfg->rms_eps, c->h, pdl, st),
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_qkv_rope_pf(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm,
-		                             T, d, c->q, kv, pdl, pf_on ? &pf_o1 : NULL, st),
+		DS_CUDA_TRY(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm,
+		                              T, d, c->q, kv, pdl, st),
 		            err);
-		rv = pf_on ? ds_cuda_fast_attention_pf(c, p, kv, n_split, &pf_o2, err)
-		           : ops->attention(c, p, kv, n_split, err);
-		if (rv != DS_OK)
+		if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
 			return rv;
 		if ((rv = ops->gemm(c, c->att, L->wo, c->dlt, T, H, qd, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_rmsnorm_pf(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps,
-		                            c->h, pdl, pf_on ? &pf_gu : NULL, st),
+		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps,
+		                             c->h, pdl, st),
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK)
 			return rv;
@@ -95,10 +64,8 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	/* final norm -> lm_head [0, cap) */
-	struct ds_k_l2pf pf_lm = pass_pf(f, c->lm_head, (size_t)cfg->vocab_size * bh, 0);
-	DS_CUDA_TRY(ds_k_rmsnorm_pf(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps,
-	                            c->h, pdl, pf_on ? &pf_lm : NULL, st),
+	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
+	                             cfg->rms_eps, c->h, pdl, st),
 	            err);
 	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=
 	    DS_OK)

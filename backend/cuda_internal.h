@@ -81,20 +81,6 @@ struct ds_cuda_fast {
 	int n_picks, next_pick_evict;
 	bool skinny; /* skinny GEMM and GEMV are candidates (DS_CUDA_SKINNY=0: cuBLASLt only) */
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
-	/* L2 prefetch of the next GEMM's weights by the latency-bound kernels of decode-sized
-	 * passes (ds_cuda_pass_run; read once at init): DS_L2_PF = 0 off (default), 1 issued
-	 * after the kernel's PDL wait, 2 before it; DS_L2_PF_MB caps each range (24);
-	 * DS_L2_PF_OP = bulk (cp.async.bulk.prefetch) or line (prefetch.global.L2 per line);
-	 * DS_L2_PF_HINT = last (L2 evict_last) or normal; DS_L2_PF_BLOCKS (128): prefetch-only
-	 * blocks fill small grids up to it */
-	int l2pf_mode;        /* enum ds_k_l2pf_mode */
-	size_t l2pf_cap;      /* bytes per range */
-	unsigned l2pf_flags;  /* DS_K_L2PF_LINES, DS_K_L2PF_EVICT_LAST */
-	int l2pf_min_blocks;
-	/* decode attention merges its split partials in the last block of each (row, KV head)
-	 * through attn_cnt instead of a second kernel (default; DS_FAST_ATTN_FUSED=0: off) */
-	bool attn_fused;
-	unsigned *attn_cnt; /* (DS_CUDA_MAX_DECODE, n_kv_head) zero between calls */
 };
 
 /* Host mirrors (pinned) and device copies of one pass's metadata. */
@@ -260,11 +246,6 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len);
  * filled: pads to the batch bucket and replays (capturing on second use) that bucket's graph. */
 enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
                                    struct ds_err *err);
-/* The fast attention (ops.attention) with an L2 prefetch range for the decode kernel (pf may be
- * NULL; ignored by the prefill kernels). */
-enum ds_status ds_cuda_fast_attention_pf(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-                                         const uint16_t *kv, int n_split,
-                                         const struct ds_k_l2pf *pf, struct ds_err *err);
 /* Drops the captured decode graphs (they are captured again on later use), e.g. after
  * fast.pdl or the GEMM choices changed. */
 void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c);

@@ -11,13 +11,10 @@
  * take a skinny variant with SiLU*mul fused into its loads (gemm_silu), if that beats the
  * silu_mul kernel plus the plain choice. The attention split count follows the number of
  * rows. That is the point of the fast path (DESIGN.md section 1); the reference path
- * (refpath/cuda_ref.c) is the one that must not. Decode attention merges its splits in the
- * kernel's last block (counters in the fast state) and may prefetch the o_proj weights into L2
- * (ds_cuda_pass_run passes the range). A bucket's graph is captured on its second use
+ * (refpath/cuda_ref.c) is the one that must not. A bucket's graph is captured on its second use
  * (the first runs eagerly, which also fills the GEMM choice caches outside the capture). */
 #include "cuda_internal.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -590,9 +587,8 @@ static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, stru
  * kernel (kernels/attn_decode.cu) with its own split: DS_FAST_ATTN unset or "pipe" = the
  * cp.async-pipelined variant, "reg" = the register-streamed one (round 1). Prefill, unsupported
  * head shapes and DS_FAST_ATTN=old use the tiled kernel (kernels/attn.cu) with n_split. */
-enum ds_status ds_cuda_fast_attention_pf(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-                                         const uint16_t *kv, int n_split,
-                                         const struct ds_k_l2pf *pf, struct ds_err *err)
+static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
+                                     const uint16_t *kv, int n_split, struct ds_err *err)
 {
 	struct ds_k_dims d = ds_cuda_dims(c);
 	const char *sel = getenv("DS_FAST_ATTN");
@@ -603,13 +599,9 @@ enum ds_status ds_cuda_fast_attention_pf(struct ds_cuda_ctx *c, const struct ds_
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 		if (rv != DS_OK)
 			return rv;
-		/* split partials merged by the last block of each (row, KV head) through the
-		 * context's counters (sized for decode batches), else by the combine kernel */
-		unsigned *cnt =
-		    c->fast.attn_fused && p->T <= DS_CUDA_MAX_DECODE ? c->fast.attn_cnt : NULL;
-		DS_CUDA_TRY(ds_k_attn_decode_pf(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split,
-		                                c->part, c->att, cnt, variant, c->fast.pdl, pf,
-		                                c->stream),
+		/* no counter buffer in the context yet: partials merged by the combine kernel */
+		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
+		                               c->att, NULL, variant, c->fast.pdl, c->stream),
 		            err);
 		return DS_OK;
 	}
@@ -630,12 +622,6 @@ enum ds_status ds_cuda_fast_attention_pf(struct ds_cuda_ctx *c, const struct ds_
 	                               c->stream),
 	            err);
 	return DS_OK;
-}
-
-static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-                                     const uint16_t *kv, int n_split, struct ds_err *err)
-{
-	return ds_cuda_fast_attention_pf(c, p, kv, n_split, NULL, err);
 }
 
 const struct ds_cuda_path_ops ds_cuda_fast_ops = {
@@ -732,74 +718,6 @@ static struct lt_plan *plan_of(struct ds_cuda_ctx *c, int i)
 	return &pl->p[i];
 }
 
-/* An integer setting from the environment in [lo, hi]; def when unset or empty. */
-static enum ds_status env_long(const char *name, long lo, long hi, long def, long *out,
-                               struct ds_err *err)
-{
-	const char *v = getenv(name);
-	*out = def;
-	if (!v || !*v)
-		return DS_OK;
-	char *end = NULL;
-	errno = 0;
-	long x = strtol(v, &end, 10);
-	if (errno || *end || x < lo || x > hi)
-		return ds_errf(err, DS_ERR_INVALID,
-		               "cuda: %s=\"%s\": expected an integer in %ld..%ld", name, v, lo, hi);
-	*out = x;
-	return DS_OK;
-}
-
-/* A two-way setting from the environment: false for `no` (or unset / empty), true for `yes`. */
-static enum ds_status env_pick(const char *name, const char *no, const char *yes, bool *out,
-                               struct ds_err *err)
-{
-	const char *v = getenv(name);
-	*out = false;
-	if (!v || !*v || strcmp(v, no) == 0)
-		return DS_OK;
-	if (strcmp(v, yes) == 0) {
-		*out = true;
-		return DS_OK;
-	}
-	return ds_errf(err, DS_ERR_INVALID, "cuda: %s=\"%s\": expected \"%s\" or \"%s\"", name,
-	               v, no, yes);
-}
-
-/* The L2 prefetch and fused-combine settings (struct ds_cuda_fast), read once. Defaults: prefetch
- * off until an H200 run has measured it (the kernels' prefetch has not run on hardware yet, and
- * a hint that costs HBM bandwidth at the wrong moment can only slow the step); when on, 24 MB
- * per range (under half the H200's 50 MB L2, which is split in two partitions: the range must
- * survive until the GEMM right after reads it), bulk prefetches, normal eviction priority, and
- * at least 128 blocks issuing (about one per H200 SM: a batch-1 RMSNorm is one block, and one
- * SM alone would issue a 24 MB range far slower than HBM delivers it). Fused combine on: the
- * same bits as the combine kernel (gpu_dattn checks it), one launch fewer per layer. bench_gpu's
- * profile section times the alternatives in one run (graph_ms_l2pf_*, graph_ms_attn_fused /
- * _unfused). */
-static enum ds_status fast_l2pf_init(struct ds_cuda_ctx *c, struct ds_err *err)
-{
-	struct ds_cuda_fast *f = &c->fast;
-	long mode, mb, blocks, fused;
-	bool lines, last;
-	enum ds_status rv;
-	if ((rv = env_long("DS_L2_PF", 0, 2, DS_K_L2PF_OFF, &mode, err)) != DS_OK ||
-	    (rv = env_long("DS_L2_PF_MB", 0, 4096, 24, &mb, err)) != DS_OK ||
-	    (rv = env_long("DS_L2_PF_BLOCKS", 1, 65536, 128, &blocks, err)) != DS_OK ||
-	    (rv = env_pick("DS_L2_PF_OP", "bulk", "line", &lines, err)) != DS_OK ||
-	    (rv = env_pick("DS_L2_PF_HINT", "normal", "last", &last, err)) != DS_OK ||
-	    (rv = env_long("DS_FAST_ATTN_FUSED", 0, 1, 1, &fused, err)) != DS_OK)
-		return rv;
-	f->l2pf_mode = (int)mode;
-	f->l2pf_cap = (size_t)mb << 20;
-	f->l2pf_min_blocks = (int)blocks;
-	f->l2pf_flags = (lines ? DS_K_L2PF_LINES : 0u) | (last ? DS_K_L2PF_EVICT_LAST : 0u);
-	f->attn_fused = fused != 0;
-	size_t n = (size_t)DS_CUDA_MAX_DECODE * c->cfg.n_kv_head * sizeof(unsigned);
-	DS_CUDA_TRY(cudaMalloc((void **)&f->attn_cnt, n), err);
-	DS_CUDA_TRY(cudaMemset(f->attn_cnt, 0, n), err);
-	return DS_OK;
-}
-
 enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
@@ -818,7 +736,7 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	 * gpu suite checks that it gives the same bits (DS_CUDA_PDL=0: off) */
 	const char *pdl = getenv("DS_CUDA_PDL");
 	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
-	return fast_l2pf_init(c, err);
+	return DS_OK;
 }
 
 void ds_cuda_fast_free(struct ds_cuda_ctx *c)
@@ -833,8 +751,6 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 	free(f->plans);
 	if (f->workspace)
 		cudaFree(f->workspace);
-	if (f->attn_cnt)
-		cudaFree(f->attn_cnt);
 	if (f->lt)
 		cublasLtDestroy(f->lt);
 	memset(f, 0, sizeof(*f));

@@ -24,10 +24,7 @@
  * arithmetic): "reg" (above; ~190 registers at G = 4, so 2 blocks = 8 warps per SM) and "pipe",
  * where the block copies each iteration's K/V into shared memory with cp.async 3-4 stages ahead
  * (zero-filled past the range) and lanes read their 16 bytes from there, so registers are capped
- * at 128 (4 blocks per SM at G = 4) and up to 3 stages (32-48 KB) per block are in flight.
- *
- * Both variants may be given an L2 prefetch range (ds_k_attn_decode_pf: the o_proj weights that
- * come next): every block issues its share before any early exit, then computes as without. */
+ * at 128 (4 blocks per SM at G = 4) and up to 3 stages (32-48 KB) per block are in flight. */
 #include "kernels.h"
 #include "pdl.cuh"
 #include "cu_common.cuh"
@@ -58,12 +55,6 @@ __device__ __forceinline__ void dattn_unpack(uint4 u, float (&f)[8])
 	f[5] = __uint_as_float(u.z & 0xffff0000u);
 	f[6] = __uint_as_float(u.w << 16);
 	f[7] = __uint_as_float(u.w & 0xffff0000u);
-}
-
-/* The block's linear index in the grid (for splitting an L2 prefetch range). */
-__device__ __forceinline__ unsigned dattn_block_index(void)
-{
-	return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
 }
 
 /* Compile-time shape of one (head_dim, G) instance. */
@@ -297,13 +288,12 @@ __device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float
 template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS)
     dattn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
-                 float qscale, float *part, uint16_t *out, unsigned *cnt, struct ds_k_l2pf pf)
+                 float qscale, float *part, uint16_t *out, unsigned *cnt)
 {
 	typedef dattn_shape<D, G> S;
 	__shared__ float sh_m[DA_WARPS][G], sh_l[DA_WARPS][G];
 	__shared__ __align__(16) float sh_acc[DA_WARPS][G][D];
-	/* no-op unless launched with PDL; the prefetch (if any) precedes every early exit */
-	ds_grid_dep_wait_pf(pf, dattn_block_index(), gridDim.x * gridDim.y * gridDim.z);
+	ds_grid_dep_wait(); /* no-op unless launched with PDL */
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	int p = tm.pos[t], sq = tm.seq[t]; /* both loads in flight at once */
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
@@ -445,14 +435,11 @@ template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
     dattn_pipe_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                       struct ds_k_dims d, float qscale, float *part, uint16_t *out,
-                      unsigned *cnt, struct ds_k_l2pf pf = ds_k_l2pf())
+                      unsigned *cnt)
 {
 	typedef dattn_shape<D, G> S;
 	typedef dattn_pipe<D, G> Q;
 	DATTN_DYN_SMEM(sh_kv);
-	unsigned pf_blk = dattn_block_index(), pf_n = gridDim.x * gridDim.y * gridDim.z;
-	if (pf.mode == DS_K_L2PF_BEFORE_WAIT) /* first: the previous kernel may still stream */
-		ds_l2_prefetch(pf, pf_blk, pf_n);
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	/* the pass's metadata is uploaded before its first kernel and written by none, so its
 	 * dependent loads may precede the wait for the previous kernel (which every block still
@@ -460,8 +447,6 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	int p = tm.pos[t], sq = tm.seq[t];
 	int boff = p >= 0 ? tm.bt_off[sq] : 0;
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
-	if (pf.mode == DS_K_L2PF_AFTER_WAIT) /* before any early exit: the range is covered */
-		ds_l2_prefetch(pf, pf_blk, pf_n);
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
 	if (p < 0) {
 		if (z == 0)
@@ -568,7 +553,7 @@ extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
 }
 
 typedef void (*dattn_fn)(const uint16_t *, const uint16_t *, struct ds_k_tokmeta, struct ds_k_dims,
-                         float, float *, uint16_t *, unsigned *, struct ds_k_l2pf);
+                         float, float *, uint16_t *, unsigned *);
 
 /* One kernel instance: its function, positions per block iteration and dynamic shared memory. */
 struct dattn_inst {
@@ -644,16 +629,12 @@ extern "C" cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *block
 	return ds_k_attn_decode_occupancy_v(d, DS_K_ATTN_DECODE_REG, blocks_per_sm);
 }
 
-extern "C" cudaError_t ds_k_attn_decode_pf(const uint16_t *q, const uint16_t *kv,
-                                           struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
-                                           int n_split, float *part, uint16_t *out,
-                                           unsigned *counters, int variant, int pdl,
-                                           const struct ds_k_l2pf *pf, cudaStream_t st)
+extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
+                                          struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
+                                          int n_split, float *part, uint16_t *out,
+                                          unsigned *counters, int variant, int pdl,
+                                          cudaStream_t st)
 {
-	bool pf_ok;
-	struct ds_k_l2pf pfl = ds_l2pf_trim(pf, &pf_ok);
-	if (!pf_ok)
-		return cudaErrorInvalidValue;
 	if (T <= 0)
 		return cudaSuccess;
 	struct dattn_inst in = {NULL, 0, 0};
@@ -668,21 +649,11 @@ extern "C" cudaError_t ds_k_attn_decode_pf(const uint16_t *q, const uint16_t *kv
 	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
 	unsigned *cnt = n_split > 1 ? counters : NULL;
 	e = ds_launch(in.fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), in.smem, st, pdl, q, kv, tm,
-	              d, qscale, part, out, cnt, pfl);
+	              d, qscale, part, out, cnt);
 	if (e != cudaSuccess || n_split == 1 || cnt)
 		return e;
 	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(d.head_dim), 0, st, pdl,
 	                 (const float *)part, tm, d, n_split, in.pb, out);
-}
-
-extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
-                                          struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
-                                          int n_split, float *part, uint16_t *out,
-                                          unsigned *counters, int variant, int pdl,
-                                          cudaStream_t st)
-{
-	return ds_k_attn_decode_pf(q, kv, tm, T, d, n_split, part, out, counters, variant, pdl,
-	                           NULL, st);
 }
 
 extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,

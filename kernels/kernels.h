@@ -292,46 +292,6 @@ cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
                             const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, int pdl,
                             cudaStream_t st);
 
-/* ---- L2 prefetch from the fast path's latency-bound kernels ---- */
-
-/* A read-only byte range (the next GEMM's weights: nothing in the forward pass writes them) that
- * a kernel asks L2 to fetch while it runs, so HBM is busy during kernels that leave it idle.
- * The kernel's blocks split the range by linear block index; a grid with fewer than min_blocks
- * blocks gets prefetch-only blocks added (they do nothing else). Each block issues
- * cp.async.bulk.prefetch.L2.global pieces (sm_90), or with DS_K_L2PF_LINES one
- * prefetch.global.L2 per 128-byte line; DS_K_L2PF_EVICT_LAST adds an L2 evict_last policy.
- * The launcher trims the range inward to 16-byte boundaries. A prefetch is only a hint: the
- * results are bit-identical to the launch without it (and to the launchers above), whatever
- * the range. NULL, mode OFF or an empty range: no prefetch, the grid of the plain launcher. */
-enum ds_k_l2pf_mode {
-	DS_K_L2PF_OFF = 0,
-	DS_K_L2PF_AFTER_WAIT = 1,  /* issued after the kernel's griddepcontrol.wait */
-	DS_K_L2PF_BEFORE_WAIT = 2, /* issued first, while the previous PDL kernel may still run */
-};
-#define DS_K_L2PF_LINES 1u
-#define DS_K_L2PF_EVICT_LAST 2u
-struct ds_k_l2pf {
-	const void *ptr; /* device memory, not written while the kernel runs */
-	size_t bytes;
-	int mode;       /* enum ds_k_l2pf_mode */
-	unsigned flags; /* DS_K_L2PF_* */
-	int min_blocks; /* rows.cu kernels: prefetch-only blocks up to this many in all */
-};
-
-/* ds_k_rmsnorm_pdl, ds_k_qkv_rope_pdl and ds_k_attn_decode_v with a prefetch range (pf may be
- * NULL). Same arguments, same results, bit for bit. */
-cudaError_t ds_k_rmsnorm_pf(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
-                            int n_rows, int hidden, float eps, uint16_t *out, int pdl,
-                            const struct ds_k_l2pf *pf, cudaStream_t st);
-cudaError_t ds_k_qkv_rope_pf(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
-                             const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
-                             int T, struct ds_k_dims d, uint16_t *q, uint16_t *kv, int pdl,
-                             const struct ds_k_l2pf *pf, cudaStream_t st);
-cudaError_t ds_k_attn_decode_pf(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                                int T, struct ds_k_dims d, int n_split, float *part,
-                                uint16_t *out, unsigned *counters, int variant, int pdl,
-                                const struct ds_k_l2pf *pf, cudaStream_t st);
-
 #ifdef __cplusplus
 }
 #endif

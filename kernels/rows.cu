@@ -4,10 +4,7 @@
  * Each of these computes a row from that row alone, with a fixed thread mapping and a fixed
  * reduction tree, so they are batch-invariant by construction and both paths share them.
  * Every kernel first waits for the previous grid (pdl.cuh): a no-op unless the fast path
- * launched it with programmatic dependent launch; the arithmetic is the same either way.
- * RMSNorm and the q/k/v epilogue may also be given an L2 prefetch range (the fast path's next
- * GEMM weights, *_pf launchers): small grids then get prefetch-only blocks appended, which
- * exit after issuing their share; the rows' arithmetic is untouched. */
+ * launched it with programmatic dependent launch; the arithmetic is the same either way. */
 #include "kernels.h"
 #include "cu_common.cuh"
 #include "pdl.cuh"
@@ -59,14 +56,11 @@ extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T
 #define RMS_BATCH 8
 
 __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
-                               int hidden, float eps, uint16_t *out, int n_rows,
-                               struct ds_k_l2pf pf)
+                               int hidden, float eps, uint16_t *out)
 {
 	__shared__ float sh[32];
-	ds_grid_dep_wait_pf(pf, blockIdx.x, gridDim.x);
+	ds_grid_dep_wait();
 	int r = blockIdx.x;
-	if (r >= n_rows) /* a prefetch-only block */
-		return;
 	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
 		for (int i = threadIdx.x; i < hidden; i += blockDim.x)
 			out[(size_t)r * hidden + i] = 0;
@@ -114,27 +108,14 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 	}
 }
 
-extern "C" cudaError_t ds_k_rmsnorm_pf(float *x, const float *delta, const int32_t *rows,
-                                       const uint16_t *w, int n_rows, int hidden, float eps,
-                                       uint16_t *out, int pdl, const struct ds_k_l2pf *pf,
-                                       cudaStream_t st)
-{
-	bool ok;
-	struct ds_k_l2pf p = ds_l2pf_trim(pf, &ok);
-	if (!ok)
-		return cudaErrorInvalidValue;
-	if (n_rows <= 0)
-		return cudaSuccess;
-	int extra = ds_l2pf_extra_rows(p, n_rows, 1);
-	return ds_launch(rmsnorm_kernel, dim3(n_rows + extra), dim3(ROW_THREADS), 0, st, pdl, x,
-	                 delta, rows, w, hidden, eps, out, n_rows, p);
-}
-
 extern "C" cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows,
                                         const uint16_t *w, int n_rows, int hidden, float eps,
                                         uint16_t *out, int pdl, cudaStream_t st)
 {
-	return ds_k_rmsnorm_pf(x, delta, rows, w, n_rows, hidden, eps, out, pdl, NULL, st);
+	if (n_rows <= 0)
+		return cudaSuccess;
+	return ds_launch(rmsnorm_kernel, dim3(n_rows), dim3(ROW_THREADS), 0, st, pdl, x, delta,
+	                 rows, w, hidden, eps, out);
 }
 
 extern "C" cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows,
@@ -178,14 +159,11 @@ extern "C" cudaError_t ds_k_silu_mul(const float *gu, int T, int ffn, uint16_t *
 
 __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,
                                 const uint16_t *k_norm, const float *cs, struct ds_k_tokmeta tm,
-                                struct ds_k_dims d, uint16_t *q, uint16_t *kv, int T,
-                                struct ds_k_l2pf pf)
+                                struct ds_k_dims d, uint16_t *q, uint16_t *kv)
 {
 	extern __shared__ float sh_qkv[]; /* (QKV_WARPS, head_dim) */
-	ds_grid_dep_wait_pf(pf, blockIdx.x + gridDim.x * blockIdx.y, gridDim.x * gridDim.y);
+	ds_grid_dep_wait();
 	int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	if (t >= T) /* a prefetch-only block */
-		return;
 	int D = d.head_dim, half = D / 2;
 	int n_all = d.n_head + 2 * d.n_kv;
 	int pos = tm.pos[t];
@@ -253,34 +231,20 @@ __global__ void qkv_rope_kernel(const float *qkv, const uint16_t *bias, const ui
 	}
 }
 
-extern "C" cudaError_t ds_k_qkv_rope_pf(const float *qkv, const uint16_t *bias,
-                                        const uint16_t *q_norm, const uint16_t *k_norm,
-                                        const float *cs, struct ds_k_tokmeta tm, int T,
-                                        struct ds_k_dims d, uint16_t *q, uint16_t *kv, int pdl,
-                                        const struct ds_k_l2pf *pf, cudaStream_t st)
-{
-	bool ok;
-	struct ds_k_l2pf p = ds_l2pf_trim(pf, &ok);
-	if (!ok)
-		return cudaErrorInvalidValue;
-	if (T <= 0)
-		return cudaSuccess;
-	size_t shm = (size_t)QKV_WARPS * d.head_dim * sizeof(float);
-	/* small batches spread a token's heads over several blocks */
-	int n_all = d.n_head + 2 * d.n_kv, groups = (n_all + QKV_WARPS - 1) / QKV_WARPS;
-	int gy = T >= 64 ? 1 : groups;
-	int extra = ds_l2pf_extra_rows(p, (long)T * gy, gy);
-	return ds_launch(qkv_rope_kernel, dim3(T + extra, gy), dim3(QKV_WARPS * 32), shm, st, pdl,
-	                 qkv, bias, q_norm, k_norm, cs, tm, d, q, kv, T, p);
-}
-
 extern "C" cudaError_t ds_k_qkv_rope_pdl(const float *qkv, const uint16_t *bias,
                                          const uint16_t *q_norm, const uint16_t *k_norm,
                                          const float *cs, struct ds_k_tokmeta tm, int T,
                                          struct ds_k_dims d, uint16_t *q, uint16_t *kv, int pdl,
                                          cudaStream_t st)
 {
-	return ds_k_qkv_rope_pf(qkv, bias, q_norm, k_norm, cs, tm, T, d, q, kv, pdl, NULL, st);
+	if (T <= 0)
+		return cudaSuccess;
+	size_t shm = (size_t)QKV_WARPS * d.head_dim * sizeof(float);
+	/* small batches spread a token's heads over several blocks */
+	int n_all = d.n_head + 2 * d.n_kv, groups = (n_all + QKV_WARPS - 1) / QKV_WARPS;
+	int gy = T >= 64 ? 1 : groups;
+	return ds_launch(qkv_rope_kernel, dim3(T, gy), dim3(QKV_WARPS * 32), shm, st, pdl, qkv,
+	                 bias, q_norm, k_norm, cs, tm, d, q, kv);
 }
 
 extern "C" cudaError_t ds_k_qkv_rope(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,

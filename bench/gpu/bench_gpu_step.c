@@ -1,8 +1,5 @@
 /* bench_gpu_step.c - whole decode steps: the decode section (fast and reference step time vs
- * the memory roofline), the verify pass, and the per-op decode profile (bench_gpu.h). The
- * profile also times the graph-replayed step under each setting of the fast path's L2 prefetch
- * and attention merge (sweep_cfgs: graph_ms_<name> and fraction_<name> per batch), flipping
- * struct ds_cuda_fast's fields and re-capturing, as it does for PDL and the skinny GEMM. */
+ * the memory roofline), the verify pass, and the per-op decode profile (bench_gpu.h). */
 #include "bench_gpu.h"
 
 size_t decode_weight_bytes(const struct ds_model_config *c, int B)
@@ -62,14 +59,11 @@ int bench_decode(struct bench *b)
 	FILE *f = json_open(b->out, "decode");
 	if (!f)
 		return 1;
-	const struct ds_cuda_fast *fs = &b->c->fast;
 	fprintf(
 	    f,
 	    "{\"bench\": \"decode\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
-	    "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"l2pf\": %d, \"l2pf_mb\": %zu, "
-	    "\"l2pf_flags\": %u, \"l2pf_blocks\": %d, \"attn_fused\": %s, \"points\": [\n",
-	    b->dev, b->copy_bw / 1e9, fs->l2pf_mode, fs->l2pf_cap >> 20, fs->l2pf_flags,
-	    fs->l2pf_min_blocks, fs->attn_fused ? "true" : "false");
+	    "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"points\": [\n",
+	    b->dev, b->copy_bw / 1e9);
 	printf("decode step, llama3-8b (fast = cuBLASLt + flash-decoding + graphs; ref = "
 	       "invariant)\n");
 	printf("%6s %6s %10s %10s %10s %8s %8s\n", "batch", "ctx", "roof_ms", "fast_ms", "ref_ms",
@@ -320,136 +314,6 @@ static void json_ms(FILE *f, const char *key, double ms)
 		fprintf(f, "\"%s\": null", key);
 }
 
-/* ---- the L2 prefetch / fused attention-combine sweep (graph-replayed steps) ---- */
-
-/* One setting of the fast path's L2 prefetch and attention merge; -1 (flags: SW_KEEP) keeps the
- * run's own value (the DS_L2_PF* / DS_FAST_ATTN_FUSED environment at backend init). */
-#define SW_KEEP 0xffffffffu
-struct sweep_cfg {
-	const char *name;
-	int mode, mb;
-	unsigned flags;
-	int blocks, fused;
-};
-static const struct sweep_cfg sweep_cfgs[] = {
-    {"l2pf_0", 0, -1, SW_KEEP, -1, -1},
-    {"l2pf_1", 1, 24, 0, 128, -1},
-    {"l2pf_2", 2, 24, 0, 128, -1},
-    {"l2pf_1_mb8", 1, 8, 0, 128, -1},
-    {"l2pf_1_mb16", 1, 16, 0, 128, -1},
-    {"l2pf_1_mb40", 1, 40, 0, 128, -1},
-    {"l2pf_2_mb12", 2, 12, 0, 128, -1},
-    {"l2pf_1_blocks32", 1, 24, 0, 32, -1},
-    {"l2pf_1_blocks264", 1, 24, 0, 264, -1},
-    {"l2pf_1_line", 1, 24, DS_K_L2PF_LINES, 128, -1},
-    {"l2pf_1_evict_last", 1, 24, DS_K_L2PF_EVICT_LAST, 128, -1},
-    {"l2pf_2_evict_last", 2, 24, DS_K_L2PF_EVICT_LAST, 128, -1},
-    {"attn_fused", -1, -1, SW_KEEP, -1, 1},
-    {"attn_unfused", -1, -1, SW_KEEP, -1, 0},
-};
-#define SWEEP_N ((int)DS_ARRAY_LEN(sweep_cfgs))
-#define SWEEP_ROUNDS 2
-
-/* The run's own settings, restored after the sweep. */
-struct sweep_run_cfg {
-	int mode;
-	size_t cap;
-	unsigned flags;
-	int blocks;
-	bool fused;
-};
-
-static void sweep_apply(struct ds_cuda_fast *f, const struct sweep_run_cfg *run,
-                        const struct sweep_cfg *k)
-{
-	f->l2pf_mode = k->mode >= 0 ? k->mode : run->mode;
-	f->l2pf_cap = k->mb >= 0 ? (size_t)k->mb << 20 : run->cap;
-	f->l2pf_flags = k->flags != SW_KEEP ? k->flags : run->flags;
-	f->l2pf_min_blocks = k->blocks >= 0 ? k->blocks : run->blocks;
-	f->attn_fused = k->fused >= 0 ? k->fused != 0 : run->fused;
-}
-
-/* Graph step time of every sweep setting at batch B (bucket bi): SWEEP_ROUNDS rounds over the
- * settings (so drift hits all of them alike), the least median per setting. Restores the run's
- * settings and drops the graphs afterwards. */
-static int sweep_run(struct bench *b, int B, int bi, int ctx, double ms[SWEEP_N])
-{
-	struct ds_cuda_fast *f = &b->c->fast;
-	const struct sweep_run_cfg run = {f->l2pf_mode, f->l2pf_cap, f->l2pf_flags,
-	                                  f->l2pf_min_blocks, f->attn_fused};
-	const struct sweep_cfg keep = {"run", -1, -1, SW_KEEP, -1, -1};
-	for (int k = 0; k < SWEEP_N; k++)
-		ms[k] = INFINITY;
-	for (int r = 0; r < SWEEP_ROUNDS; r++)
-		for (int k = 0; k < SWEEP_N; k++) {
-			double t = -1;
-			sweep_apply(f, &run, &sweep_cfgs[k]);
-			int rc = prof_graph_recapture(b, B, bi, ctx, &t);
-			sweep_apply(f, &run, &keep);
-			if (rc)
-				return 1;
-			if (t >= 0 && t < ms[k])
-				ms[k] = t;
-		}
-	ds_cuda_fast_graphs_reset(b->c);
-	return 0;
-}
-
-/* What each sweep name means ("sweep_settings"; -1 / "run": the run's own setting). */
-static void sweep_json_settings(FILE *f)
-{
-	fprintf(f, "\"sweep_settings\": [");
-	for (int k = 0; k < SWEEP_N; k++) {
-		const struct sweep_cfg *x = &sweep_cfgs[k];
-		const char *op = x->flags == SW_KEEP           ? "run"
-		                 : x->flags & DS_K_L2PF_LINES ? "line"
-		                                              : "bulk";
-		const char *hint = x->flags == SW_KEEP                ? "run"
-		                   : x->flags & DS_K_L2PF_EVICT_LAST ? "last"
-		                                                     : "normal";
-		fprintf(f,
-		        "%s{\"name\": \"%s\", \"l2pf\": %d, \"l2pf_mb\": %d, \"l2pf_op\": \"%s\", "
-		        "\"l2pf_hint\": \"%s\", \"l2pf_blocks\": %d, \"attn_fused\": %d}",
-		        k ? ", " : "", x->name, x->mode, x->mb, op, hint, x->blocks, x->fused);
-	}
-	fprintf(f, "], ");
-}
-
-static int sweep_best(const double ms[SWEEP_N])
-{
-	int best = 0;
-	for (int k = 1; k < SWEEP_N; k++)
-		if (ms[k] < ms[best])
-			best = k;
-	return best;
-}
-
-/* The sweep on stdout: each setting's step time, fraction of the roofline, ratio to l2pf_0. */
-static void sweep_print(int B, const double ms[SWEEP_N], double roof)
-{
-	printf("  sweep at batch %d (graph step ms, %% of roofline, vs l2pf_0):", B);
-	for (int k = 0; k < SWEEP_N; k++)
-		printf("%s %s %.4f (%.1f%%, %.3fx)", k % 4 ? "," : "\n   ", sweep_cfgs[k].name,
-		       ms[k], 100.0 * roof / ms[k], ms[0] / ms[k]);
-	int best = sweep_best(ms);
-	printf("\n  sweep best at batch %d: %s %.4f ms (%.1f%% of roofline; %.3fx l2pf_0)\n", B,
-	       sweep_cfgs[best].name, ms[best], 100.0 * roof / ms[best], ms[0] / ms[best]);
-}
-
-/* The sweep's JSON fields: graph_ms_<name>, fraction_<name> (of the roofline), sweep_best. */
-static void sweep_json(FILE *f, const double ms[SWEEP_N], double roof)
-{
-	for (int k = 0; k < SWEEP_N; k++) {
-		char key[64];
-		snprintf(key, sizeof(key), "graph_ms_%s", sweep_cfgs[k].name);
-		fprintf(f, ", ");
-		json_ms(f, key, ms[k]);
-		fprintf(f, ", \"fraction_%s\": %.4f", sweep_cfgs[k].name,
-		        isfinite(ms[k]) && ms[k] > 0 ? roof / ms[k] : -1.0);
-	}
-	fprintf(f, ", \"sweep_best\": \"%s\"", sweep_cfgs[sweep_best(ms)].name);
-}
-
 int bench_profile(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
@@ -464,25 +328,15 @@ int bench_profile(struct bench *b)
 	if (!f)
 		return 1;
 	bool pdl0 = c->fast.pdl, skinny0 = c->fast.skinny;
-	const struct ds_cuda_fast *fs = &c->fast;
-	const char *op = fs->l2pf_flags & DS_K_L2PF_LINES ? "line" : "bulk";
-	const char *hint = fs->l2pf_flags & DS_K_L2PF_EVICT_LAST ? "last" : "normal";
 	fprintf(
 	    f,
 	    "{\"bench\": \"profile\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
 	    "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"ctx\": %d, \"pdl\": %s, "
-	    "\"skinny\": %s, \"l2pf\": %d, \"l2pf_mb\": %zu, \"l2pf_op\": \"%s\", "
-	    "\"l2pf_hint\": \"%s\", \"l2pf_blocks\": %d, \"attn_fused\": %s, ",
-	    b->dev, b->copy_bw / 1e9, ctx, pdl0 ? "true" : "false", skinny0 ? "true" : "false",
-	    fs->l2pf_mode, fs->l2pf_cap >> 20, op, hint, fs->l2pf_min_blocks,
-	    fs->attn_fused ? "true" : "false");
-	sweep_json_settings(f);
-	fprintf(f, "\"points\": [\n");
+	    "\"skinny\": %s, \"points\": [\n",
+	    b->dev, b->copy_bw / 1e9, ctx, pdl0 ? "true" : "false", skinny0 ? "true" : "false");
 	printf("decode profile, llama3-8b, ctx %d (eager, events around each launch; fast path "
-	       "pdl=%d skinny=%d l2pf=%d l2pf_mb=%zu l2pf_op=%s l2pf_hint=%s l2pf_blocks=%d "
-	       "attn_fused=%d)\n",
-	       ctx, (int)pdl0, (int)skinny0, fs->l2pf_mode, fs->l2pf_cap >> 20, op, hint,
-	       fs->l2pf_min_blocks, (int)fs->attn_fused);
+	       "pdl=%d skinny=%d)\n",
+	       ctx, (int)pdl0, (int)skinny0);
 	for (size_t bi_ = 0; bi_ < DS_ARRAY_LEN(batches); bi_++) {
 		int B = batches[bi_], bi = 0;
 		while ((1 << bi) < B)
@@ -529,15 +383,11 @@ int bench_profile(struct bench *b)
 		c->fast.skinny = skinny0;
 		if (prof_graph_recapture(b, B, bi, ctx, &graph_ms))
 			return 1;
-		double sweep_ms[SWEEP_N];
-		if (sweep_run(b, B, bi, ctx, sweep_ms))
-			return 1;
 		printf(
 		    "batch %d: graph step %.3f ms (roofline %.3f ms, %.1f%%); eager sum %.3f ms; "
 		    "pdl=%d: %.3f ms; no skinny: %.3f ms (skinny speed-up %.3fx)\n",
 		    B, graph_ms, roof, 100.0 * roof / graph_ms, best_sum, (int)!pdl0, g_pdl, g_old,
 		    g_old / graph_ms);
-		sweep_print(B, sweep_ms, roof);
 		printf("  %-14s %6s %10s %8s %10s\n", "op", "count", "ms", "share", "GB/s");
 		fprintf(f, "%s  {\"batch\": %d, ", bi_ ? ",\n" : "", B);
 		json_ms(f, "graph_ms", graph_ms);
@@ -548,7 +398,6 @@ int bench_profile(struct bench *b)
 		fprintf(f, ", \"roofline_ms\": %.5f, \"graph_fraction_of_roofline\": %.4f, ", roof,
 		        roof / graph_ms);
 		json_ms(f, "eager_sum_ms", best_sum);
-		sweep_json(f, sweep_ms, roof);
 		fprintf(f, ", \"ops\": [");
 		for (int o = 0; o < PROF_N_OPS; o++) {
 			double gbps = op_ms[o] > 0 ? pr->bytes[o] / (op_ms[o] * 1e-3) / 1e9 : 0;
