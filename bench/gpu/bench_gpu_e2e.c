@@ -11,6 +11,7 @@ struct e2e_cfg {
 	bool early; /* early verification at low-margin tokens (the engine's default) */
 	int group;  /* G: windows per reference pass */
 	enum ds_step_policy policy; /* DVR steps with reference work (engine.h) */
+	int window;                 /* W; 0: the engine's default */
 };
 
 /* The workload: n_req requests submitted at once, prompts of prompt_min..prompt_max random
@@ -52,6 +53,8 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	o.mode = cfg->mode;
 	o.group = cfg->group;
 	o.step_policy = cfg->policy;
+	if (cfg->window > 0)
+		o.window = cfg->window;
 	o.kv_blocks = 256 * ((prompt_max + n_out) / 16 + 2) + 256;
 	o.max_step_tokens = 2048;
 	o.max_queue = n_req + 16;
@@ -166,28 +169,32 @@ int bench_e2e(struct bench *b)
 	}
 	const char *pick = getenv("E2E_CONFIGS");
 	const struct e2e_cfg cfgs[] = {
-	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO},
-	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO},
-	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO},
-	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO},
-	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO},
-	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO},
-	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO},
-	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO},
-	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE},
-	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE},
-	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE},
-	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE},
-	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT},
-	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT},
-	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT},
-	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT},
-	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT},
-	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT},
+	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0},
+	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO, 0},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO, 0},
+	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE, 0},
+	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE, 0},
+	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE, 0},
+	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE, 0},
+	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT, 0},
+	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT, 0},
+	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT, 0},
+	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT, 0},
+	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT, 0},
+	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT, 0},
+	    {"dvr-10%-W16", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 16},
+	    {"dvr-50%-W16", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 16},
+	    {"dvr-10%-W8", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 8},
+	    {"dvr-50%-W8", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 8},
 	};
 	/* warm-up: untimed, small */
-	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT},
-	                               {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT}};
+	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT, 0},
+	                               {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT, 0}};
 	struct e2e_load wl = {32, ld.prompt_min, ld.prompt_max, 16};
 	for (size_t i = 0; i < DS_ARRAY_LEN(warm); i++) {
 		double secs = 0;
@@ -241,7 +248,7 @@ int bench_e2e(struct bench *b)
 		    "\"windows\": %llu, \"rollbacks\": %llu, \"rolled_back\": %llu, "
 		    "\"recomputed\": %llu, \"preemptions\": %llu, \"ref_calls\": %llu, "
 		    "\"fast_calls\": %llu, \"G\": %d, \"steps\": %llu, \"verify_passes\": %llu, "
-		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g, \"step_policy\": \"%s\", "
+		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g, \"step_policy\": \"%s\", \"W\": %d, "
 		    "\"ref_steps\": %llu, \"ref_decoded\": %llu}",
 		    n_done ? ",\n" : "", cfgs[i].name, cfgs[i].det_pct,
 		    cfgs[i].early ? "true" : "false", secs, (unsigned long long)tok, tps,
@@ -252,7 +259,8 @@ int bench_e2e(struct bench *b)
 		    (unsigned long long)st.fast_forward_calls, cfgs[i].group,
 		    (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
 		    (double)st.margin_threshold, (double)st.margin_delta,
-		    ds_step_policy_name(cfgs[i].policy), (unsigned long long)st.ref_steps,
+		    ds_step_policy_name(cfgs[i].policy), cfgs[i].window > 0 ? cfgs[i].window : 32,
+		    (unsigned long long)st.ref_steps,
 		    (unsigned long long)st.ref_decoded);
 		n_done++;
 		fflush(stdout);
