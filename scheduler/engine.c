@@ -162,7 +162,9 @@ enum ds_status ds_engine_init(struct ds_engine **out, struct ds_backend *be,
 	}
 	e->st.margin_threshold = e->margin_thr;
 	e->st.margin_delta = e->margin_delta;
-	/* after calibration: engine stats count only the requests' forward calls */
+	if (e->o.warmup && (rv = ds_engine_warmup(e, err)) != DS_OK)
+		goto fail;
+	/* after calibration and warm-up: engine stats count only the requests' forward calls */
 	for (int p = 0; p < DS_N_PATHS; p++)
 		e->calls0[p] = be->counters.calls[p];
 	e->st.kv_blocks_total = e->o.kv_blocks;

@@ -64,6 +64,9 @@ struct ds_engine_opts {
 	double ref_step_bias;    /* auto: the measured REF cost is multiplied by this before the
 	                          * comparison (default 1; 0: every step with a deterministic
 	                          * request runs on REF; large: never unless a verification is due) */
+	bool warmup;             /* run every pass size once or twice at init (autotuning, CUDA
+	                          * graphs) so that no request pays for them (default false; the
+	                          * server turns it on for the CUDA backend) */
 };
 
 /* Fills opts with the defaults listed above (kv_blocks = 1024, margin_threshold = -1: auto). */

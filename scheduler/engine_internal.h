@@ -119,6 +119,9 @@ void ds_engine_retire(struct ds_engine *e, struct ds_req *r);
 /* calibrate.c: sets margin_thr / margin_delta from one FAST and one REF pass with logits. */
 enum ds_status ds_engine_calibrate(struct ds_engine *e, struct ds_err *err);
 
+/* warmup.c: forward passes of every size class on the mode's paths (opts.warmup). */
+enum ds_status ds_engine_warmup(struct ds_engine *e, struct ds_err *err);
+
 /* sched_step.c */
 enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err);
 /* Fails and retires every request still waiting or running (engine shutdown). */

@@ -413,6 +413,57 @@ static void test_margin_calibration(void **state)
 	ds_backend_free(&be);
 }
 
+/* Warm-up at init: passes of every bucket size on both paths (DVR), not counted in the stats,
+ * every KV block back in the pool, and requests afterwards still equal the oracle. */
+static void test_warmup(void **state)
+{
+	struct fixture *f = *state;
+	struct ds_backend be;
+	struct ds_engine *e;
+	struct ds_engine_opts o;
+	struct ds_engine_stats st;
+	struct ds_err err;
+	ds_engine_opts_default(&o);
+	o.margin_threshold = 0.3f; /* no calibration passes in the counts below */
+	o.warmup = true;
+	o.max_running = 16;
+	o.max_step_tokens = 1024; /* tiny's context */
+	o.kv_blocks = 1024;
+	init_engine(f, &be, &e, &o, true);
+	ds_engine_get_stats(e, &st);
+	/* T = 1, 2, ..., 512 twice, then 1024 once, on each path */
+	assert_true(f->tiny->cfg.max_pos >= 1024);
+	assert_int_equal(be.counters.calls[DS_PATH_FAST], 2 * 10 + 1);
+	assert_int_equal(be.counters.calls[DS_PATH_REF], 2 * 10 + 1);
+	assert_int_equal(st.ref_forward_calls + st.fast_forward_calls, 0);
+	assert_int_equal(st.kv_blocks_used, 0);
+	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+	/* fast mode warms only FAST */
+	o.mode = DS_MODE_FAST;
+	init_engine(f, &be, &e, &o, false);
+	assert_int_equal(be.counters.calls[DS_PATH_REF], 0);
+	assert_true(be.counters.calls[DS_PATH_FAST] > 0);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+	/* a pool too small for the big passes skips them */
+	o.mode = DS_MODE_DVR;
+	o.kv_blocks = 8;
+	o.kv_block_size = 16;
+	init_engine(f, &be, &e, &o, false);
+	assert_true(be.counters.calls[DS_PATH_REF] < 2 * 10 + 1);
+	ds_engine_free(e);
+	ds_backend_free(&be);
+	/* scenarios with warm-up stay oracle-equal */
+	struct scenario s;
+	make_scenario(&s, 5, 20, 1, 4, 16);
+	s.opts.warmup = true;
+	s.opts.step_policy = DS_STEP_AUTO;
+	run_and_check(f, &s, mk_cpu, &st);
+	scen_free(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -423,6 +474,7 @@ int main(void)
 	    cmocka_unit_test(test_merge_one_pass),
 	    cmocka_unit_test(test_auto_ref_when_cheap),
 	    cmocka_unit_test(test_early_verify_gate),
+	    cmocka_unit_test(test_warmup),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
