@@ -67,6 +67,7 @@ void ds_engine_opts_default(struct ds_engine_opts *o)
 	    .prefix_cache = true,
 	    .step_policy = DS_STEP_AUTO,
 	    .ref_step_bias = 1.0,
+	    .window_auto = true,
 	};
 }
 
@@ -125,6 +126,7 @@ enum ds_status ds_engine_init(struct ds_engine **out, struct ds_backend *be,
 		e->o.max_running = 1; /* the oracle: one request at a time */
 	e->efd = -1;
 	e->next_id = 1;
+	e->window = e->o.window;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	ds_model_identity_hex(e->model, e->identity_hex);

@@ -44,7 +44,8 @@ enum ds_status ds_mode_parse(const char *s, enum ds_mode *out);
 
 struct ds_engine_opts {
 	enum ds_mode mode;
-	int window;              /* W: candidate tokens per verify window (default 32) */
+	int window;              /* W: candidate tokens per verify window (default 32); with
+	                          * window_auto the cap of the window the engine picks */
 	int group;               /* G: windows per reference pass (default 16) */
 	float margin_threshold;  /* early verification when top1-top2 < this; < 0 = auto (the
 	                          * default): 1.5x the largest error of the gap between the fast
@@ -64,6 +65,10 @@ struct ds_engine_opts {
 	double ref_step_bias;    /* auto: the measured REF cost is multiplied by this before the
 	                          * comparison (default 1; 0: every step with a deterministic
 	                          * request runs on REF; large: never unless a verification is due) */
+	bool window_auto;        /* merge/auto: pick the window in [4, W] each step as
+	                          * sqrt(2 p / r), p the measured premium of a REF step over a
+	                          * FAST one, r the measured rollback rate per candidate
+	                          * (default true; split keeps W) */
 	bool warmup;             /* run every pass size once or twice at init (autotuning, CUDA
 	                          * graphs) so that no request pays for them (default false; the
 	                          * server turns it on for the CUDA backend) */
@@ -156,6 +161,7 @@ struct ds_engine_stats {
 	 * windows) */
 	uint64_t ref_steps;
 	uint64_t ref_decoded;
+	int window; /* the window in use now (window_auto), else W */
 };
 
 struct ds_engine;

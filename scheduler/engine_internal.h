@@ -91,6 +91,8 @@ struct ds_engine {
 	int ready_rows_left; /* planning: rows of ready windows not yet planned this step */
 	bool step_ref;       /* planning: this DVR step runs as one REF pass (step policy) */
 	bool ev_on;          /* planning: low-margin windows count as ready (early verification) */
+	int window;          /* planning: the window in use this step (window_auto) */
+	double cand_seen, cand_rolled; /* decayed counts: verified candidates, rollbacks */
 	struct ds_step_cost cost; /* measured pass costs (auto step policy) */
 	float margin_thr;   /* early-verify threshold in use (explicit or calibrated) */
 	float margin_delta; /* calibration: max |fast - ref| logit, -1 when not run */

@@ -28,9 +28,12 @@
  * either confirms the candidate there or replaces it, and everything after is dropped. */
 #include "engine_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <xxhash.h>
+
+#define WINDOW_DECAY 0.9995 /* per verified window, for the rollback rate */
 
 /* ---- lists ---- */
 
@@ -218,7 +221,7 @@ static int window_cap(const struct ds_engine *e, const struct ds_req *r)
 {
 	int remaining = r->max_tokens - (r->C - r->n_prompt);
 	/* a window's verify pass (candidates + 1 rows) must fit one step's token budget */
-	int w = DS_MIN(e->o.window, e->o.max_step_tokens - 1);
+	int w = DS_MIN(e->window, e->o.max_step_tokens - 1);
 	return DS_MAX(0, DS_MIN(w, remaining - 1));
 }
 
@@ -254,6 +257,32 @@ static bool verify_eligible(const struct ds_req *r)
 	return r->dvr && !r->paused && r->n_kv >= r->C - 1;
 }
 
+/* The window for this step (opts.window_auto): a REF step costs a premium p over a FAST step
+ * (as a fraction of the step, measured: step_cost.c) once per window, a rollback wastes about
+ * half a window of a request's steps, at a rate r per candidate (measured, decayed), so the
+ * cost per token p / W + r W / 2 is least at W = sqrt(2 p / r), clamped to [4, W]. The prior
+ * (r = 1/2000, p = 0.25 until measured) starts at W. The window decides only when candidates
+ * are verified, never what is committed. */
+static int pick_window(const struct ds_engine *e)
+{
+	int cap = e->o.window;
+	if (!e->o.window_auto || e->o.step_policy == DS_STEP_SPLIT || e->o.mode != DS_MODE_DVR)
+		return cap;
+	int R = 0;
+	for (int i = 0; i < e->n_running; i++)
+		if (!e->running[i]->paused)
+			R += e->running[i]->L - e->running[i]->n_kv;
+	R = DS_MAX(1, DS_MIN(R, e->o.max_step_tokens));
+	double cf, cr, p = 0.25;
+	if (ds_step_cost_est(&e->cost, DS_PATH_FAST, R, &cf) &&
+	    ds_step_cost_est(&e->cost, DS_PATH_REF, R, &cr) && cf > 0.0)
+		p = DS_MIN(1.0, DS_MAX(0.02, cr / cf - 1.0));
+	double r = (e->cand_rolled + 0.5) / (e->cand_seen + 1000.0);
+	double w = sqrt(2.0 * p / r);
+	int lo = DS_MIN(4, cap);
+	return w >= cap ? cap : w <= lo ? lo : (int)lround(w);
+}
+
 /* Does this DVR step run as one REF pass (step policy, engine.h)? Under merge and auto: when a
  * verification is due or a deterministic request must catch up on REF (prefill, resume), since
  * a separate REF pass would read every weight once more; under auto also when the measured
@@ -264,7 +293,7 @@ static bool step_on_ref(struct ds_engine *e, int n_ready)
 		return false;
 	if (n_ready > 0)
 		return true;
-	struct ds_step_shape sh = {.window = e->o.window};
+	struct ds_step_shape sh = {.window = e->window};
 	for (int i = 0; i < e->n_running; i++) {
 		const struct ds_req *r = e->running[i];
 		if (r->paused)
@@ -301,6 +330,7 @@ static void select_verify(struct ds_engine *e)
 	 * verification always: its REF passes leave the FAST rows alone). */
 	e->ev_on = e->o.step_policy == DS_STEP_SPLIT ||
 	           (e->n_waiting == 0 && e->n_running < e->o.max_running);
+	e->window = pick_window(e);
 	int n_ready = 0, ready_rows = 0;
 	for (int i = 0; i < e->n_running; i++) {
 		struct ds_req *r = e->running[i];
@@ -508,6 +538,11 @@ static void after_verify(struct ds_engine *e, struct ds_plan_item *it)
 	r->st.rolled_back += dropped;
 	e->st.windows += k > 0;
 	e->st.ref_decoded += k == 0;
+	/* the rollback rate per candidate for pick_window, decayed (~2000 windows of memory) */
+	if (k > 0) {
+		e->cand_seen = e->cand_seen * WINDOW_DECAY + (double)k;
+		e->cand_rolled = e->cand_rolled * WINDOW_DECAY + (rollback ? 1.0 : 0.0);
+	}
 	e->st.rollbacks += rollback;
 	e->st.rolled_back += dropped;
 	e->st.recomputed += (uint64_t)it->n;
@@ -565,6 +600,7 @@ static void update_snapshot(struct ds_engine *e)
 	e->st.ref_forward_calls = e->be->counters.calls[DS_PATH_REF] - e->calls0[DS_PATH_REF];
 	e->st.fast_forward_calls = e->be->counters.calls[DS_PATH_FAST] - e->calls0[DS_PATH_FAST];
 	e->st.running = e->n_running;
+	e->st.window = e->window;
 	e->st.kv_blocks_used = ds_kv_pool_n_used(e->pool);
 	pthread_mutex_lock(&e->mu);
 	e->st.waiting = e->n_queued; /* including those still in the inbox */

@@ -413,6 +413,34 @@ static void test_margin_calibration(void **state)
 	ds_backend_free(&be);
 }
 
+/* window_auto: with a noisy fast path (rollbacks on a large share of candidates) the engine
+ * shrinks the window from its cap toward sqrt(2 p / r); with identical paths (no rollbacks) it
+ * keeps the cap; with window_auto off it keeps W whatever happens. Oracle-equal throughout. */
+static void test_window_auto(void **state)
+{
+	struct fixture *f = *state;
+	struct scenario s;
+	struct ds_engine_stats st;
+	const int N = 8, T = SCEN_MAX_OUT, W = 32;
+	for (int noisy = 0; noisy < 2; noisy++)
+		for (int on = 0; on < 2; on++) {
+			f->noise = noisy ? 0.05f : 0.0f;
+			make_scenario(&s, N, T, 0, W, 16);
+			s.opts.step_policy = DS_STEP_MERGE;
+			s.opts.window_auto = on;
+			run_and_check(f, &s, mk_mock, &st);
+			print_message("window_auto=%d noise=%d: window %d, %llu windows, %llu "
+			              "rollbacks, %llu steps\n",
+			              on, noisy, st.window, (unsigned long long)st.windows,
+			              (unsigned long long)st.rollbacks, (unsigned long long)st.steps);
+			if (on && noisy)
+				assert_true(st.window >= 4 && st.window < 16);
+			else
+				assert_int_equal(st.window, W);
+			scen_free(&s);
+		}
+}
+
 /* Warm-up at init: passes of every bucket size on both paths (DVR), not counted in the stats,
  * every KV block back in the pool, and requests afterwards still equal the oracle. */
 static void test_warmup(void **state)
@@ -475,6 +503,7 @@ int main(void)
 	    cmocka_unit_test(test_auto_ref_when_cheap),
 	    cmocka_unit_test(test_early_verify_gate),
 	    cmocka_unit_test(test_warmup),
+	    cmocka_unit_test(test_window_auto),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
