@@ -251,7 +251,7 @@ int bench_e2e(struct bench *b)
 		    "\"windows\": %llu, \"rollbacks\": %llu, \"rolled_back\": %llu, "
 		    "\"recomputed\": %llu, \"preemptions\": %llu, \"ref_calls\": %llu, "
 		    "\"fast_calls\": %llu, \"G\": %d, \"steps\": %llu, \"verify_passes\": %llu, "
-		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g, \"step_policy\": \"%s\", \"W\": %d, "
+		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g, \"step_policy\": \"%s\", \"W\": %d, \"window_final\": %d, "
 		    "\"ref_steps\": %llu, \"ref_decoded\": %llu}",
 		    n_done ? ",\n" : "", cfgs[i].name, cfgs[i].det_pct,
 		    cfgs[i].early ? "true" : "false", secs, (unsigned long long)tok, tps,
@@ -263,6 +263,7 @@ int bench_e2e(struct bench *b)
 		    (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
 		    (double)st.margin_threshold, (double)st.margin_delta,
 		    ds_step_policy_name(cfgs[i].policy), cfgs[i].window > 0 ? cfgs[i].window : 32,
+		    st.window,
 		    (unsigned long long)st.ref_steps,
 		    (unsigned long long)st.ref_decoded);
 		n_done++;
