@@ -41,6 +41,7 @@ static const struct key keys[] = {
     {"no-prefix-cache", K_BOOL, F(no_prefix_cache), 0, 0},
     {"step-policy", K_STR, F(step_policy), 0, 0},
     {"ref-step-bias", K_DBL, F(ref_step_bias), 0, 1e9},
+    {"no-window-auto", K_BOOL, F(no_window_auto), 0, 0},
     {"addr", K_STR, F(addr), 0, 0},
     {"port", K_INT, F(port), 0, 65535},
     {"metrics-port", K_INT, F(metrics_port), -1, 65535},
@@ -345,6 +346,8 @@ const char *ds_server_config_usage(void)
 	       "                          for everyone (merge), plus REF steps whenever measured\n"
 	       "                          costs favour them (auto, default), or REF passes beside\n"
 	       "                          a FAST pass (split); --ref-step-bias X scales REF costs\n"
+	       "  --no-window-auto        keep the window at W (default: W is the cap of a window\n"
+	       "                          picked from the measured rollback rate and REF cost)\n"
 	       "server:\n"
 	       "  --addr HOST --port N    gRPC h2c listener (127.0.0.1:50051; port 0 = any)\n"
 	       "  --metrics-port N        Prometheus /metrics over HTTP/1.1 (9090; -1 = off)\n"

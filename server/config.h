@@ -35,6 +35,7 @@ struct ds_server_config {
 	bool no_prefix_cache;
 	char step_policy[8];  /* --step-policy auto|merge|split */
 	double ref_step_bias; /* --ref-step-bias X */
+	bool no_window_auto;  /* --no-window-auto: keep W fixed */
 	/* transport */
 	char addr[128];    /* --addr (default 127.0.0.1) */
 	int port;          /* --port (default 50051; 0 = any free port, logged) */
