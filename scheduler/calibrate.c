@@ -63,6 +63,20 @@ static float gap_error(const float *f, const float *r, size_t V)
 	return worst;
 }
 
+struct ds_fwd_seq ds_engine_scratch_seq(const int32_t *tokens, int n, const struct ds_kv_seq *kv,
+                                        bool all_rows)
+{
+	return (struct ds_fwd_seq){
+	    .tokens = tokens,
+	    .n_tokens = n,
+	    .pos0 = 0,
+	    .blocks = kv->blocks,
+	    .n_blocks = kv->n,
+	    .all_rows = all_rows,
+	    .sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0},
+	};
+}
+
 enum ds_status ds_engine_calibrate(struct ds_engine *e, struct ds_err *err)
 {
 	const struct ds_model_config *c = &e->model->cfg;
@@ -94,15 +108,7 @@ enum ds_status ds_engine_calibrate(struct ds_engine *e, struct ds_err *err)
 	for (int s = 0; s < n_seq; s++) {
 		if (!ds_kv_seq_reserve(e->pool, &kv[s], n_tok))
 			goto out; /* not with n_seq bounded by the pool; keeps the ceiling */
-		seqs[s] = (struct ds_fwd_seq){
-		    .tokens = tok + (size_t)s * (size_t)n_tok,
-		    .n_tokens = n_tok,
-		    .pos0 = 0,
-		    .blocks = kv[s].blocks,
-		    .n_blocks = kv[s].n,
-		    .all_rows = true,
-		    .sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0},
-		};
+		seqs[s] = ds_engine_scratch_seq(tok + (size_t)s * (size_t)n_tok, n_tok, &kv[s], true);
 	}
 	for (int p = 0; p < DS_N_PATHS; p++) {
 		struct ds_fwd_batch b = {.path = (enum ds_path)p,

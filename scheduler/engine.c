@@ -17,37 +17,48 @@
 #include <unistd.h>
 
 static const char *const mode_names[] = {"fast", "dvr", "invariant", "ref-only"};
+static const char *const policy_names[] = {"auto", "merge", "split"};
+
+static const char *name_of(const char *const *names, size_t n, unsigned i)
+{
+	return i < n ? names[i] : "?";
+}
+
+/* Index of s in names, or -1. */
+static int name_find(const char *const *names, size_t n, const char *s)
+{
+	for (size_t i = 0; s && i < n; i++)
+		if (strcmp(s, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
 
 const char *ds_mode_name(enum ds_mode m)
 {
-	return (unsigned)m < DS_ARRAY_LEN(mode_names) ? mode_names[m] : "?";
+	return name_of(mode_names, DS_ARRAY_LEN(mode_names), (unsigned)m);
 }
 
 enum ds_status ds_mode_parse(const char *s, enum ds_mode *out)
 {
-	for (size_t i = 0; s && i < DS_ARRAY_LEN(mode_names); i++)
-		if (strcmp(s, mode_names[i]) == 0) {
-			*out = (enum ds_mode)i;
-			return DS_OK;
-		}
-	return DS_ERR_INVALID;
+	int i = name_find(mode_names, DS_ARRAY_LEN(mode_names), s);
+	if (i < 0)
+		return DS_ERR_INVALID;
+	*out = (enum ds_mode)i;
+	return DS_OK;
 }
-
-static const char *const policy_names[] = {"auto", "merge", "split"};
 
 const char *ds_step_policy_name(enum ds_step_policy p)
 {
-	return (unsigned)p < DS_ARRAY_LEN(policy_names) ? policy_names[p] : "?";
+	return name_of(policy_names, DS_ARRAY_LEN(policy_names), (unsigned)p);
 }
 
 enum ds_status ds_step_policy_parse(const char *s, enum ds_step_policy *out)
 {
-	for (size_t i = 0; s && i < DS_ARRAY_LEN(policy_names); i++)
-		if (strcmp(s, policy_names[i]) == 0) {
-			*out = (enum ds_step_policy)i;
-			return DS_OK;
-		}
-	return DS_ERR_INVALID;
+	int i = name_find(policy_names, DS_ARRAY_LEN(policy_names), s);
+	if (i < 0)
+		return DS_ERR_INVALID;
+	*out = (enum ds_step_policy)i;
+	return DS_OK;
 }
 
 void ds_engine_opts_default(struct ds_engine_opts *o)

@@ -118,6 +118,10 @@ void ds_engine_emit(struct ds_engine *e, struct ds_req *r);
 /* Final event, KV release, stats, free. r must already be out of waiting/running. */
 void ds_engine_retire(struct ds_engine *e, struct ds_req *r);
 
+/* calibrate.c: a greedy sequence of n tokens from position 0 on a scratch KV table (the
+ * calibration's and the warm-up's passes). */
+struct ds_fwd_seq ds_engine_scratch_seq(const int32_t *tokens, int n, const struct ds_kv_seq *kv,
+                                        bool all_rows);
 /* calibrate.c: sets margin_thr / margin_delta from one FAST and one REF pass with logits. */
 enum ds_status ds_engine_calibrate(struct ds_engine *e, struct ds_err *err);
 

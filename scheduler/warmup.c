@@ -29,15 +29,8 @@ static enum ds_status warm_pass(struct ds_engine *e, enum ds_path path, int n_se
 	for (; got < n_seq; got++) {
 		if (!ds_kv_seq_reserve(e->pool, &kv[got], per_seq))
 			break;
-		seqs[got] = (struct ds_fwd_seq){
-		    .tokens = tok + (size_t)got * (size_t)per_seq,
-		    .n_tokens = per_seq,
-		    .pos0 = 0,
-		    .blocks = kv[got].blocks,
-		    .n_blocks = kv[got].n,
-		    .all_rows = per_seq > 1,
-		    .sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0},
-		};
+		seqs[got] = ds_engine_scratch_seq(tok + (size_t)got * (size_t)per_seq, per_seq,
+		                                  &kv[got], per_seq > 1);
 	}
 	struct ds_fwd_batch b = {.path = path, .seqs = seqs, .n_seqs = got, .rows = rows};
 	for (int r = 0; got == n_seq && r < reps && rv == DS_OK; r++)
