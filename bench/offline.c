@@ -37,6 +37,7 @@ struct bench_opts {
 	float temperature, margin;
 	double inject;
 	uint64_t seed;
+	enum ds_step_policy policy;
 };
 
 static enum ds_status run_one(const struct ds_model *m, const struct bench_opts *bo,
@@ -55,6 +56,7 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	o.inject_mismatch = bo->inject;
 	o.margin_threshold = bo->margin;
 	o.kv_blocks = bo->kv_blocks;
+	o.step_policy = bo->policy;
 	if ((rv = ds_engine_init(&e, &be, &o, err)) != DS_OK)
 		goto out;
 	uint64_t h = bo->seed;
@@ -148,7 +150,7 @@ static void usage(FILE *fp)
 	        "usage: bench_offline [--preset small] [--requests N] [--prompt-max N]\n"
 	        "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
 	        "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
-	        "  [--repeat R] [--json FILE]\n"
+	        "  [--repeat R] [--json FILE] [--step-policy auto|merge|split]\n"
 	        "  --margin M: early-verify threshold in logits; < 0 = auto (default): the engine\n"
 	        "  calibrates it (the table's margin column shows the value in use)\n");
 }
@@ -167,6 +169,7 @@ int main(int argc, char **argv)
 	    {"temperature", required_argument, NULL, 'T'},
 	    {"margin", required_argument, NULL, 'M'},
 	    {"inject", required_argument, NULL, 'i'},
+	    {"step-policy", required_argument, NULL, 'P'},
 	    {"seed", required_argument, NULL, 's'},
 	    {"only", required_argument, NULL, 'o'},
 	    {"repeat", required_argument, NULL, 'r'},
@@ -242,6 +245,9 @@ int main(int argc, char **argv)
 			break;
 		case 'M':
 			bo.margin = strtof(optarg, NULL);
+			break;
+		case 'P':
+			ok = ds_step_policy_parse(optarg, &bo.policy) == DS_OK;
 			break;
 		case 'i':
 			bo.inject = strtod(optarg, NULL);
