@@ -203,11 +203,20 @@ static void render(struct ds_metrics *m, struct evbuffer *b)
 		    "# TYPE detserve_engine_steps_total counter\ndetserve_engine_steps_total %llu\n"
 		    "# TYPE detserve_preemptions_total counter\ndetserve_preemptions_total %llu\n"
 		    "# TYPE detserve_prefix_hit_tokens_total counter\n"
-		    "detserve_prefix_hit_tokens_total %llu\n",
+		    "detserve_prefix_hit_tokens_total %llu\n"
+		    "# HELP detserve_ref_steps_total Engine steps run entirely on the reference path.\n"
+		    "# TYPE detserve_ref_steps_total counter\ndetserve_ref_steps_total %llu\n"
+		    "# HELP detserve_ref_decoded_tokens_total Deterministic tokens decoded directly on "
+		    "the reference path.\n"
+		    "# TYPE detserve_ref_decoded_tokens_total counter\n"
+		    "detserve_ref_decoded_tokens_total %llu\n"
+		    "# HELP detserve_verify_window Verify window in use (adaptive up to --window).\n"
+		    "# TYPE detserve_verify_window gauge\ndetserve_verify_window %d\n",
 		    st.waiting, st.running, st.kv_blocks_used, st.kv_blocks_total,
 		    st.kv_blocks_total ? (double)st.kv_blocks_used / st.kv_blocks_total : 0.0,
 		    (unsigned long long)st.steps, (unsigned long long)st.preemptions,
-		    (unsigned long long)st.prefix_hit_tokens);
+		    (unsigned long long)st.prefix_hit_tokens, (unsigned long long)st.ref_steps,
+		    (unsigned long long)st.ref_decoded, st.window);
 	}
 }
 
