@@ -8,8 +8,8 @@
  *
  * Key decisions: sizes are powers of two of tokens per pass (the backend's buckets), from 1 up
  * to max(max_running, 512), each run twice (eager, then capture), made of up to max_running
- * sequences; then single passes of 1024, 2048, ... up to max_step_tokens tokens (prefill
- * chunks: autotuning only, no graphs). KV blocks come from the pool and go back before any
+ * sequences; then single passes of 1024, 2048, ... up to the power of two above
+ * max_step_tokens (prefill chunks: autotuning only, no graphs). KV blocks come from the pool and go back before any
  * request; nothing is published to the prefix cache; the passes happen before the engine
  * snapshots the call counters, so stats do not include them. A size the pool cannot hold is
  * skipped, not an error. */
@@ -48,7 +48,7 @@ enum ds_status ds_engine_warmup(struct ds_engine *e, struct ds_err *err)
 	int max_seq = e->o.max_running;
 	int top = DS_MAX(max_seq, WARM_MIN_GRAPH_TOKENS);
 	top = DS_MIN(top, DS_MAX(e->o.max_step_tokens, max_seq));
-	int biggest = DS_MAX(top, e->o.max_step_tokens);
+	int biggest = DS_MAX(top, 2 * e->o.max_step_tokens);
 	size_t n_tok = (size_t)biggest;
 	int32_t *tok = malloc(n_tok * sizeof(int32_t));
 	struct ds_kv_seq *kv = calloc((size_t)max_seq, sizeof(*kv));
@@ -72,8 +72,9 @@ enum ds_status ds_engine_warmup(struct ds_engine *e, struct ds_err *err)
 				break;
 			rv = warm_pass(e, (enum ds_path)p, n_seq, per_seq, 2, tok, kv, seqs, rows, err);
 		}
-		/* prefill chunks: one sequence, once (autotuning) */
-		for (int T = 2 * top; T <= e->o.max_step_tokens && rv == DS_OK; T *= 2) {
+		/* prefill chunks: one sequence, once (autotuning); up to the power of two above the
+		 * budget, which a step reaches when ready windows overrun it */
+		for (int T = 2 * top; T <= 2 * e->o.max_step_tokens && rv == DS_OK; T *= 2) {
 			if (T > c->max_pos)
 				break;
 			rv = warm_pass(e, (enum ds_path)p, 1, T, 1, tok, kv, seqs, rows, err);
