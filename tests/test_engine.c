@@ -204,7 +204,8 @@ static void one_config(struct fixture *f, scen_backend_fn mk, uint64_t seed, dou
 	                          .n_windows = 1,
 	                          .invariant_share = 0.0,
 	                          .det_share = 1.0,
-	                          .inject = inject};
+	                          .inject = inject,
+	                          .windowed = true};
 	run_scenarios(f, mk, seed, 1, &g, t);
 }
 

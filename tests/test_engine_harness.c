@@ -59,7 +59,7 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 	 * with REF whenever a deterministic request runs (bias 0), auto on measured costs */
 	static const enum ds_step_policy policies[4] = {DS_STEP_SPLIT, DS_STEP_MERGE, DS_STEP_AUTO,
 	                                                DS_STEP_AUTO};
-	int pol = (int)(ds_mix64(seed ^ 0x5e1ec7ull) % 4);
+	int pol = (int)(ds_mix64(seed ^ 0x5e1ec7ull) % (g->windowed ? 2 : 4));
 	o->step_policy = policies[pol];
 	o->ref_step_bias = pol == 2 ? 0.0 : 1.0;
 

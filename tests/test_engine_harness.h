@@ -59,6 +59,10 @@ struct scen_gen_opts {
 	double invariant_share; /* fraction of scenarios run in invariant mode (else dvr) */
 	double det_share;       /* fraction of deterministic requests */
 	double inject;          /* < 0: pick 0 or 0.2 at random */
+	bool windowed;          /* step policy split or merge only (deterministic requests propose
+	                         * on FAST between verifications, so windows and rollbacks happen);
+	                         * else drawn among split, merge, auto, auto with REF whenever a
+	                         * deterministic request runs */
 };
 
 /* Fills s (s->req is allocated; free with scen_free). */
