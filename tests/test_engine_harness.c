@@ -62,6 +62,7 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 	int pol = (int)(ds_mix64(seed ^ 0x5e1ec7ull) % (g->windowed ? 2 : 4));
 	o->step_policy = policies[pol];
 	o->ref_step_bias = pol == 2 ? 0.0 : 1.0;
+	o->window_auto = !g->windowed; /* windowed: a fixed W keeps the schedule timing-free */
 
 	/* shared prompt prefixes make prefix-cache hits */
 	int32_t fam[3][SCEN_MAX_PROMPT];
