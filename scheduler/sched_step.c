@@ -471,7 +471,7 @@ static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, int i0, i
 		    .n_blocks = r->kv.n,
 		    .all_rows = all,
 		    .sp = r->sp,
-		    .mixed_kv = !r->dvr,
+		    .mixed_kv = !r->det,
 		};
 		it->row0 = rows;
 		rows += all ? it->n : 1;
