@@ -263,16 +263,12 @@ static bool verify_eligible(const struct ds_req *r)
  * cost per token p / W + r W / 2 is least at W = sqrt(2 p / r), clamped to [4, W]. The prior
  * (r = 1/2000, p = 0.25 until measured) starts at W. The window decides only when candidates
  * are verified, never what is committed. */
-static int pick_window(const struct ds_engine *e)
+static int pick_window(const struct ds_engine *e, int fast_tokens)
 {
 	int cap = e->o.window;
 	if (!e->o.window_auto || e->o.step_policy == DS_STEP_SPLIT || e->o.mode != DS_MODE_DVR)
 		return cap;
-	int R = 0;
-	for (int i = 0; i < e->n_running; i++)
-		if (!e->running[i]->paused)
-			R += e->running[i]->L - e->running[i]->n_kv;
-	R = DS_MAX(1, DS_MIN(R, e->o.max_step_tokens));
+	int R = DS_MAX(1, fast_tokens);
 	double cf, cr, p = 0.25;
 	if (ds_step_cost_est(&e->cost, DS_PATH_FAST, R, &cf) &&
 	    ds_step_cost_est(&e->cost, DS_PATH_REF, R, &cr) && cf > 0.0)
@@ -283,33 +279,42 @@ static int pick_window(const struct ds_engine *e)
 	return w >= cap ? cap : w <= lo ? lo : (int)lround(w);
 }
 
-/* Does this DVR step run as one REF pass (step policy, engine.h)? Under merge and auto: when a
- * verification is due or a deterministic request must catch up on REF (prefill, resume), since
- * a separate REF pass would read every weight once more; under auto also when the measured
- * costs say the REF pass is no dearer than FAST plus the verification FAST would commit to. */
-static bool step_on_ref(struct ds_engine *e, int n_ready)
+/* The step's shape as FAST would run it (tokens capped by the budget; pending candidates and
+ * proposals of the DVR requests that would verify); true when a DVR request must catch up on
+ * REF (prefill, resume). */
+static bool step_shape(const struct ds_engine *e, struct ds_step_shape *sh)
 {
-	if (e->o.mode != DS_MODE_DVR || e->o.step_policy == DS_STEP_SPLIT)
-		return false;
-	if (n_ready > 0)
-		return true;
-	struct ds_step_shape sh = {.window = e->window};
+	bool catch_up = false;
+	*sh = (struct ds_step_shape){0};
 	for (int i = 0; i < e->n_running; i++) {
 		const struct ds_req *r = e->running[i];
 		if (r->paused)
 			continue;
-		if (r->dvr && r->n_kv < r->C - 1)
-			return true; /* REF work anyway */
-		sh.fast_tokens += r->L - r->n_kv;
+		catch_up |= r->dvr && r->n_kv < r->C - 1;
+		sh->fast_tokens += r->L - r->n_kv;
 		if (verify_eligible(r)) {
-			sh.pending += r->L - r->C;
-			sh.proposals++;
+			sh->pending += r->L - r->C;
+			sh->proposals++;
 		}
 	}
-	if (e->o.step_policy != DS_STEP_AUTO || sh.proposals == 0)
+	sh->fast_tokens = DS_MIN(sh->fast_tokens, e->o.max_step_tokens);
+	return catch_up;
+}
+
+/* Does this DVR step run as one REF pass (step policy, engine.h)? Under merge and auto: when a
+ * verification is due or a deterministic request must catch up on REF (prefill, resume), since
+ * a separate REF pass would read every weight once more; under auto also when the measured
+ * costs say the REF pass is no dearer than FAST plus the verification FAST would commit to. */
+static bool step_on_ref(const struct ds_engine *e, int n_ready, bool catch_up,
+                        const struct ds_step_shape *sh)
+{
+	if (e->o.mode != DS_MODE_DVR || e->o.step_policy == DS_STEP_SPLIT)
 		return false;
-	sh.fast_tokens = DS_MIN(sh.fast_tokens, e->o.max_step_tokens);
-	return ds_step_cost_ref_now(&e->cost, &sh, e->o.ref_step_bias);
+	if (n_ready > 0 || catch_up)
+		return true;
+	if (e->o.step_policy != DS_STEP_AUTO || sh->proposals == 0)
+		return false;
+	return ds_step_cost_ref_now(&e->cost, sh, e->o.ref_step_bias);
 }
 
 /* Marks (r->vsel) the windows to verify this step: every ready one (full, early-verify or stop
@@ -330,7 +335,10 @@ static void select_verify(struct ds_engine *e)
 	 * verification always: its REF passes leave the FAST rows alone). */
 	e->ev_on = e->o.step_policy == DS_STEP_SPLIT ||
 	           (e->n_waiting == 0 && e->n_running < e->o.max_running);
-	e->window = pick_window(e);
+	struct ds_step_shape sh = {0};
+	bool catch_up = e->o.mode == DS_MODE_DVR && step_shape(e, &sh);
+	e->window = pick_window(e, sh.fast_tokens);
+	sh.window = e->window;
 	int n_ready = 0, ready_rows = 0;
 	for (int i = 0; i < e->n_running; i++) {
 		struct ds_req *r = e->running[i];
@@ -339,7 +347,7 @@ static void select_verify(struct ds_engine *e)
 		ready_rows += r->vsel ? r->L - r->C + 1 : 0;
 	}
 	e->ready_rows_left = ready_rows;
-	e->step_ref = step_on_ref(e, n_ready);
+	e->step_ref = step_on_ref(e, n_ready, catch_up, &sh);
 	if (e->step_ref) {
 		for (int i = 0; i < e->n_running; i++)
 			e->running[i]->vsel = verify_eligible(e->running[i]);
@@ -453,12 +461,13 @@ static void plan(struct ds_engine *e)
 
 /* ---- forward ---- */
 
-/* Runs plan items [i0, i1) of a path as one backend forward call. */
+/* Runs plan items [i0, i1) of a path as one backend forward call, and records its wall time in
+ * the pass-cost table (the call is synchronous: it returns sampled tokens). */
 static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, int i0, int i1,
                                struct ds_err *err)
 {
 	int n = i1 - i0;
-	int rows = 0;
+	int rows = 0, tokens = 0;
 	for (int i = 0; i < n; i++) {
 		struct ds_plan_item *it = &e->plan[path][i0 + i];
 		struct ds_req *r = it->r;
@@ -475,6 +484,7 @@ static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, int i0, i
 		};
 		it->row0 = rows;
 		rows += all ? it->n : 1;
+		tokens += it->n;
 	}
 	if (rows > e->cap_rows) {
 		struct ds_fwd_row *nr = realloc(e->rows, (size_t)rows * sizeof(*nr));
@@ -486,15 +496,11 @@ static enum ds_status run_pass(struct ds_engine *e, enum ds_path path, int i0, i
 	}
 	struct ds_fwd_batch b = {
 	    .path = path, .seqs = e->seqs, .n_seqs = n, .rows = e->rows, .logits = NULL};
-	return ds_backend_forward(e->be, &b, err);
-}
-
-static int pass_tokens(const struct ds_engine *e, enum ds_path path, int i0, int i1)
-{
-	int n = 0;
-	for (int i = i0; i < i1; i++)
-		n += e->plan[path][i].n;
-	return n;
+	uint64_t t0 = ds_engine_now_ns();
+	enum ds_status rv = ds_backend_forward(e->be, &b, err);
+	if (rv == DS_OK)
+		ds_step_cost_add(&e->cost, path, tokens, (double)(ds_engine_now_ns() - t0) * 1e-9);
+	return rv;
 }
 
 /* ---- commit / rollback ---- */
@@ -630,11 +636,7 @@ enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
 			     i1++)
 				;
 			struct ds_err perr = {{0}};
-			uint64_t t0 = ds_engine_now_ns();
 			enum ds_status rv = run_pass(e, path, i0, i1, &perr);
-			if (rv == DS_OK)
-				ds_step_cost_add(&e->cost, path, pass_tokens(e, path, i0, i1),
-				                 (double)(ds_engine_now_ns() - t0) * 1e-9);
 			if (rv != DS_OK) {
 				fail_pass(e, path, i0, i1, rv, &perr);
 				if (status == DS_OK) {

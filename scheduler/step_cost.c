@@ -50,30 +50,31 @@ static bool known(const struct ds_step_cost *c, enum ds_path path, int b)
 	return c->n[path][b] >= 2;
 }
 
-/* The measured buckets nearest below-or-at (lo) and above (hi) `tokens`, by average tokens;
- * -1 when none. */
-static void neighbours(const struct ds_step_cost *c, enum ds_path path, double tokens, int *lo,
-                       int *hi)
+/* The measured buckets of a path in order of size (bucket ranges are disjoint, and a bucket's
+ * average stays inside its range) into k; returns how many, and in *at how many of them average
+ * no more than `tokens`: k[*at - 1] is the nearest at or below, k[*at] the nearest above. */
+static int measured(const struct ds_step_cost *c, enum ds_path path, double tokens,
+                    int k[DS_COST_BUCKETS], int *at)
 {
-	*lo = *hi = -1;
+	int n = 0;
+	*at = 0;
 	for (int b = 0; b < DS_COST_BUCKETS; b++) {
 		if (!known(c, path, b))
 			continue;
-		double t = c->tokens[path][b];
-		if (t <= tokens && (*lo < 0 || t > c->tokens[path][*lo]))
-			*lo = b;
-		if (t > tokens && (*hi < 0 || t < c->tokens[path][*hi]))
-			*hi = b;
+		k[n++] = b;
+		*at += c->tokens[path][b] <= tokens;
 	}
+	return n;
 }
 
 bool ds_step_cost_est(const struct ds_step_cost *c, enum ds_path path, int tokens, double *secs)
 {
 	if ((unsigned)path >= DS_N_PATHS)
 		return false;
-	int lo, hi;
+	int k[DS_COST_BUCKETS], i;
 	double t = tokens;
-	neighbours(c, path, t, &lo, &hi);
+	int n = measured(c, path, t, k, &i);
+	int lo = i > 0 ? k[i - 1] : -1, hi = i < n ? k[i] : -1;
 	if (lo >= 0 && hi >= 0) {
 		double t0 = c->tokens[path][lo], t1 = c->tokens[path][hi];
 		double s0 = c->secs[path][lo], s1 = c->secs[path][hi];
@@ -95,17 +96,11 @@ double ds_step_cost_marginal(const struct ds_step_cost *c, enum ds_path path, in
 {
 	if ((unsigned)path >= DS_N_PATHS)
 		return 0.0;
-	/* the measured buckets in order of size (bucket ranges are disjoint) */
-	int k[DS_COST_BUCKETS], n = 0;
-	for (int b = 0; b < DS_COST_BUCKETS; b++)
-		if (known(c, path, b))
-			k[n++] = b;
+	int k[DS_COST_BUCKETS], i;
+	int n = measured(c, path, tokens, k, &i);
 	if (n < 2)
 		return 0.0;
 	/* the pair around `tokens`, or the two nearest on the one side that has any */
-	int i = 0;
-	while (i < n && c->tokens[path][k[i]] <= tokens)
-		i++;
 	i = i < 1 ? 1 : i < n ? i : n - 1;
 	int lo = k[i - 1], hi = k[i];
 	double dt = c->tokens[path][hi] - c->tokens[path][lo];

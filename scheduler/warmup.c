@@ -9,10 +9,10 @@
  * Key decisions: sizes are powers of two of tokens per pass (the backend's buckets), from 1 up
  * to max(max_running, 512), each run twice (eager, then capture), made of up to max_running
  * sequences; then single passes of 1024, 2048, ... up to the power of two above
- * max_step_tokens (prefill chunks: autotuning only, no graphs). KV blocks come from the pool and go back before any
- * request; nothing is published to the prefix cache; the passes happen before the engine
- * snapshots the call counters, so stats do not include them. A size the pool cannot hold is
- * skipped, not an error. */
+ * max_step_tokens (prefill chunks: autotuning only, no graphs). KV blocks come from the pool
+ * and go back before any request; nothing is published to the prefix cache; the passes happen
+ * before the engine snapshots the call counters, so stats do not include them. A size the pool
+ * cannot hold is skipped, not an error. */
 #include "engine_internal.h"
 
 #include <stdlib.h>
