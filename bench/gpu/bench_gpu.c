@@ -438,7 +438,7 @@ static bool want(int argc, char **argv, const char *s)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn decode verify profile e2e]\n");
+		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn attnref decode verify profile ablate e2e]\n");
 		return 2;
 	}
 	struct bench b;
@@ -482,6 +482,8 @@ int main(int argc, char **argv)
 		rc = bench_verify(&b);
 	if (!rc && want(argc, argv, "profile"))
 		rc = bench_profile(&b);
+	if (!rc && want(argc, argv, "ablate"))
+		rc = bench_ablate(&b);
 	ds_backend_free(&b.be);
 	if (!rc && want(argc, argv, "e2e"))
 		rc = bench_e2e(&b);

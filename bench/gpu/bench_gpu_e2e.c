@@ -11,7 +11,7 @@ struct e2e_cfg {
 	bool early; /* early verification at low-margin tokens (the engine's default) */
 	int group;  /* G: windows per reference pass */
 	enum ds_step_policy policy; /* DVR steps with reference work (engine.h) */
-	int window;                 /* W; 0: the engine's default */
+	int window; /* W; 0: the engine's default; < 0: W = -window, fixed (no window_auto) */
 };
 
 /* The workload: n_req requests submitted at once, prompts of prompt_min..prompt_max random
@@ -54,8 +54,10 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	o.group = cfg->group;
 	o.step_policy = cfg->policy;
 	o.warmup = true; /* graphs and autotuning at init, as the server does on the GPU */
-	if (cfg->window > 0)
-		o.window = cfg->window;
+	if (cfg->window != 0)
+		o.window = abs(cfg->window);
+	if (cfg->window < 0)
+		o.window_auto = false;
 	o.kv_blocks = 256 * ((prompt_max + n_out) / 16 + 2) + 256;
 	o.max_step_tokens = 2048;
 	o.max_queue = n_req + 16;
@@ -194,6 +196,8 @@ int bench_e2e(struct bench *b)
 	    {"dvr-50%-W16", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 16},
 	    {"dvr-10%-W8", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 8},
 	    {"dvr-50%-W8", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 8},
+	    {"dvr-10%-W8-fixed", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, -8},
+	    {"dvr-50%-W8-fixed", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, -8},
 	};
 	/* warm-up: untimed, small */
 	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT, 0},

@@ -464,3 +464,179 @@ int bench_profile(struct bench *b)
 	free(pr);
 	return 0;
 }
+
+/* ---- decode ablation: what each op class costs inside the captured step ---- */
+
+enum abl_bit {
+	ABL_NORM = 1 << 0,
+	ABL_QKV = 1 << 1,
+	ABL_ROPE = 1 << 2,
+	ABL_ATTN = 1 << 3,
+	ABL_O = 1 << 4,
+	ABL_GU = 1 << 5,
+	ABL_DOWN = 1 << 6,
+	ABL_HEAD = 1 << 7, /* final norm, lm_head, sample */
+	ABL_ALL = (1 << 8) - 1,
+	ABL_GEMMS = ABL_QKV | ABL_O | ABL_GU | ABL_DOWN,
+};
+
+/* The launches of ds_cuda_pass_run for B decode rows (fast path, PDL as configured), only the
+ * classes in mask; the values are meaningless once a class is left out, the times are not. */
+static int abl_launch(struct bench *b, int B, int mask)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &c->cfg;
+	int H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg), F = cfg->ffn;
+	cudaStream_t st = c->stream;
+	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
+	struct ds_k_dims d = ds_cuda_dims(c);
+	struct ds_cuda_pass p = {B, B, 0, B, 0};
+	int n_split = ds_cuda_fast_split(c, B, cfg->max_pos), pdl = c->fast.pdl;
+	struct ds_err err;
+	CK(ds_k_embed(c->tok_embd, c->dm.ids, B, H, c->x, st));
+	for (int l = 0; l < cfg->n_layer; l++) {
+		const struct ds_cuda_layer *L = &c->layers[l];
+		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
+		if (mask & ABL_NORM)
+			CK(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, B, H,
+			                    cfg->rms_eps, c->h, pdl, st));
+		if ((mask & ABL_QKV) &&
+		    ds_cuda_fast_ops.gemm(c, c->h, L->wqkv, c->big, B, qd + 2 * kvd, H, &err) != DS_OK)
+			return 1;
+		if (mask & ABL_ROPE)
+			CK(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, B,
+			                     d, c->q, kv, pdl, st));
+		if ((mask & ABL_ATTN) && ds_cuda_fast_ops.attention(c, &p, kv, n_split, &err) != DS_OK)
+			return 1;
+		if ((mask & ABL_O) &&
+		    ds_cuda_fast_ops.gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err) != DS_OK)
+			return 1;
+		if (mask & ABL_NORM)
+			CK(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, B, H, cfg->rms_eps, c->h,
+			                    pdl, st));
+		if ((mask & ABL_GU) &&
+		    ds_cuda_fast_ops.gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err) != DS_OK)
+			return 1;
+		if ((mask & ABL_DOWN) && ds_cuda_fast_ops.gemm_silu(c, c->big, c->h, L->w_down, c->dlt,
+		                                                     B, H, F, &err) != DS_OK)
+			return 1;
+	}
+	if (mask & ABL_HEAD) {
+		CK(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, B, H, cfg->rms_eps,
+		                    c->h, pdl, st));
+		if (ds_cuda_fast_ops.gemm(c, c->h, c->lm_head, c->logits, B, cfg->vocab_size, H,
+		                          &err) != DS_OK)
+			return 1;
+		CK(ds_k_sample_pdl(c->logits, B, cfg->vocab_size, c->dm.sp, c->dm.out, pdl, st));
+	}
+	return 0;
+}
+
+/* Captures abl_launch(mask) and returns the median of 20 replays (ms). */
+static int abl_time(struct bench *b, int B, int mask, double *ms_out)
+{
+	struct ds_cuda_ctx *c = b->c;
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t ge = NULL;
+	CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+	int rc = abl_launch(b, B, mask);
+	cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+	if (rc || e != cudaSuccess) {
+		if (g)
+			cudaGraphDestroy(g);
+		fprintf(stderr, "ablate: capture of mask %#x failed (%s)\n", mask,
+		        cudaGetErrorString(e));
+		return 1;
+	}
+	e = cudaGraphInstantiate(&ge, g, 0);
+	cudaGraphDestroy(g);
+	CK(e);
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	double t[20];
+	for (int i = -3; i < 20; i++) {
+		CK(cudaEventRecord(e0, c->stream));
+		CK(cudaGraphLaunch(ge, c->stream));
+		CK(cudaEventRecord(e1, c->stream));
+		CK(cudaEventSynchronize(e1));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		if (i >= 0)
+			t[i] = ms;
+	}
+	*ms_out = median(t, 20);
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaGraphExecDestroy(ge);
+	return 0;
+}
+
+int bench_ablate(struct bench *b)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &b->m->cfg;
+	int H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg), F = cfg->ffn;
+	int nl = cfg->n_layer, batches[] = {1, 8, 32}, ctx = 512;
+	static const struct {
+		const char *name;
+		int mask;
+	} cfgs[] = {
+	    {"all", ABL_ALL},
+	    {"no_norm", ABL_ALL & ~ABL_NORM},
+	    {"no_rope", ABL_ALL & ~ABL_ROPE},
+	    {"no_attn", ABL_ALL & ~ABL_ATTN},
+	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN)},
+	    {"gemms", ABL_GEMMS},
+	    {"qkv", ABL_QKV},
+	    {"o", ABL_O},
+	    {"gate_up", ABL_GU},
+	    {"down", ABL_DOWN},
+	    {"head", ABL_HEAD},
+	    {"norm", ABL_NORM},
+	    {"rope", ABL_ROPE},
+	    {"attn", ABL_ATTN},
+	    {"empty", 0},
+	};
+	FILE *f = json_open(b->out, "ablate");
+	if (!f)
+		return 1;
+	fprintf(f,
+	        "{\"bench\": \"ablate\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
+	        "\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"ctx\": %d, \"pdl\": %s, "
+	        "\"points\": [\n",
+	        b->dev, b->copy_bw / 1e9, ctx, c->fast.pdl ? "true" : "false");
+	printf("decode ablation, llama3-8b, ctx %d: captured steps with op classes left out "
+	       "(median of 20 replays; GB/s = weight bytes of the GEMMs run / time)\n",
+	       ctx);
+	for (size_t bi = 0; bi < DS_ARRAY_LEN(batches); bi++) {
+		int B = batches[bi];
+		double tf;
+		/* warms the GEMM choices and leaves this B's decode metadata on the device */
+		if (decode_time(b, DS_PATH_FAST, B, ctx, 3, &tf))
+			return 1;
+		fprintf(f, "%s  {\"batch\": %d, \"configs\": [", bi ? ",\n" : "", B);
+		for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
+			double ms;
+			if (abl_time(b, B, cfgs[i].mask, &ms))
+				return 1;
+			int m = cfgs[i].mask;
+			double wb = 2.0 * nl *
+			            (((m & ABL_QKV) ? (double)(qd + 2 * kvd) * H : 0) +
+			             ((m & ABL_O) ? (double)H * qd : 0) +
+			             ((m & ABL_GU) ? 2.0 * F * H : 0) + ((m & ABL_DOWN) ? (double)F * H : 0)) +
+			            ((m & ABL_HEAD) ? 2.0 * cfg->vocab_size * H : 0);
+			double gbps = wb > 0 ? wb / (ms * 1e-3) / 1e9 : 0;
+			printf("  batch %3d %-18s %8.4f ms %8.0f GB/s (%.3f of copy)\n", B,
+			       cfgs[i].name, ms, gbps, gbps * 1e9 / b->copy_bw);
+			fprintf(f, "%s{\"name\": \"%s\", \"ms\": %.5f, \"weight_bytes\": %.0f, "
+			        "\"GBps\": %.1f}",
+			        i ? ", " : "", cfgs[i].name, ms, wb, gbps);
+		}
+		fprintf(f, "]}");
+		fflush(stdout);
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	return 0;
+}
