@@ -7,9 +7,9 @@
  * Here the block's G query heads are rows 0..G-1 of an m16n8k16 A operand (the other rows are
  * zero: the tensor cores have throughput to spare) and each warp takes 16 positions of a 64-
  * position stage: S = Q K^T is 2 n8 tiles over head_dim / 16 k steps, the online softmax runs
- * on the 4 lanes of a quad that hold a row, and P (rounded to bf16, the C layout of the two
- * tiles being the A layout of one k16 step) times V (ldmatrix.trans) accumulates head_dim / 8
- * n8 tiles. K/V stages are staged with cp.async three deep in rows padded by 16 bytes (so
+ * on the 4 lanes of a quad that hold a row, and P (as two bf16 parts, hi + lo, so its
+ * rounding stays near fp32's; the C layout of the two tiles is the A layout of one k16 step)
+ * times V (ldmatrix.trans) accumulates head_dim / 8 n8 tiles. K/V stages are staged with cp.async three deep in rows padded by 16 bytes (so
  * ldmatrix is free of bank conflicts). The warps' states are merged in shared memory exactly as
  * the other variants' (dattn_block_merge).
  *
@@ -179,20 +179,30 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 			acc[j][0] *= alpha;
 			acc[j][1] *= alpha;
 		}
-		unsigned pf[4];
-		pf[0] = mt_pack(exp2f(s[0][0] - mn), exp2f(s[0][1] - mn));
-		pf[2] = mt_pack(exp2f(s[1][0] - mn), exp2f(s[1][1] - mn));
-		pf[1] = pf[3] = 0u;
-		l += __uint_as_float(pf[0] << 16) + __uint_as_float(pf[0] & 0xffff0000u) +
-		     __uint_as_float(pf[2] << 16) + __uint_as_float(pf[2] & 0xffff0000u);
+		/* P in two bf16 parts, hi = bf16(p) and lo = bf16(p - hi): P V from hi alone
+		 * carries bf16's 2^-9 relative error per weight, which at short contexts (two
+		 * positions) reaches the output; hi + lo is within 2^-17 of p */
+		float pr[4] = {exp2f(s[0][0] - mn), exp2f(s[0][1] - mn), exp2f(s[1][0] - mn),
+		               exp2f(s[1][1] - mn)};
+		unsigned ph[4], pl[4];
+		ph[0] = mt_pack(pr[0], pr[1]);
+		ph[2] = mt_pack(pr[2], pr[3]);
+		pl[0] = mt_pack(pr[0] - __uint_as_float(ph[0] << 16),
+		                pr[1] - __uint_as_float(ph[0] & 0xffff0000u));
+		pl[2] = mt_pack(pr[2] - __uint_as_float(ph[2] << 16),
+		                pr[3] - __uint_as_float(ph[2] & 0xffff0000u));
+		ph[1] = ph[3] = pl[1] = pl[3] = 0u;
+		l += (pr[0] + pr[1]) + (pr[2] + pr[3]);
 #pragma unroll
 		for (int dj = 0; dj < D / 16; dj++) {
 			unsigned bv[4];
 			int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
 			int col = dj * 16 + (lane >> 4) * 8;
 			mt_ldsm_x4_trans(bv, vb + row * Q::RS + col);
-			mt_mma(acc[2 * dj], pf, bv[0], bv[1]);
-			mt_mma(acc[2 * dj + 1], pf, bv[2], bv[3]);
+			mt_mma(acc[2 * dj], ph, bv[0], bv[1]);
+			mt_mma(acc[2 * dj + 1], ph, bv[2], bv[3]);
+			mt_mma(acc[2 * dj], pl, bv[0], bv[1]);
+			mt_mma(acc[2 * dj + 1], pl, bv[2], bv[3]);
 		}
 	}
 	dattn_cp_wait<0>();

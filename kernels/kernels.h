@@ -22,6 +22,10 @@ extern "C" {
 
 /* ---- synthetic weights (kernels/synth.cu) ---- */
 
+/* Reads bytes of buf (16-byte aligned scratch) through L2, evicting what it held with clean
+ * lines: the autotuners' L2 flush before a timed run (l2evict.cu). */
+cudaError_t ds_k_l2_evict(void *buf, size_t bytes, cudaStream_t st);
+
 /* dst[i] = bf16(offset + scale * ds_hash_unit_pm1(ds_hash3(seed, key, first + i))), i < n:
  * bit-identical to ds_synth_fill on the host. */
 cudaError_t ds_k_synth_fill(uint16_t *dst, size_t n, uint64_t first, uint64_t seed, uint64_t key,
@@ -126,7 +130,7 @@ cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int
  * writes C. Reduction order depends on the variant (not on the data): not batch-invariant.
  * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
 #define DS_K_SKINNY_MAX_M 64
-#define DS_K_SKINNY_VARIANTS 16
+#define DS_K_SKINNY_VARIANTS 14
 cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                         int variant, int pdl, cudaStream_t st);
 /* The same GEMM with SiLU*mul fused into the activation load: gu is the (M, 2K) fp32 gate/up

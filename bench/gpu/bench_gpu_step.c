@@ -577,7 +577,7 @@ int bench_ablate(struct bench *b)
 	struct ds_cuda_ctx *c = b->c;
 	const struct ds_model_config *cfg = &b->m->cfg;
 	int H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg), F = cfg->ffn;
-	int nl = cfg->n_layer, batches[] = {1, 8, 32}, ctx = 512;
+	int nl = cfg->n_layer, batches[] = {1, 2, 4, 8, 16, 32, 64}, ctx = 512;
 	static const struct {
 		const char *name;
 		int mask;

@@ -60,11 +60,11 @@ static_assert(dattn_pipe<64, 4>::SMEM <= sizeof(mt_smem_emu), "emulated shared m
 static_assert(dattn_mma<128, 8>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
 static_assert(DA_THREADS == EMU_THREADS, "one fiber per thread");
 
-#define NROW 6
+#define NROW 7
 #define NBLK 97
 #define GUARD 64
 
-static const int row_pos[NROW] = {0, 31, -1, 32, 96, 199}; /* -1: padding */
+static const int row_pos[NROW] = {0, 1, 31, -1, 32, 96, 199}; /* -1: padding */
 /* A failed check prints where it happened and ends the test: main catches it and returns 1
  * (no exit() outside main, no failure counter). Checks run on the host between emulated
  * launches, never inside a fiber. */
