@@ -1,4 +1,4 @@
-/* engine_test_util.c - fixture, backend makers and engine set-up shared by the CPU scheduler
+/* engine_test_util.c - fixture, backend makers and the engine rig shared by the CPU scheduler
  * tests (see engine_test_util.h). Failures go through CMocka (fail_msg, assert_*), which
  * long-jumps out of the running test, so a helper frees what it made before failing. */
 #include <stdarg.h>
@@ -52,32 +52,35 @@ enum ds_status etu_mk_mock(struct ds_backend *be, void *arg, bool oracle, struct
 	return mockbe_init(be, f->tiny, &o, err);
 }
 
-void etu_engine_init(scen_backend_fn mk, void *arg, const struct ds_engine_opts *o,
-                     struct ds_backend *be, struct ds_engine **e)
+void etu_rig_init(struct etu_rig *r, struct etu_fixture *f)
 {
-	struct ds_err err = {0};
-	enum ds_status rv = mk(be, arg, false, &err);
+	*r = (struct etu_rig){.f = f};
+	ds_engine_opts_default(&r->o);
+}
+
+void etu_rig_start(struct etu_rig *r, scen_backend_fn mk)
+{
+	enum ds_status rv = mk(&r->be, r->f, false, &r->err);
 	if (rv != DS_OK)
-		fail_msg("backend: status %d: %s", (int)rv, err.msg);
-	rv = ds_engine_init(e, be, o, &err);
+		fail_msg("backend: status %d: %s", (int)rv, r->err.msg);
+	rv = ds_engine_init(&r->e, &r->be, &r->o, &r->err);
 	if (rv != DS_OK) {
-		ds_backend_free(be);
-		fail_msg("engine init: status %d: %s", (int)rv, err.msg);
+		ds_backend_free(&r->be);
+		fail_msg("engine init: status %d: %s", (int)rv, r->err.msg);
 	}
 }
 
-void etu_engine_free(struct ds_engine *e, struct ds_backend *be)
+void etu_rig_stop(struct etu_rig *r)
 {
-	ds_engine_free(e);
-	ds_backend_free(be);
+	ds_engine_free(r->e);
+	ds_backend_free(&r->be);
+	r->e = NULL;
 }
 
-void etu_engine_check_free(struct ds_engine *e, struct ds_backend *be)
+void etu_rig_check_stop(struct etu_rig *r)
 {
-	struct ds_err err = {0};
-	if (ds_engine_kv_check(e, &err) != DS_OK) {
-		etu_engine_free(e, be);
-		fail_msg("kv check: %s", err.msg);
-	}
-	etu_engine_free(e, be);
+	enum ds_status rv = ds_engine_kv_check(r->e, &r->err);
+	etu_rig_stop(r);
+	if (rv != DS_OK)
+		fail_msg("kv check: status %d: %s", (int)rv, r->err.msg);
 }

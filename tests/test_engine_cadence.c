@@ -301,66 +301,65 @@ static void test_cadence_cpu_oracle(void **state)
 static void test_margin_calibration(void **state)
 {
 	struct etu_fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_engine_opts o;
+	struct etu_rig r;
+	etu_rig_init(&r, f);
 	struct ds_engine_stats st;
-	ds_engine_opts_default(&o);
-	assert_true(o.margin_threshold < 0.0f); /* auto is the default */
+	assert_true(r.o.margin_threshold < 0.0f); /* auto is the default */
 
 	/* CPU backend: a tiny but real discrepancy, threshold = clamp(1.5 delta) where delta is
 	 * the largest error of a fast top-1 vs top-2..8 gap (scheduler/calibrate.c) */
-	etu_engine_init(etu_mk_cpu1, f, &o, &be, &e);
-	ds_engine_get_stats(e, &st);
+	etu_rig_start(&r, etu_mk_cpu1);
+	ds_engine_get_stats(r.e, &st);
 	print_message("cpu tiny: delta %.3g -> threshold %.3g\n", (double)st.margin_delta,
 	              (double)st.margin_threshold);
 	assert_true(st.margin_delta >= 0.0f && st.margin_delta < 0.1f);
 	assert_true(st.margin_threshold == fminf(fmaxf(1.5f * st.margin_delta, 1e-3f), 0.5f));
-	assert_true(be.counters.calls[DS_PATH_REF] == 1 && be.counters.calls[DS_PATH_FAST] == 1);
+	assert_true(r.be.counters.calls[DS_PATH_REF] == 1 &&
+	            r.be.counters.calls[DS_PATH_FAST] == 1);
 	assert_int_equal(st.ref_forward_calls, 0); /* not counted as request work */
-	etu_engine_free(e, &be);
+	etu_rig_stop(&r);
 
 	/* mock with a known fast-path perturbation, uniform in +-0.05 per logit: a gap error is a
 	 * difference of two such, so at most 0.1, and 224 samples come close to it */
 	f->noise = 0.05f;
-	etu_engine_init(etu_mk_mock, f, &o, &be, &e);
-	ds_engine_get_stats(e, &st);
+	etu_rig_start(&r, etu_mk_mock);
+	ds_engine_get_stats(r.e, &st);
 	print_message("mock noise 0.05: delta %.3g -> threshold %.3g\n", (double)st.margin_delta,
 	              (double)st.margin_threshold);
 	assert_true(st.margin_delta > 0.05f && st.margin_delta <= 0.1f * 1.01f);
 	assert_true(fabsf(st.margin_threshold - 1.5f * st.margin_delta) < 1e-6f);
-	etu_engine_free(e, &be);
+	etu_rig_stop(&r);
 
 	/* identical paths: the floor */
 	f->noise = 0.0f;
-	etu_engine_init(etu_mk_mock, f, &o, &be, &e);
-	ds_engine_get_stats(e, &st);
+	etu_rig_start(&r, etu_mk_mock);
+	ds_engine_get_stats(r.e, &st);
 	assert_true(st.margin_delta == 0.0f && st.margin_threshold == 1e-3f);
-	etu_engine_free(e, &be);
+	etu_rig_stop(&r);
 
 	/* explicit overrides; no calibration */
-	o.margin_threshold = 0.3f;
-	etu_engine_init(etu_mk_mock, f, &o, &be, &e);
-	ds_engine_get_stats(e, &st);
+	r.o.margin_threshold = 0.3f;
+	etu_rig_start(&r, etu_mk_mock);
+	ds_engine_get_stats(r.e, &st);
 	assert_true(st.margin_threshold == 0.3f && st.margin_delta == -1.0f);
-	assert_true(be.counters.calls[DS_PATH_REF] == 0);
-	etu_engine_free(e, &be);
+	assert_true(r.be.counters.calls[DS_PATH_REF] == 0);
+	etu_rig_stop(&r);
 
 	/* fast mode never calibrates (the threshold is unused there) */
-	o.margin_threshold = -1.0f;
-	o.mode = DS_MODE_FAST;
-	etu_engine_init(etu_mk_mock, f, &o, &be, &e);
-	assert_true(be.counters.calls[DS_PATH_REF] == 0 && be.counters.calls[DS_PATH_FAST] == 0);
-	etu_engine_free(e, &be);
+	r.o.margin_threshold = -1.0f;
+	r.o.mode = DS_MODE_FAST;
+	etu_rig_start(&r, etu_mk_mock);
+	assert_true(r.be.counters.calls[DS_PATH_REF] == 0 &&
+	            r.be.counters.calls[DS_PATH_FAST] == 0);
+	etu_rig_stop(&r);
 
 	/* NaN is an error */
-	struct ds_err err;
-	o.margin_threshold = NAN;
-	o.mode = DS_MODE_DVR;
-	assert_int_equal(etu_mk_mock(&be, f, false, &err), DS_OK);
-	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_ERR_INVALID);
-	assert_non_null(strstr(err.msg, "margin_threshold"));
-	ds_backend_free(&be);
+	r.o.margin_threshold = NAN;
+	r.o.mode = DS_MODE_DVR;
+	assert_int_equal(etu_mk_mock(&r.be, f, false, &r.err), DS_OK);
+	assert_int_equal(ds_engine_init(&r.e, &r.be, &r.o, &r.err), DS_ERR_INVALID);
+	assert_non_null(strstr(r.err.msg, "margin_threshold"));
+	ds_backend_free(&r.be);
 }
 
 /* window_auto: with a noisy fast path (rollbacks on a large share of candidates) the engine
@@ -396,38 +395,36 @@ static void test_window_auto(void **state)
 static void test_warmup(void **state)
 {
 	struct etu_fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_engine_opts o;
+	struct etu_rig r;
+	etu_rig_init(&r, f);
 	struct ds_engine_stats st;
-	ds_engine_opts_default(&o);
-	o.margin_threshold = 0.3f; /* no calibration passes in the counts below */
-	o.warmup = true;
-	o.max_running = 16;
-	o.max_step_tokens = 1024; /* tiny's context */
-	o.kv_blocks = 1024;
-	etu_engine_init(etu_mk_cpu1, f, &o, &be, &e);
-	ds_engine_get_stats(e, &st);
+	r.o.margin_threshold = 0.3f; /* no calibration passes in the counts below */
+	r.o.warmup = true;
+	r.o.max_running = 16;
+	r.o.max_step_tokens = 1024; /* tiny's context */
+	r.o.kv_blocks = 1024;
+	etu_rig_start(&r, etu_mk_cpu1);
+	ds_engine_get_stats(r.e, &st);
 	/* T = 1, 2, ..., 512 twice, then 1024 once, on each path */
 	assert_true(f->tiny->cfg.max_pos >= 1024);
-	assert_int_equal(be.counters.calls[DS_PATH_FAST], 2 * 10 + 1);
-	assert_int_equal(be.counters.calls[DS_PATH_REF], 2 * 10 + 1);
+	assert_int_equal(r.be.counters.calls[DS_PATH_FAST], 2 * 10 + 1);
+	assert_int_equal(r.be.counters.calls[DS_PATH_REF], 2 * 10 + 1);
 	assert_int_equal(st.ref_forward_calls + st.fast_forward_calls, 0);
 	assert_int_equal(st.kv_blocks_used, 0);
-	etu_engine_check_free(e, &be);
+	etu_rig_check_stop(&r);
 	/* fast mode warms only FAST */
-	o.mode = DS_MODE_FAST;
-	etu_engine_init(etu_mk_mock, f, &o, &be, &e);
-	assert_int_equal(be.counters.calls[DS_PATH_REF], 0);
-	assert_true(be.counters.calls[DS_PATH_FAST] > 0);
-	etu_engine_free(e, &be);
+	r.o.mode = DS_MODE_FAST;
+	etu_rig_start(&r, etu_mk_mock);
+	assert_int_equal(r.be.counters.calls[DS_PATH_REF], 0);
+	assert_true(r.be.counters.calls[DS_PATH_FAST] > 0);
+	etu_rig_stop(&r);
 	/* a pool too small for the big passes skips them */
-	o.mode = DS_MODE_DVR;
-	o.kv_blocks = 8;
-	o.kv_block_size = 16;
-	etu_engine_init(etu_mk_mock, f, &o, &be, &e);
-	assert_true(be.counters.calls[DS_PATH_REF] < 2 * 10 + 1);
-	etu_engine_free(e, &be);
+	r.o.mode = DS_MODE_DVR;
+	r.o.kv_blocks = 8;
+	r.o.kv_block_size = 16;
+	etu_rig_start(&r, etu_mk_mock);
+	assert_true(r.be.counters.calls[DS_PATH_REF] < 2 * 10 + 1);
+	etu_rig_stop(&r);
 	/* scenarios with warm-up stay oracle-equal */
 	struct scenario s;
 	make_scenario(&s, 5, 20, 1, 4, 16);
