@@ -77,7 +77,8 @@ static void add_totals(struct totals *t, const struct scenario *s, const struct 
 }
 
 /* Fails the test with the scenario's seed and options, the stage and the harness's reason. */
-static void scen_fail(const struct scenario *s, uint64_t seed, const char *stage, const char *msg)
+static void fail_scenario(const struct scenario *s, uint64_t seed, const char *stage,
+                          const char *msg)
 {
 	fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s step=%s bias=%g): %s: %s",
 	         (unsigned long long)seed, s->opts.window, s->opts.group, s->opts.inject_mismatch,
@@ -95,9 +96,9 @@ static void run_scenarios(struct etu_fixture *f, scen_backend_fn mk, uint64_t se
 		scen_generate(&s, seed, &f->tiny->cfg, g);
 		struct ds_engine_stats st;
 		if (!scen_run(&s, mk, f, &st, msg, sizeof(msg)))
-			scen_fail(&s, seed, "run", msg);
+			fail_scenario(&s, seed, "run", msg);
 		if (!scen_check_oracle(&s, mk, f, msg, sizeof(msg)))
-			scen_fail(&s, seed, "oracle", msg);
+			fail_scenario(&s, seed, "oracle", msg);
 		add_totals(t, &s, &st);
 		scen_free(&s);
 	}

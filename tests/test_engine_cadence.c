@@ -356,6 +356,7 @@ static void test_margin_calibration(void **state)
 	/* NaN is an error */
 	r.o.margin_threshold = NAN;
 	r.o.mode = DS_MODE_DVR;
+	r.err = (struct ds_err){0}; /* the message checked below is this init's */
 	assert_int_equal(etu_mk_mock(&r.be, f, false, &r.err), DS_OK);
 	assert_int_equal(ds_engine_init(&r.e, &r.be, &r.o, &r.err), DS_ERR_INVALID);
 	assert_non_null(strstr(r.err.msg, "margin_threshold"));
