@@ -14,6 +14,7 @@
 
 #include "engine.h"
 #include "fingerprint.h"
+#include "engine_test_util.h"
 #include "test_engine_harness.h"
 #include "test_engine_mockbe.h"
 
@@ -33,58 +34,18 @@
 
 static const int all_windows[] = {1, 4, 16, 32, 64};
 
-struct fixture {
-	struct ds_model *tiny;
-	uint64_t mock_bad_reads;
-};
+/* the strict mock's fast path differs from REF by a batch-keyed perturbation of +-0.05 */
+static int setup(void **state)
+{
+	return etu_setup(state, 0.05f);
+}
 
 static enum ds_status mk_cpu(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
 {
-	struct fixture *f = arg;
+	struct etu_fixture *f = arg;
 	/* the oracle runs on one thread, the engine under test on two: the reference path must
 	 * not care */
 	return ds_backend_cpu_init(be, f->tiny, oracle ? 1 : 2, err);
-}
-
-/* One thread for both: the many-scenario loop stays fast on a loaded 2-core box (fork-join
- * waits dominate tiny passes); the fast path still picks its splits from the batch shape. */
-static enum ds_status mk_cpu1(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
-{
-	struct fixture *f = arg;
-	(void)oracle;
-	return ds_backend_cpu_init(be, f->tiny, 1, err);
-}
-
-static enum ds_status mk_mock(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
-{
-	struct fixture *f = arg;
-	(void)oracle;
-	struct mockbe_opts o = {
-	    .fast_noise = 0.05f, .logit_scale = 4.0f, .bad_reads = &f->mock_bad_reads};
-	return mockbe_init(be, f->tiny, &o, err);
-}
-
-static int setup(void **state)
-{
-	struct fixture *f = calloc(1, sizeof(*f));
-	struct ds_model_config cfg;
-	struct ds_err err = {0};
-	if (!f || ds_model_preset("tiny", &cfg) != DS_OK ||
-	    ds_model_synth(&cfg, 1234, &f->tiny, &err) != DS_OK) {
-		fprintf(stderr, "setup: tiny model: %s\n", f ? err.msg : "out of memory");
-		free(f);
-		return -1;
-	}
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-	ds_model_free(f->tiny);
-	free(f);
-	return 0;
 }
 
 static int env_int(const char *name, int dflt)
@@ -115,7 +76,17 @@ static void add_totals(struct totals *t, const struct scenario *s, const struct 
 	}
 }
 
-static void run_scenarios(struct fixture *f, scen_backend_fn mk, uint64_t seed0, int n,
+/* Fails the test with the scenario's seed and options, the stage and the harness's reason. */
+static void fail_scenario(const struct scenario *s, uint64_t seed, const char *stage,
+                          const char *msg)
+{
+	fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s step=%s bias=%g): %s: %s",
+	         (unsigned long long)seed, s->opts.window, s->opts.group, s->opts.inject_mismatch,
+	         ds_mode_name(s->opts.mode), ds_step_policy_name(s->opts.step_policy),
+	         s->opts.ref_step_bias, stage, msg);
+}
+
+static void run_scenarios(struct etu_fixture *f, scen_backend_fn mk, uint64_t seed0, int n,
                           const struct scen_gen_opts *g, struct totals *t)
 {
 	char msg[512];
@@ -125,17 +96,9 @@ static void run_scenarios(struct fixture *f, scen_backend_fn mk, uint64_t seed0,
 		scen_generate(&s, seed, &f->tiny->cfg, g);
 		struct ds_engine_stats st;
 		if (!scen_run(&s, mk, f, &st, msg, sizeof(msg)))
-			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s step=%s bias=%g): "
-			         "run: %s",
-			         (unsigned long long)seed, s.opts.window, s.opts.group,
-			         s.opts.inject_mismatch, ds_mode_name(s.opts.mode),
-			         ds_step_policy_name(s.opts.step_policy), s.opts.ref_step_bias, msg);
+			fail_scenario(&s, seed, "run", msg);
 		if (!scen_check_oracle(&s, mk, f, msg, sizeof(msg)))
-			fail_msg("scenario seed %llu (W=%d G=%d inject=%.1f mode=%s step=%s bias=%g): "
-			         "oracle: %s",
-			         (unsigned long long)seed, s.opts.window, s.opts.group,
-			         s.opts.inject_mismatch, ds_mode_name(s.opts.mode),
-			         ds_step_policy_name(s.opts.step_policy), s.opts.ref_step_bias, msg);
+			fail_scenario(&s, seed, "oracle", msg);
 		add_totals(t, &s, &st);
 		scen_free(&s);
 	}
@@ -145,7 +108,7 @@ static void run_scenarios(struct fixture *f, scen_backend_fn mk, uint64_t seed0,
 
 static void test_oracle_cpu(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 #ifdef UNDER_ASAN
 	int n = env_int("DS_ORACLE_SCENARIOS", 24);
 #else
@@ -158,7 +121,10 @@ static void test_oracle_cpu(void **state)
 	                          .det_share = 0.5,
 	                          .inject = -1};
 	struct totals t = {0};
-	run_scenarios(f, mk_cpu1, 1000, n, &g, &t);
+	/* one CPU thread for both (etu_mk_cpu1): the many-scenario loop stays fast on a loaded
+	 * 2-core box (fork-join waits dominate tiny passes); the fast path still picks its splits
+	 * from the batch shape */
+	run_scenarios(f, etu_mk_cpu1, 1000, n, &g, &t);
 	printf("oracle/cpu: %llu scenarios, %llu det requests, %llu windows, %llu rollbacks, "
 	       "%llu preemptions, %llu prefix-hit tokens, %llu cancelled, %llu REF steps, "
 	       "%llu tokens decoded on REF\n",
@@ -177,7 +143,7 @@ static void test_oracle_cpu(void **state)
 
 static void test_oracle_mock(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	struct scen_gen_opts g = {.n_req_max = 64,
 	                          .windows = all_windows,
 	                          .n_windows = 5,
@@ -185,16 +151,16 @@ static void test_oracle_mock(void **state)
 	                          .det_share = 0.6,
 	                          .inject = -1};
 	struct totals t = {0};
-	f->mock_bad_reads = 0;
-	run_scenarios(f, mk_mock, 50000, SCALE_N(100), &g, &t);
-	assert_int_equal(f->mock_bad_reads, 0); /* no wrong / fast-written KV reads */
+	f->bad_reads = 0;
+	run_scenarios(f, etu_mk_mock, 50000, SCALE_N(100), &g, &t);
+	assert_int_equal(f->bad_reads, 0); /* no wrong / fast-written KV reads */
 	assert_true(t.rollbacks > 0 && t.preemptions > 0 && t.prefix_hits > 0);
 	assert_true(t.ref_steps > 0 && t.ref_decoded > 0);
 }
 
 /* ---- 2. rollbacks happen, and the output still equals the oracle ---- */
 
-static void one_config(struct fixture *f, scen_backend_fn mk, uint64_t seed, double inject,
+static void one_config(struct etu_fixture *f, scen_backend_fn mk, uint64_t seed, double inject,
                        int window, struct totals *t)
 {
 	static int w[1];
@@ -211,7 +177,7 @@ static void one_config(struct fixture *f, scen_backend_fn mk, uint64_t seed, dou
 
 static void test_rollbacks_inject(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	struct totals t = {0};
 	for (int i = 0; i < SCALE_N(6) + 1; i++)
 		one_config(f, mk_cpu, 7000 + (uint64_t)i, 0.5, 16, &t);
@@ -223,7 +189,7 @@ static void test_rollbacks_inject(void **state)
 
 static void test_rollbacks_fast_path(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	/* the real batch-variant CPU fast path, no injection */
 	struct totals t = {0};
 	for (int i = 0; i < SCALE_N(8) + 1; i++)
@@ -232,13 +198,13 @@ static void test_rollbacks_fast_path(void **state)
 	       (unsigned long long)t.windows, (unsigned long long)t.rollbacks);
 	/* the strict mock's fast path differs by a batch-keyed perturbation */
 	struct totals m = {0};
-	f->mock_bad_reads = 0;
+	f->bad_reads = 0;
 	for (int i = 0; i < SCALE_N(8) + 1; i++)
-		one_config(f, mk_mock, 9000 + (uint64_t)i, 0.0, 32, &m);
+		one_config(f, etu_mk_mock, 9000 + (uint64_t)i, 0.0, 32, &m);
 	printf("mock fast path, no injection: %llu windows, %llu rollbacks\n",
 	       (unsigned long long)m.windows, (unsigned long long)m.rollbacks);
 	assert_true(m.rollbacks > 0);
-	assert_int_equal(f->mock_bad_reads, 0);
+	assert_int_equal(f->bad_reads, 0);
 }
 
 /* ---- 3. the flag costs nothing when unused ---- */
@@ -260,9 +226,23 @@ static struct scen_req simple_req(int n_prompt, int max_tokens, bool det, float 
 	return q;
 }
 
+/* q's submission for tests that drive an engine by hand: no stop conditions, no logprobs
+ * unless the caller sets them. */
+static struct ds_request_params req_params(const struct scen_req *q)
+{
+	return (struct ds_request_params){.prompt = q->prompt,
+	                                  .n_prompt = q->n_prompt,
+	                                  .max_tokens = q->max_tokens,
+	                                  .sampling = q->sp,
+	                                  .has_seed = q->has_seed,
+	                                  .deterministic = q->det,
+	                                  .early_verify = q->early_verify,
+	                                  .ignore_eos = q->ignore_eos};
+}
+
 static void test_no_ref_calls_without_det(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	struct scenario s = {0};
 	ds_engine_opts_default(&s.opts);
 	s.n_req = 12;
@@ -288,88 +268,72 @@ static void test_no_ref_calls_without_det(void **state)
 
 static void test_submit_rejections(void **state)
 {
-	struct fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_err err;
-	struct ds_engine_opts o;
-	ds_engine_opts_default(&o);
-	o.mode = DS_MODE_FAST;
-	o.kv_blocks = 8;
-	o.kv_block_size = 16;
-	o.max_queue = 2;
-	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
-	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	struct etu_rig r;
+	etu_rig_init(&r, *state);
+	r.o.mode = DS_MODE_FAST;
+	r.o.kv_blocks = 8;
+	r.o.kv_block_size = 16;
+	r.o.max_queue = 2;
+	etu_rig_start(&r, etu_mk_mock);
 	int32_t prompt[4] = {1, 2, 3, 4};
 	struct ds_request_params p = {
 	    .prompt = prompt, .n_prompt = 4, .max_tokens = 4, .sampling = {.top_p = 1.0f}};
 	uint64_t id;
 	p.deterministic = true;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_PRECONDITION);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_ERR_PRECONDITION);
 	p.deterministic = false;
 	p.max_tokens = 8 * 16; /* 4 + 128 positions > 8 blocks of 16 */
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_TOO_LONG);
-	assert_non_null(strstr(err.msg, "KV blocks"));
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_ERR_TOO_LONG);
+	assert_non_null(strstr(r.err.msg, "KV blocks"));
 	p.max_tokens = 0;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_ERR_INVALID);
 	p.max_tokens = 4;
 	prompt[2] = 100000;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_ERR_INVALID);
 	prompt[2] = 3;
 	p.sampling.top_p = 0.0f;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_ERR_INVALID);
 	p.sampling.top_p = 1.0f;
 	p.sampling.temperature = -1.0f;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_ERR_INVALID);
 	p.sampling.temperature = 0.0f;
 	p.n_prompt = 0;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_INVALID);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_ERR_INVALID);
 	p.n_prompt = 4;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_ERR_FULL);
-	ds_engine_free(e); /* outstanding requests are dropped without leaks */
-	ds_backend_free(&be);
-	assert_int_equal(ds_mode_parse("ref-only", &o.mode), DS_OK);
-	assert_int_equal(o.mode, DS_MODE_REF_ONLY);
-	assert_int_equal(ds_mode_parse("bogus", &o.mode), DS_ERR_INVALID);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_OK);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_OK);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_ERR_FULL);
+	etu_rig_stop(&r); /* outstanding requests are dropped without leaks */
+	assert_int_equal(ds_mode_parse("ref-only", &r.o.mode), DS_OK);
+	assert_int_equal(r.o.mode, DS_MODE_REF_ONLY);
+	assert_int_equal(ds_mode_parse("bogus", &r.o.mode), DS_ERR_INVALID);
 }
 
 static void test_cancel_frees_within_one_step(void **state)
 {
-	struct fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_err err;
-	struct ds_engine_opts o;
-	ds_engine_opts_default(&o);
-	o.kv_blocks = 64;
-	o.kv_block_size = 4;
-	o.prefix_cache = false;
-	assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
-	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	struct etu_rig r;
+	etu_rig_init(&r, *state);
+	r.o.kv_blocks = 64;
+	r.o.kv_block_size = 4;
+	r.o.prefix_cache = false;
+	etu_rig_start(&r, mk_cpu);
 	struct scen_req q = simple_req(20, 60, true, 0.0f, 1);
-	struct ds_request_params p = {.prompt = q.prompt,
-	                              .n_prompt = 20,
-	                              .max_tokens = 60,
-	                              .sampling = q.sp,
-	                              .has_seed = true,
-	                              .deterministic = true,
-	                              .ignore_eos = true};
+	q.early_verify = false;
+	struct ds_request_params p = req_params(&q);
 	uint64_t id;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_OK);
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(ds_engine_step(e, &err), DS_OK);
+		assert_int_equal(ds_engine_step(r.e, &r.err), DS_OK);
 	struct ds_engine_stats st;
-	ds_engine_get_stats(e, &st);
+	ds_engine_get_stats(r.e, &st);
 	assert_true(st.kv_blocks_used >= 5);
-	ds_engine_cancel(e, id);
-	assert_int_equal(ds_engine_step(e, &err), DS_OK);
-	ds_engine_get_stats(e, &st);
+	ds_engine_cancel(r.e, id);
+	assert_int_equal(ds_engine_step(r.e, &r.err), DS_OK);
+	ds_engine_get_stats(r.e, &st);
 	assert_int_equal(st.kv_blocks_used, 0);
-	assert_true(ds_engine_idle(e));
+	assert_true(ds_engine_idle(r.e));
 	struct ds_event *ev, *last = NULL;
-	while ((ev = ds_engine_poll(e)) != NULL) {
+	while ((ev = ds_engine_poll(r.e)) != NULL) {
 		if (last)
 			ds_event_free(last);
 		last = ev;
@@ -378,24 +342,17 @@ static void test_cancel_frees_within_one_step(void **state)
 	assert_true(last->final);
 	assert_int_equal(last->finish, DS_FINISH_CANCELLED);
 	ds_event_free(last);
-	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_check_stop(&r);
 }
 
 static void test_threaded_mode(void **state)
 {
-	struct fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_err err;
-	struct ds_engine_opts o;
-	ds_engine_opts_default(&o);
-	o.window = 8;
-	o.group = 4;
-	o.inject_mismatch = 0.3;
-	assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
-	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	struct etu_rig r;
+	etu_rig_init(&r, *state);
+	r.o.window = 8;
+	r.o.group = 4;
+	r.o.inject_mismatch = 0.3;
+	etu_rig_start(&r, mk_cpu);
 	struct scenario s = {0};
 	s.n_req = 16;
 	s.req = calloc((size_t)s.n_req, sizeof(*s.req));
@@ -403,35 +360,28 @@ static void test_threaded_mode(void **state)
 		s.req[i] =
 		    simple_req(3 + i, 12 + i, i % 2 == 0, i % 4 < 2 ? 0.0f : 1.0f, (uint64_t)i * 7);
 		s.req[i].seed = s.req[i].sp.seed;
-		struct ds_request_params p = {.prompt = s.req[i].prompt,
-		                              .n_prompt = s.req[i].n_prompt,
-		                              .max_tokens = s.req[i].max_tokens,
-		                              .sampling = s.req[i].sp,
-		                              .has_seed = true,
-		                              .deterministic = s.req[i].det,
-		                              .early_verify = true,
-		                              .ignore_eos = true,
-		                              .return_logprobs = true,
-		                              .user_tag = (uint64_t)i};
-		assert_int_equal(ds_engine_submit(e, &p, &s.req[i].id, &err), DS_OK);
+		struct ds_request_params p = req_params(&s.req[i]);
+		p.return_logprobs = true;
+		p.user_tag = (uint64_t)i;
+		assert_int_equal(ds_engine_submit(r.e, &p, &s.req[i].id, &r.err), DS_OK);
 		if (i == 0) {
 			/* held from the start until cancelled below; the rest arrive while it runs
 			 */
-			ds_engine_pause(e, s.req[0].id, true);
-			assert_int_equal(ds_engine_start(e, &err), DS_OK);
-			assert_int_equal(ds_engine_step(e, &err), DS_ERR_PRECONDITION);
+			ds_engine_pause(r.e, s.req[0].id, true);
+			assert_int_equal(ds_engine_start(r.e, &r.err), DS_OK);
+			assert_int_equal(ds_engine_step(r.e, &r.err), DS_ERR_PRECONDITION);
 		}
 	}
 	int done = 0, events = 0;
-	struct pollfd pfd = {.fd = ds_engine_event_fd(e), .events = POLLIN};
+	struct pollfd pfd = {.fd = ds_engine_event_fd(r.e), .events = POLLIN};
 	while (done < s.n_req) {
 		assert_true(poll(&pfd, 1, 30000) == 1);
 		struct ds_event *ev;
-		while ((ev = ds_engine_poll(e)) != NULL) {
+		while ((ev = ds_engine_poll(r.e)) != NULL) {
 			if (++events == 3) {
 				/* cancel from this thread while the engine thread steps */
-				ds_engine_cancel(e, s.req[0].id);
-				ds_engine_cancel(e, s.req[5].id);
+				ds_engine_cancel(r.e, s.req[0].id);
+				ds_engine_cancel(r.e, s.req[5].id);
 			}
 			struct scen_req *q = &s.req[ev->user_tag];
 			assert_int_equal(ev->req_id, q->id);
@@ -450,46 +400,39 @@ static void test_threaded_mode(void **state)
 			ds_event_free(ev);
 		}
 	}
-	ds_engine_stop(e);
-	assert_true(ds_engine_idle(e));
+	ds_engine_stop(r.e);
+	assert_true(ds_engine_idle(r.e));
 	assert_int_equal(s.req[0].finish, DS_FINISH_CANCELLED); /* paused, then cancelled */
 	assert_int_equal(s.req[0].n_out, 0);
 	/* request 5 was running: cancelled, or finished first (its tokens are checked below) */
 	assert_true(s.req[5].finish == DS_FINISH_CANCELLED || s.req[5].finish == DS_FINISH_LENGTH);
-	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
+	assert_int_equal(ds_engine_kv_check(r.e, &r.err), DS_OK);
 	char msg[512];
-	if (!scen_check_oracle(&s, mk_cpu, f, msg, sizeof(msg)))
+	if (!scen_check_oracle(&s, mk_cpu, r.f, msg, sizeof(msg)))
 		fail_msg("threaded: %s", msg);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_stop(&r);
 	scen_free(&s);
 }
 
 static void test_window_independence_and_fingerprint(void **state)
 {
-	struct fixture *f = *state;
 	static const int ws[] = {1, 4, 64};
 	char fps[3][33];
 	int32_t toks[3][SCEN_MAX_OUT];
 	char msg[512];
 	for (int i = 0; i < 3; i++) {
-		struct ds_backend be;
-		struct ds_engine *e;
-		struct ds_err err;
-		struct ds_engine_opts o;
-		ds_engine_opts_default(&o);
-		o.window = ws[i];
-		o.inject_mismatch = 0.3;
-		assert_int_equal(mk_cpu(&be, f, false, &err), DS_OK);
-		assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+		struct etu_rig r;
+		etu_rig_init(&r, *state);
+		r.o.window = ws[i];
+		r.o.inject_mismatch = 0.3;
+		etu_rig_start(&r, mk_cpu);
 		struct scen_req q = simple_req(9, 40, true, 1.0f, 99);
-		assert_true(scen_run_one(e, &q, msg, sizeof(msg)));
+		assert_true(scen_run_one(r.e, &q, msg, sizeof(msg)));
 		assert_int_equal(q.n_out, 40);
 		memcpy(fps[i], q.fp, 33);
 		memcpy(toks[i], q.out, sizeof(toks[i]));
 		assert_int_equal(strlen(q.fp), 32);
-		ds_engine_free(e);
-		ds_backend_free(&be);
+		etu_rig_stop(&r);
 	}
 	assert_string_equal(fps[0], fps[1]);
 	assert_string_equal(fps[0], fps[2]);
@@ -556,20 +499,15 @@ static void test_fingerprint_unit(void **state)
 
 static void test_stop_conditions(void **state)
 {
-	struct fixture *f = *state;
 	char msg[512];
 	for (int mode = 0; mode < 2; mode++) {
 		/* a reference output, then stops placed inside it */
-		struct ds_backend be;
-		struct ds_engine *e;
-		struct ds_err err;
-		struct ds_engine_opts o;
-		ds_engine_opts_default(&o);
-		o.window = 16;
-		assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
-		assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+		struct etu_rig r;
+		etu_rig_init(&r, *state);
+		r.o.window = 16;
+		etu_rig_start(&r, etu_mk_mock);
 		struct scen_req q = simple_req(6, 20, mode == 1, 0.0f, 3);
-		assert_true(scen_run_one(e, &q, msg, sizeof(msg)));
+		assert_true(scen_run_one(r.e, &q, msg, sizeof(msg)));
 		assert_int_equal(q.n_out, 20);
 		assert_int_equal(q.finish, DS_FINISH_LENGTH);
 		int32_t full[20];
@@ -586,7 +524,7 @@ static void test_stop_conditions(void **state)
 		struct scen_req s1 = simple_req(6, 20, mode == 1, 0.0f, 3);
 		s1.stop_ids[0] = full[first];
 		s1.n_stop_ids = 1;
-		assert_true(scen_run_one(e, &s1, msg, sizeof(msg)));
+		assert_true(scen_run_one(r.e, &s1, msg, sizeof(msg)));
 		assert_int_equal(s1.finish, DS_FINISH_EOS);
 		assert_int_equal(s1.n_out, first + 1); /* the stop token is included */
 		assert_memory_equal(s1.out, full, (size_t)(first + 1) * sizeof(int32_t));
@@ -594,102 +532,89 @@ static void test_stop_conditions(void **state)
 		s2.stop_seq[0] = full[first - 1];
 		s2.stop_seq[1] = full[first];
 		s2.stop_seq_len = 2;
-		assert_true(scen_run_one(e, &s2, msg, sizeof(msg)));
+		assert_true(scen_run_one(r.e, &s2, msg, sizeof(msg)));
 		assert_int_equal(s2.finish, DS_FINISH_STOP_SEQ);
 		assert_true(s2.n_out <= first + 1);
 		struct scen_req s3 = simple_req(6, 5, mode == 1, 0.0f, 3);
-		assert_true(scen_run_one(e, &s3, msg, sizeof(msg)));
+		assert_true(scen_run_one(r.e, &s3, msg, sizeof(msg)));
 		assert_int_equal(s3.finish, DS_FINISH_LENGTH);
 		assert_memory_equal(s3.out, full, 5 * sizeof(int32_t));
-		ds_engine_free(e);
-		ds_backend_free(&be);
+		etu_rig_stop(&r);
 	}
+}
+
+/* Polls every pending event; returns the number of tokens they carried. */
+static int drain_tokens(struct ds_engine *e)
+{
+	int n = 0;
+	struct ds_event *ev;
+	while ((ev = ds_engine_poll(e)) != NULL) {
+		n += ev->n_tokens;
+		ds_event_free(ev);
+	}
+	return n;
 }
 
 static void test_pause_resume(void **state)
 {
-	struct fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_err err;
-	struct ds_engine_opts o;
-	ds_engine_opts_default(&o);
-	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
-	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	struct etu_rig r;
+	etu_rig_init(&r, *state);
+	etu_rig_start(&r, etu_mk_mock);
 	struct scen_req q = simple_req(4, 10, false, 0.0f, 1);
-	struct ds_request_params p = {.prompt = q.prompt,
-	                              .n_prompt = 4,
-	                              .max_tokens = 10,
-	                              .sampling = q.sp,
-	                              .has_seed = true,
-	                              .ignore_eos = true};
+	q.early_verify = false;
+	struct ds_request_params p = req_params(&q);
 	uint64_t id;
-	assert_int_equal(ds_engine_submit(e, &p, &id, &err), DS_OK);
-	assert_int_equal(ds_engine_step(e, &err), DS_OK);
-	ds_engine_pause(e, id, true);
-	int before = 0, after = 0;
-	struct ds_event *ev;
-	while ((ev = ds_engine_poll(e)) != NULL) {
-		before += ev->n_tokens;
-		ds_event_free(ev);
-	}
+	assert_int_equal(ds_engine_submit(r.e, &p, &id, &r.err), DS_OK);
+	assert_int_equal(ds_engine_step(r.e, &r.err), DS_OK);
+	ds_engine_pause(r.e, id, true);
+	int before = drain_tokens(r.e), after = 0;
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(ds_engine_step(e, &err), DS_OK);
-	while ((ev = ds_engine_poll(e)) != NULL) {
-		after += ev->n_tokens;
-		ds_event_free(ev);
-	}
+		assert_int_equal(ds_engine_step(r.e, &r.err), DS_OK);
+	after += drain_tokens(r.e);
 	assert_int_equal(after, 0); /* paused: nothing decoded */
-	assert_false(ds_engine_idle(e));
-	ds_engine_pause(e, id, false);
-	while (!ds_engine_idle(e))
-		assert_int_equal(ds_engine_step(e, &err), DS_OK);
-	while ((ev = ds_engine_poll(e)) != NULL) {
-		after += ev->n_tokens;
-		ds_event_free(ev);
-	}
+	assert_false(ds_engine_idle(r.e));
+	ds_engine_pause(r.e, id, false);
+	while (!ds_engine_idle(r.e))
+		assert_int_equal(ds_engine_step(r.e, &r.err), DS_OK);
+	after += drain_tokens(r.e);
 	assert_int_equal(before + after, 10);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_stop(&r);
+}
+
+/* The strict mock without noise whose every 5th REF call fails. */
+static enum ds_status mk_mock_ref_fails(struct ds_backend *be, void *arg, bool oracle,
+                                        struct ds_err *err)
+{
+	struct etu_fixture *f = arg;
+	(void)oracle;
+	struct mockbe_opts mo = {
+	    .fast_noise = 0.0f, .logit_scale = 4.0f, .fail_path = DS_PATH_REF, .fail_every = 5};
+	return mockbe_init(be, f->tiny, &mo, err);
 }
 
 static void test_backend_failure_costs_only_its_requests(void **state)
 {
-	struct fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_err err;
-	struct ds_engine_opts o;
-	ds_engine_opts_default(&o);
-	o.window = 4;
+	struct etu_rig r;
+	etu_rig_init(&r, *state);
+	r.o.window = 4;
 	/* split: REF passes hold only deterministic work, so "REF fails" must spare the others
 	 * (under merge or auto a failed REF step fails everyone in it, which is the same rule) */
-	o.step_policy = DS_STEP_SPLIT;
-	struct mockbe_opts mo = {
-	    .fast_noise = 0.0f, .logit_scale = 4.0f, .fail_path = DS_PATH_REF, .fail_every = 5};
-	assert_int_equal(mockbe_init(&be, f->tiny, &mo, &err), DS_OK);
-	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	r.o.step_policy = DS_STEP_SPLIT;
+	etu_rig_start(&r, mk_mock_ref_fails);
 	enum { N = 12 };
 	struct scen_req q[N];
 	for (int i = 0; i < N; i++) {
 		q[i] = simple_req(4 + i, 16, i % 2 == 0, 0.0f, (uint64_t)i);
-		struct ds_request_params p = {.prompt = q[i].prompt,
-		                              .n_prompt = q[i].n_prompt,
-		                              .max_tokens = 16,
-		                              .sampling = q[i].sp,
-		                              .has_seed = true,
-		                              .ignore_eos = true,
-		                              .deterministic = q[i].det,
-		                              .early_verify = true,
-		                              .user_tag = (uint64_t)i};
-		assert_int_equal(ds_engine_submit(e, &p, &q[i].id, &err), DS_OK);
+		struct ds_request_params p = req_params(&q[i]);
+		p.user_tag = (uint64_t)i;
+		assert_int_equal(ds_engine_submit(r.e, &p, &q[i].id, &r.err), DS_OK);
 	}
 	int failed_steps = 0, errors[2] = {0}, finals = 0;
-	for (int step = 0; !ds_engine_idle(e) && step < 10000; step++) {
-		if (ds_engine_step(e, &err) != DS_OK)
+	for (int step = 0; !ds_engine_idle(r.e) && step < 10000; step++) {
+		if (ds_engine_step(r.e, &r.err) != DS_OK)
 			failed_steps++;
 		struct ds_event *ev;
-		while ((ev = ds_engine_poll(e)) != NULL) {
+		while ((ev = ds_engine_poll(r.e)) != NULL) {
 			if (ev->final) {
 				finals++;
 				if (ev->finish == DS_FINISH_ERROR) {
@@ -703,51 +628,37 @@ static void test_backend_failure_costs_only_its_requests(void **state)
 			ds_event_free(ev);
 		}
 	}
-	assert_true(ds_engine_idle(e));
+	assert_true(ds_engine_idle(r.e));
 	assert_int_equal(finals, N);
 	assert_true(failed_steps > 0);
 	assert_true(errors[1] > 0);     /* deterministic requests in the failed REF passes */
 	assert_int_equal(errors[0], 0); /* the fast path never failed: the others finished */
-	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_check_stop(&r);
 }
 
 static void test_preempts_newest_first(void **state)
 {
-	struct fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_err err;
-	struct ds_engine_opts o;
-	ds_engine_opts_default(&o);
-	o.kv_block_size = 4;
-	o.kv_blocks = 10; /* each request alone needs 8; both prompts fit at admission */
-	o.prefix_cache = false;
-	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
-	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_OK);
+	struct etu_rig r;
+	etu_rig_init(&r, *state);
+	r.o.kv_block_size = 4;
+	r.o.kv_blocks = 10; /* each request alone needs 8; both prompts fit at admission */
+	r.o.prefix_cache = false;
+	etu_rig_start(&r, etu_mk_mock);
 	uint64_t ids[2];
 	for (int i = 0; i < 2; i++) {
 		struct scen_req q = simple_req(8, 24, i == 1, 0.0f, (uint64_t)i);
 		q.prompt[0] = (int32_t)i;
-		struct ds_request_params p = {.prompt = q.prompt,
-		                              .n_prompt = 8,
-		                              .max_tokens = 24,
-		                              .sampling = q.sp,
-		                              .has_seed = true,
-		                              .ignore_eos = true,
-		                              .deterministic = q.det,
-		                              .early_verify = true};
-		assert_int_equal(ds_engine_submit(e, &p, &ids[i], &err), DS_OK);
+		struct ds_request_params p = req_params(&q);
+		assert_int_equal(ds_engine_submit(r.e, &p, &ids[i], &r.err), DS_OK);
 	}
 	uint64_t order[2];
 	int n_final = 0;
 	bool a_done = false;
-	while (!ds_engine_idle(e)) {
-		assert_int_equal(ds_engine_step(e, &err), DS_OK);
+	while (!ds_engine_idle(r.e)) {
+		assert_int_equal(ds_engine_step(r.e, &r.err), DS_OK);
 		struct ds_event *ev;
 		int a_tokens = 0;
-		while ((ev = ds_engine_poll(e)) != NULL) {
+		while ((ev = ds_engine_poll(r.e)) != NULL) {
 			if (ev->req_id == ids[0])
 				a_tokens += ev->n_tokens;
 			if (ev->final) {
@@ -763,13 +674,11 @@ static void test_preempts_newest_first(void **state)
 			assert_int_equal(a_tokens, 1);
 	}
 	struct ds_engine_stats st;
-	ds_engine_get_stats(e, &st);
+	ds_engine_get_stats(r.e, &st);
 	assert_true(st.preemptions > 0);
 	assert_int_equal(n_final, 2);
 	assert_int_equal(order[0], ids[0]); /* the oldest was never the victim */
-	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_check_stop(&r);
 }
 
 int main(void)
@@ -790,5 +699,5 @@ int main(void)
 	    cmocka_unit_test(test_oracle_mock),
 	    cmocka_unit_test(test_oracle_cpu),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, etu_teardown);
 }

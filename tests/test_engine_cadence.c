@@ -15,49 +15,13 @@
 #include <stdlib.h>
 
 #include "engine.h"
+#include "engine_test_util.h"
 #include "test_engine_harness.h"
-#include "test_engine_mockbe.h"
 
-struct fixture {
-	struct ds_model *tiny;
-	uint64_t bad_reads;
-	float noise;
-};
-
-static enum ds_status mk_mock(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
-{
-	struct fixture *f = arg;
-	(void)oracle;
-	struct mockbe_opts o = {
-	    .fast_noise = f->noise, .logit_scale = 4.0f, .bad_reads = &f->bad_reads};
-	return mockbe_init(be, f->tiny, &o, err);
-}
-
-static enum ds_status mk_cpu(struct ds_backend *be, void *arg, bool oracle, struct ds_err *err)
-{
-	struct fixture *f = arg;
-	(void)oracle;
-	return ds_backend_cpu_init(be, f->tiny, 1, err);
-}
-
+/* the mock's noise starts at 0; each test sets the noise it needs */
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	struct ds_model_config cfg;
-	struct ds_err err;
-	if (!f || ds_model_preset("tiny", &cfg) != DS_OK ||
-	    ds_model_synth(&cfg, 1234, &f->tiny, &err) != DS_OK)
-		return -1;
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-	ds_model_free(f->tiny);
-	free(f);
-	return 0;
+	return etu_setup(state, 0.0f);
 }
 
 /* n deterministic requests of max_tokens each, arriving `stagger` steps apart, prompts of
@@ -92,7 +56,7 @@ static void make_scenario(struct scenario *s, int n, int max_tokens, int stagger
 	}
 }
 
-static void run_and_check(struct fixture *f, struct scenario *s, scen_backend_fn mk,
+static void run_and_check(struct etu_fixture *f, struct scenario *s, scen_backend_fn mk,
                           struct ds_engine_stats *st)
 {
 	char msg[512];
@@ -106,13 +70,13 @@ static void run_and_check(struct fixture *f, struct scenario *s, scen_backend_fn
 /* Lock-step requests: REF passes ~ steps / (W+1), not ~ steps. */
 static void test_cadence_lockstep(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	f->noise = 0.0f;
 	struct scenario s;
 	const int N = 8, T = 48, W = 4;
 	make_scenario(&s, N, T, 0, W, 16);
 	struct ds_engine_stats st;
-	run_and_check(f, &s, mk_mock, &st);
+	run_and_check(f, &s, etu_mk_mock, &st);
 	print_message("lock-step: %d det x %d tokens, W=%d: %llu steps, %llu REF calls, "
 	              "%llu verify passes, %llu windows\n",
 	              N, T, W, (unsigned long long)st.steps,
@@ -131,14 +95,14 @@ static void test_cadence_lockstep(void **state)
  * own steps and a REF pass would run almost every step. */
 static void test_cadence_staggered(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	struct scenario s;
 	const int N = 8, T = 48, W = 4;
 	for (int noisy = 0; noisy < 2; noisy++) {
 		f->noise = noisy ? 0.05f : 0.0f; /* with rollbacks too */
 		make_scenario(&s, N, T, 1, W, 16);
 		struct ds_engine_stats st;
-		run_and_check(f, &s, mk_mock, &st);
+		run_and_check(f, &s, etu_mk_mock, &st);
 		print_message("staggered (noise %.2f): %llu steps, %llu REF calls, %llu verify "
 		              "passes, %llu windows, %llu rollbacks\n",
 		              (double)f->noise, (unsigned long long)st.steps,
@@ -160,13 +124,13 @@ static void test_cadence_staggered(void **state)
 /* More ready windows than G: several REF passes in the same step, nobody stalls. */
 static void test_cadence_multi_pass(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	f->noise = 0.0f;
 	struct scenario s;
 	const int N = 12, T = 40, W = 4, G = 4;
 	make_scenario(&s, N, T, 0, W, G);
 	struct ds_engine_stats st;
-	run_and_check(f, &s, mk_mock, &st);
+	run_and_check(f, &s, etu_mk_mock, &st);
 	print_message("multi-pass: %d det, G=%d: %llu steps, %llu verify passes, %llu windows\n", N,
 	              G, (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
 	              (unsigned long long)st.windows);
@@ -184,7 +148,7 @@ static void test_cadence_multi_pass(void **state)
  * tokens come from the REF rows, so joining costs no extra rows). */
 static void test_early_verify_joins(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	f->noise = 0.0f;
 	struct scenario s;
 	const int N = 6, T = 40, W = 8;
@@ -192,7 +156,7 @@ static void test_early_verify_joins(void **state)
 	s.opts.margin_threshold = 1e9f; /* every candidate is "low margin" */
 	s.req[0].early_verify = true;
 	struct ds_engine_stats st;
-	run_and_check(f, &s, mk_mock, &st);
+	run_and_check(f, &s, etu_mk_mock, &st);
 	print_message("early joins: %llu steps, %llu verify passes; req 0: %llu windows, req 1: "
 	              "%llu\n",
 	              (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
@@ -212,14 +176,14 @@ static void test_early_verify_joins(void **state)
  * joiners must not take their budget or churn through tiny windows; the cadence re-forms. */
 static void test_cadence_budget(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	f->noise = 0.0f;
 	struct scenario s;
 	const int N = 12, T = 40, W = 4;
 	make_scenario(&s, N, T, 0, W, 16);
 	s.opts.max_step_tokens = 24; /* 4 full windows of W+1 rows, plus decode tokens */
 	struct ds_engine_stats st;
-	run_and_check(f, &s, mk_mock, &st);
+	run_and_check(f, &s, etu_mk_mock, &st);
 	print_message("budget 24: %d det: %llu steps, %llu verify passes, %llu windows\n", N,
 	              (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
 	              (unsigned long long)st.windows);
@@ -233,7 +197,7 @@ static void test_cadence_budget(void **state)
  * steps run one FAST pass. Half the requests are not deterministic; noise makes rollbacks. */
 static void test_merge_one_pass(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	f->noise = 0.05f;
 	struct scenario s;
 	const int N = 8, T = 40, W = 4;
@@ -242,7 +206,7 @@ static void test_merge_one_pass(void **state)
 	for (int i = 0; i < N; i++)
 		s.req[i].det = i % 2 == 0;
 	struct ds_engine_stats st;
-	run_and_check(f, &s, mk_mock, &st);
+	run_and_check(f, &s, etu_mk_mock, &st);
 	print_message("merge: %llu steps, %llu REF steps, %llu REF calls, %llu FAST calls, %llu "
 	              "windows, %llu rollbacks, %llu decoded on REF\n",
 	              (unsigned long long)st.steps, (unsigned long long)st.ref_steps,
@@ -263,7 +227,7 @@ static void test_merge_one_pass(void **state)
  * path, every output token after the prefill's decoded on REF directly. */
 static void test_auto_ref_when_cheap(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	f->noise = 0.05f;
 	struct scenario s;
 	const int N = 6, T = 30, W = 8;
@@ -271,7 +235,7 @@ static void test_auto_ref_when_cheap(void **state)
 	s.opts.step_policy = DS_STEP_AUTO;
 	s.opts.ref_step_bias = 0.0;
 	struct ds_engine_stats st;
-	run_and_check(f, &s, mk_mock, &st);
+	run_and_check(f, &s, etu_mk_mock, &st);
 	print_message("auto, bias 0: %llu steps, %llu REF steps, %llu decoded on REF\n",
 	              (unsigned long long)st.steps, (unsigned long long)st.ref_steps,
 	              (unsigned long long)st.ref_decoded);
@@ -289,7 +253,7 @@ static void test_auto_ref_when_cheap(void **state)
  * with a free slot and nobody waiting: a window per candidate. */
 static void test_early_verify_gate(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	f->noise = 0.0f;
 	struct scenario s;
 	const int N = 7, T = 40, W = 8;
@@ -300,7 +264,7 @@ static void test_early_verify_gate(void **state)
 	for (int i = 0; i < N; i++)
 		s.req[i].early_verify = true;
 	struct ds_engine_stats st;
-	run_and_check(f, &s, mk_mock, &st);
+	run_and_check(f, &s, etu_mk_mock, &st);
 	print_message("early-verify gate: windows per request %llu %llu %llu %llu | %llu %llu %llu\n",
 	              (unsigned long long)s.req[0].dvr.windows,
 	              (unsigned long long)s.req[1].dvr.windows,
@@ -319,7 +283,7 @@ static void test_early_verify_gate(void **state)
 /* The real (batch-variant) CPU fast path, staggered, with injection: oracle-equal. */
 static void test_cadence_cpu_oracle(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	struct scenario s;
 	make_scenario(&s, 6, 24, 2, 8, 4);
 	s.opts.inject_mismatch = 0.2;
@@ -328,89 +292,75 @@ static void test_cadence_cpu_oracle(void **state)
 		s.req[i].early_verify = true;
 	s.opts.margin_threshold = -1.0f; /* auto */
 	struct ds_engine_stats st;
-	run_and_check(f, &s, mk_cpu, &st);
+	run_and_check(f, &s, etu_mk_cpu1, &st);
 	assert_true(st.rollbacks > 0);
 	assert_true(st.margin_threshold >= 1e-3f && st.margin_threshold <= 0.5f);
 	scen_free(&s);
 }
 
-static void init_engine(struct fixture *f, struct ds_backend *be, struct ds_engine **e,
-                        struct ds_engine_opts *o, bool cpu)
-{
-	struct ds_err err;
-	assert_int_equal(cpu ? mk_cpu(be, f, false, &err) : mk_mock(be, f, false, &err), DS_OK);
-	if (ds_engine_init(e, be, o, &err) != DS_OK)
-		fail_msg("init: %s", err.msg);
-}
-
 static void test_margin_calibration(void **state)
 {
-	struct fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_engine_opts o;
+	struct etu_fixture *f = *state;
+	struct etu_rig r;
+	etu_rig_init(&r, f);
 	struct ds_engine_stats st;
-	ds_engine_opts_default(&o);
-	assert_true(o.margin_threshold < 0.0f); /* auto is the default */
+	assert_true(r.o.margin_threshold < 0.0f); /* auto is the default */
 
 	/* CPU backend: a tiny but real discrepancy, threshold = clamp(1.5 delta) where delta is
 	 * the largest error of a fast top-1 vs top-2..8 gap (scheduler/calibrate.c) */
-	init_engine(f, &be, &e, &o, true);
-	ds_engine_get_stats(e, &st);
+	etu_rig_start(&r, etu_mk_cpu1);
+	ds_engine_get_stats(r.e, &st);
 	print_message("cpu tiny: delta %.3g -> threshold %.3g\n", (double)st.margin_delta,
 	              (double)st.margin_threshold);
 	assert_true(st.margin_delta >= 0.0f && st.margin_delta < 0.1f);
 	assert_true(st.margin_threshold == fminf(fmaxf(1.5f * st.margin_delta, 1e-3f), 0.5f));
-	assert_true(be.counters.calls[DS_PATH_REF] == 1 && be.counters.calls[DS_PATH_FAST] == 1);
+	assert_true(r.be.counters.calls[DS_PATH_REF] == 1 &&
+	            r.be.counters.calls[DS_PATH_FAST] == 1);
 	assert_int_equal(st.ref_forward_calls, 0); /* not counted as request work */
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_stop(&r);
 
 	/* mock with a known fast-path perturbation, uniform in +-0.05 per logit: a gap error is a
 	 * difference of two such, so at most 0.1, and 224 samples come close to it */
 	f->noise = 0.05f;
-	init_engine(f, &be, &e, &o, false);
-	ds_engine_get_stats(e, &st);
+	etu_rig_start(&r, etu_mk_mock);
+	ds_engine_get_stats(r.e, &st);
 	print_message("mock noise 0.05: delta %.3g -> threshold %.3g\n", (double)st.margin_delta,
 	              (double)st.margin_threshold);
 	assert_true(st.margin_delta > 0.05f && st.margin_delta <= 0.1f * 1.01f);
 	assert_true(fabsf(st.margin_threshold - 1.5f * st.margin_delta) < 1e-6f);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_stop(&r);
 
 	/* identical paths: the floor */
 	f->noise = 0.0f;
-	init_engine(f, &be, &e, &o, false);
-	ds_engine_get_stats(e, &st);
+	etu_rig_start(&r, etu_mk_mock);
+	ds_engine_get_stats(r.e, &st);
 	assert_true(st.margin_delta == 0.0f && st.margin_threshold == 1e-3f);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_stop(&r);
 
 	/* explicit overrides; no calibration */
-	o.margin_threshold = 0.3f;
-	init_engine(f, &be, &e, &o, false);
-	ds_engine_get_stats(e, &st);
+	r.o.margin_threshold = 0.3f;
+	etu_rig_start(&r, etu_mk_mock);
+	ds_engine_get_stats(r.e, &st);
 	assert_true(st.margin_threshold == 0.3f && st.margin_delta == -1.0f);
-	assert_true(be.counters.calls[DS_PATH_REF] == 0);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	assert_true(r.be.counters.calls[DS_PATH_REF] == 0);
+	etu_rig_stop(&r);
 
 	/* fast mode never calibrates (the threshold is unused there) */
-	o.margin_threshold = -1.0f;
-	o.mode = DS_MODE_FAST;
-	init_engine(f, &be, &e, &o, false);
-	assert_true(be.counters.calls[DS_PATH_REF] == 0 && be.counters.calls[DS_PATH_FAST] == 0);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	r.o.margin_threshold = -1.0f;
+	r.o.mode = DS_MODE_FAST;
+	etu_rig_start(&r, etu_mk_mock);
+	assert_true(r.be.counters.calls[DS_PATH_REF] == 0 &&
+	            r.be.counters.calls[DS_PATH_FAST] == 0);
+	etu_rig_stop(&r);
 
 	/* NaN is an error */
-	struct ds_err err;
-	o.margin_threshold = NAN;
-	o.mode = DS_MODE_DVR;
-	assert_int_equal(mk_mock(&be, f, false, &err), DS_OK);
-	assert_int_equal(ds_engine_init(&e, &be, &o, &err), DS_ERR_INVALID);
-	assert_non_null(strstr(err.msg, "margin_threshold"));
-	ds_backend_free(&be);
+	r.o.margin_threshold = NAN;
+	r.o.mode = DS_MODE_DVR;
+	r.err = (struct ds_err){0}; /* the message checked below is this init's */
+	assert_int_equal(etu_mk_mock(&r.be, f, false, &r.err), DS_OK);
+	assert_int_equal(ds_engine_init(&r.e, &r.be, &r.o, &r.err), DS_ERR_INVALID);
+	assert_non_null(strstr(r.err.msg, "margin_threshold"));
+	ds_backend_free(&r.be);
 }
 
 /* window_auto: with a noisy fast path (rollbacks on a large share of candidates) the engine
@@ -418,7 +368,7 @@ static void test_margin_calibration(void **state)
  * keeps the cap; with window_auto off it keeps W whatever happens. Oracle-equal throughout. */
 static void test_window_auto(void **state)
 {
-	struct fixture *f = *state;
+	struct etu_fixture *f = *state;
 	struct scenario s;
 	struct ds_engine_stats st;
 	const int N = 8, T = SCEN_MAX_OUT, W = 32;
@@ -428,7 +378,7 @@ static void test_window_auto(void **state)
 			make_scenario(&s, N, T, 0, W, 16);
 			s.opts.step_policy = DS_STEP_MERGE;
 			s.opts.window_auto = on;
-			run_and_check(f, &s, mk_mock, &st);
+			run_and_check(f, &s, etu_mk_mock, &st);
 			print_message("window_auto=%d noise=%d: window %d, %llu windows, %llu "
 			              "rollbacks, %llu steps\n",
 			              on, noisy, st.window, (unsigned long long)st.windows,
@@ -445,50 +395,43 @@ static void test_window_auto(void **state)
  * every KV block back in the pool, and requests afterwards still equal the oracle. */
 static void test_warmup(void **state)
 {
-	struct fixture *f = *state;
-	struct ds_backend be;
-	struct ds_engine *e;
-	struct ds_engine_opts o;
+	struct etu_fixture *f = *state;
+	struct etu_rig r;
+	etu_rig_init(&r, f);
 	struct ds_engine_stats st;
-	struct ds_err err;
-	ds_engine_opts_default(&o);
-	o.margin_threshold = 0.3f; /* no calibration passes in the counts below */
-	o.warmup = true;
-	o.max_running = 16;
-	o.max_step_tokens = 1024; /* tiny's context */
-	o.kv_blocks = 1024;
-	init_engine(f, &be, &e, &o, true);
-	ds_engine_get_stats(e, &st);
+	r.o.margin_threshold = 0.3f; /* no calibration passes in the counts below */
+	r.o.warmup = true;
+	r.o.max_running = 16;
+	r.o.max_step_tokens = 1024; /* tiny's context */
+	r.o.kv_blocks = 1024;
+	etu_rig_start(&r, etu_mk_cpu1);
+	ds_engine_get_stats(r.e, &st);
 	/* T = 1, 2, ..., 512 twice, then 1024 once, on each path */
 	assert_true(f->tiny->cfg.max_pos >= 1024);
-	assert_int_equal(be.counters.calls[DS_PATH_FAST], 2 * 10 + 1);
-	assert_int_equal(be.counters.calls[DS_PATH_REF], 2 * 10 + 1);
+	assert_int_equal(r.be.counters.calls[DS_PATH_FAST], 2 * 10 + 1);
+	assert_int_equal(r.be.counters.calls[DS_PATH_REF], 2 * 10 + 1);
 	assert_int_equal(st.ref_forward_calls + st.fast_forward_calls, 0);
 	assert_int_equal(st.kv_blocks_used, 0);
-	assert_int_equal(ds_engine_kv_check(e, &err), DS_OK);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	etu_rig_check_stop(&r);
 	/* fast mode warms only FAST */
-	o.mode = DS_MODE_FAST;
-	init_engine(f, &be, &e, &o, false);
-	assert_int_equal(be.counters.calls[DS_PATH_REF], 0);
-	assert_true(be.counters.calls[DS_PATH_FAST] > 0);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	r.o.mode = DS_MODE_FAST;
+	etu_rig_start(&r, etu_mk_mock);
+	assert_int_equal(r.be.counters.calls[DS_PATH_REF], 0);
+	assert_true(r.be.counters.calls[DS_PATH_FAST] > 0);
+	etu_rig_stop(&r);
 	/* a pool too small for the big passes skips them */
-	o.mode = DS_MODE_DVR;
-	o.kv_blocks = 8;
-	o.kv_block_size = 16;
-	init_engine(f, &be, &e, &o, false);
-	assert_true(be.counters.calls[DS_PATH_REF] < 2 * 10 + 1);
-	ds_engine_free(e);
-	ds_backend_free(&be);
+	r.o.mode = DS_MODE_DVR;
+	r.o.kv_blocks = 8;
+	r.o.kv_block_size = 16;
+	etu_rig_start(&r, etu_mk_mock);
+	assert_true(r.be.counters.calls[DS_PATH_REF] < 2 * 10 + 1);
+	etu_rig_stop(&r);
 	/* scenarios with warm-up stay oracle-equal */
 	struct scenario s;
 	make_scenario(&s, 5, 20, 1, 4, 16);
 	s.opts.warmup = true;
 	s.opts.step_policy = DS_STEP_AUTO;
-	run_and_check(f, &s, mk_cpu, &st);
+	run_and_check(f, &s, etu_mk_cpu1, &st);
 	scen_free(&s);
 }
 
@@ -505,5 +448,5 @@ int main(void)
 	    cmocka_unit_test(test_warmup),
 	    cmocka_unit_test(test_window_auto),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, etu_teardown);
 }
