@@ -356,6 +356,23 @@ static struct ds_cuda_pick pick_new(int M, int N, int K, bool silu)
 	return pk;
 }
 
+/* Times every skinny variant of x's kind (x->v is set to each in turn), each checked against
+ * chk: pk->ms_variant, and the fastest as pk->ms_skinny / skinny_best (pk->ms_skinny starts at
+ * INFINITY, pick_new). */
+static void pick_time_variants(struct ds_cuda_ctx *c, struct cand *x, struct cand_check *chk,
+                               struct ds_cuda_pick *pk)
+{
+	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
+		x->v = v;
+		float t = cand_time_checked(c, x, chk, &pk->n_rejected);
+		pk->ms_variant[v] = t;
+		if (t < pk->ms_skinny) {
+			pk->ms_skinny = t;
+			pk->skinny_best = v;
+		}
+	}
+}
+
 /* The cached choice for (bucket of M, N, K); on a miss outside capture, times every candidate
  * on the call's own buffers (the real call overwrites C afterwards) and caches the fastest.
  * *out is NULL on a miss during capture (the caller then uses the untimed default). */
@@ -383,15 +400,7 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 	}
 	struct cand x = {
 	    .kind = DS_CUDA_GEMM_SKINNY, .A = A, .W = W, .C = C, .M = M, .N = N, .K = K};
-	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
-		x.v = v;
-		float t = cand_time_checked(c, &x, &chk, &pk.n_rejected);
-		pk.ms_variant[v] = t;
-		if (t < pk.ms_skinny) {
-			pk.ms_skinny = t;
-			pk.skinny_best = v;
-		}
-	}
+	pick_time_variants(c, &x, &chk, &pk);
 	if (M <= DS_K_GEMV_MAX_M) {
 		x.kind = DS_CUDA_GEMM_GEMV;
 		x.v = 0;
@@ -494,15 +503,7 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
 	if (isfinite(pk.ms_split))
 		check_init(c, &chk, C, (size_t)M * N);
 	x.kind = DS_CUDA_GEMM_SKINNY_SILU;
-	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
-		x.v = v;
-		float t = cand_time_checked(c, &x, &chk, &pk.n_rejected);
-		pk.ms_variant[v] = t;
-		if (t < pk.ms_skinny) {
-			pk.ms_skinny = t;
-			pk.skinny_best = v;
-		}
-	}
+	pick_time_variants(c, &x, &chk, &pk);
 	check_free(&chk);
 	pk.kind = DS_CUDA_GEMM_SPLIT;
 	pk.ms_best = pk.ms_split;
@@ -671,32 +672,8 @@ enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p
 	if (rv != DS_OK)
 		return rv;
 	int n_split = ds_cuda_fast_split(c, B, c->cfg.max_pos);
-	if (f->graph[bi]) {
-		DS_CUDA_TRY(cudaGraphLaunch(f->graph[bi], c->stream), err);
-		return DS_OK;
-	}
-	if (!f->use_graphs || !f->warm[bi]) {
-		f->warm[bi] = true;
-		return ds_cuda_pass_run(c, &ds_cuda_fast_ops, &pb, n_split, err);
-	}
-	cudaGraph_t g = NULL;
-	DS_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), err);
-	rv = ds_cuda_pass_run(c, &ds_cuda_fast_ops, &pb, n_split, err);
-	cudaError_t e = cudaStreamEndCapture(c->stream, &g);
-	if (rv != DS_OK) {
-		if (g)
-			cudaGraphDestroy(g);
-		return rv;
-	}
-	DS_CUDA_TRY(e, err);
-	e = cudaGraphInstantiate(&f->graph[bi], g, 0);
-	cudaGraphDestroy(g);
-	if (e != cudaSuccess) {
-		f->graph[bi] = NULL;
-		DS_CUDA_TRY(e, err);
-	}
-	DS_CUDA_TRY(cudaGraphLaunch(f->graph[bi], c->stream), err);
-	return DS_OK;
+	return ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, &pb, n_split, f->use_graphs,
+	                            &f->graph[bi], &f->warm[bi], err);
 }
 
 void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c)

@@ -2,6 +2,7 @@
  * several shapes including odd ones, with guard bytes after each output; plus the reference
  * kernels' invariance (GEMM rows vs M and placement; attention split vs single block). */
 #include "gpu_util.h"
+#include "gpu_test_util.h"
 #include "kernels.h"
 #include "sample.h"
 #include "synth.h"
@@ -70,16 +71,9 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 		rows[r] = gather ? n_x - 1 - 2 * r : r;
 	if (gather && n_rows > 1)
 		rows[n_rows - 1] = -1; /* a padding row: zero output, x untouched */
-	float *dx = to_dev(x, nx * 4), *dd = to_dev(dl, nx * 4);
-	uint16_t *dw = to_dev(w, (size_t)hidden * 2);
-	int32_t *drows = to_dev(rows, (size_t)n_rows * 4);
-	size_t on = (size_t)n_rows * hidden * 2;
-	uint16_t *dout = dev_alloc_guarded(on), *out = malloc(on);
-	CK(ds_k_rmsnorm(dx, delta ? dd : NULL, gather ? drows : NULL, dw, n_rows, hidden, 1e-5f,
-	                dout, 0));
-	from_dev(out, dout, on);
-	from_dev(xg, dx, nx * 4);
-	dev_check_guard(dout, on);
+	uint16_t *out = malloc((size_t)n_rows * hidden * 2);
+	gt_rmsnorm_run(x, delta ? dl : NULL, gather ? rows : NULL, w, n_x, n_rows, hidden, 1e-5f,
+	               out, xg);
 	for (int r = 0; r < n_rows; r++) {
 		if (rows[r] < 0) {
 			for (int i = 0; i < hidden; i++)
@@ -102,11 +96,6 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 		}
 	}
 	assert_memory_equal(x, xg, nx * 4); /* residual add is exact and lands in x */
-	cudaFree(dx);
-	cudaFree(dd);
-	cudaFree(dw);
-	cudaFree(drows);
-	cudaFree(dout);
 	free(x);
 	free(dl);
 	free(xg);
@@ -283,24 +272,13 @@ static void gemm_case(gemm_fn gemm, int M, int N, int K)
 	fill_bf16(W, nw, 42 + N, 1.0f);
 	uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
 	float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
+	double *ref = malloc(nc * sizeof(double)), *sabs = malloc(nc * sizeof(double));
 	CK(gemm(dA, dW, dC, M, N, K, 0));
 	CK(cudaDeviceSynchronize());
 	from_dev(C, dC, nc * 4);
 	dev_check_guard(dC, nc * 4);
-	for (int m = 0; m < M; m++)
-		for (int n = 0; n < N; n++) {
-			double s = 0, sa = 0;
-			for (int k = 0; k < K; k++) {
-				double p =
-				    (double)bf(A[(size_t)m * K + k]) * bf(W[(size_t)n * K + k]);
-				s += p;
-				sa += fabs(p);
-			}
-			double got = C[(size_t)m * N + n];
-			if (!(fabs(got - s) <= 4.0 * K * 6e-8 * sa + 1e-30))
-				fail_msg("gemm %dx%dx%d at (%d,%d): %.9g vs %.9g", M, N, K, m, n,
-				         got, s);
-		}
+	gt_gemm_reference(A, W, M, N, K, true, ref, sabs);
+	gt_gemm_check(C, ref, sabs, M, N, K, true, "gemm");
 	/* invariance: each row alone (M = 1) and the rows reversed give the same bits */
 	uint16_t *Ar = malloc(na * 2);
 	for (int m = 0; m < M; m++)
@@ -329,6 +307,8 @@ static void gemm_case(gemm_fn gemm, int M, int N, int K)
 	free(Ar);
 	free(Cr);
 	free(row);
+	free(ref);
+	free(sabs);
 }
 
 static void test_gemm_ref(void **state)
@@ -361,30 +341,21 @@ static void test_gemv(void **state)
 			fill_bf16(W, nw, 72 + s, 1.0f);
 			uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
 			float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
+			double *ref = malloc(nc * sizeof(double)),
+			       *sabs = malloc(nc * sizeof(double));
 			CK(ds_k_gemv(dA, dW, dC, M, N, K, 0));
 			from_dev(C, dC, nc * 4);
 			dev_check_guard(dC, nc * 4);
-			for (int m = 0; m < M; m++)
-				for (int n = 0; n < N; n++) {
-					double r = 0, sa = 0;
-					for (int k = 0; k < K; k++) {
-						double p = (double)bf(A[(size_t)m * K + k]) *
-						           bf(W[(size_t)n * K + k]);
-						r += p;
-						sa += fabs(p);
-					}
-					if (!(fabs(C[(size_t)m * N + n] - r) <=
-					      4.0 * K * 6e-8 * sa + 1e-30))
-						fail_msg(
-						    "gemv M=%d N=%d K=%d at (%d,%d): %.9g vs %.9g",
-						    M, N, K, m, n, C[(size_t)m * N + n], r);
-				}
+			gt_gemm_reference(A, W, M, N, K, true, ref, sabs);
+			gt_gemm_check(C, ref, sabs, M, N, K, true, "gemv");
 			cudaFree(dA);
 			cudaFree(dW);
 			cudaFree(dC);
 			free(A);
 			free(W);
 			free(C);
+			free(ref);
+			free(sabs);
 		}
 }
 
