@@ -79,6 +79,9 @@ enum ds_status ds_cuda_pass_graphed(struct ds_cuda_ctx *c, const struct ds_cuda_
                                     const struct ds_cuda_pass *p, int n_split, bool capture,
                                     cudaGraphExec_t *graph, bool *warm, struct ds_err *err)
 {
+	enum ds_status rv = ds_cuda_meta_upload(c, p, err);
+	if (rv != DS_OK)
+		return rv;
 	if (*graph) {
 		DS_CUDA_TRY(cudaGraphLaunch(*graph, c->stream), err);
 		return DS_OK;
@@ -89,7 +92,7 @@ enum ds_status ds_cuda_pass_graphed(struct ds_cuda_ctx *c, const struct ds_cuda_
 	}
 	cudaGraph_t g = NULL;
 	DS_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), err);
-	enum ds_status rv = ds_cuda_pass_run(c, ops, p, n_split, err);
+	rv = ds_cuda_pass_run(c, ops, p, n_split, err);
 	cudaError_t e = cudaStreamEndCapture(c->stream, &g);
 	if (rv != DS_OK) {
 		if (g)

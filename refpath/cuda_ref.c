@@ -230,9 +230,6 @@ enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p
 	}
 	struct ds_cuda_pass pb = *p;
 	pb.T = pb.R = B;
-	enum ds_status rv = ds_cuda_meta_upload(c, &pb, err);
-	if (rv != DS_OK)
-		return rv;
 	return ds_cuda_pass_graphed(c, &ds_cuda_ref_ops, &pb, -1, true, &r->graph[bi], &r->warm[bi],
 	                            err);
 }

@@ -1,11 +1,39 @@
-/* gpu_test_util.c - the gpu suite's shared kernel checks (gpu_test_util.h): the GEMM reference
- * and its bound, and one RMSNorm launch on host data.
+/* gpu_test_util.c - the gpu suite's shared kernel checks (gpu_test_util.h): GEMM operands, the
+ * GEMM reference and its bound, and one RMSNorm launch on host data.
  *
  * Key decision: the reference is plain double loops over the checked columns only, so the large
  * model shapes stay affordable on the host while small shapes are checked in full. */
 #include "gpu_test_util.h"
 #include "gpu_util.h"
 #include "kernels.h"
+
+void gt_gemm_case_init(struct gt_gemm_case *g, int M, int N, int K, uint64_t seed_a,
+                       uint64_t seed_w)
+{
+	size_t na = (size_t)M * K, nw = (size_t)N * K, nc = (size_t)M * N;
+	g->M = M;
+	g->N = N;
+	g->K = K;
+	g->A = malloc((na + nw) * 2); /* one host block: A, then W */
+	g->C = malloc(nc * 4);
+	g->ref = malloc(2 * nc * sizeof(double)); /* ref, then sabs */
+	assert_true(g->A && g->C && g->ref);
+	g->W = g->A + na;
+	g->sabs = g->ref + nc;
+	fill_bf16(g->A, na, seed_a, 1.0f);
+	fill_bf16(g->W, nw, seed_w, 1.0f);
+	g->dA = to_dev(g->A, na * 2); /* separate device buffers: each 256-byte aligned */
+	g->dW = to_dev(g->W, nw * 2);
+}
+
+void gt_gemm_case_free(struct gt_gemm_case *g)
+{
+	cudaFree(g->dA);
+	cudaFree(g->dW);
+	free(g->A);
+	free(g->C);
+	free(g->ref);
+}
 
 bool gt_gemm_col_checked(int n, int N, bool all)
 {

@@ -1,6 +1,7 @@
 /* gpu_test_util.h - checks shared by the kernel tests of the gpu suite (test_gpu_kernels.c,
- * test_gpu_skinny.c): a double-precision CPU reference for C = A . W^T with its error bound,
- * and one RMSNorm launch on host data (upload, run, download, guard check).
+ * test_gpu_skinny.c): random GEMM operands on host and device, a double-precision CPU reference
+ * for C = A . W^T with its error bound, and one RMSNorm launch on host data (upload, run,
+ * download, guard check).
  *
  * Key decision: the helpers fail the running cmocka test themselves (fail_msg, CK), so that a
  * caller reads as the case it sets up and the property it asserts; buffers stay the caller's. */
@@ -10,6 +11,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* A GEMM case: A (M, K) and W (N, K) bf16 drawn by fill_bf16 (seeds seed_a, seed_w, range 1)
+ * on the host and copied to the device, with host room for a result and its reference. */
+struct gt_gemm_case {
+	int M, N, K;
+	uint16_t *A, *W;    /* host */
+	uint16_t *dA, *dW;  /* device copies */
+	float *C;           /* (M, N) a result downloaded */
+	double *ref, *sabs; /* (M, N) for gt_gemm_reference */
+};
+void gt_gemm_case_init(struct gt_gemm_case *g, int M, int N, int K, uint64_t seed_a,
+                       uint64_t seed_w);
+void gt_gemm_case_free(struct gt_gemm_case *g);
 
 /* Column n of an (M, N) product is compared with the reference: every column when all, else
  * the first and last 64 and every 61st (large shapes). */

@@ -266,49 +266,40 @@ typedef cudaError_t (*gemm_fn)(const uint16_t *, const uint16_t *, float *, int,
 
 static void gemm_case(gemm_fn gemm, int M, int N, int K)
 {
-	size_t na = (size_t)M * K, nw = (size_t)N * K, nc = (size_t)M * N;
-	uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
-	fill_bf16(A, na, 41 + M, 1.0f);
-	fill_bf16(W, nw, 42 + N, 1.0f);
-	uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
-	float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
-	double *ref = malloc(nc * sizeof(double)), *sabs = malloc(nc * sizeof(double));
-	CK(gemm(dA, dW, dC, M, N, K, 0));
+	struct gt_gemm_case g;
+	gt_gemm_case_init(&g, M, N, K, 41 + M, 42 + N);
+	size_t na = (size_t)M * K, nc = (size_t)M * N;
+	float *dC = dev_alloc_guarded(nc * 4), *C = g.C;
+	CK(gemm(g.dA, g.dW, dC, M, N, K, 0));
 	CK(cudaDeviceSynchronize());
 	from_dev(C, dC, nc * 4);
 	dev_check_guard(dC, nc * 4);
-	gt_gemm_reference(A, W, M, N, K, true, ref, sabs);
-	gt_gemm_check(C, ref, sabs, M, N, K, true, "gemm");
+	gt_gemm_reference(g.A, g.W, M, N, K, true, g.ref, g.sabs);
+	gt_gemm_check(C, g.ref, g.sabs, M, N, K, true, "gemm");
 	/* invariance: each row alone (M = 1) and the rows reversed give the same bits */
 	uint16_t *Ar = malloc(na * 2);
 	for (int m = 0; m < M; m++)
-		memcpy(Ar + (size_t)(M - 1 - m) * K, A + (size_t)m * K, (size_t)K * 2);
+		memcpy(Ar + (size_t)(M - 1 - m) * K, g.A + (size_t)m * K, (size_t)K * 2);
 	uint16_t *dAr = to_dev(Ar, na * 2);
 	float *dCr = dev_alloc_guarded(nc * 4), *Cr = malloc(nc * 4);
-	CK(gemm(dAr, dW, dCr, M, N, K, 0));
+	CK(gemm(dAr, g.dW, dCr, M, N, K, 0));
 	from_dev(Cr, dCr, nc * 4);
 	for (int m = 0; m < M; m++)
 		assert_memory_equal(C + (size_t)m * N, Cr + (size_t)(M - 1 - m) * N, (size_t)N * 4);
 	int probe[3] = {0, M / 2, M - 1};
 	float *row = malloc((size_t)N * 4);
 	for (int i = 0; i < 3; i++) {
-		CK(gemm(dA + (size_t)probe[i] * K, dW, dCr, 1, N, K, 0));
+		CK(gemm(g.dA + (size_t)probe[i] * K, g.dW, dCr, 1, N, K, 0));
 		from_dev(row, dCr, (size_t)N * 4);
 		assert_memory_equal(row, C + (size_t)probe[i] * N, (size_t)N * 4);
 	}
-	cudaFree(dA);
-	cudaFree(dW);
 	cudaFree(dC);
 	cudaFree(dAr);
 	cudaFree(dCr);
-	free(A);
-	free(W);
-	free(C);
 	free(Ar);
 	free(Cr);
 	free(row);
-	free(ref);
-	free(sabs);
+	gt_gemm_case_free(&g);
 }
 
 static void test_gemm_ref(void **state)
@@ -335,27 +326,17 @@ static void test_gemv(void **state)
 	for (int M = 1; M <= DS_K_GEMV_MAX_M; M++)
 		for (size_t s = 0; s < DS_ARRAY_LEN(shapes); s++) {
 			int N = shapes[s][0], K = shapes[s][1];
-			size_t na = (size_t)M * K, nw = (size_t)N * K, nc = (size_t)M * N;
-			uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
-			fill_bf16(A, na, 71 + M, 1.0f);
-			fill_bf16(W, nw, 72 + s, 1.0f);
-			uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
-			float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
-			double *ref = malloc(nc * sizeof(double)),
-			       *sabs = malloc(nc * sizeof(double));
-			CK(ds_k_gemv(dA, dW, dC, M, N, K, 0));
-			from_dev(C, dC, nc * 4);
+			struct gt_gemm_case g;
+			gt_gemm_case_init(&g, M, N, K, 71 + M, 72 + s);
+			size_t nc = (size_t)M * N;
+			float *dC = dev_alloc_guarded(nc * 4);
+			CK(ds_k_gemv(g.dA, g.dW, dC, M, N, K, 0));
+			from_dev(g.C, dC, nc * 4);
 			dev_check_guard(dC, nc * 4);
-			gt_gemm_reference(A, W, M, N, K, true, ref, sabs);
-			gt_gemm_check(C, ref, sabs, M, N, K, true, "gemv");
-			cudaFree(dA);
-			cudaFree(dW);
+			gt_gemm_reference(g.A, g.W, M, N, K, true, g.ref, g.sabs);
+			gt_gemm_check(g.C, g.ref, g.sabs, M, N, K, true, "gemv");
 			cudaFree(dC);
-			free(A);
-			free(W);
-			free(C);
-			free(ref);
-			free(sabs);
+			gt_gemm_case_free(&g);
 		}
 }
 

@@ -26,20 +26,15 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 	for (int i = 0; i < n_m; i++)
 		Mmax = DS_MAX(Mmax, m_list[i]);
 	bool all = (size_t)N * K <= ((size_t)4 << 20);
-	size_t na = (size_t)Mmax * K, nw = (size_t)N * K;
-	uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
-	fill_bf16(A, na, 101 + K, 1.0f);
-	fill_bf16(W, nw, 102 + N, 1.0f);
-	uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
-	size_t ncmax = (size_t)Mmax * N;
-	double *ref = malloc(ncmax * sizeof(double)), *sabs = malloc(ncmax * sizeof(double));
-	float *C = malloc(ncmax * 4), *C0 = malloc(ncmax * 4);
+	struct gt_gemm_case g;
+	gt_gemm_case_init(&g, Mmax, N, K, 101 + K, 102 + N);
+	float *C = g.C, *C0 = malloc((size_t)Mmax * N * 4);
 	cudaStream_t st;
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	for (int i = 0; i < n_m; i++) {
 		int M = m_list[i];
 		size_t nc = (size_t)M * N;
-		gt_gemm_reference(A, W, M, N, K, all, ref, sabs);
+		gt_gemm_reference(g.A, g.W, M, N, K, all, g.ref, g.sabs);
 		float *dC = dev_alloc_guarded(nc * 4);
 		CK(cudaDeviceSynchronize());
 		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
@@ -48,11 +43,11 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 			for (int pdl = 0; pdl < 2; pdl++) {
 				/* on a non-blocking stream, as the backend launches */
 				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-				CK(ds_k_skinny(dA, dW, dC, M, N, K, v, pdl, st));
+				CK(ds_k_skinny(g.dA, g.dW, dC, M, N, K, v, pdl, st));
 				CK(cudaStreamSynchronize(st));
 				from_dev(C, dC, nc * 4);
 				dev_check_guard(dC, nc * 4);
-				gt_gemm_check(C, ref, sabs, M, N, K, all, name);
+				gt_gemm_check(C, g.ref, g.sabs, M, N, K, all, name);
 				if (pdl == 0)
 					memcpy(C0, C, nc * 4);
 				else /* same variant, same shape: the same bits */
@@ -62,14 +57,8 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 		cudaFree(dC);
 	}
 	CK(cudaStreamDestroy(st));
-	cudaFree(dA);
-	cudaFree(dW);
-	free(A);
-	free(W);
-	free(ref);
-	free(sabs);
-	free(C);
 	free(C0);
+	gt_gemm_case_free(&g);
 }
 
 static void test_skinny_odd_shapes(void **state)
