@@ -192,48 +192,16 @@ __device__ __forceinline__ float dattn_merge_dim(const float *base, int nsu, siz
 	return A / L;
 }
 
-/* Merges the lane groups of each warp (they share dims, differ in positions), then the warps
- * through shared memory (sh_m, sh_l: DA_WARPS * G; sh_acc: DA_WARPS * G * D, 16-byte aligned),
- * and writes the bf16 output o (one split) or the partials of heads h0.. at split z. With
- * cnt (this row and KV head's counter, zero on entry), the block that writes the last partials
- * merges all of them into o and zeroes the counter again (so a graph replays). */
+/* Merges the warps' states (sh_m, sh_l: DA_WARPS * G; sh_acc: DA_WARPS * G * D, filled by every
+ * warp before the barrier this starts with) and writes the bf16 output o (one split) or the
+ * partials of heads h0.. at split z. With cnt (this row and KV head's counter, zero on entry),
+ * the block that writes the last partials merges all of them into o and zeroes the counter
+ * again (so a graph replays). Shared by every variant (their warp layouts differ). */
 template <int D, int G>
-__device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float (&acc)[G][8],
-                                             float *sh_m, float *sh_l, float *sh_acc, int nsu,
-                                             int z, int nz, float *part, size_t h0, uint16_t *o,
-                                             unsigned *cnt)
+__device__ __forceinline__ void dattn_block_merge(float *sh_m, float *sh_l, float *sh_acc, int nsu,
+                                                  int z, int nz, float *part, size_t h0,
+                                                  uint16_t *o, unsigned *cnt)
 {
-	typedef dattn_shape<D, G> S;
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int slot = lane / S::LP, sub = lane % S::LP;
-#pragma unroll
-	for (int off = S::LP; off < 32; off <<= 1)
-#pragma unroll
-		for (int g = 0; g < G; g++) {
-			float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
-			float lo_ = __shfl_xor_sync(0xffffffffu, l[g], off);
-			float wa, wb;
-			dattn_weights(m[g], mo, &wa, &wb);
-			l[g] = l[g] * wa + lo_ * wb;
-#pragma unroll
-			for (int i = 0; i < 8; i++) {
-				float ao = __shfl_xor_sync(0xffffffffu, acc[g][i], off);
-				acc[g][i] = acc[g][i] * wa + ao * wb;
-			}
-			m[g] = fmaxf(m[g], mo);
-		}
-	if (slot == 0) {
-#pragma unroll
-		for (int g = 0; g < G; g++) {
-			float4 *dst = (float4 *)&sh_acc[(warp * G + g) * D + sub * 8];
-			dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-			dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
-			if (sub == 0) {
-				sh_m[warp * G + g] = m[g];
-				sh_l[warp * G + g] = l[g];
-			}
-		}
-	}
 	__syncthreads();
 	/* merge the warps: every block range holds at least one position, so M is finite */
 	for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
@@ -282,6 +250,48 @@ __device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float
 		int g = i / D, k = i % D;
 		o[i] = ds_f32_to_bf16(dattn_merge_dim(part + (h0 + g) * nz * prow, nsu, prow, k));
 	}
+}
+
+/* Merges the lane groups of each warp (they share dims, differ in positions) into shared
+ * memory, then the warps (dattn_block_merge). */
+template <int D, int G>
+__device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float (&acc)[G][8],
+                                             float *sh_m, float *sh_l, float *sh_acc, int nsu,
+                                             int z, int nz, float *part, size_t h0, uint16_t *o,
+                                             unsigned *cnt)
+{
+	typedef dattn_shape<D, G> S;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int slot = lane / S::LP, sub = lane % S::LP;
+#pragma unroll
+	for (int off = S::LP; off < 32; off <<= 1)
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
+			float lo_ = __shfl_xor_sync(0xffffffffu, l[g], off);
+			float wa, wb;
+			dattn_weights(m[g], mo, &wa, &wb);
+			l[g] = l[g] * wa + lo_ * wb;
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				float ao = __shfl_xor_sync(0xffffffffu, acc[g][i], off);
+				acc[g][i] = acc[g][i] * wa + ao * wb;
+			}
+			m[g] = fmaxf(m[g], mo);
+		}
+	if (slot == 0) {
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float4 *dst = (float4 *)&sh_acc[(warp * G + g) * D + sub * 8];
+			dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+			dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+			if (sub == 0) {
+				sh_m[warp * G + g] = m[g];
+				sh_l[warp * G + g] = l[g];
+			}
+		}
+	}
+	dattn_block_merge<D, G>(sh_m, sh_l, sh_acc, nsu, z, nz, part, h0, o, cnt);
 }
 
 #ifndef DS_DATTN_EMU /* the register variant (static shared arrays): GPU only */
@@ -384,29 +394,14 @@ template <int D, int G> struct dattn_pipe {
 /* cp.async primitives; tests/gpu/test_dattn_emu.cc runs this variant on the CPU with
  * tests/gpu/attn_mma_emu.h's emulation (copies land only at the wait that covers them). */
 #ifdef DS_DATTN_EMU
+#define DATTN_DYN_SMEM(name) uint16_t *name = mt_smem_emu
+#else
+#include "mma_prims.cuh"
+#define DATTN_DYN_SMEM(name) extern __shared__ __align__(16) uint16_t name[]
+#endif
 #define dattn_cp16 mt_cp16
 #define dattn_cp_commit mt_commit
 #define dattn_cp_wait mt_wait
-#define DATTN_DYN_SMEM(name) uint16_t *name = mt_smem_emu
-#else
-#define DATTN_DYN_SMEM(name) extern __shared__ __align__(16) uint16_t name[]
-__device__ __forceinline__ void dattn_cp16(void *dst, const void *src, bool valid)
-{
-	unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-	             "r"(valid ? 16 : 0)); /* 0: zero-fill, nothing read */
-}
-
-__device__ __forceinline__ void dattn_cp_commit(void)
-{
-	asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void dattn_cp_wait(void)
-{
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-#endif
 
 /* Issues the copies of stage st (positions lo + st * P..; zero-filled at or past hi). */
 template <int D, int G>
@@ -523,6 +518,8 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	                   cnt ? cnt + (size_t)t * d.n_kv + kh : NULL);
 }
 
+#include "attn_decode_mma.cuh"
+
 /* Merges the nsu partials of rows that used more than one split. */
 __global__ void dattn_combine_kernel(const float *part, struct ds_k_tokmeta tm, struct ds_k_dims d,
                                      int nz, int pb, uint16_t *out)
@@ -573,6 +570,10 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v)
 		if (v == DS_K_ATTN_DECODE_PIPE) {                                                  \
 			r.fn = dattn_pipe_kernel<dd, g>;                                           \
 			r.smem = dattn_pipe<dd, g>::SMEM;                                          \
+		} else if (v == DS_K_ATTN_DECODE_MMA) {                                            \
+			r.fn = dattn_mma_kernel<dd, g>;                                            \
+			r.smem = dattn_mma<dd, g>::SMEM;                                           \
+			r.pb = dattn_mma<dd, g>::P;                                                \
 		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \
 			r.fn = dattn_kernel<dd, g>;                                                \
 		}                                                                                  \

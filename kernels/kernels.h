@@ -126,7 +126,7 @@ cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int
  * writes C. Reduction order depends on the variant (not on the data): not batch-invariant.
  * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
 #define DS_K_SKINNY_MAX_M 64
-#define DS_K_SKINNY_VARIANTS 14
+#define DS_K_SKINNY_VARIANTS 16
 cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                         int variant, int pdl, cudaStream_t st);
 /* The same GEMM with SiLU*mul fused into the activation load: gu is the (M, 2K) fp32 gate/up
@@ -229,11 +229,14 @@ cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_
 /* Variants (same arguments, split semantics and accuracy; ds_k_attn_decode is REG):
  * REG: K/V streamed global -> registers, double-buffered (round 1; few resident blocks);
  * PIPE: K/V staged global -> shared memory by cp.async 3-4 stages deep, registers capped so
- * 3-4 blocks fit an SM (more loads in flight per SM). */
+ * 3-4 blocks fit an SM (more loads in flight per SM);
+ * MMA: K/V staged likewise (64-position stages), S = Q K^T and P V on tensor cores (the G
+ * heads as mma rows), the first stages requested before the PDL wait (attn_decode_mma.cuh). */
 enum ds_k_attn_decode_variant {
 	DS_K_ATTN_DECODE_REG = 0,
 	DS_K_ATTN_DECODE_PIPE = 1,
-	DS_K_ATTN_DECODE_N_VARIANTS = 2
+	DS_K_ATTN_DECODE_MMA = 2,
+	DS_K_ATTN_DECODE_N_VARIANTS = 3
 };
 cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *blocks_per_sm);
 /* counters: NULL (rows with several splits are merged by a second kernel), or T * n_kv zeroed

@@ -32,7 +32,9 @@ namespace cg = cooperative_groups;
  * chunks per iteration (in flight per lane: 2 * R * U 16-byte weight loads, twice that with
  * PF), KS blocks per thread-block cluster splitting K (1: no cluster), PF: the next
  * iteration's weights are requested before this one's activations are read. Variants 0..5
- * are round 1's (measured on the H200), 6..11 split K, 12..13 only prefetch. The fast path
+ * are round 1's (measured on the H200), 6..11 split K, 12..13 only prefetch, 14..15 (round 3)
+ * cover 32-64 weight rows per block, so each block's read of A (from L2, M rows of K) serves
+ * more weight rows: at M = 32 round 1's shapes read A once per 16 rows. The fast path
  * times them all for its shapes. Shared memory is WARPS * R * NT * 512 bytes
  * (+ R * NT * 512 for KS > 1), kept <= 48 KB (no opt-in). */
 #define SKINNY_VARIANTS(X)                                                                         \
@@ -50,6 +52,8 @@ namespace cg = cooperative_groups;
 	X(0, 11, 1, 8, 2, 2, 4, 1)                                                                 \
 	X(0, 12, 1, 8, 1, 4, 1, 1)                                                                 \
 	X(0, 13, 1, 16, 1, 2, 1, 1)                                                                \
+	X(0, 14, 1, 8, 2, 4, 1, 1)                                                                 \
+	X(0, 15, 1, 4, 4, 2, 1, 0)                                                                 \
 	X(1, 0, 2, 8, 1, 4, 1, 0)                                                                  \
 	X(1, 1, 2, 16, 1, 2, 1, 0)                                                                 \
 	X(1, 2, 2, 8, 2, 2, 1, 0)                                                                  \
@@ -64,6 +68,8 @@ namespace cg = cooperative_groups;
 	X(1, 11, 2, 8, 2, 2, 4, 1)                                                                 \
 	X(1, 12, 2, 8, 1, 4, 1, 1)                                                                 \
 	X(1, 13, 2, 16, 1, 2, 1, 1)                                                                \
+	X(1, 14, 2, 8, 2, 2, 2, 1)                                                                 \
+	X(1, 15, 2, 4, 4, 2, 1, 0)                                                                 \
 	X(2, 0, 4, 8, 1, 4, 1, 0)                                                                  \
 	X(2, 1, 4, 16, 1, 2, 1, 0)                                                                 \
 	X(2, 2, 4, 8, 2, 2, 1, 0)                                                                  \
@@ -78,6 +84,8 @@ namespace cg = cooperative_groups;
 	X(2, 11, 4, 8, 2, 2, 2, 1)                                                                 \
 	X(2, 12, 4, 8, 1, 4, 1, 1)                                                                 \
 	X(2, 13, 4, 4, 2, 4, 1, 1)                                                                 \
+	X(2, 14, 4, 4, 4, 2, 1, 0)                                                                 \
+	X(2, 15, 4, 4, 4, 1, 2, 0)                                                                 \
 	X(3, 0, 8, 8, 1, 2, 1, 0)                                                                  \
 	X(3, 1, 8, 8, 1, 4, 1, 0)                                                                  \
 	X(3, 2, 8, 4, 2, 2, 1, 0)                                                                  \
@@ -91,7 +99,9 @@ namespace cg = cooperative_groups;
 	X(3, 10, 8, 4, 1, 2, 8, 1)                                                                 \
 	X(3, 11, 8, 8, 1, 4, 2, 1)                                                                 \
 	X(3, 12, 8, 8, 1, 2, 1, 1)                                                                 \
-	X(3, 13, 8, 4, 2, 2, 1, 1)
+	X(3, 13, 8, 4, 2, 2, 1, 1)                                                                 \
+	X(3, 14, 8, 4, 2, 2, 2, 0)                                                                 \
+	X(3, 15, 8, 4, 2, 1, 4, 0)
 
 __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 {

@@ -152,11 +152,11 @@ int bench_attn(struct bench *b)
 	        b->dev, b->copy_bw / 1e9);
 	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth); fast = the\n"
 	       "fast path's choice (attn_decode.cu's pipe variant unless DS_FAST_ATTN says\n"
-	       "otherwise), reg = attn_decode.cu's register variant (DS_FAST_ATTN=reg), old =\n"
-	       "attn.cu's fast kernel at `split`\n");
-	printf("%5s %6s %6s %10s %10s %10s %10s %8s %8s %8s %8s\n", "batch", "ctx", "split",
-	       "fast_GB/s", "reg_GB/s", "old_GB/s", "ref_GB/s", "fast/roof", "ref/roof", "old/fast",
-	       "reg/fast");
+	       "otherwise), reg = attn_decode.cu's register variant (DS_FAST_ATTN=reg), mma = its\n"
+	       "tensor-core variant (DS_FAST_ATTN=mma), old = attn.cu's fast kernel at `split`\n");
+	printf("%5s %6s %6s %10s %10s %10s %10s %10s %8s %8s %8s %8s %8s\n", "batch", "ctx", "split",
+	       "fast_GB/s", "reg_GB/s", "mma_GB/s", "old_GB/s", "ref_GB/s", "fast/roof", "mma/roof",
+	       "ref/roof", "old/fast", "mma/fast");
 	const char *sel0 = getenv("DS_FAST_ATTN"), *fs0 = getenv("DS_FAST_ATTN_SPLIT");
 	char *sel = sel0 ? strdup(sel0) : NULL, *fs = fs0 ? strdup(fs0) : NULL;
 	/* the fast path at forced decode splits (DS_FAST_ATTN_SPLIT; the partial buffer may cap
@@ -184,12 +184,13 @@ int bench_attn(struct bench *b)
 		}
 		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f,
 		                   c->stream));
-		double tt[4]; /* fast, ref, old, reg */
+		double tt[5]; /* fast, ref, old, reg, mma */
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
-		for (int ref = 0; ref < 4; ref++) {
+		for (int ref = 0; ref < 5; ref++) {
 			double t[20];
-			/* 3: the fast path with the register variant */
-			if (ref == 3 && setenv("DS_FAST_ATTN", "reg", 1) != 0)
+			/* 3, 4: the fast path with the register / tensor-core variant */
+			const char *force = ref == 3 ? "reg" : ref == 4 ? "mma" : NULL;
+			if (force && setenv("DS_FAST_ATTN", force, 1) != 0)
 				return 1;
 			for (int i = -2; i < 20; i++) {
 				CK(cudaEventRecord(e0, c->stream));
@@ -214,37 +215,49 @@ int bench_attn(struct bench *b)
 					t[i] = ms * 1e-3;
 			}
 			tt[ref] = median(t, 20);
-			if (ref == 3 && (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
+			if (force && (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
 				return 1;
 		}
 		double bytes = (double)B * (ctx + 1) * 2 * ds_model_kv_dim(cfg) * 2;
-		printf("%5d %6d %6d %10.0f %10.0f %10.0f %10.0f %7.1f%% %7.1f%% %8.2f %8.2f\n", B,
-		       ctx, split, bytes / tt[0] / 1e9, bytes / tt[3] / 1e9, bytes / tt[2] / 1e9,
-		       bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
-		       100 * bytes / tt[1] / b->copy_bw, tt[2] / tt[0], tt[3] / tt[0]);
+		printf("%5d %6d %6d %10.0f %10.0f %10.0f %10.0f %10.0f %7.1f%% %7.1f%% %7.1f%% %8.2f "
+		       "%8.2f\n",
+		       B, ctx, split, bytes / tt[0] / 1e9, bytes / tt[3] / 1e9, bytes / tt[4] / 1e9,
+		       bytes / tt[2] / 1e9, bytes / tt[1] / 1e9, 100 * bytes / tt[0] / b->copy_bw,
+		       100 * bytes / tt[4] / b->copy_bw, 100 * bytes / tt[1] / b->copy_bw,
+		       tt[2] / tt[0], tt[0] / tt[4]);
 		fprintf(f,
 		        "%s  {\"batch\": %d, \"ctx\": %d, \"fast_split\": %d, \"kv_bytes\": %.0f, "
 		        "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
 		        "\"ref_fraction_of_roofline\": %.4f, \"old_us\": %.2f, "
 		        "\"old_fraction_of_roofline\": %.4f, \"reg_us\": %.2f, "
-		        "\"reg_fraction_of_roofline\": %.4f",
+		        "\"reg_fraction_of_roofline\": %.4f, \"mma_us\": %.2f, "
+		        "\"mma_fraction_of_roofline\": %.4f",
 		        pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
 		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
-		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw);
-		printf("      fast us at forced split:");
-		fprintf(f, ", \"fast_us_by_forced_split\": {");
-		for (size_t k = 0; k < DS_ARRAY_LEN(sweep); k++) {
-			char v[16];
-			double ts;
-			snprintf(v, sizeof(v), "%d", sweep[k]);
-			if (setenv("DS_FAST_ATTN_SPLIT", v, 1) != 0 ||
-			    attn_time_fast(c, &p, split, e0, e1, &ts) != 0)
+		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw,
+		        tt[4] * 1e6, bytes / tt[4] / b->copy_bw);
+		/* the split sweep for the default variant, then for the tensor-core one */
+		for (int vm = 0; vm < 2; vm++) {
+			if (vm && setenv("DS_FAST_ATTN", "mma", 1) != 0)
 				return 1;
-			printf(" %s:%.1f", v, ts * 1e6);
-			fprintf(f, "%s\"%s\": %.2f", k ? ", " : "", v, ts * 1e6);
+			printf("      %s us at forced split:", vm ? "mma " : "fast");
+			fprintf(f, ", \"%s_us_by_forced_split\": {", vm ? "mma" : "fast");
+			for (size_t k = 0; k < DS_ARRAY_LEN(sweep); k++) {
+				char v[16];
+				double ts;
+				snprintf(v, sizeof(v), "%d", sweep[k]);
+				if (setenv("DS_FAST_ATTN_SPLIT", v, 1) != 0 ||
+				    attn_time_fast(c, &p, split, e0, e1, &ts) != 0)
+					return 1;
+				printf(" %s:%.1f", v, ts * 1e6);
+				fprintf(f, "%s\"%s\": %.2f", k ? ", " : "", v, ts * 1e6);
+			}
+			printf("\n");
+			fprintf(f, "}");
+			if (vm && (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
+				return 1;
 		}
-		printf("\n");
-		fprintf(f, "}}");
+		fprintf(f, "}");
 		if (fs ? setenv("DS_FAST_ATTN_SPLIT", fs, 1) : unsetenv("DS_FAST_ATTN_SPLIT"))
 			return 1;
 	}

@@ -581,22 +581,25 @@ int bench_ablate(struct bench *b)
 	static const struct {
 		const char *name;
 		int mask;
+		const char *attn; /* DS_FAST_ATTN for the capture (NULL: unset) */
 	} cfgs[] = {
-	    {"all", ABL_ALL},
-	    {"no_norm", ABL_ALL & ~ABL_NORM},
-	    {"no_rope", ABL_ALL & ~ABL_ROPE},
-	    {"no_attn", ABL_ALL & ~ABL_ATTN},
-	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN)},
-	    {"gemms", ABL_GEMMS},
-	    {"qkv", ABL_QKV},
-	    {"o", ABL_O},
-	    {"gate_up", ABL_GU},
-	    {"down", ABL_DOWN},
-	    {"head", ABL_HEAD},
-	    {"norm", ABL_NORM},
-	    {"rope", ABL_ROPE},
-	    {"attn", ABL_ATTN},
-	    {"empty", 0},
+	    {"all", ABL_ALL, NULL},
+	    {"all_attn_mma", ABL_ALL, "mma"},
+	    {"attn_mma", ABL_ATTN, "mma"},
+	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL},
+	    {"no_rope", ABL_ALL & ~ABL_ROPE, NULL},
+	    {"no_attn", ABL_ALL & ~ABL_ATTN, NULL},
+	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN), NULL},
+	    {"gemms", ABL_GEMMS, NULL},
+	    {"qkv", ABL_QKV, NULL},
+	    {"o", ABL_O, NULL},
+	    {"gate_up", ABL_GU, NULL},
+	    {"down", ABL_DOWN, NULL},
+	    {"head", ABL_HEAD, NULL},
+	    {"norm", ABL_NORM, NULL},
+	    {"rope", ABL_ROPE, NULL},
+	    {"attn", ABL_ATTN, NULL},
+	    {"empty", 0, NULL},
 	};
 	FILE *f = json_open(b->out, "ablate");
 	if (!f)
@@ -618,7 +621,9 @@ int bench_ablate(struct bench *b)
 		fprintf(f, "%s  {\"batch\": %d, \"configs\": [", bi ? ",\n" : "", B);
 		for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
 			double ms;
-			if (abl_time(b, B, cfgs[i].mask, &ms))
+			if ((cfgs[i].attn ? setenv("DS_FAST_ATTN", cfgs[i].attn, 1)
+			                  : unsetenv("DS_FAST_ATTN")) != 0 ||
+			    abl_time(b, B, cfgs[i].mask, &ms))
 				return 1;
 			int m = cfgs[i].mask;
 			double wb = 2.0 * nl *

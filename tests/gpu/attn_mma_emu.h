@@ -82,7 +82,8 @@ struct emu_state {
 };
 
 static emu_state emu;
-alignas(16) static uint16_t mt_smem_emu[4 * 64 * (128 + 8) + 8];
+/* the larger of attn_mma.cu's 2 x (K, V) tiles and attn_decode_mma.cuh's 3 stages */
+alignas(16) static uint16_t mt_smem_emu[3 * 2 * 64 * (128 + 8) + 8];
 #define mt_smem mt_smem_emu /* the kernel's extern __shared__ array */
 
 #define threadIdx (emu.cur->tidx)

@@ -1,5 +1,5 @@
-/* test_dattn_emu.cc - runs the "pipe" variant of kernels/attn_decode.cu (K/V staged in shared
- * memory by cp.async) and its combine kernel on the CPU, through the emulated primitives of
+/* test_dattn_emu.cc - runs the "pipe" and "mma" variants of kernels/attn_decode.cu (K/V staged in
+ * shared memory by cp.async; the mma one on emulated tensor cores) and their combine kernel on the CPU, through the emulated primitives of
  * attn_mma_emu.h (no GPU needed): every thread is a fiber, shared memory starts poisoned and a
  * cp.async lands only at the wait_group that covers it, so a stage read before it arrived, a
  * buffer overwritten while still in use, a missing zero-fill or a wrong index shows up as a
@@ -57,6 +57,7 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v)
 
 static_assert(dattn_pipe<128, 4>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
 static_assert(dattn_pipe<64, 4>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
+static_assert(dattn_mma<128, 8>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
 static_assert(DA_THREADS == EMU_THREADS, "one fiber per thread");
 
 #define NROW 6
@@ -157,10 +158,10 @@ static void dref(const fix &f, int t, int h, double *out)
 		out[i] /= l;
 }
 
-/* The pipe kernel over the fixture at split nz: with fused, the last block of a row and KV head
- * merges (counters), else the combine kernel does (when nz > 1). Checks the guard. */
+/* The pipe (or mma) kernel over the fixture at split nz: with fused, the last block of a row and
+ * KV head merges (counters), else the combine kernel does (when nz > 1). Checks the guard. */
 template <int D, int G>
-static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused)
+static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, bool mma)
 {
 	const ds_k_dims d = f.d;
 	int H = d.n_head;
@@ -175,11 +176,16 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused)
 	float *pp = part.data();
 	unsigned *cp = fused && nz > 1 ? cnt.data() : NULL;
 	de_launch(NROW, (unsigned)d.n_kv, (unsigned)nz,
-	          [&] { dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp); });
+	          [&] {
+		          if (mma)
+			          dattn_mma_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp);
+		          else
+			          dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp);
+	          });
+	int pb = mma ? dattn_mma<D, G>::P : dattn_shape<D, G>::PB;
 	if (nz > 1 && !cp)
-		de_launch(NROW, (unsigned)H, 1, [&] {
-			dattn_combine_kernel(pp, tm, d, nz, dattn_shape<D, G>::PB, op);
-		});
+		de_launch(NROW, (unsigned)H, 1,
+		          [&] { dattn_combine_kernel(pp, tm, d, nz, pb, op); });
 	for (int i = 0; i < GUARD; i++)
 		CHECK(out[on + (size_t)i] == 0x7f7f, "D=%d G=%d split %d: guard %d overwritten", D,
 		      G, nz, i);
@@ -190,13 +196,13 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused)
 	return out;
 }
 
-/* The pipe kernel checked against the reference; the fused merge gives the same bits. */
-template <int D, int G> static void run_case(const fix &f, int nz)
+/* The pipe (or mma) kernel checked against the reference; the fused merge gives the same bits. */
+template <int D, int G> static void run_case(const fix &f, int nz, bool mma)
 {
 	const ds_k_dims d = f.d;
 	int H = d.n_head;
-	std::vector<uint16_t> out = run_kernel<D, G>(f, nz, false);
-	bool same = run_kernel<D, G>(f, nz, true) == out;
+	std::vector<uint16_t> out = run_kernel<D, G>(f, nz, false, mma);
+	bool same = run_kernel<D, G>(f, nz, true, mma) == out;
 	CHECK(same,
 	      "D=%d G=%d split %d: the fused merge differs from the combine kernel", D, G, nz);
 	std::vector<double> ref((size_t)D);
@@ -221,16 +227,18 @@ template <int D, int G> static void run_case(const fix &f, int nz)
 				worst = fmax(worst, fabs(g - r) / tol);
 			}
 		}
-	printf("pipe D=%d G=%d bs %d split %2d: worst error / tolerance %.3f\n", D, G,
-	       d.block_size, nz, worst);
+	printf("%s D=%d G=%d bs %d split %2d: worst error / tolerance %.3f\n", mma ? "mma " : "pipe",
+	       D, G, d.block_size, nz, worst);
 }
 
 template <int D, int G> static void run_shape(int n_kv, int bs)
 {
 	fix f = fix_make(n_kv * G, n_kv, D, bs);
 	static const int splits[] = {1, 2, 5, DS_K_ATTN_DECODE_MAX_SPLIT};
-	for (int nz : splits)
-		run_case<D, G>(f, nz);
+	for (int nz : splits) {
+		run_case<D, G>(f, nz, false);
+		run_case<D, G>(f, nz, true);
+	}
 }
 
 int main(void)

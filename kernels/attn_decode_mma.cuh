@@ -1,0 +1,218 @@
+/* attn_decode_mma.cuh - the "mma" variant of the fast path's flash-decoding kernel (included by
+ * attn_decode.cu, whose split, metadata and merges it shares).
+ *
+ * The CUDA-core variants spend about ten instructions per K/V element (unpack, FMA, shuffle
+ * reductions), so at batch 8-32 they are bound by issue, not by HBM: 33 us per layer at batch 32,
+ * context 512 on the H200, where the KV bytes need 16 (bench/results/gpu-20261129-106949b-ablate).
+ * Here the block's G query heads are rows 0..G-1 of an m16n8k16 A operand (the other rows are
+ * zero: the tensor cores have throughput to spare) and each warp takes 16 positions of a 64-
+ * position stage: S = Q K^T is 2 n8 tiles over head_dim / 16 k steps, the online softmax runs
+ * on the 4 lanes of a quad that hold a row, and P (rounded to bf16, the C layout of the two
+ * tiles being the A layout of one k16 step) times V (ldmatrix.trans) accumulates head_dim / 8
+ * n8 tiles. K/V stages are staged with cp.async three deep in rows padded by 16 bytes (so
+ * ldmatrix is free of bank conflicts). The warps' states are merged in shared memory exactly as
+ * the other variants' (dattn_block_merge).
+ *
+ * Key decision: the first stages are requested before the programmatic-dependent-launch wait.
+ * In a decode pass every K/V position but the row's own was written by an earlier pass, so
+ * those copies may overlap the kernel before (the q/k/v epilogue, which writes the own
+ * position); the own position is left out of them and copied after the wait. */
+
+template <int D, int G> struct dattn_mma {
+	static constexpr int P = DA_WARPS * 16;  /* positions per stage: 16 per warp */
+	static constexpr int RS = D + 8;         /* bf16 per staged row */
+	static constexpr int STAGE = 2 * P * RS; /* elements: K rows, then V rows */
+	static constexpr int STAGES = 3;
+	static constexpr size_t SMEM = (size_t)STAGES * STAGE * 2;
+	static constexpr int KS = D / 16, ND = D / 8, CPP = D / 8;
+	static_assert(G >= 1 && G <= 8, "the query heads are mma rows 0..7");
+	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
+};
+
+/* Where position pos of the source's KV head lives (K; V is s.vstride further). */
+__device__ __forceinline__ const uint16_t *dattn_row(const struct dattn_src &s, int pos)
+{
+	int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
+	int blk = __ldg(s.bt + bi);
+	return s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
+}
+
+/* Copies K and V of stage st (positions lo + st * P ..) into its buffer, zero-filled at or past
+ * s.hi; position skip (if below s.hi) is left out entirely: dattn_mma_own copies it later. */
+template <int D, int G>
+__device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint16_t *sbuf, int lo,
+                                                int st, int skip)
+{
+	typedef dattn_mma<D, G> Q;
+	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
+	for (int i = threadIdx.x; i < Q::P * Q::CPP; i += DA_THREADS) {
+		int j = i / Q::CPP, c = i % Q::CPP, pos = lo + st * Q::P + j;
+		bool ok = pos < s.hi;
+		if (ok && pos == skip)
+			continue;
+		const uint16_t *r = ok ? dattn_row(s, pos) + c * 8 : s.kv; /* nothing read if !ok */
+		dattn_cp16(kb + j * Q::RS + c * 8, r, ok);
+		dattn_cp16(vb + j * Q::RS + c * 8, ok ? r + s.vstride : r, ok);
+	}
+}
+
+/* The row's own position pos (in stage (pos - lo) / P, already issued without it), copied
+ * with plain loads once the kernel that wrote it has completed. */
+template <int D, int G>
+__device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_t *sbuf, int lo,
+                                              int pos)
+{
+	typedef dattn_mma<D, G> Q;
+	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
+	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
+	for (int c = threadIdx.x; c < Q::CPP; c += DA_THREADS) {
+		const uint16_t *r = dattn_row(s, pos) + c * 8;
+		*(uint4 *)(kb + j * Q::RS + c * 8) = *(const uint4 *)r;
+		*(uint4 *)(vb + j * Q::RS + c * 8) = *(const uint4 *)(r + s.vstride);
+	}
+}
+
+template <int D, int G>
+__global__ void __launch_bounds__(DA_THREADS, 2)
+    dattn_mma_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                     struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt)
+{
+	typedef dattn_mma<D, G> Q;
+	DATTN_DYN_SMEM(sh_kv);
+	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
+	/* metadata: uploaded before the pass's first kernel and written by none (see the pipe
+	 * variant), so it is read before the wait */
+	int p = tm.pos[t], sq = tm.seq[t];
+	int nsu = 0, lo = 0, nst = 0;
+	struct dattn_src src;
+	src.bs = d.block_size;
+	src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
+	src.D = D;
+	src.hi = 0;
+	src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
+	src.vstride = (size_t)d.n_kv * d.block_size * D;
+	src.kv = kv + (size_t)kh * d.block_size * D;
+	src.bt = tm.bt;
+	if (p >= 0) {
+		int chunk;
+		dattn_split(p + 1, nz, Q::P, &chunk, &nsu);
+		lo = z * chunk;
+		src.hi = min(lo + chunk, p + 1);
+		src.bt = tm.bt + tm.bt_off[sq];
+		nst = z < nsu ? (src.hi - lo + Q::P - 1) / Q::P : 0;
+	}
+#pragma unroll
+	for (int st = 0; st < Q::STAGES - 1; st++) {
+		if (st < nst)
+			dattn_mma_issue<D, G>(src, sh_kv, lo, st, p);
+		dattn_cp_commit();
+	}
+	ds_grid_dep_wait(); /* no-op unless launched with PDL */
+	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
+	if (p < 0) { /* nothing was issued */
+		if (z == 0)
+			for (int i = threadIdx.x; i < G * D; i += DA_THREADS)
+				o[i] = 0;
+		return;
+	}
+	if (z >= nsu)
+		return;
+	int hi = src.hi;
+	if (p < hi && p < lo + (Q::STAGES - 1) * Q::P)
+		dattn_mma_own<D, G>(src, sh_kv, lo, p);
+
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+	/* Q as the A operand: row g = head kh * G + g (zero for g >= G), rows g + 8 zero */
+	unsigned qf[Q::KS][4];
+	const uint16_t *qrow = q + ((size_t)t * d.n_head + (size_t)kh * G + min(g, G - 1)) * D;
+#pragma unroll
+	for (int ks = 0; ks < Q::KS; ks++) {
+		qf[ks][0] = g < G ? *(const unsigned *)(qrow + ks * 16 + 2 * tq) : 0u;
+		qf[ks][1] = 0u;
+		qf[ks][2] = g < G ? *(const unsigned *)(qrow + ks * 16 + 8 + 2 * tq) : 0u;
+		qf[ks][3] = 0u;
+	}
+	float acc[Q::ND][4], m = -INFINITY, l = 0.0f; /* row g; l: this lane's share */
+#pragma unroll
+	for (int j = 0; j < Q::ND; j++)
+		acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+	for (int it = 0; it < nst; it++) {
+		dattn_cp_wait<Q::STAGES - 2>(); /* stage it has landed (this thread's copies) */
+		__syncthreads(); /* everyone's copies; everyone is done with stage it - 1 */
+		if (it + Q::STAGES - 1 < nst)
+			dattn_mma_issue<D, G>(src, sh_kv, lo, it + Q::STAGES - 1, -1);
+		dattn_cp_commit();
+		int base = lo + it * Q::P + warp * 16; /* this warp's first position */
+		if (base >= hi)
+			continue;
+		const uint16_t *kb = sh_kv + (size_t)(it % Q::STAGES) * Q::STAGE;
+		const uint16_t *vb = kb + Q::P * Q::RS;
+		float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+		for (int ks = 0; ks < Q::KS; ks++) {
+			unsigned b[4];
+			int row = warp * 16 + ((lane >> 4) << 3) + (lane & 7);
+			int ch = ks * 2 + ((lane >> 3) & 1);
+			mt_ldsm_x4(b, kb + row * Q::RS + ch * 8);
+			mt_mma(s[0], qf[ks], b[0], b[1]);
+			mt_mma(s[1], qf[ks], b[2], b[3]);
+		}
+		/* scale, mask by selection (position base is held by lane 0: the max is finite) */
+		float mx = -INFINITY;
+#pragma unroll
+		for (int j = 0; j < 2; j++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				int pos = base + j * 8 + 2 * tq + e;
+				s[j][e] = pos < hi ? s[j][e] * qscale : -INFINITY;
+				mx = fmaxf(mx, s[j][e]);
+			}
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+		float mn = fmaxf(m, mx);
+		float alpha = exp2f(m - mn); /* 0 while nothing was seen */
+		m = mn;
+		l *= alpha;
+#pragma unroll
+		for (int j = 0; j < Q::ND; j++) {
+			acc[j][0] *= alpha;
+			acc[j][1] *= alpha;
+		}
+		unsigned pf[4];
+		pf[0] = mt_pack(exp2f(s[0][0] - mn), exp2f(s[0][1] - mn));
+		pf[2] = mt_pack(exp2f(s[1][0] - mn), exp2f(s[1][1] - mn));
+		pf[1] = pf[3] = 0u;
+		l += __uint_as_float(pf[0] << 16) + __uint_as_float(pf[0] & 0xffff0000u) +
+		     __uint_as_float(pf[2] << 16) + __uint_as_float(pf[2] & 0xffff0000u);
+#pragma unroll
+		for (int dj = 0; dj < D / 16; dj++) {
+			unsigned bv[4];
+			int row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+			int col = dj * 16 + (lane >> 4) * 8;
+			mt_ldsm_x4_trans(bv, vb + row * Q::RS + col);
+			mt_mma(acc[2 * dj], pf, bv[0], bv[1]);
+			mt_mma(acc[2 * dj + 1], pf, bv[2], bv[3]);
+		}
+	}
+	dattn_cp_wait<0>();
+	__syncthreads(); /* the stage buffers become the merge area */
+	l += __shfl_xor_sync(0xffffffffu, l, 1);
+	l += __shfl_xor_sync(0xffffffffu, l, 2);
+	float *sf = (float *)sh_kv, *sh_m = sf, *sh_l = sf + DA_WARPS * G;
+	float *sh_acc = sf + 2 * DA_WARPS * G;
+	if (g < G) {
+#pragma unroll
+		for (int j = 0; j < Q::ND; j++) {
+			sh_acc[(warp * G + g) * D + j * 8 + 2 * tq] = acc[j][0];
+			sh_acc[(warp * G + g) * D + j * 8 + 2 * tq + 1] = acc[j][1];
+		}
+		if (tq == 0) {
+			sh_m[warp * G + g] = m;
+			sh_l[warp * G + g] = l;
+		}
+	}
+	dattn_block_merge<D, G>(sh_m, sh_l, sh_acc, nsu, z, nz, part,
+	                        (size_t)t * d.n_head + (size_t)kh * G, o,
+	                        cnt ? cnt + (size_t)t * d.n_kv + kh : NULL);
+}
