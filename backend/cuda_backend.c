@@ -75,6 +75,41 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	return DS_OK;
 }
 
+enum ds_status ds_cuda_pass_graphed(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
+                                    const struct ds_cuda_pass *p, int n_split, bool capture,
+                                    cudaGraphExec_t *graph, bool *warm, struct ds_err *err)
+{
+	enum ds_status rv = ds_cuda_meta_upload(c, p, err);
+	if (rv != DS_OK)
+		return rv;
+	if (*graph) {
+		DS_CUDA_TRY(cudaGraphLaunch(*graph, c->stream), err);
+		return DS_OK;
+	}
+	if (!capture || !*warm) {
+		*warm = true;
+		return ds_cuda_pass_run(c, ops, p, n_split, err);
+	}
+	cudaGraph_t g = NULL;
+	DS_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), err);
+	rv = ds_cuda_pass_run(c, ops, p, n_split, err);
+	cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+	if (rv != DS_OK) {
+		if (g)
+			cudaGraphDestroy(g);
+		return rv;
+	}
+	DS_CUDA_TRY(e, err);
+	e = cudaGraphInstantiate(graph, g, 0);
+	cudaGraphDestroy(g);
+	if (e != cudaSuccess) {
+		*graph = NULL;
+		DS_CUDA_TRY(e, err);
+	}
+	DS_CUDA_TRY(cudaGraphLaunch(*graph, c->stream), err);
+	return DS_OK;
+}
+
 float ds_cuda_time_best(struct ds_cuda_ctx *c, ds_cuda_launch_fn launch, void *arg, int reps,
                         void *flush, size_t flush_bytes)
 {

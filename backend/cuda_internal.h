@@ -214,6 +214,15 @@ extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
 enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
                                 const struct ds_cuda_pass *p, int n_split, struct ds_err *err);
 
+/* One pass of a path's fixed-shape bucket through a captured graph (backend/cuda_backend.c):
+ * uploads the pass's host metadata, then replays *graph when there is one; otherwise runs the
+ * pass plainly the first time (!*warm, which it sets) or always when !capture, and captures,
+ * instantiates and replays it from the second use on. A failed capture or instantiation leaves
+ * *graph NULL. */
+enum ds_status ds_cuda_pass_graphed(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
+                                    const struct ds_cuda_pass *p, int n_split, bool capture,
+                                    cudaGraphExec_t *graph, bool *warm, struct ds_err *err);
+
 /* Autotuning timer: runs launch(c, arg) on c->stream reps times (the first a warm-up), each
  * after clearing flush_bytes of flush (an L2 flush; NULL: none), and returns the fastest of
  * the timed runs in milliseconds, or INFINITY when a launch fails (the error is cleared).

@@ -356,6 +356,49 @@ static struct ds_cuda_pick pick_new(int M, int N, int K, bool silu)
 	return pk;
 }
 
+/* The cached pick for (bucket of M, N, K, silu) in *out. *miss: none is cached and the stream
+ * is not capturing, so the caller times the candidates now; on a miss during capture *out
+ * stays NULL and *miss false (the caller then uses the untimed default). */
+static enum ds_status pick_cached(struct ds_cuda_ctx *c, int M, int N, int K, bool silu,
+                                  const struct ds_cuda_pick **out, bool *miss, struct ds_err *err)
+{
+	*miss = false;
+	*out = pick_find(&c->fast, m_bucket(M), N, K, silu);
+	if (*out)
+		return DS_OK;
+	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+	DS_CUDA_TRY(cudaStreamIsCapturing(c->stream, &cap), err);
+	*miss = cap == cudaStreamCaptureStatusNone;
+	return DS_OK;
+}
+
+/* Times every skinny variant of x's kind (x->v is set to each in turn), each checked against
+ * chk: pk->ms_variant, and the fastest as pk->ms_skinny / skinny_best (pk->ms_skinny starts at
+ * INFINITY, pick_new). */
+static void pick_time_variants(struct ds_cuda_ctx *c, struct cand *x, struct cand_check *chk,
+                               struct ds_cuda_pick *pk)
+{
+	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
+		x->v = v;
+		float t = cand_time_checked(c, x, chk, &pk->n_rejected);
+		pk->ms_variant[v] = t;
+		if (t < pk->ms_skinny) {
+			pk->ms_skinny = t;
+			pk->skinny_best = v;
+		}
+	}
+}
+
+/* pk takes its fastest skinny variant, as kind, where it beats pk->ms_best. */
+static void pick_prefer_skinny(struct ds_cuda_pick *pk, int kind)
+{
+	if (pk->ms_skinny < pk->ms_best) {
+		pk->ms_best = pk->ms_skinny;
+		pk->kind = kind;
+		pk->variant = pk->skinny_best;
+	}
+}
+
 /* The cached choice for (bucket of M, N, K); on a miss outside capture, times every candidate
  * on the call's own buffers (the real call overwrites C afterwards) and caches the fastest.
  * *out is NULL on a miss during capture (the caller then uses the untimed default). */
@@ -364,13 +407,10 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
                                   struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
-	*out = pick_find(f, m_bucket(M), N, K, false);
-	if (*out)
-		return DS_OK;
-	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-	DS_CUDA_TRY(cudaStreamIsCapturing(c->stream, &cap), err);
-	if (cap != cudaStreamCaptureStatusNone)
-		return DS_OK;
+	bool miss = false;
+	enum ds_status rv = pick_cached(c, M, N, K, false, out, &miss, err);
+	if (rv != DS_OK || !miss)
+		return rv;
 	struct ds_cuda_pick pk = pick_new(M, N, K, false);
 	/* cuBLASLt first: its result is what the others are checked against */
 	int slot = 0;
@@ -383,15 +423,7 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 	}
 	struct cand x = {
 	    .kind = DS_CUDA_GEMM_SKINNY, .A = A, .W = W, .C = C, .M = M, .N = N, .K = K};
-	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
-		x.v = v;
-		float t = cand_time_checked(c, &x, &chk, &pk.n_rejected);
-		pk.ms_variant[v] = t;
-		if (t < pk.ms_skinny) {
-			pk.ms_skinny = t;
-			pk.skinny_best = v;
-		}
-	}
+	pick_time_variants(c, &x, &chk, &pk);
 	if (M <= DS_K_GEMV_MAX_M) {
 		x.kind = DS_CUDA_GEMM_GEMV;
 		x.v = 0;
@@ -403,11 +435,7 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 		pk.ms_best = pk.ms_gemv;
 		pk.kind = DS_CUDA_GEMM_GEMV;
 	}
-	if (pk.ms_skinny < pk.ms_best) {
-		pk.ms_best = pk.ms_skinny;
-		pk.kind = DS_CUDA_GEMM_SKINNY;
-		pk.variant = pk.skinny_best;
-	}
+	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY);
 	if (!isfinite(pk.ms_best))
 		return ds_errf(err, DS_ERR_DEVICE,
 		               "cuda: no GEMM candidate ran for M=%d N=%d K=%d (cublasLt: %s)", M,
@@ -465,16 +493,13 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
                                        const struct ds_cuda_pick **out, struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
-	*out = pick_find(f, m_bucket(M), N, K, true);
-	if (*out)
-		return DS_OK;
-	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-	DS_CUDA_TRY(cudaStreamIsCapturing(c->stream, &cap), err);
-	if (cap != cudaStreamCaptureStatusNone)
-		return DS_OK;
+	bool miss = false;
+	enum ds_status rv = pick_cached(c, M, N, K, true, out, &miss, err);
+	if (rv != DS_OK || !miss)
+		return rv;
 	DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, h, c->fast.pdl, c->stream), err);
 	const struct ds_cuda_pick *plain = NULL;
-	enum ds_status rv = pick_lookup(c, h, W, C, M, N, K, &plain, err);
+	rv = pick_lookup(c, h, W, C, M, N, K, &plain, err);
 	if (rv != DS_OK)
 		return rv;
 	DS_ASSERT(plain);
@@ -494,23 +519,11 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
 	if (isfinite(pk.ms_split))
 		check_init(c, &chk, C, (size_t)M * N);
 	x.kind = DS_CUDA_GEMM_SKINNY_SILU;
-	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
-		x.v = v;
-		float t = cand_time_checked(c, &x, &chk, &pk.n_rejected);
-		pk.ms_variant[v] = t;
-		if (t < pk.ms_skinny) {
-			pk.ms_skinny = t;
-			pk.skinny_best = v;
-		}
-	}
+	pick_time_variants(c, &x, &chk, &pk);
 	check_free(&chk);
 	pk.kind = DS_CUDA_GEMM_SPLIT;
 	pk.ms_best = pk.ms_split;
-	if (pk.ms_skinny < pk.ms_best) {
-		pk.ms_best = pk.ms_skinny;
-		pk.kind = DS_CUDA_GEMM_SKINNY_SILU;
-		pk.variant = pk.skinny_best;
-	}
+	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY_SILU);
 	if (!isfinite(pk.ms_best))
 		return ds_errf(
 		    err, DS_ERR_DEVICE,
@@ -671,36 +684,9 @@ enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p
 	}
 	struct ds_cuda_pass pb = *p;
 	pb.T = pb.R = B;
-	enum ds_status rv = ds_cuda_meta_upload(c, &pb, err);
-	if (rv != DS_OK)
-		return rv;
 	int n_split = ds_cuda_fast_split(c, B, c->cfg.max_pos);
-	if (f->graph[bi]) {
-		DS_CUDA_TRY(cudaGraphLaunch(f->graph[bi], c->stream), err);
-		return DS_OK;
-	}
-	if (!f->use_graphs || !f->warm[bi]) {
-		f->warm[bi] = true;
-		return ds_cuda_pass_run(c, &ds_cuda_fast_ops, &pb, n_split, err);
-	}
-	cudaGraph_t g = NULL;
-	DS_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), err);
-	rv = ds_cuda_pass_run(c, &ds_cuda_fast_ops, &pb, n_split, err);
-	cudaError_t e = cudaStreamEndCapture(c->stream, &g);
-	if (rv != DS_OK) {
-		if (g)
-			cudaGraphDestroy(g);
-		return rv;
-	}
-	DS_CUDA_TRY(e, err);
-	e = cudaGraphInstantiate(&f->graph[bi], g, 0);
-	cudaGraphDestroy(g);
-	if (e != cudaSuccess) {
-		f->graph[bi] = NULL;
-		DS_CUDA_TRY(e, err);
-	}
-	DS_CUDA_TRY(cudaGraphLaunch(f->graph[bi], c->stream), err);
-	return DS_OK;
+	return ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, &pb, n_split, f->use_graphs,
+	                            &f->graph[bi], &f->warm[bi], err);
 }
 
 void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c)

@@ -40,102 +40,49 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 	return d;
 }
 
-/* d (64 x 64 fp32 fragment, 32 registers per thread) += A (64 x 16) . B (64 x 16)^T, both
- * operands K-major in shared memory (descriptors da, db). */
-__device__ __forceinline__ void wgmma_64(float *d, uint64_t da, uint64_t db)
-{
-	asm volatile(
-	    "{\n"
-	    ".reg .pred p;\n"
-	    "setp.ne.b32 p, %34, 0;\n"
-	    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-	    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-	    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-	    "}, %32, %33, p, 1, 1, 0, 0;\n"
-	    "}\n"
-	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-	      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-	      "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-	      "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-	      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-	      "+f"(d[31])
-	    : "l"(da), "l"(db), "r"(1));
-}
+/* ---- wgmma.m64nNk16 (N = 64, 128, 256): one asm template per N, built by macros ----
+ *
+ * d (64 x N fp32 fragment, N / 2 registers per thread) += A (64 x 16) . B (N x 16)^T, both
+ * operands K-major in shared memory (descriptors da, db). The accumulators are asm operands
+ * %0 .. %(N/2 - 1) ("+f", d[0] .. d[N/2 - 1] in order), then da, db and the scale-d flag
+ * (always 1: accumulate). The macros only spell out those operand lists; the PTX text each N
+ * gets is the one the three hand-written wrappers had, so the generated code is the same. */
 
-/* d (64 x 128 fp32 fragment, 64 registers per thread) += A (64 x 16) . B (128 x 16)^T, both
- * operands K-major in shared memory (descriptors da, db). */
-__device__ __forceinline__ void wgmma_128(float *d, uint64_t da, uint64_t db)
-{
-	asm volatile(
-	    "{\n"
-	    ".reg .pred p;\n"
-	    "setp.ne.b32 p, %66, 0;\n"
-	    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-	    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-	    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-	    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-	    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-	    "}, %64, %65, p, 1, 1, 0, 0;\n"
-	    "}\n"
-	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-	      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-	      "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-	      "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-	      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-	      "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-	      "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-	      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-	      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
-	      "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
-	      "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-	    : "l"(da), "l"(db), "r"(1));
-}
+/* "%t0, %t1, ..., %t9": the ten operands of tens digit t */
+#define GR_WG_R5(t, a, b, c, e, f) "%" #t #a ", %" #t #b ", %" #t #c ", %" #t #e ", %" #t #f
+#define GR_WG_R10(t) GR_WG_R5(t, 0, 1, 2, 3, 4) ", " GR_WG_R5(t, 5, 6, 7, 8, 9)
+/* %0 .. %(n - 1) for n = 30, 60, 120 */
+#define GR_WG_R30 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " GR_WG_R10(1) ", " GR_WG_R10(2)
+#define GR_WG_R60 GR_WG_R30 ", " GR_WG_R10(3) ", " GR_WG_R10(4) ", " GR_WG_R10(5)
+#define GR_WG_R90 GR_WG_R60 ", " GR_WG_R10(6) ", " GR_WG_R10(7) ", " GR_WG_R10(8)
+#define GR_WG_R120 GR_WG_R90 ", " GR_WG_R10(9) ", " GR_WG_R10(10) ", " GR_WG_R10(11)
 
-/* d (64 x 256 fp32 fragment, 128 registers per thread) += A (64 x 16) . B (256 x 16)^T, both
- * operands K-major in shared memory (descriptors da, db). */
-__device__ __forceinline__ void wgmma_256(float *d, uint64_t da, uint64_t db)
-{
-	asm volatile(
-	    "{\n"
-	    ".reg .pred p;\n"
-	    "setp.ne.b32 p, %130, 0;\n"
-	    "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-	    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-	    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-	    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-	    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-	    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-	    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-	    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
-	    "%111, "
-	    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, "
-	    "%126, %127"
-	    "}, %128, %129, p, 1, 1, 0, 0;\n"
-	    "}\n"
-	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-	      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-	      "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-	      "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-	      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-	      "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-	      "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-	      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-	      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
-	      "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
-	      "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]),
-	      "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]),
-	      "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),
-	      "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]),
-	      "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
-	      "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]),
-	      "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]),
-	      "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]),
-	      "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]),
-	      "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
-	      "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]),
-	      "+f"(d[127])
-	    : "l"(da), "l"(db), "r"(1));
-}
+/* "+f"(d[i]) .. "+f"(d[i + n - 1]) for n = 4, 16, 32, 64, 128 */
+#define GR_WG_D4(i) "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
+#define GR_WG_D16(i) GR_WG_D4(i), GR_WG_D4((i) + 4), GR_WG_D4((i) + 8), GR_WG_D4((i) + 12)
+#define GR_WG_D32(i) GR_WG_D16(i), GR_WG_D16((i) + 16)
+#define GR_WG_D64(i) GR_WG_D32(i), GR_WG_D32((i) + 32)
+#define GR_WG_D128(i) GR_WG_D64(i), GR_WG_D64((i) + 64)
+
+/* Defines wgmma_N: REGS is the accumulators' operand list in the PTX, DOPS their constraints,
+ * IA, IB, IP the operand numbers of da, db and the flag (N/2, N/2 + 1, N/2 + 2). */
+#define GR_WGMMA_DEF(N, REGS, DOPS, IA, IB, IP)                                                    \
+	__device__ __forceinline__ void wgmma_##N(float *d, uint64_t da, uint64_t db)              \
+	{                                                                                          \
+		asm volatile("{\n"                                                                 \
+		             ".reg .pred p;\n"                                                     \
+		             "setp.ne.b32 p, %" #IP ", 0;\n"                                       \
+		             "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" REGS     \
+		             "}, %" #IA ", %" #IB ", p, 1, 1, 0, 0;\n"                             \
+		             "}\n"                                                                 \
+		             : DOPS                                                                \
+		             : "l"(da), "l"(db), "r"(1));                                          \
+	}
+
+GR_WGMMA_DEF(64, GR_WG_R30 ", %30, %31", GR_WG_D32(0), 32, 33, 34)
+GR_WGMMA_DEF(128, GR_WG_R60 ", %60, %61, %62, %63", GR_WG_D64(0), 64, 65, 66)
+#define GR_WG_R128 GR_WG_R120 ", %120, %121, %122, %123, %124, %125, %126, %127"
+GR_WGMMA_DEF(256, GR_WG_R128, GR_WG_D128(0), 128, 129, 130)
 
 template <int BN> __device__ __forceinline__ void gr_wgmma(float *d, uint64_t da, uint64_t db)
 {

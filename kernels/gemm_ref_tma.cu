@@ -53,23 +53,25 @@ template <int BM_, int BN_, int STAGES_> struct tma_cfg {
 	static constexpr int MIN_BLOCKS = BM == 64 && 2 * (SMEM + 1024) <= TMA_SMEM_PER_SM ? 2 : 1;
 };
 
-/* The configurations built (the variants of gemm_ref.cu use these): f(cfg) for the one of
- * (bm, bn, stages), cudaErrorInvalidValue for any other. */
+/* The configurations built (the variants of gemm_ref.cu use these), in one list. */
+template <typename... C> struct tma_cfg_list {
+};
+using tma_cfgs = tma_cfg_list<tma_cfg<128, 256, 4>, tma_cfg<128, 128, 6>, tma_cfg<64, 128, 4>,
+                              tma_cfg<64, 128, 9>, tma_cfg<64, 64, 6>, tma_cfg<64, 64, 14>>;
+
+/* f(cfg) for the configuration of tma_cfgs that is (bm, bn, stages), cudaErrorInvalidValue
+ * for any other. */
+template <typename F, typename... C>
+static cudaError_t tma_dispatch_in(tma_cfg_list<C...>, int bm, int bn, int stages, F f)
+{
+	cudaError_t e = cudaErrorInvalidValue;
+	(void)((bm == C::BM && bn == C::BN && stages == C::STAGES && (e = f(C()), true)) || ...);
+	return e;
+}
+
 template <typename F> static cudaError_t tma_dispatch(int bm, int bn, int stages, F f)
 {
-	if (bm == 128 && bn == 256 && stages == 4)
-		return f(tma_cfg<128, 256, 4>());
-	if (bm == 128 && bn == 128 && stages == 6)
-		return f(tma_cfg<128, 128, 6>());
-	if (bm == 64 && bn == 128 && stages == 4)
-		return f(tma_cfg<64, 128, 4>());
-	if (bm == 64 && bn == 128 && stages == 9)
-		return f(tma_cfg<64, 128, 9>());
-	if (bm == 64 && bn == 64 && stages == 6)
-		return f(tma_cfg<64, 64, 6>());
-	if (bm == 64 && bn == 64 && stages == 14)
-		return f(tma_cfg<64, 64, 14>());
-	return cudaErrorInvalidValue;
+	return tma_dispatch_in(tma_cfgs(), bm, bn, stages, f);
 }
 
 template <typename cfg>

@@ -230,35 +230,8 @@ enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p
 	}
 	struct ds_cuda_pass pb = *p;
 	pb.T = pb.R = B;
-	enum ds_status rv = ds_cuda_meta_upload(c, &pb, err);
-	if (rv != DS_OK)
-		return rv;
-	if (r->graph[bi]) {
-		DS_CUDA_TRY(cudaGraphLaunch(r->graph[bi], c->stream), err);
-		return DS_OK;
-	}
-	if (!r->warm[bi]) {
-		r->warm[bi] = true;
-		return ds_cuda_pass_run(c, &ds_cuda_ref_ops, &pb, -1, err);
-	}
-	cudaGraph_t g = NULL;
-	DS_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), err);
-	rv = ds_cuda_pass_run(c, &ds_cuda_ref_ops, &pb, -1, err);
-	cudaError_t e = cudaStreamEndCapture(c->stream, &g);
-	if (rv != DS_OK) {
-		if (g)
-			cudaGraphDestroy(g);
-		return rv;
-	}
-	DS_CUDA_TRY(e, err);
-	e = cudaGraphInstantiate(&r->graph[bi], g, 0);
-	cudaGraphDestroy(g);
-	if (e != cudaSuccess) {
-		r->graph[bi] = NULL;
-		DS_CUDA_TRY(e, err);
-	}
-	DS_CUDA_TRY(cudaGraphLaunch(r->graph[bi], c->stream), err);
-	return DS_OK;
+	return ds_cuda_pass_graphed(c, &ds_cuda_ref_ops, &pb, -1, true, &r->graph[bi], &r->warm[bi],
+	                            err);
 }
 
 void ds_cuda_ref_free(struct ds_cuda_ctx *c)

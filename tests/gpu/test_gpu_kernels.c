@@ -2,6 +2,7 @@
  * several shapes including odd ones, with guard bytes after each output; plus the reference
  * kernels' invariance (GEMM rows vs M and placement; attention split vs single block). */
 #include "gpu_util.h"
+#include "gpu_test_util.h"
 #include "kernels.h"
 #include "sample.h"
 #include "synth.h"
@@ -70,16 +71,9 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 		rows[r] = gather ? n_x - 1 - 2 * r : r;
 	if (gather && n_rows > 1)
 		rows[n_rows - 1] = -1; /* a padding row: zero output, x untouched */
-	float *dx = to_dev(x, nx * 4), *dd = to_dev(dl, nx * 4);
-	uint16_t *dw = to_dev(w, (size_t)hidden * 2);
-	int32_t *drows = to_dev(rows, (size_t)n_rows * 4);
-	size_t on = (size_t)n_rows * hidden * 2;
-	uint16_t *dout = dev_alloc_guarded(on), *out = malloc(on);
-	CK(ds_k_rmsnorm(dx, delta ? dd : NULL, gather ? drows : NULL, dw, n_rows, hidden, 1e-5f,
-	                dout, 0));
-	from_dev(out, dout, on);
-	from_dev(xg, dx, nx * 4);
-	dev_check_guard(dout, on);
+	uint16_t *out = malloc((size_t)n_rows * hidden * 2);
+	gt_rmsnorm_run(x, delta ? dl : NULL, gather ? rows : NULL, w, n_x, n_rows, hidden, 1e-5f,
+	               out, xg);
 	for (int r = 0; r < n_rows; r++) {
 		if (rows[r] < 0) {
 			for (int i = 0; i < hidden; i++)
@@ -102,11 +96,6 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 		}
 	}
 	assert_memory_equal(x, xg, nx * 4); /* residual add is exact and lands in x */
-	cudaFree(dx);
-	cudaFree(dd);
-	cudaFree(dw);
-	cudaFree(drows);
-	cudaFree(dout);
 	free(x);
 	free(dl);
 	free(xg);
@@ -277,58 +266,40 @@ typedef cudaError_t (*gemm_fn)(const uint16_t *, const uint16_t *, float *, int,
 
 static void gemm_case(gemm_fn gemm, int M, int N, int K)
 {
-	size_t na = (size_t)M * K, nw = (size_t)N * K, nc = (size_t)M * N;
-	uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
-	fill_bf16(A, na, 41 + M, 1.0f);
-	fill_bf16(W, nw, 42 + N, 1.0f);
-	uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
-	float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
-	CK(gemm(dA, dW, dC, M, N, K, 0));
+	struct gt_gemm_case g;
+	gt_gemm_case_init(&g, M, N, K, 41 + M, 42 + N);
+	size_t na = (size_t)M * K, nc = (size_t)M * N;
+	float *dC = dev_alloc_guarded(nc * 4), *C = g.C;
+	CK(gemm(g.dA, g.dW, dC, M, N, K, 0));
 	CK(cudaDeviceSynchronize());
 	from_dev(C, dC, nc * 4);
 	dev_check_guard(dC, nc * 4);
-	for (int m = 0; m < M; m++)
-		for (int n = 0; n < N; n++) {
-			double s = 0, sa = 0;
-			for (int k = 0; k < K; k++) {
-				double p =
-				    (double)bf(A[(size_t)m * K + k]) * bf(W[(size_t)n * K + k]);
-				s += p;
-				sa += fabs(p);
-			}
-			double got = C[(size_t)m * N + n];
-			if (!(fabs(got - s) <= 4.0 * K * 6e-8 * sa + 1e-30))
-				fail_msg("gemm %dx%dx%d at (%d,%d): %.9g vs %.9g", M, N, K, m, n,
-				         got, s);
-		}
+	gt_gemm_reference(g.A, g.W, M, N, K, true, g.ref, g.sabs);
+	gt_gemm_check(C, g.ref, g.sabs, M, N, K, true, "gemm");
 	/* invariance: each row alone (M = 1) and the rows reversed give the same bits */
 	uint16_t *Ar = malloc(na * 2);
 	for (int m = 0; m < M; m++)
-		memcpy(Ar + (size_t)(M - 1 - m) * K, A + (size_t)m * K, (size_t)K * 2);
+		memcpy(Ar + (size_t)(M - 1 - m) * K, g.A + (size_t)m * K, (size_t)K * 2);
 	uint16_t *dAr = to_dev(Ar, na * 2);
 	float *dCr = dev_alloc_guarded(nc * 4), *Cr = malloc(nc * 4);
-	CK(gemm(dAr, dW, dCr, M, N, K, 0));
+	CK(gemm(dAr, g.dW, dCr, M, N, K, 0));
 	from_dev(Cr, dCr, nc * 4);
 	for (int m = 0; m < M; m++)
 		assert_memory_equal(C + (size_t)m * N, Cr + (size_t)(M - 1 - m) * N, (size_t)N * 4);
 	int probe[3] = {0, M / 2, M - 1};
 	float *row = malloc((size_t)N * 4);
 	for (int i = 0; i < 3; i++) {
-		CK(gemm(dA + (size_t)probe[i] * K, dW, dCr, 1, N, K, 0));
+		CK(gemm(g.dA + (size_t)probe[i] * K, g.dW, dCr, 1, N, K, 0));
 		from_dev(row, dCr, (size_t)N * 4);
 		assert_memory_equal(row, C + (size_t)probe[i] * N, (size_t)N * 4);
 	}
-	cudaFree(dA);
-	cudaFree(dW);
 	cudaFree(dC);
 	cudaFree(dAr);
 	cudaFree(dCr);
-	free(A);
-	free(W);
-	free(C);
 	free(Ar);
 	free(Cr);
 	free(row);
+	gt_gemm_case_free(&g);
 }
 
 static void test_gemm_ref(void **state)
@@ -355,36 +326,17 @@ static void test_gemv(void **state)
 	for (int M = 1; M <= DS_K_GEMV_MAX_M; M++)
 		for (size_t s = 0; s < DS_ARRAY_LEN(shapes); s++) {
 			int N = shapes[s][0], K = shapes[s][1];
-			size_t na = (size_t)M * K, nw = (size_t)N * K, nc = (size_t)M * N;
-			uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
-			fill_bf16(A, na, 71 + M, 1.0f);
-			fill_bf16(W, nw, 72 + s, 1.0f);
-			uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
-			float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
-			CK(ds_k_gemv(dA, dW, dC, M, N, K, 0));
-			from_dev(C, dC, nc * 4);
+			struct gt_gemm_case g;
+			gt_gemm_case_init(&g, M, N, K, 71 + M, 72 + s);
+			size_t nc = (size_t)M * N;
+			float *dC = dev_alloc_guarded(nc * 4);
+			CK(ds_k_gemv(g.dA, g.dW, dC, M, N, K, 0));
+			from_dev(g.C, dC, nc * 4);
 			dev_check_guard(dC, nc * 4);
-			for (int m = 0; m < M; m++)
-				for (int n = 0; n < N; n++) {
-					double r = 0, sa = 0;
-					for (int k = 0; k < K; k++) {
-						double p = (double)bf(A[(size_t)m * K + k]) *
-						           bf(W[(size_t)n * K + k]);
-						r += p;
-						sa += fabs(p);
-					}
-					if (!(fabs(C[(size_t)m * N + n] - r) <=
-					      4.0 * K * 6e-8 * sa + 1e-30))
-						fail_msg(
-						    "gemv M=%d N=%d K=%d at (%d,%d): %.9g vs %.9g",
-						    M, N, K, m, n, C[(size_t)m * N + n], r);
-				}
-			cudaFree(dA);
-			cudaFree(dW);
+			gt_gemm_reference(g.A, g.W, M, N, K, true, g.ref, g.sabs);
+			gt_gemm_check(g.C, g.ref, g.sabs, M, N, K, true, "gemv");
 			cudaFree(dC);
-			free(A);
-			free(W);
-			free(C);
+			gt_gemm_case_free(&g);
 		}
 }
 

@@ -11,59 +11,13 @@
  * down projection forced fused must give the bits of the same decode forced unfused. RMSNorm
  * (rows.cu, whose loads were batched) must give the bits of its arithmetic emulated on the CPU. */
 #include "gpu_util.h"
+#include "gpu_test_util.h"
 #include "gpu_model.h"
 #include "cuda_internal.h"
 #include "kernels.h"
 #include "synth.h"
 
 static const int ms[] = {1, 2, 3, 5, 8, 13, 16, 31, 32, 33, 64};
-
-/* Column n is checked against the reference (all of them for small N). */
-static bool col_checked(int n, int N, bool all)
-{
-	return all || n < 64 || n >= N - 64 || n % 61 == 7;
-}
-
-/* ref[m * N + n] and sum |a * w| for the checked columns. */
-static void reference(const uint16_t *A, const uint16_t *W, int M, int N, int K, bool all,
-                      double *ref, double *sabs)
-{
-	for (int n = 0; n < N; n++) {
-		if (!col_checked(n, N, all))
-			continue;
-		const uint16_t *w = W + (size_t)n * K;
-		for (int m = 0; m < M; m++) {
-			const uint16_t *a = A + (size_t)m * K;
-			double s = 0, sa = 0;
-			for (int k = 0; k < K; k++) {
-				double p = (double)bf(a[k]) * bf(w[k]);
-				s += p;
-				sa += fabs(p);
-			}
-			ref[(size_t)m * N + n] = s;
-			sabs[(size_t)m * N + n] = sa;
-		}
-	}
-}
-
-static void check_c(const float *C, const double *ref, const double *sabs, int M, int N, int K,
-                    bool all, const char *what)
-{
-	for (int m = 0; m < M; m++)
-		for (int n = 0; n < N; n++) {
-			float got = C[(size_t)m * N + n];
-			/* the poison (0x7f7f7f7f, 3.4e38) marks an element never written */
-			if (!isfinite(got) || fabsf(got) > 1e30f)
-				fail_msg("%s M=%d N=%d K=%d: C(%d,%d) = %g not written", what, M, N,
-				         K, m, n, got);
-			if (!col_checked(n, N, all))
-				continue;
-			double r = ref[(size_t)m * N + n], sa = sabs[(size_t)m * N + n];
-			if (!(fabs(got - r) <= 4.0 * K * 6e-8 * sa + 1e-30))
-				fail_msg("%s M=%d N=%d K=%d at (%d,%d): %.9g vs %.9g (sum|aw| %g)",
-				         what, M, N, K, m, n, got, r, sa);
-		}
-}
 
 /* Every M of ms (or the first n_m of them) and every variant on one (N, K). */
 static void shape_case(int N, int K, const int *m_list, int n_m)
@@ -72,20 +26,15 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 	for (int i = 0; i < n_m; i++)
 		Mmax = DS_MAX(Mmax, m_list[i]);
 	bool all = (size_t)N * K <= ((size_t)4 << 20);
-	size_t na = (size_t)Mmax * K, nw = (size_t)N * K;
-	uint16_t *A = malloc(na * 2), *W = malloc(nw * 2);
-	fill_bf16(A, na, 101 + K, 1.0f);
-	fill_bf16(W, nw, 102 + N, 1.0f);
-	uint16_t *dA = to_dev(A, na * 2), *dW = to_dev(W, nw * 2);
-	size_t ncmax = (size_t)Mmax * N;
-	double *ref = malloc(ncmax * sizeof(double)), *sabs = malloc(ncmax * sizeof(double));
-	float *C = malloc(ncmax * 4), *C0 = malloc(ncmax * 4);
+	struct gt_gemm_case g;
+	gt_gemm_case_init(&g, Mmax, N, K, 101 + K, 102 + N);
+	float *C = g.C, *C0 = malloc((size_t)Mmax * N * 4);
 	cudaStream_t st;
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	for (int i = 0; i < n_m; i++) {
 		int M = m_list[i];
 		size_t nc = (size_t)M * N;
-		reference(A, W, M, N, K, all, ref, sabs);
+		gt_gemm_reference(g.A, g.W, M, N, K, all, g.ref, g.sabs);
 		float *dC = dev_alloc_guarded(nc * 4);
 		CK(cudaDeviceSynchronize());
 		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
@@ -94,11 +43,11 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 			for (int pdl = 0; pdl < 2; pdl++) {
 				/* on a non-blocking stream, as the backend launches */
 				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-				CK(ds_k_skinny(dA, dW, dC, M, N, K, v, pdl, st));
+				CK(ds_k_skinny(g.dA, g.dW, dC, M, N, K, v, pdl, st));
 				CK(cudaStreamSynchronize(st));
 				from_dev(C, dC, nc * 4);
 				dev_check_guard(dC, nc * 4);
-				check_c(C, ref, sabs, M, N, K, all, name);
+				gt_gemm_check(C, g.ref, g.sabs, M, N, K, all, name);
 				if (pdl == 0)
 					memcpy(C0, C, nc * 4);
 				else /* same variant, same shape: the same bits */
@@ -108,14 +57,8 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 		cudaFree(dC);
 	}
 	CK(cudaStreamDestroy(st));
-	cudaFree(dA);
-	cudaFree(dW);
-	free(A);
-	free(W);
-	free(ref);
-	free(sabs);
-	free(C);
 	free(C0);
+	gt_gemm_case_free(&g);
 }
 
 static void test_skinny_odd_shapes(void **state)
@@ -179,7 +122,7 @@ static void test_skinny_pdl_chain(void **state)
 	uint16_t *stale = malloc(na * 2);
 	fill_bf16(stale, na, 78, 1.0f);
 	double *ref = malloc(nc * sizeof(double)), *sabs = malloc(nc * sizeof(double));
-	reference(A, W, M, N, K, false, ref, sabs);
+	gt_gemm_reference(A, W, M, N, K, false, ref, sabs);
 	uint16_t *dA = to_dev(stale, na * 2), *dW = to_dev(W, nw * 2);
 	float *dC = dev_alloc_guarded(nc * 4), *C = malloc(nc * 4);
 	cudaStream_t st;
@@ -193,7 +136,7 @@ static void test_skinny_pdl_chain(void **state)
 		CK(ds_k_skinny(dA, dW, dC, M, N, K, v, 1, st));
 		CK(cudaStreamSynchronize(st));
 		from_dev(C, dC, nc * 4);
-		check_c(C, ref, sabs, M, N, K, false, "pdl eager");
+		gt_gemm_check(C, ref, sabs, M, N, K, false, "pdl eager");
 		/* captured */
 		cudaGraph_t g;
 		cudaGraphExec_t ge;
@@ -208,7 +151,7 @@ static void test_skinny_pdl_chain(void **state)
 			CK(cudaGraphLaunch(ge, st));
 			CK(cudaStreamSynchronize(st));
 			from_dev(C, dC, nc * 4);
-			check_c(C, ref, sabs, M, N, K, false, "pdl graph");
+			gt_gemm_check(C, ref, sabs, M, N, K, false, "pdl graph");
 		}
 		dev_check_guard(dC, nc * 4);
 		CK(cudaGraphExecDestroy(ge));
@@ -255,7 +198,7 @@ static void silu_case(int N, int K)
 	for (size_t mi = 0; mi < DS_ARRAY_LEN(m_list); mi++) {
 		int M = m_list[mi];
 		size_t nc = (size_t)M * N;
-		reference(h, W, M, N, K, all, ref, sabs);
+		gt_gemm_reference(h, W, M, N, K, all, ref, sabs);
 		float *dC = dev_alloc_guarded(nc * 4);
 		CK(cudaDeviceSynchronize());
 		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
@@ -265,7 +208,7 @@ static void silu_case(int N, int K)
 			CK(ds_k_skinny(dh, dW, dC, M, N, K, v, 0, st));
 			CK(cudaStreamSynchronize(st));
 			from_dev(C0, dC, nc * 4);
-			check_c(C0, ref, sabs, M, N, K, all, name);
+			gt_gemm_check(C0, ref, sabs, M, N, K, all, name);
 			for (int pdl = 0; pdl < 2; pdl++) {
 				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
 				CK(ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, pdl, st));
@@ -353,59 +296,107 @@ static void fwd_ok(struct ds_backend *be, enum ds_path path, struct ds_fwd_seq *
 		fail_msg("forward: %s", err.msg);
 }
 
+/* A CUDA backend on a deferred "small" model (weights seed model_seed) whose B_max sequences
+ * hold a prompt of L tokens (token i of the prompts: ds_hash3(ha, hb, i) % vocab), already run
+ * through the reference path: ready for decode steps of up to B_max rows. */
+struct decode_fix {
+	struct ds_model *m;
+	struct ds_backend be;
+	struct ds_cuda_ctx *c;
+	int B_max, L, nb, V;
+	int32_t *tok, *blk;      /* (B_max, L + 1) tokens, (B_max, nb) block tables */
+	struct ds_fwd_seq *ss;   /* (B_max) */
+	struct ds_fwd_row *rows; /* (B_max * L) */
+	size_t rowb;             /* bytes of one row of logits */
+	float *lg0, *lg;         /* (B_max, V) logits: the baseline and the run compared to it */
+};
+
+static void decode_fix_init(struct decode_fix *f, uint64_t model_seed, uint64_t ha, uint64_t hb,
+                            int B_max, int L)
+{
+	struct ds_err err;
+	memset(f, 0, sizeof(*f));
+	f->m = model_deferred("small", model_seed);
+	assert_non_null(f->m);
+	f->B_max = B_max;
+	f->L = L;
+	f->nb = (L + 1 + BS - 1) / BS;
+	if (ds_backend_cuda_init(&f->be, f->m, 0, &err) != DS_OK)
+		fail_msg("cuda init: %s", err.msg);
+	if (ds_backend_kv_init(&f->be, B_max * f->nb, BS, &err) != DS_OK)
+		fail_msg("kv init: %s", err.msg);
+	f->c = f->be.ctx;
+	f->V = f->m->cfg.vocab_size;
+	f->tok = malloc((size_t)B_max * (L + 1) * 4);
+	f->blk = malloc((size_t)B_max * f->nb * 4);
+	for (int i = 0; i < B_max * (L + 1); i++)
+		f->tok[i] = (int32_t)(ds_hash3(ha, hb, (uint64_t)i) % (uint64_t)f->V);
+	for (int i = 0; i < B_max * f->nb; i++)
+		f->blk[i] = i;
+	f->ss = calloc((size_t)B_max, sizeof(*f->ss));
+	f->rows = malloc((size_t)B_max * L * sizeof(*f->rows));
+	/* prompts of L tokens through the reference path fill the KV */
+	for (int i = 0; i < B_max; i++)
+		f->ss[i] = (struct ds_fwd_seq){f->tok + (size_t)i * (L + 1), L,     0,
+		                               f->blk + (size_t)i * f->nb,   f->nb, false,
+		                               {0.0f, 0, 1.0f, 1},           false};
+	fwd_ok(&f->be, DS_PATH_REF, f->ss, B_max, NULL, f->rows);
+	f->rowb = (size_t)f->V * 4;
+	f->lg0 = malloc((size_t)B_max * f->rowb);
+	f->lg = malloc((size_t)B_max * f->rowb);
+}
+
+/* ss[0 .. B) become one decode step: each sequence's token L at position L. */
+static void decode_fix_step(struct decode_fix *f, int B)
+{
+	int L = f->L;
+	for (int i = 0; i < B; i++)
+		f->ss[i] = (struct ds_fwd_seq){f->tok + (size_t)i * (L + 1) + L,
+		                               1,
+		                               L,
+		                               f->blk + (size_t)i * f->nb,
+		                               f->nb,
+		                               false,
+		                               {0.0f, 0, 1.0f, 1},
+		                               false};
+}
+
+static void decode_fix_free(struct decode_fix *f)
+{
+	free(f->tok);
+	free(f->blk);
+	free(f->ss);
+	free(f->rows);
+	free(f->lg0);
+	free(f->lg);
+	ds_backend_free(&f->be);
+	ds_model_free(f->m);
+}
+
 static void test_pdl_decode_bits(void **state)
 {
 	(void)state;
-	struct ds_model *m = model_deferred("small", 11);
-	assert_non_null(m);
-	struct ds_backend be;
-	struct ds_err err;
-	int B_max = 32, L = 45, nb = (L + 1 + BS - 1) / BS;
-	if (ds_backend_cuda_init(&be, m, 0, &err) != DS_OK)
-		fail_msg("cuda init: %s", err.msg);
-	if (ds_backend_kv_init(&be, B_max * nb, BS, &err) != DS_OK)
-		fail_msg("kv init: %s", err.msg);
-	struct ds_cuda_ctx *c = be.ctx;
-	int V = m->cfg.vocab_size;
-	int32_t *tok = malloc((size_t)B_max * (L + 1) * 4), *blk = malloc((size_t)B_max * nb * 4);
-	for (int i = 0; i < B_max * (L + 1); i++)
-		tok[i] = (int32_t)(ds_hash3(3, 4, (uint64_t)i) % (uint64_t)V);
-	for (int i = 0; i < B_max * nb; i++)
-		blk[i] = i;
-	struct ds_fwd_seq *ss = calloc((size_t)B_max, sizeof(*ss));
-	struct ds_fwd_row *rows = malloc((size_t)B_max * L * sizeof(*rows));
-	/* prompts of L tokens through the reference path fill the KV */
-	for (int i = 0; i < B_max; i++)
-		ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1), L,  0,
-		                            blk + (size_t)i * nb,      nb, false,
-		                            {0.0f, 0, 1.0f, 1}, false};
-	fwd_ok(&be, DS_PATH_REF, ss, B_max, NULL, rows);
-	size_t rowb = (size_t)V * 4;
-	float *lg0 = malloc((size_t)B_max * rowb), *lg = malloc((size_t)B_max * rowb);
+	struct decode_fix f;
+	decode_fix_init(&f, 11, 3, 4, 32, 45);
+	struct ds_cuda_ctx *c = f.c;
 	int sizes[] = {1, 8, 32};
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
 		int B = sizes[si];
-		for (int i = 0; i < B; i++)
-			ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1) + L,
-			                            1,
-			                            L,
-			                            blk + (size_t)i * nb,
-			                            nb,
-			                            false,
-			                            {0.0f, 0, 1.0f, 1}, false};
+		decode_fix_step(&f, B);
 		for (int pdl = 0; pdl < 2; pdl++) {
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.pdl = pdl;
 			/* eager (the GEMM choices are timed here on first use), capture, replays */
 			for (int k = 0; k < 4; k++) {
-				fwd_ok(&be, DS_PATH_FAST, ss, B, pdl || k ? lg : lg0, rows);
+				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, pdl || k ? f.lg : f.lg0,
+				       f.rows);
 				if (pdl || k)
-					assert_memory_equal(lg0, lg, (size_t)B * rowb);
+					assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
 			}
 		}
 		double sd = 0;
-		for (int i = 0; i < V; i++)
-			sd += (double)lg0[i] * lg0[i];
+		for (int i = 0; i < f.V; i++)
+			sd += (double)f.lg0[i] * f.lg0[i];
 		assert_true(sd > 0 && isfinite(sd));
 	}
 	c->fast.pdl = false;
@@ -415,14 +406,7 @@ static void test_pdl_decode_bits(void **state)
 			fail_msg("pick M=%d N=%d K=%d silu=%d: %d candidates rejected",
 			         c->fast.picks[i].M_timed, c->fast.picks[i].N, c->fast.picks[i].K,
 			         (int)c->fast.picks[i].silu, c->fast.picks[i].n_rejected);
-	free(tok);
-	free(blk);
-	free(ss);
-	free(rows);
-	free(lg0);
-	free(lg);
-	ds_backend_free(&be);
-	ds_model_free(m);
+	decode_fix_free(&f);
 }
 
 /* The picks for the down projection of a decode step of B rows: the fused one (silu) and the
@@ -448,44 +432,15 @@ static void down_picks(struct ds_cuda_ctx *c, int B, struct ds_cuda_pick **fused
 static void test_silu_decode_bits(void **state)
 {
 	(void)state;
-	struct ds_model *m = model_deferred("small", 12);
-	assert_non_null(m);
-	struct ds_backend be;
-	struct ds_err err;
-	int B_max = 8, L = 21, nb = (L + 1 + BS - 1) / BS;
-	if (ds_backend_cuda_init(&be, m, 0, &err) != DS_OK)
-		fail_msg("cuda init: %s", err.msg);
-	if (ds_backend_kv_init(&be, B_max * nb, BS, &err) != DS_OK)
-		fail_msg("kv init: %s", err.msg);
-	struct ds_cuda_ctx *c = be.ctx;
-	int V = m->cfg.vocab_size;
-	int32_t *tok = malloc((size_t)B_max * (L + 1) * 4), *blk = malloc((size_t)B_max * nb * 4);
-	for (int i = 0; i < B_max * (L + 1); i++)
-		tok[i] = (int32_t)(ds_hash3(5, 6, (uint64_t)i) % (uint64_t)V);
-	for (int i = 0; i < B_max * nb; i++)
-		blk[i] = i;
-	struct ds_fwd_seq *ss = calloc((size_t)B_max, sizeof(*ss));
-	struct ds_fwd_row *rows = malloc((size_t)B_max * L * sizeof(*rows));
-	for (int i = 0; i < B_max; i++)
-		ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1), L,  0,
-		                            blk + (size_t)i * nb,      nb, false,
-		                            {0.0f, 0, 1.0f, 1}, false};
-	fwd_ok(&be, DS_PATH_REF, ss, B_max, NULL, rows);
-	size_t rowb = (size_t)V * 4;
-	float *lg0 = malloc((size_t)B_max * rowb), *lg = malloc((size_t)B_max * rowb);
+	struct decode_fix f;
+	decode_fix_init(&f, 12, 5, 6, 8, 21);
+	struct ds_cuda_ctx *c = f.c;
 	int sizes[] = {1, 8}, vs[] = {0, 5, 6, 7, 8, 11, 12, 13};
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
 		int B = sizes[si];
-		for (int i = 0; i < B; i++)
-			ss[i] = (struct ds_fwd_seq){tok + (size_t)i * (L + 1) + L,
-			                            1,
-			                            L,
-			                            blk + (size_t)i * nb,
-			                            nb,
-			                            false,
-			                            {0.0f, 0, 1.0f, 1}, false};
+		decode_fix_step(&f, B);
 		ds_cuda_fast_graphs_reset(c);
-		fwd_ok(&be, DS_PATH_FAST, ss, B, lg0, rows); /* times the choices */
+		fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows); /* times the choices */
 		struct ds_cuda_pick *fused, *plain;
 		down_picks(c, B, &fused, &plain);
 		struct ds_cuda_pick f0 = *fused, p0 = *plain;
@@ -502,10 +457,11 @@ static void test_silu_decode_bits(void **state)
 				ds_cuda_fast_graphs_reset(c);
 				/* eager, capture, replay */
 				for (int k = 0; k < 3; k++) {
-					fwd_ok(&be, DS_PATH_FAST, ss, B, mode || k ? lg : lg0,
-					       rows);
+					fwd_ok(&f.be, DS_PATH_FAST, f.ss, B,
+					       mode || k ? f.lg : f.lg0, f.rows);
 					if (mode || k)
-						assert_memory_equal(lg0, lg, (size_t)B * rowb);
+						assert_memory_equal(f.lg0, f.lg,
+						                    (size_t)B * f.rowb);
 				}
 			}
 			*fused = f0;
@@ -513,14 +469,7 @@ static void test_silu_decode_bits(void **state)
 		}
 	}
 	ds_cuda_fast_graphs_reset(c);
-	free(tok);
-	free(blk);
-	free(ss);
-	free(rows);
-	free(lg0);
-	free(lg);
-	ds_backend_free(&be);
-	ds_model_free(m);
+	decode_fix_free(&f);
 }
 
 /* ---- RMSNorm bits (kernels/rows.cu batches its loads; the arithmetic must not move) ---- */
@@ -571,18 +520,10 @@ static void test_rmsnorm_bits(void **state)
 			fill_bf16(w, hidden, 33, 1.5f);
 			int32_t rows[3] = {4, 1, 2};
 			int n_rows = mode == 2 ? 3 : n_x;
-			float *dx = to_dev(x, nx * 4), *dd = to_dev(dl, nx * 4);
-			uint16_t *dw = to_dev(w, (size_t)hidden * 2);
-			int32_t *drows = to_dev(rows, sizeof(rows));
-			size_t on = (size_t)n_rows * hidden * 2;
-			uint16_t *dout = dev_alloc_guarded(on), *out = malloc(on),
+			uint16_t *out = malloc((size_t)n_rows * hidden * 2),
 			         *ref = malloc((size_t)hidden * 2);
-			CK(ds_k_rmsnorm(dx, mode ? dd : NULL, mode == 2 ? drows : NULL, dw, n_rows,
-			                hidden, 1e-5f, dout, 0));
-			CK(cudaDeviceSynchronize());
-			from_dev(out, dout, on);
-			from_dev(xg, dx, nx * 4);
-			dev_check_guard(dout, on);
+			gt_rmsnorm_run(x, mode ? dl : NULL, mode == 2 ? rows : NULL, w, n_x, n_rows,
+			               hidden, 1e-5f, out, xg);
 			for (int r = 0; r < n_rows; r++) {
 				int src = mode == 2 ? rows[r] : r;
 				float *xr = x + (size_t)src * hidden;
@@ -597,11 +538,6 @@ static void test_rmsnorm_bits(void **state)
 					    hidden, mode, r);
 			}
 			assert_memory_equal(x, xg, nx * 4);
-			cudaFree(dx);
-			cudaFree(dd);
-			cudaFree(dw);
-			cudaFree(drows);
-			cudaFree(dout);
 			free(x);
 			free(dl);
 			free(xg);
