@@ -597,9 +597,11 @@ static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, stru
 }
 
 /* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
- * kernel (kernels/attn_decode.cu) with its own split: DS_FAST_ATTN unset or "pipe" = the
- * cp.async-pipelined variant, "reg" = the register-streamed one (round 1), "mma" = the
- * tensor-core one. Prefill, unsupported
+ * kernel (kernels/attn_decode.cu) with its own split: DS_FAST_ATTN unset or "mma" = the
+ * tensor-core variant (the default since the H200 run of 9ee059f: the captured llama3-8b step
+ * at context 512 was 0.2-4.5% faster with it than with "pipe" at batch 1, 2, 4, 16, 32 and 64,
+ * and 0.2% slower at 8; bench/results/gpu-20261129-9ee059f), "pipe" = the cp.async-pipelined
+ * CUDA-core one, "reg" = the register-streamed one (round 1). Prefill, unsupported
  * head shapes and DS_FAST_ATTN=old use the tiled kernel (kernels/attn.cu) with n_split. */
 static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                      const uint16_t *kv, int n_split, struct ds_err *err)
@@ -607,10 +609,10 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 	struct ds_k_dims d = ds_cuda_dims(c);
 	const char *sel = getenv("DS_FAST_ATTN");
 	bool decode = p->T == p->R && !(sel && strcmp(sel, "old") == 0);
-	int variant = !sel                       ? DS_K_ATTN_DECODE_PIPE
-	              : strcmp(sel, "reg") == 0 ? DS_K_ATTN_DECODE_REG
-	              : strcmp(sel, "mma") == 0 ? DS_K_ATTN_DECODE_MMA
-	                                        : DS_K_ATTN_DECODE_PIPE;
+	int variant = !sel                        ? DS_K_ATTN_DECODE_MMA
+	              : strcmp(sel, "reg") == 0  ? DS_K_ATTN_DECODE_REG
+	              : strcmp(sel, "pipe") == 0 ? DS_K_ATTN_DECODE_PIPE
+	                                         : DS_K_ATTN_DECODE_MMA;
 	if (decode && ds_k_attn_decode_supported(d)) {
 		int split = 1;
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);

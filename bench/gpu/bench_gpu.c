@@ -151,12 +151,12 @@ int bench_attn(struct bench *b)
 	        "\"points\": [\n",
 	        b->dev, b->copy_bw / 1e9);
 	printf("decode attention, one layer (KV bytes read / time vs copy bandwidth); fast = the\n"
-	       "fast path's choice (attn_decode.cu's pipe variant unless DS_FAST_ATTN says\n"
-	       "otherwise), reg = attn_decode.cu's register variant (DS_FAST_ATTN=reg), mma = its\n"
-	       "tensor-core variant (DS_FAST_ATTN=mma), old = attn.cu's fast kernel at `split`\n");
+	       "fast path's choice (attn_decode.cu's mma variant unless DS_FAST_ATTN says\n"
+	       "otherwise), reg = attn_decode.cu's register variant (DS_FAST_ATTN=reg), pipe = its\n"
+	       "cp.async CUDA-core variant (DS_FAST_ATTN=pipe), old = attn.cu's fast kernel at `split`\n");
 	printf("%5s %6s %6s %10s %10s %10s %10s %10s %8s %8s %8s %8s %8s\n", "batch", "ctx", "split",
-	       "fast_GB/s", "reg_GB/s", "mma_GB/s", "old_GB/s", "ref_GB/s", "fast/roof", "mma/roof",
-	       "ref/roof", "old/fast", "mma/fast");
+	       "fast_GB/s", "reg_GB/s", "pipe_GB/s", "old_GB/s", "ref_GB/s", "fast/roof", "pipe/roof",
+	       "ref/roof", "old/fast", "fast/pipe");
 	const char *sel0 = getenv("DS_FAST_ATTN"), *fs0 = getenv("DS_FAST_ATTN_SPLIT");
 	char *sel = sel0 ? strdup(sel0) : NULL, *fs = fs0 ? strdup(fs0) : NULL;
 	/* the fast path at forced decode splits (DS_FAST_ATTN_SPLIT; the partial buffer may cap
@@ -184,12 +184,12 @@ int bench_attn(struct bench *b)
 		}
 		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f,
 		                   c->stream));
-		double tt[5]; /* fast, ref, old, reg, mma */
+		double tt[5]; /* fast, ref, old, reg, pipe */
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
 		for (int ref = 0; ref < 5; ref++) {
 			double t[20];
-			/* 3, 4: the fast path with the register / tensor-core variant */
-			const char *force = ref == 3 ? "reg" : ref == 4 ? "mma" : NULL;
+			/* 3, 4: the fast path with the register / CUDA-core pipelined variant */
+			const char *force = ref == 3 ? "reg" : ref == 4 ? "pipe" : NULL;
 			if (force && setenv("DS_FAST_ATTN", force, 1) != 0)
 				return 1;
 			for (int i = -2; i < 20; i++) {
@@ -230,18 +230,18 @@ int bench_attn(struct bench *b)
 		        "\"fast_us\": %.2f, \"ref_us\": %.2f, \"fast_fraction_of_roofline\": %.4f, "
 		        "\"ref_fraction_of_roofline\": %.4f, \"old_us\": %.2f, "
 		        "\"old_fraction_of_roofline\": %.4f, \"reg_us\": %.2f, "
-		        "\"reg_fraction_of_roofline\": %.4f, \"mma_us\": %.2f, "
-		        "\"mma_fraction_of_roofline\": %.4f",
+		        "\"reg_fraction_of_roofline\": %.4f, \"pipe_us\": %.2f, "
+		        "\"pipe_fraction_of_roofline\": %.4f",
 		        pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
 		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
 		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw,
 		        tt[4] * 1e6, bytes / tt[4] / b->copy_bw);
-		/* the split sweep for the default variant, then for the tensor-core one */
+		/* the split sweep for the default variant, then for the CUDA-core pipelined one */
 		for (int vm = 0; vm < 2; vm++) {
-			if (vm && setenv("DS_FAST_ATTN", "mma", 1) != 0)
+			if (vm && setenv("DS_FAST_ATTN", "pipe", 1) != 0)
 				return 1;
-			printf("      %s us at forced split:", vm ? "mma " : "fast");
-			fprintf(f, ", \"%s_us_by_forced_split\": {", vm ? "mma" : "fast");
+			printf("      %s us at forced split:", vm ? "pipe" : "fast");
+			fprintf(f, ", \"%s_us_by_forced_split\": {", vm ? "pipe" : "fast");
 			for (size_t k = 0; k < DS_ARRAY_LEN(sweep); k++) {
 				char v[16];
 				double ts;

@@ -584,8 +584,8 @@ int bench_ablate(struct bench *b)
 		const char *attn; /* DS_FAST_ATTN for the capture (NULL: unset) */
 	} cfgs[] = {
 	    {"all", ABL_ALL, NULL},
-	    {"all_attn_mma", ABL_ALL, "mma"},
-	    {"attn_mma", ABL_ATTN, "mma"},
+	    {"all_attn_pipe", ABL_ALL, "pipe"},
+	    {"attn_pipe", ABL_ATTN, "pipe"},
 	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL},
 	    {"no_rope", ABL_ALL & ~ABL_ROPE, NULL},
 	    {"no_attn", ABL_ALL & ~ABL_ATTN, NULL},

@@ -485,11 +485,11 @@ static void test_dattn_backend_vs_old(void **state)
 	int V = cfg.vocab_size;
 	float *o = malloc((size_t)NSEQ * V * 4);
 	backend_decode("old", o);
-	const char *sel[] = {NULL, "reg", "mma"}; /* default: pipe */
+	const char *sel[] = {NULL, "reg", "pipe"}; /* default: mma */
 	for (int k = 0; k < 3; k++) {
 		float *a = malloc((size_t)NSEQ * V * 4);
 		backend_decode(sel[k], a);
-		backend_compare(a, o, V, sel[k] ? sel[k] : "default (pipe)");
+		backend_compare(a, o, V, sel[k] ? sel[k] : "default (mma)");
 		free(a);
 	}
 	free(o);
