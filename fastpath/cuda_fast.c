@@ -390,9 +390,9 @@ static void pick_time_variants(struct ds_cuda_ctx *c, struct cand *x, struct can
 }
 
 /* pk takes its fastest skinny variant, as kind, where it beats pk->ms_best. */
-static void pick_prefer_skinny(struct ds_cuda_pick *pk, int kind)
+static void pick_prefer_skinny(struct ds_cuda_pick *pk, int kind, float margin)
 {
-	if (pk->ms_skinny < pk->ms_best) {
+	if (pk->ms_skinny < pk->ms_best * (1.0f + margin)) {
 		pk->ms_best = pk->ms_skinny;
 		pk->kind = kind;
 		pk->variant = pk->skinny_best;
@@ -435,7 +435,7 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 		pk.ms_best = pk.ms_gemv;
 		pk.kind = DS_CUDA_GEMM_GEMV;
 	}
-	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY);
+	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY, f->skinny_margin);
 	if (!isfinite(pk.ms_best))
 		return ds_errf(err, DS_ERR_DEVICE,
 		               "cuda: no GEMM candidate ran for M=%d N=%d K=%d (cublasLt: %s)", M,
@@ -523,7 +523,7 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
 	check_free(&chk);
 	pk.kind = DS_CUDA_GEMM_SPLIT;
 	pk.ms_best = pk.ms_split;
-	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY_SILU);
+	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY_SILU, f->skinny_margin);
 	if (!isfinite(pk.ms_best))
 		return ds_errf(
 		    err, DS_ERR_DEVICE,
@@ -702,6 +702,13 @@ void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c)
 	}
 }
 
+void ds_cuda_fast_picks_reset(struct ds_cuda_ctx *c)
+{
+	c->fast.n_picks = 0;
+	c->fast.next_pick_evict = 0;
+	ds_cuda_fast_graphs_reset(c);
+}
+
 /* ---- lifetime ---- */
 
 static struct lt_plan *plan_of(struct ds_cuda_ctx *c, int i)
@@ -728,6 +735,10 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	 * gpu suite checks that it gives the same bits (DS_CUDA_PDL=0: off) */
 	const char *pdl = getenv("DS_CUDA_PDL");
 	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
+	const char *mg = getenv("DS_FAST_SKINNY_MARGIN");
+	f->skinny_margin = mg ? (float)atof(mg) : 0.0f;
+	if (!(f->skinny_margin >= 0.0f && f->skinny_margin <= 10.0f))
+		return ds_errf(err, DS_ERR_INVALID, "DS_FAST_SKINNY_MARGIN=%s: want 0 .. 10", mg);
 	return DS_OK;
 }
 
