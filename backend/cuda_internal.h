@@ -66,6 +66,13 @@ struct ds_cuda_pick {
 	int n_rejected; /* candidates whose result disagreed with cuBLASLt's (never picked) */
 };
 
+/* The step configurations a decode graph is tuned over (fastpath/cuda_fast.c). */
+#define DS_CUDA_N_STEP_CFGS 4
+struct ds_cuda_step_cfg {
+	bool skinny, pdl;
+};
+extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
+
 /* Fast path state (fastpath/cuda_fast.c). */
 struct ds_cuda_fast {
 	cublasLtHandle_t lt;
@@ -85,6 +92,12 @@ struct ds_cuda_fast {
 	 * timed one (DS_FAST_SKINNY_MARGIN; 0: plain argmin): it is timed alone, where its
 	 * prefetch before the PDL wait cannot show */
 	float skinny_margin;
+	/* decode graphs: each bucket's graph is captured under every step configuration
+	 * (ds_cuda_fast_step_cfgs: skinny GEMMs on/off x PDL on/off) and the fastest replay kept
+	 * (DS_FAST_GRAPH_TUNE=0: the switches above only) */
+	bool graph_tune;
+	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
+	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };
 
 /* Host mirrors (pinned) and device copies of one pass's metadata. */

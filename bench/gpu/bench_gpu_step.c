@@ -349,6 +349,15 @@ int bench_profile(struct bench *b)
 		int op_n[PROF_N_OPS];
 		if (prof_graph_ms(b, bi, &graph_ms))
 			return 1;
+		/* the step configuration the graph tuning kept, and every configuration's replay */
+		int kept = c->fast.graph_cfg[bi];
+		printf("batch %d: graph tuned to configuration %d; replay ms by configuration "
+		       "(skinny, pdl):",
+		       B, kept);
+		for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++)
+			printf(" (%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
+			       (int)ds_cuda_fast_step_cfgs[i].pdl, c->fast.graph_ms[bi][i]);
+		printf("\n");
 		for (int rep = 0; rep < 5; rep++) { /* keep the repetition with the least total */
 			if (prof_pass(b, B, ctx, pr))
 				return 1;

@@ -373,12 +373,67 @@ static void decode_fix_free(struct decode_fix *f)
 	ds_model_free(f->m);
 }
 
+/* Decode graphs tuned over the step configurations: the first (tuning) call and the replays give
+ * the same bits, every allowed configuration was timed, the kept one is the fastest, and its
+ * output equals an untuned run with that configuration's switches (eager, then graph). With
+ * DS_CUDA_SKINNY=0 semantics (skinny off) only the skinny-free configurations are tried. */
+static void test_graph_tune(void **state)
+{
+	(void)state;
+	struct decode_fix f;
+	decode_fix_init(&f, 12, 5, 6, 8, 37);
+	struct ds_cuda_ctx *c = f.c;
+	int sizes[] = {1, 3, 8};
+	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
+		int B = sizes[si], bi = 0;
+		while ((1 << bi) < B)
+			bi++;
+		decode_fix_step(&f, B);
+		for (int allow_skinny = 1; allow_skinny >= 0; allow_skinny--) {
+			ds_cuda_fast_graphs_reset(c);
+			c->fast.graph_tune = true;
+			c->fast.skinny = allow_skinny;
+			c->fast.pdl = true;
+			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
+			for (int k = 0; k < 2; k++) {
+				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
+				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
+			}
+			int kept = c->fast.graph_cfg[bi];
+			assert_true(kept >= 0 && kept < DS_CUDA_N_STEP_CFGS);
+			for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++) {
+				float ms = c->fast.graph_ms[bi][i];
+				bool allowed = allow_skinny || !ds_cuda_fast_step_cfgs[i].skinny;
+				assert_true(allowed ? isfinite(ms) && ms > 0 : !isfinite(ms));
+				assert_true(!allowed || c->fast.graph_ms[bi][kept] <= ms);
+			}
+			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
+			print_message("B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d) "
+			              "%.3f ms\n",
+			              B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
+			              (int)ds_cuda_fast_step_cfgs[kept].pdl, c->fast.graph_ms[bi][kept]);
+			/* the same switches untuned: eager, then captured */
+			ds_cuda_fast_graphs_reset(c);
+			c->fast.graph_tune = false;
+			c->fast.skinny = ds_cuda_fast_step_cfgs[kept].skinny;
+			c->fast.pdl = ds_cuda_fast_step_cfgs[kept].pdl;
+			for (int k = 0; k < 3; k++) {
+				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
+				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
+			}
+			assert_non_null(c->fast.graph[bi]);
+		}
+	}
+	decode_fix_free(&f);
+}
+
 static void test_pdl_decode_bits(void **state)
 {
 	(void)state;
 	struct decode_fix f;
 	decode_fix_init(&f, 11, 3, 4, 32, 45);
 	struct ds_cuda_ctx *c = f.c;
+	c->fast.graph_tune = false; /* one configuration per graph: PDL's bits alone */
 	int sizes[] = {1, 8, 32};
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
 		int B = sizes[si];
@@ -435,6 +490,7 @@ static void test_silu_decode_bits(void **state)
 	struct decode_fix f;
 	decode_fix_init(&f, 12, 5, 6, 8, 21);
 	struct ds_cuda_ctx *c = f.c;
+	c->fast.graph_tune = false; /* the forced picks in every graph */
 	int sizes[] = {1, 8}, vs[] = {0, 5, 6, 7, 8, 11, 12, 13};
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
 		int B = sizes[si];
@@ -553,7 +609,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
-	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_skinny_silu),
+	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_graph_tune),
+	    cmocka_unit_test(test_skinny_silu),
 	    cmocka_unit_test(test_silu_decode_bits), cmocka_unit_test(test_rmsnorm_bits),
 	};
 	return cmocka_run_group_tests_name("gpu_skinny", tests, NULL, NULL);
