@@ -41,11 +41,17 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm,
-		                              T, d, c->q, kv, pdl, st),
-		            err);
-		if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
+		bool fused = false;
+		if (ops->attention_qkv &&
+		    (rv = ops->attention_qkv(c, p, L, kv, n_split, &fused, err)) != DS_OK)
 			return rv;
+		if (!fused) {
+			DS_CUDA_TRY(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm,
+			                              c->rope_cs, tm, T, d, c->q, kv, pdl, st),
+			            err);
+			if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
+				return rv;
+		}
 		if ((rv = ops->gemm(c, c->att, L->wo, c->dlt, T, H, qd, err)) != DS_OK)
 			return rv;
 		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps,

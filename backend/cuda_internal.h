@@ -67,9 +67,9 @@ struct ds_cuda_pick {
 };
 
 /* The step configurations a decode graph is tuned over (fastpath/cuda_fast.c). */
-#define DS_CUDA_N_STEP_CFGS 4
+#define DS_CUDA_N_STEP_CFGS 8
 struct ds_cuda_step_cfg {
-	bool skinny, pdl;
+	bool skinny, pdl, fuse;
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -92,8 +92,12 @@ struct ds_cuda_fast {
 	 * timed one (DS_FAST_SKINNY_MARGIN; 0: plain argmin): it is timed alone, where its
 	 * prefetch before the PDL wait cannot show */
 	float skinny_margin;
+	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
+	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
+	bool fuse_qkv;
 	/* decode graphs: each bucket's graph is captured under every step configuration
-	 * (ds_cuda_fast_step_cfgs: skinny GEMMs on/off x PDL on/off) and the fastest replay kept
+	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off) and the
+	 * fastest replay kept
 	 * (DS_FAST_GRAPH_TUNE=0: the switches above only) */
 	bool graph_tune;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
@@ -221,6 +225,12 @@ struct ds_cuda_path_ops {
 	enum ds_status (*gemm_silu)(struct ds_cuda_ctx *c, const float *gu, uint16_t *h,
 	                            const uint16_t *W, float *C, int M, int N, int K,
 	                            struct ds_err *err);
+	/* optional: the q/k/v epilogue (from the fp32 GEMM output c->big) and attention in one;
+	 * *done false when the pass does not qualify (the caller runs ds_k_qkv_rope, then
+	 * attention) */
+	enum ds_status (*attention_qkv)(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
+	                                const struct ds_cuda_layer *L, uint16_t *kv, int n_split,
+	                                bool *done, struct ds_err *err);
 };
 
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */

@@ -13,7 +13,8 @@
  * rows. That is the point of the fast path (DESIGN.md section 1); the reference path
  * (refpath/cuda_ref.c) is the one that must not. A bucket's first use runs eagerly (which fills
  * the GEMM choice caches outside capture) and then captures the step under each step
- * configuration (skinny GEMMs on/off x PDL on/off) and keeps the graph whose replay is fastest:
+ * configuration (skinny GEMMs, PDL, fused q/k/v epilogue: each on/off) and keeps the graph whose
+ * replay is fastest:
  * the per-GEMM timings cannot see how neighbouring kernels overlap. DS_FAST_GRAPH_TUNE=0: one
  * capture with the current switches, on the bucket's second use. */
 #include "cuda_internal.h"
@@ -646,10 +647,37 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 	return DS_OK;
 }
 
+/* Decode passes on the tensor-core variant: the q/k/v epilogue runs inside the attention kernel
+ * (ds_k_attn_decode_qkv: the same bits as ds_k_qkv_rope followed by that variant, one kernel
+ * boundary fewer per layer). */
+static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
+                                         const struct ds_cuda_layer *L, uint16_t *kv,
+                                         int n_split, bool *done, struct ds_err *err)
+{
+	(void)n_split;
+	struct ds_k_dims d = ds_cuda_dims(c);
+	const char *sel = getenv("DS_FAST_ATTN");
+	*done = false;
+	if (!c->fast.fuse_qkv || p->T != p->R || !ds_k_attn_decode_supported(d) ||
+	    (sel && strcmp(sel, "mma") != 0))
+		return DS_OK;
+	int split = 1;
+	enum ds_status rv = fast_decode_split(c, p->T, d, DS_K_ATTN_DECODE_MMA, &split, err);
+	if (rv != DS_OK)
+		return rv;
+	struct ds_k_qkv_epi e = {c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs};
+	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
+	                                 c->att, NULL, c->fast.pdl, c->stream),
+	            err);
+	*done = true;
+	return DS_OK;
+}
+
 const struct ds_cuda_path_ops ds_cuda_fast_ops = {
     .gemm = fast_gemm,
     .attention = fast_attention,
     .gemm_silu = fast_gemm_silu,
+    .attention_qkv = fast_attention_qkv,
 };
 
 int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
@@ -670,12 +698,13 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
 
 /* ---- decode graphs ---- */
 
-/* Skinny GEMMs (and the GEMV) on or off, PDL on or off. The GEMM choices are timed one GEMM at
+/* Skinny GEMMs (and the GEMV), PDL and the fused q/k/v epilogue, each on or off. The GEMM choices are timed one GEMM at
  * a time; inside the captured step the kernels around a GEMM change what is fastest (on the
  * H200, GEMV/cuBLASLt only beat the picks by 3% at batch 1, PDL off beat on by 2% at batch 8;
  * bench/results/gpu-20261129-1083075), so the whole step is timed instead. */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true}, {false, true}, {true, false}, {false, false}};
+    {true, true, true},   {false, true, true},   {true, false, true},   {false, false, true},
+    {true, true, false},  {false, true, false},  {true, false, false},  {false, false, false}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -697,17 +726,18 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		rv = ds_cuda_pass_run(c, &ds_cuda_fast_ops, pb, n_split, err);
 	if (rv != DS_OK)
 		return rv;
-	bool skinny0 = f->skinny, pdl0 = f->pdl;
+	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
 	int best_i = -1;
 	for (int i = 0; i < DS_CUDA_N_STEP_CFGS && rv == DS_OK; i++) {
 		const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
 		f->graph_ms[bi][i] = INFINITY;
-		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0))
+		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0))
 			continue;
 		f->skinny = sc->skinny;
 		f->pdl = sc->pdl;
+		f->fuse_qkv = sc->fuse;
 		cudaGraphExec_t g = NULL;
 		bool warm = true;
 		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
@@ -727,6 +757,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	}
 	f->skinny = skinny0;
 	f->pdl = pdl0;
+	f->fuse_qkv = fuse0;
 	if (rv == DS_OK && !best)
 		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
 		             1 << bi);
@@ -813,6 +844,8 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	 * gpu suite checks that it gives the same bits (DS_CUDA_PDL=0: off) */
 	const char *pdl = getenv("DS_CUDA_PDL");
 	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
+	const char *fq = getenv("DS_FAST_FUSE_QKV");
+	f->fuse_qkv = !(fq && strcmp(fq, "0") == 0);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)

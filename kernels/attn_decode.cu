@@ -298,7 +298,8 @@ __device__ __forceinline__ void dattn_finish(float (&m)[G], float (&l)[G], float
 template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS)
     dattn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
-                 float qscale, float *part, uint16_t *out, unsigned *cnt)
+                 float qscale, float *part, uint16_t *out, unsigned *cnt,
+                 struct ds_k_qkv_epi /* unused: only the mma variant fuses the epilogue */)
 {
 	typedef dattn_shape<D, G> S;
 	__shared__ float sh_m[DA_WARPS][G], sh_l[DA_WARPS][G];
@@ -430,7 +431,7 @@ template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
     dattn_pipe_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                       struct ds_k_dims d, float qscale, float *part, uint16_t *out,
-                      unsigned *cnt)
+                      unsigned *cnt, struct ds_k_qkv_epi /* unused (see the mma variant) */)
 {
 	typedef dattn_shape<D, G> S;
 	typedef dattn_pipe<D, G> Q;
@@ -550,7 +551,7 @@ extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
 }
 
 typedef void (*dattn_fn)(const uint16_t *, const uint16_t *, struct ds_k_tokmeta, struct ds_k_dims,
-                         float, float *, uint16_t *, unsigned *);
+                         float, float *, uint16_t *, unsigned *, struct ds_k_qkv_epi);
 
 /* One kernel instance: its function, positions per block iteration and dynamic shared memory. */
 struct dattn_inst {
@@ -559,8 +560,9 @@ struct dattn_inst {
 	size_t smem;
 };
 
-/* The instance of variant v for d (supported dims); fn = NULL when there is none. */
-static struct dattn_inst dattn_pick(struct ds_k_dims d, int v)
+/* The instance of variant v for d (supported dims; fused: the mma variant with the q/k/v
+ * epilogue); fn = NULL when there is none. */
+static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = false)
 {
 	struct dattn_inst r = {NULL, 0, 0};
 	int G = d.n_head / d.n_kv;
@@ -571,12 +573,14 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v)
 			r.fn = dattn_pipe_kernel<dd, g>;                                           \
 			r.smem = dattn_pipe<dd, g>::SMEM;                                          \
 		} else if (v == DS_K_ATTN_DECODE_MMA) {                                            \
-			r.fn = dattn_mma_kernel<dd, g>;                                            \
-			r.smem = dattn_mma<dd, g>::SMEM;                                           \
+			r.fn = fused ? dattn_mma_kernel<dd, g, true> : dattn_mma_kernel<dd, g, false>; \
+			r.smem = fused ? dattn_mma<dd, g>::SMEM_EPI : dattn_mma<dd, g>::SMEM;          \
 			r.pb = dattn_mma<dd, g>::P;                                                \
 		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \
 			r.fn = dattn_kernel<dd, g>;                                                \
 		}                                                                                  \
+		if (fused && v != DS_K_ATTN_DECODE_MMA)                                            \
+			r.fn = NULL;                                                               \
 		return r;                                                                          \
 	}
 #define DA_D(dd)                                                                                   \
@@ -630,17 +634,13 @@ extern "C" cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *block
 	return ds_k_attn_decode_occupancy_v(d, DS_K_ATTN_DECODE_REG, blocks_per_sm);
 }
 
-extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
-                                          struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
-                                          int n_split, float *part, uint16_t *out,
-                                          unsigned *counters, int variant, int pdl,
-                                          cudaStream_t st)
+static cudaError_t dattn_launch(struct dattn_inst in, const uint16_t *q, const uint16_t *kv,
+                                struct ds_k_tokmeta tm, int T, struct ds_k_dims d, int n_split,
+                                float *part, uint16_t *out, unsigned *counters, int pdl,
+                                cudaStream_t st, struct ds_k_qkv_epi ep)
 {
 	if (T <= 0)
 		return cudaSuccess;
-	struct dattn_inst in = {NULL, 0, 0};
-	if (ds_k_attn_decode_supported(d))
-		in = dattn_pick(d, variant);
 	if (!in.fn || n_split < 1 || n_split > DS_K_ATTN_DECODE_MAX_SPLIT ||
 	    (n_split > 1 && !part) || d.n_head > 65535)
 		return cudaErrorInvalidValue;
@@ -650,11 +650,38 @@ extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
 	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
 	unsigned *cnt = n_split > 1 ? counters : NULL;
 	e = ds_launch(in.fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), in.smem, st, pdl, q, kv, tm,
-	              d, qscale, part, out, cnt);
+	              d, qscale, part, out, cnt, ep);
 	if (e != cudaSuccess || n_split == 1 || cnt)
 		return e;
 	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(d.head_dim), 0, st, pdl,
 	                 (const float *)part, tm, d, n_split, in.pb, out);
+}
+
+extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
+                                          struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
+                                          int n_split, float *part, uint16_t *out,
+                                          unsigned *counters, int variant, int pdl,
+                                          cudaStream_t st)
+{
+	struct dattn_inst in = {NULL, 0, 0};
+	if (ds_k_attn_decode_supported(d))
+		in = dattn_pick(d, variant);
+	struct ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
+	return dattn_launch(in, q, kv, tm, T, d, n_split, part, out, counters, pdl, st, none);
+}
+
+extern "C" cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint16_t *kv,
+                                            struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
+                                            int n_split, float *part, uint16_t *out,
+                                            unsigned *counters, int pdl, cudaStream_t st)
+{
+	struct dattn_inst in = {NULL, 0, 0};
+	if (ds_k_attn_decode_supported(d) && ep && ep->qkv && ep->cs)
+		in = dattn_pick(d, DS_K_ATTN_DECODE_MMA, true);
+	struct ds_k_qkv_epi e = {NULL, NULL, NULL, NULL, NULL};
+	if (ep)
+		e = *ep;
+	return dattn_launch(in, NULL, kv, tm, T, d, n_split, part, out, counters, pdl, st, e);
 }
 
 extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,

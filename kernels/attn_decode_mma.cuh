@@ -24,6 +24,8 @@ template <int D, int G> struct dattn_mma {
 	static constexpr int STAGE = 2 * P * RS; /* elements: K rows, then V rows */
 	static constexpr int STAGES = 3;
 	static constexpr size_t SMEM = (size_t)STAGES * STAGE * 2;
+	/* the fused q/k/v epilogue's heads (G queries, the key, the value) in fp32 after them */
+	static constexpr size_t SMEM_EPI = SMEM + (size_t)(G + 2) * D * sizeof(float);
 	static constexpr int KS = D / 16, ND = D / 8, CPP = D / 8;
 	static_assert(G >= 1 && G <= 8, "the query heads are mma rows 0..7");
 	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
@@ -72,10 +74,80 @@ __device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_
 	}
 }
 
+/* The row's own K and V (the fused epilogue's, bf16 values held as fp32 in ep) into the slot of
+ * position pos in its stage's buffer. */
 template <int D, int G>
+__device__ __forceinline__ void dattn_mma_own_epi(const float *ep, uint16_t *sbuf, int lo, int pos)
+{
+	typedef dattn_mma<D, G> Q;
+	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
+	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
+	for (int i = threadIdx.x; i < D; i += DA_THREADS) {
+		kb[j * Q::RS + i] = ds_f32_to_bf16(ep[G * D + i]);
+		vb[j * Q::RS + i] = ds_f32_to_bf16(ep[(G + 1) * D + i]);
+	}
+}
+
+/* The q/k/v epilogue of qkv_rope_kernel (rows.cu) for one row's KV head kh: its G query heads,
+ * key and value from the fp32 GEMM output, bias added, q/k norms, RoPE on q and k at pos, each
+ * value rounded to bf16 (kept as fp32 in ep: (G + 2, D)). The same per-head arithmetic in the
+ * same order as that kernel (one warp per head, lane-strided), so the fused and unfused fast
+ * paths store the same K/V bits and attend to the same q. */
+template <int D, int G>
+__device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, struct ds_k_dims d,
+                                              int t, int kh, int pos, float *ep)
+{
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = D / 2;
+	int n_all = d.n_head + 2 * d.n_kv;
+	for (int hh = warp; hh < G + 2; hh += DA_WARPS) {
+		int h = hh < G ? kh * G + hh : hh == G ? d.n_head + kh : d.n_head + d.n_kv + kh;
+		const float *src = e.qkv + ((size_t)t * n_all + h) * D;
+		float *buf = ep + hh * D;
+		for (int i = lane; i < D; i += 32) {
+			float v = src[i];
+			if (e.bias)
+				v = __fadd_rn(v, ds_bf16_to_f32(e.bias[h * D + i]));
+			buf[i] = v;
+		}
+		__syncwarp();
+		const uint16_t *nw = hh < G ? e.q_norm : hh == G ? e.k_norm : NULL;
+		if (nw) {
+			float ss = 0.0f;
+			for (int i = lane; i < D; i += 32)
+				ss = __fmaf_rn(buf[i], buf[i], ss);
+			for (int o = 16; o > 0; o >>= 1)
+				ss += __shfl_xor_sync(0xffffffffu, ss, o);
+			float inv = 1.0f / sqrtf(ss / (float)D + d.eps);
+			__syncwarp();
+			for (int i = lane; i < D; i += 32)
+				buf[i] = __fmul_rn(__fmul_rn(buf[i], inv), ds_bf16_to_f32(nw[i]));
+			__syncwarp();
+		}
+		if (hh == G + 1) {
+			for (int i = lane; i < D; i += 32)
+				buf[i] = ds_bf16_to_f32(ds_f32_to_bf16(buf[i]));
+		} else {
+			const float *c = e.cs + (size_t)pos * half * 2;
+			for (int i = lane; i < half; i += 32) { /* this lane's pair, in place */
+				float x1 = buf[i], x2 = buf[i + half];
+				float co = c[2 * i], si = c[2 * i + 1];
+				buf[i] = ds_bf16_to_f32(
+				    ds_f32_to_bf16(__fsub_rn(__fmul_rn(x1, co), __fmul_rn(x2, si))));
+				buf[i + half] = ds_bf16_to_f32(
+				    ds_f32_to_bf16(__fadd_rn(__fmul_rn(x2, co), __fmul_rn(x1, si))));
+			}
+		}
+		__syncwarp();
+	}
+}
+
+/* EPI: q, the own K and V come from the fused epilogue (e) instead of q and the cache; the
+ * block holding the row's own position writes that K and V to the cache. */
+template <int D, int G, bool EPI>
 __global__ void __launch_bounds__(DA_THREADS, 2)
     dattn_mma_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                     struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt)
+                     struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt,
+                     struct ds_k_qkv_epi e)
 {
 	typedef dattn_mma<D, G> Q;
 	DATTN_DYN_SMEM(sh_kv);
@@ -118,18 +190,41 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	if (z >= nsu)
 		return;
 	int hi = src.hi;
-	if (p < hi && p < lo + (Q::STAGES - 1) * Q::P)
+	bool own = p < hi, own_early = own && p < lo + (Q::STAGES - 1) * Q::P;
+	float *ep = (float *)(sh_kv + (size_t)Q::STAGES * Q::STAGE);
+	if constexpr (EPI) {
+		dattn_qkv_epi<D, G>(e, d, t, kh, p, ep);
+		__syncthreads();
+		if (own) { /* the one block per (row, KV head) holding the own position */
+			const uint16_t *kr = dattn_row(src, p);
+			uint16_t *kw = (uint16_t *)kr, *vw = kw + src.vstride;
+			for (int i = threadIdx.x; i < D; i += DA_THREADS) {
+				kw[i] = ds_f32_to_bf16(ep[G * D + i]);
+				vw[i] = ds_f32_to_bf16(ep[(G + 1) * D + i]);
+			}
+		}
+		if (own_early)
+			dattn_mma_own_epi<D, G>(ep, sh_kv, lo, p);
+	} else if (own_early) {
 		dattn_mma_own<D, G>(src, sh_kv, lo, p);
+	}
 
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
 	/* Q as the A operand: row g = head kh * G + g (zero for g >= G), rows g + 8 zero */
 	unsigned qf[Q::KS][4];
 	const uint16_t *qrow = q + ((size_t)t * d.n_head + (size_t)kh * G + min(g, G - 1)) * D;
+	const float *qe = ep + min(g, G - 1) * D;
 #pragma unroll
 	for (int ks = 0; ks < Q::KS; ks++) {
-		qf[ks][0] = g < G ? *(const unsigned *)(qrow + ks * 16 + 2 * tq) : 0u;
+		int k0 = ks * 16 + 2 * tq;
+		if constexpr (EPI) {
+			qf[ks][0] = g < G ? mt_pack(qe[k0], qe[k0 + 1]) : 0u;
+			qf[ks][2] = g < G ? mt_pack(qe[k0 + 8], qe[k0 + 9]) : 0u;
+		} else {
+			qf[ks][0] = g < G ? *(const unsigned *)(qrow + k0) : 0u;
+			qf[ks][2] = g < G ? *(const unsigned *)(qrow + k0 + 8) : 0u;
+		}
 		qf[ks][1] = 0u;
-		qf[ks][2] = g < G ? *(const unsigned *)(qrow + ks * 16 + 8 + 2 * tq) : 0u;
 		qf[ks][3] = 0u;
 	}
 	float acc[Q::ND][4], m = -INFINITY, l = 0.0f; /* row g; l: this lane's share */
@@ -140,8 +235,13 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	for (int it = 0; it < nst; it++) {
 		dattn_cp_wait<Q::STAGES - 2>(); /* stage it has landed (this thread's copies) */
 		__syncthreads(); /* everyone's copies; everyone is done with stage it - 1 */
-		if (it + Q::STAGES - 1 < nst)
-			dattn_mma_issue<D, G>(src, sh_kv, lo, it + Q::STAGES - 1, -1);
+		if (it + Q::STAGES - 1 < nst) {
+			int st = it + Q::STAGES - 1;
+			dattn_mma_issue<D, G>(src, sh_kv, lo, st, EPI ? p : -1);
+			/* fused: the own position is not in the cache for this launch's copies */
+			if (EPI && own && (p - lo) / Q::P == st)
+				dattn_mma_own_epi<D, G>(ep, sh_kv, lo, p);
+		}
 		dattn_cp_commit();
 		int base = lo + it * Q::P + warp * 16; /* this warp's first position */
 		if (base >= hi)

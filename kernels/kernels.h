@@ -250,6 +250,23 @@ cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *b
 cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                                int T, struct ds_k_dims d, int n_split, float *part, uint16_t *out,
                                unsigned *counters, int variant, int pdl, cudaStream_t st);
+/* The q/k/v epilogue's inputs (ds_k_qkv_rope's): the fp32 GEMM output (T, n_head + 2 n_kv,
+ * head_dim), optional bias and q/k norm weights, the RoPE table (max_pos, head_dim / 2, {cos,
+ * sin}). */
+struct ds_k_qkv_epi {
+	const float *qkv;
+	const uint16_t *bias, *q_norm, *k_norm;
+	const float *cs;
+};
+/* The MMA variant with ds_k_qkv_rope fused in (decode rows only): each block forms its row's
+ * q heads, key and value from ep itself (the same arithmetic, so the same bits as
+ * ds_k_qkv_rope then ds_k_attn_decode_v(MMA)), the block holding a row's own position writes
+ * that K and V to kv, and no q buffer is written. One launch (plus the combine) instead of
+ * two. */
+cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint16_t *kv,
+                                 struct ds_k_tokmeta tm, int T, struct ds_k_dims d, int n_split,
+                                 float *part, uint16_t *out, unsigned *counters, int pdl,
+                                 cudaStream_t st);
 
 /* ---- sampling (kernels/sample.cu) ---- */
 

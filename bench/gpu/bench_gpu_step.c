@@ -352,11 +352,12 @@ int bench_profile(struct bench *b)
 		/* the step configuration the graph tuning kept, and every configuration's replay */
 		int kept = c->fast.graph_cfg[bi];
 		printf("batch %d: graph tuned to configuration %d; replay ms by configuration "
-		       "(skinny, pdl):",
+		       "(skinny, pdl, fused qkv):",
 		       B, kept);
 		for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++)
-			printf(" (%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
-			       (int)ds_cuda_fast_step_cfgs[i].pdl, c->fast.graph_ms[bi][i]);
+			printf(" (%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
+			       (int)ds_cuda_fast_step_cfgs[i].pdl, (int)ds_cuda_fast_step_cfgs[i].fuse,
+			       c->fast.graph_ms[bi][i]);
 		printf("\n");
 		for (int rep = 0; rep < 5; rep++) { /* keep the repetition with the least total */
 			if (prof_pass(b, B, ctx, pr))
@@ -486,6 +487,7 @@ enum abl_bit {
 	ABL_DOWN = 1 << 6,
 	ABL_HEAD = 1 << 7, /* final norm, lm_head, sample */
 	ABL_ALL = (1 << 8) - 1,
+	ABL_FUSE = 1 << 8, /* rope + attention through attention_qkv (fused when it qualifies) */
 	ABL_GEMMS = ABL_QKV | ABL_O | ABL_GU | ABL_DOWN,
 };
 
@@ -512,10 +514,15 @@ static int abl_launch(struct bench *b, int B, int mask)
 		if ((mask & ABL_QKV) &&
 		    ds_cuda_fast_ops.gemm(c, c->h, L->wqkv, c->big, B, qd + 2 * kvd, H, &err) != DS_OK)
 			return 1;
-		if (mask & ABL_ROPE)
+		bool fused = false;
+		if ((mask & ABL_FUSE) &&
+		    ds_cuda_fast_ops.attention_qkv(c, &p, L, kv, n_split, &fused, &err) != DS_OK)
+			return 1;
+		if ((mask & ABL_ROPE) && !fused)
 			CK(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, B,
 			                     d, c->q, kv, pdl, st));
-		if ((mask & ABL_ATTN) && ds_cuda_fast_ops.attention(c, &p, kv, n_split, &err) != DS_OK)
+		if ((mask & ABL_ATTN) && !fused &&
+		    ds_cuda_fast_ops.attention(c, &p, kv, n_split, &err) != DS_OK)
 			return 1;
 		if ((mask & ABL_O) &&
 		    ds_cuda_fast_ops.gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err) != DS_OK)
@@ -593,6 +600,9 @@ int bench_ablate(struct bench *b)
 		const char *attn; /* DS_FAST_ATTN for the capture (NULL: unset) */
 	} cfgs[] = {
 	    {"all", ABL_ALL, NULL},
+	    {"all_fused_qkv", ABL_ALL | ABL_FUSE, NULL},
+	    {"attn_fused_qkv", ABL_ATTN | ABL_ROPE | ABL_FUSE, NULL},
+	    {"attn_rope", ABL_ATTN | ABL_ROPE, NULL},
 	    {"all_attn_pipe", ABL_ALL, "pipe"},
 	    {"attn_pipe", ABL_ATTN, "pipe"},
 	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL},

@@ -43,6 +43,14 @@ static inline float __ldcg(const float *p)
 static inline void __threadfence(void)
 {
 }
+static inline void __syncwarp(void)
+{
+	emu_warp_sync();
+}
+static inline float __fsub_rn(float a, float b)
+{
+	return a - b;
+}
 static inline unsigned atomicAdd(unsigned *p, unsigned v)
 {
 	unsigned old = *p; /* fibers switch only at synchronizing primitives: this is atomic */
@@ -57,7 +65,7 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v)
 
 static_assert(dattn_pipe<128, 4>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
 static_assert(dattn_pipe<64, 4>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
-static_assert(dattn_mma<128, 8>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
+static_assert(dattn_mma<128, 8>::SMEM_EPI <= sizeof(mt_smem_emu), "emulated shared memory");
 static_assert(DA_THREADS == EMU_THREADS, "one fiber per thread");
 
 #define NROW 7
@@ -171,6 +179,7 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, bool m
 	std::vector<unsigned> cnt((size_t)NROW * d.n_kv, 0);
 	ds_k_tokmeta tm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	float qscale = DA_LOG2E / sqrtf((float)D);
+	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
 	const uint16_t *qp = f.q.data(), *kvp = f.kv.data();
 	uint16_t *op = out.data();
 	float *pp = part.data();
@@ -178,9 +187,10 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, bool m
 	de_launch(NROW, (unsigned)d.n_kv, (unsigned)nz,
 	          [&] {
 		          if (mma)
-			          dattn_mma_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp);
+			          dattn_mma_kernel<D, G, false>(qp, kvp, tm, d, qscale, pp, op, cp,
+			                                        none);
 		          else
-			          dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp);
+			          dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp, none);
 	          });
 	int pb = mma ? dattn_mma<D, G>::P : dattn_shape<D, G>::PB;
 	if (nz > 1 && !cp)
@@ -231,6 +241,129 @@ template <int D, int G> static void run_case(const fix &f, int nz, bool mma)
 	       D, G, d.block_size, nz, worst);
 }
 
+/* ---- the mma variant with the q/k/v epilogue fused (ds_k_attn_decode_qkv) ---- */
+
+/* ds_k_qkv_rope's arithmetic for one head on the host: bias, optional norm (lane-strided
+ * partial sums, xor-butterfly reduction), RoPE at pos (rope) or plain rounding (a value head). */
+static void host_epi_head(const float *src, const uint16_t *bias, const uint16_t *nw,
+                          const float *cs, int D, float eps, int pos, bool rope, uint16_t *dst)
+{
+	std::vector<float> buf((size_t)D);
+	for (int i = 0; i < D; i++)
+		buf[(size_t)i] = bias ? __fadd_rn(src[i], ds_bf16_to_f32(bias[i])) : src[i];
+	if (nw) {
+		float ss[32];
+		for (int l = 0; l < 32; l++) {
+			ss[l] = 0.0f;
+			for (int i = l; i < D; i += 32)
+				ss[l] = __fmaf_rn(buf[(size_t)i], buf[(size_t)i], ss[l]);
+		}
+		for (int o = 16; o > 0; o >>= 1) {
+			float nx[32];
+			for (int l = 0; l < 32; l++)
+				nx[l] = ss[l] + ss[l ^ o];
+			memcpy(ss, nx, sizeof(ss));
+		}
+		float inv = 1.0f / sqrtf(ss[0] / (float)D + eps);
+		for (int i = 0; i < D; i++)
+			buf[(size_t)i] = __fmul_rn(__fmul_rn(buf[(size_t)i], inv), ds_bf16_to_f32(nw[i]));
+	}
+	int half = D / 2;
+	for (int i = 0; i < D; i++)
+		dst[i] = ds_f32_to_bf16(buf[(size_t)i]);
+	if (!rope)
+		return;
+	const float *c = cs + (size_t)pos * half * 2;
+	for (int i = 0; i < half; i++) {
+		float x1 = buf[(size_t)i], x2 = buf[(size_t)(i + half)], co = c[2 * i], si = c[2 * i + 1];
+		dst[i] = ds_f32_to_bf16(__fsub_rn(__fmul_rn(x1, co), __fmul_rn(x2, si)));
+		dst[i + half] = ds_f32_to_bf16(__fadd_rn(__fmul_rn(x2, co), __fmul_rn(x1, si)));
+	}
+}
+
+/* The fused kernel against the host epilogue followed by the unfused mma kernel: the same output
+ * bits and the same cache (the own K/V written once, nothing else touched). Block tables are
+ * private per row here, as in serving (a decode position is never in a shared block). */
+template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
+{
+	fix f = fix_make(n_kv * G, n_kv, D, 16);
+	ds_k_dims d = f.d;
+	CHECK(NROW * f.max_blk <= NBLK, "fixture too small for private block tables");
+	for (int t = 0; t < NROW; t++)
+		for (int j = 0; j < f.max_blk; j++)
+			f.bt[(size_t)t * f.max_blk + (size_t)j] = t * f.max_blk + j;
+	int H = d.n_head, n_all = H + 2 * n_kv, half = D / 2;
+	std::vector<float> qkv((size_t)NROW * n_all * D), cs((size_t)201 * half * 2);
+	for (size_t i = 0; i < qkv.size(); i++)
+		qkv[i] = rnd(94, i, 3.0f);
+	for (int p = 0; p <= 200; p++)
+		for (int i = 0; i < half; i++) {
+			double a = p * pow(10000.0, -2.0 * i / D);
+			cs[((size_t)p * half + i) * 2] = (float)cos(a);
+			cs[((size_t)p * half + i) * 2 + 1] = (float)sin(a);
+		}
+	std::vector<uint16_t> bias((size_t)n_all * D), qn((size_t)D), kn((size_t)D);
+	for (size_t i = 0; i < bias.size(); i++)
+		bias[i] = ds_f32_to_bf16(rnd(95, i, 0.5f));
+	for (int i = 0; i < D; i++) {
+		qn[(size_t)i] = ds_f32_to_bf16(1.0f + rnd(96, (uint64_t)i, 0.3f));
+		kn[(size_t)i] = ds_f32_to_bf16(1.0f + rnd(97, (uint64_t)i, 0.3f));
+	}
+	ds_k_qkv_epi e = {qkv.data(), extras ? bias.data() : NULL, extras ? qn.data() : NULL,
+	                  extras ? kn.data() : NULL, cs.data()};
+	/* the reference: host epilogue into q and the cache, then the unfused kernel */
+	fix r = f;
+	for (int t = 0; t < NROW; t++) {
+		int p = f.pos[(size_t)t];
+		if (p < 0)
+			continue;
+		const float *row = qkv.data() + (size_t)t * n_all * D;
+		int blk = f.bt[(size_t)t * f.max_blk + (size_t)(p / 16)];
+		for (int h = 0; h < n_all; h++) {
+			uint16_t *dst;
+			if (h < H)
+				dst = r.q.data() + ((size_t)t * H + h) * D;
+			else
+				dst = r.kv.data() +
+				      (((size_t)blk * 2 * n_kv + (size_t)(h - H)) * 16 + (size_t)(p % 16)) * D;
+			host_epi_head(row + (size_t)h * D, e.bias ? e.bias + (size_t)h * D : NULL,
+			              h < H ? e.q_norm : h < H + n_kv ? e.k_norm : NULL, cs.data(), D,
+			              d.eps, p, h < H + n_kv, dst);
+		}
+	}
+	size_t on = (size_t)NROW * H * D;
+	std::vector<uint16_t> want(on, 0x7f7f), got(on + GUARD, 0x7f7f);
+	std::vector<float> part((size_t)NROW * H * nz * (D + 2), NAN);
+	float qscale = DA_LOG2E / sqrtf((float)D);
+	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
+	ds_k_tokmeta rtm = {r.pos.data(), r.seq.data(), r.off.data(), r.bt.data()};
+	ds_k_tokmeta ftm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
+	int pb = dattn_mma<D, G>::P;
+	const uint16_t *rq = r.q.data(), *rkv = r.kv.data();
+	uint16_t *fkv = f.kv.data(), *wp = want.data(), *gp = got.data();
+	float *pp = part.data();
+	de_launch(NROW, (unsigned)n_kv, (unsigned)nz, [&] {
+		dattn_mma_kernel<D, G, false>(rq, rkv, rtm, d, qscale, pp, wp, NULL, none);
+	});
+	if (nz > 1)
+		de_launch(NROW, (unsigned)H, 1, [&] { dattn_combine_kernel(pp, rtm, d, nz, pb, wp); });
+	std::fill(part.begin(), part.end(), NAN);
+	de_launch(NROW, (unsigned)n_kv, (unsigned)nz, [&] {
+		dattn_mma_kernel<D, G, true>(NULL, fkv, ftm, d, qscale, pp, gp, NULL, e);
+	});
+	if (nz > 1)
+		de_launch(NROW, (unsigned)H, 1, [&] { dattn_combine_kernel(pp, ftm, d, nz, pb, gp); });
+	for (int i = 0; i < GUARD; i++)
+		CHECK(got[on + (size_t)i] == 0x7f7f, "fused D=%d G=%d: guard %d overwritten", D, G, i);
+	got.resize(on);
+	CHECK(got == want, "fused D=%d G=%d split %d extras %d: output differs from epilogue + kernel",
+	      D, G, nz, (int)extras);
+	CHECK(f.kv == r.kv, "fused D=%d G=%d split %d extras %d: the cache differs", D, G, nz,
+	      (int)extras);
+	printf("fused D=%d G=%d split %2d extras %d: same bits as epilogue + mma kernel\n", D, G,
+	       nz, (int)extras);
+}
+
 template <int D, int G> static void run_shape(int n_kv, int bs)
 {
 	fix f = fix_make(n_kv * G, n_kv, D, bs);
@@ -249,6 +382,11 @@ int main(void)
 		run_shape<128, 8>(1, 16); /* 4 stages */
 		run_shape<64, 1>(2, 16);
 		run_shape<128, 4>(1, 12); /* block size not a power of two */
+		for (int nz : {1, 2, 5}) {
+			run_fused<128, 4>(1, nz, false);
+			run_fused<128, 4>(1, nz, true);
+			run_fused<64, 3>(2, nz, true);
+		}
 	} catch (const check_failed &) {
 		fprintf(stderr, "FAILED\n");
 		return 1;

@@ -394,6 +394,7 @@ static void test_graph_tune(void **state)
 			c->fast.graph_tune = true;
 			c->fast.skinny = allow_skinny;
 			c->fast.pdl = true;
+			c->fast.fuse_qkv = true;
 			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
 			for (int k = 0; k < 2; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
@@ -408,15 +409,17 @@ static void test_graph_tune(void **state)
 				assert_true(!allowed || c->fast.graph_ms[bi][kept] <= ms);
 			}
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
-			print_message("B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d) "
-			              "%.3f ms\n",
+			print_message("B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
+			              "fuse %d) %.3f ms\n",
 			              B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
-			              (int)ds_cuda_fast_step_cfgs[kept].pdl, c->fast.graph_ms[bi][kept]);
+			              (int)ds_cuda_fast_step_cfgs[kept].pdl,
+			              (int)ds_cuda_fast_step_cfgs[kept].fuse, c->fast.graph_ms[bi][kept]);
 			/* the same switches untuned: eager, then captured */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.graph_tune = false;
 			c->fast.skinny = ds_cuda_fast_step_cfgs[kept].skinny;
 			c->fast.pdl = ds_cuda_fast_step_cfgs[kept].pdl;
+			c->fast.fuse_qkv = ds_cuda_fast_step_cfgs[kept].fuse;
 			for (int k = 0; k < 3; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
 				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
