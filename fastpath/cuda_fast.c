@@ -622,9 +622,13 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 		if (rv != DS_OK)
 			return rv;
-		/* no counter buffer in the context yet: partials merged by the combine kernel */
+		/* no counter buffer in the context yet: partials merged by the combine kernel. The
+		 * mma variant reads earlier positions' K/V before its PDL wait, which is only right
+		 * when no other row of the pass writes them: with several rows of one sequence
+		 * (all_rows passes) it is launched without PDL. */
+		int pdl = c->fast.pdl && p->n_seq == p->T;
 		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-		                               c->att, NULL, variant, c->fast.pdl, c->stream),
+		                               c->att, NULL, variant, pdl, c->stream),
 		            err);
 		return DS_OK;
 	}
@@ -658,8 +662,10 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	struct ds_k_dims d = ds_cuda_dims(c);
 	const char *sel = getenv("DS_FAST_ATTN");
 	*done = false;
-	if (!c->fast.fuse_qkv || p->T != p->R || !ds_k_attn_decode_supported(d) ||
-	    (sel && strcmp(sel, "mma") != 0))
+	/* one token per sequence only: a sequence's other rows would read K/V that another block
+	 * of this launch writes */
+	if (!c->fast.fuse_qkv || p->T != p->R || p->n_seq != p->T ||
+	    !ds_k_attn_decode_supported(d) || (sel && strcmp(sel, "mma") != 0))
 		return DS_OK;
 	int split = 1;
 	enum ds_status rv = fast_decode_split(c, p->T, d, DS_K_ATTN_DECODE_MMA, &split, err);

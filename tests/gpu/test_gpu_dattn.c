@@ -495,36 +495,12 @@ static void test_dattn_backend_vs_old(void **state)
 	free(o);
 }
 
-/* The q/k/v epilogue fused into the tensor-core kernel (DS_FAST_FUSE_QKV, default on) gives the
- * bits of ds_k_qkv_rope followed by that kernel, through the backend's decode (eager, captured,
- * replayed; one step configuration: no graph tuning). */
-static void test_dattn_backend_fused_qkv(void **state)
-{
-	(void)state;
-	struct ds_model_config cfg;
-	assert_int_equal(ds_model_preset("small", &cfg), DS_OK);
-	struct ds_k_dims dd = {cfg.n_head, cfg.n_kv_head, cfg.head_dim, KV_BS, 128, cfg.rms_eps};
-	assert_true(ds_k_attn_decode_supported(dd)); /* else nothing is fused */
-	int V = cfg.vocab_size;
-	float *a = malloc((size_t)NSEQ * V * 4), *b = malloc((size_t)NSEQ * V * 4);
-	assert_int_equal(setenv("DS_FAST_GRAPH_TUNE", "0", 1), 0);
-	assert_int_equal(setenv("DS_FAST_FUSE_QKV", "0", 1), 0);
-	backend_decode(NULL, a);
-	assert_int_equal(unsetenv("DS_FAST_FUSE_QKV"), 0);
-	backend_decode(NULL, b);
-	assert_int_equal(unsetenv("DS_FAST_GRAPH_TUNE"), 0);
-	assert_memory_equal(a, b, (size_t)NSEQ * V * 4);
-	free(a);
-	free(b);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dattn_rejects),      cmocka_unit_test(test_dattn_d128_g4),
 	    cmocka_unit_test(test_dattn_d64_g3),       cmocka_unit_test(test_dattn_other_g),
 	    cmocka_unit_test(test_dattn_graph_replay), cmocka_unit_test(test_dattn_backend_vs_old),
-	    cmocka_unit_test(test_dattn_backend_fused_qkv),
 	};
 	return cmocka_run_group_tests_name("gpu_dattn", tests, NULL, NULL);
 }

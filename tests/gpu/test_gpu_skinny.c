@@ -430,6 +430,48 @@ static void test_graph_tune(void **state)
 	decode_fix_free(&f);
 }
 
+/* The q/k/v epilogue fused into the tensor-core attention (fuse_qkv) gives the bits of
+ * ds_k_qkv_rope followed by that kernel, eager, captured and replayed, in one backend (the GEMM
+ * choices, timed once, are shared); an all-rows prefill on the fast path (several rows of one
+ * sequence: not fused, attention without PDL) gives the same bits with it on or off. */
+static void test_fused_qkv_bits(void **state)
+{
+	(void)state;
+	struct decode_fix f;
+	decode_fix_init(&f, 13, 7, 8, 8, 29);
+	struct ds_cuda_ctx *c = f.c;
+	c->fast.graph_tune = false;
+	int sizes[] = {1, 3, 8};
+	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
+		int B = sizes[si];
+		decode_fix_step(&f, B);
+		for (int fuse = 0; fuse < 2; fuse++) {
+			ds_cuda_fast_graphs_reset(c);
+			c->fast.fuse_qkv = fuse;
+			for (int k = 0; k < 3; k++) { /* eager, capture, replay */
+				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, fuse || k ? f.lg : f.lg0,
+				       f.rows);
+				if (fuse || k)
+					assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
+			}
+		}
+	}
+	/* all rows of a 29-token prompt on the fast path, fused switch on and off */
+	int L = f.L;
+	float *all0 = malloc((size_t)L * f.rowb), *all1 = malloc((size_t)L * f.rowb);
+	for (int fuse = 0; fuse < 2; fuse++) {
+		c->fast.fuse_qkv = fuse;
+		struct ds_fwd_seq s = {f.tok, L, 0, f.blk, f.nb, true, {0.0f, 0, 1.0f, 1}, false};
+		fwd_ok(&f.be, DS_PATH_FAST, &s, 1, fuse ? all1 : all0, f.rows);
+	}
+	assert_memory_equal(all0, all1, (size_t)L * f.rowb);
+	free(all0);
+	free(all1);
+	c->fast.fuse_qkv = true;
+	ds_cuda_fast_graphs_reset(c);
+	decode_fix_free(&f);
+}
+
 static void test_pdl_decode_bits(void **state)
 {
 	(void)state;
@@ -613,6 +655,7 @@ int main(void)
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
 	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_graph_tune),
+	    cmocka_unit_test(test_fused_qkv_bits),
 	    cmocka_unit_test(test_skinny_silu),
 	    cmocka_unit_test(test_silu_decode_bits), cmocka_unit_test(test_rmsnorm_bits),
 	};
