@@ -223,6 +223,7 @@ static struct scen_req simple_req(int n_prompt, int max_tokens, bool det, float 
 	q.early_verify = true;
 	q.ignore_eos = true;
 	q.cancel_step = -1;
+	q.follow = -1; /* a request of its own, not a follow-up turn (0 would follow request 0) */
 	return q;
 }
 
