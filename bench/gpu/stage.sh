@@ -8,6 +8,18 @@ build=${1:?usage: stage.sh BUILD DEST [--study]}
 dest=${2:?usage: stage.sh BUILD DEST [--study]}
 study=${3:-}
 src=$(cd "$(dirname "$0")" && pwd)
+# Meson 1.0 gives nvcc no depfile, so a CUDA object is not rebuilt when only a header it includes
+# changed (kernels/*.cuh, kernels.h, ...): refuse to stage objects older than such a header.
+root=$(cd "$src/../.." && pwd)
+for o in "$build"/*.p/kernels_*.cu.o; do
+  [ -f "$o" ] || continue
+  newer=$(find "$root/kernels" "$root/common" \( -name '*.cuh' -o -name '*.h' \) -newer "$o" | head -1)
+  if [ -n "$newer" ]; then
+    echo "stage.sh: $newer is newer than $o (nvcc objects do not track headers):" >&2
+    echo "  touch $root/kernels/*.cu && ninja -C $build" >&2
+    exit 1
+  fi
+done
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/devlib"
 cp "$src/run.sh" "$src/libpath.sh" "$dest/"
