@@ -268,21 +268,16 @@ static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
 	return 0;
 }
 
-/* Median time of replaying bucket bi's captured decode graph (ms). */
-static int prof_graph_ms(struct bench *b, int bi, double *ms_out)
+/* Median of 20 replays of graph ge on c's stream, after 3 untimed (ms). */
+static int graph_replay_ms(struct ds_cuda_ctx *c, cudaGraphExec_t ge, double *ms_out)
 {
-	struct ds_cuda_ctx *c = b->c;
-	if (!c->fast.graph[bi]) {
-		*ms_out = -1;
-		return 0;
-	}
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
 	double t[20];
 	for (int i = -3; i < 20; i++) {
 		CK(cudaEventRecord(e0, c->stream));
-		CK(cudaGraphLaunch(c->fast.graph[bi], c->stream));
+		CK(cudaGraphLaunch(ge, c->stream));
 		CK(cudaEventRecord(e1, c->stream));
 		CK(cudaEventSynchronize(e1));
 		float ms;
@@ -294,6 +289,13 @@ static int prof_graph_ms(struct bench *b, int bi, double *ms_out)
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
 	return 0;
+}
+
+/* Median time of replaying bucket bi's captured decode graph (ms; -1: none). */
+static int prof_graph_ms(struct bench *b, int bi, double *ms_out)
+{
+	*ms_out = -1;
+	return b->c->fast.graph[bi] ? graph_replay_ms(b->c, b->c->fast.graph[bi], ms_out) : 0;
 }
 
 /* Re-captures the decode graphs with the fast path's current switches and times bucket bi. */
@@ -567,25 +569,9 @@ static int abl_time(struct bench *b, int B, int mask, double *ms_out)
 	e = cudaGraphInstantiate(&ge, g, 0);
 	cudaGraphDestroy(g);
 	CK(e);
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	double t[20];
-	for (int i = -3; i < 20; i++) {
-		CK(cudaEventRecord(e0, c->stream));
-		CK(cudaGraphLaunch(ge, c->stream));
-		CK(cudaEventRecord(e1, c->stream));
-		CK(cudaEventSynchronize(e1));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms;
-	}
-	*ms_out = median(t, 20);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
+	int rv = graph_replay_ms(c, ge, ms_out);
 	cudaGraphExecDestroy(ge);
-	return 0;
+	return rv;
 }
 
 int bench_ablate(struct bench *b)
