@@ -162,6 +162,12 @@ struct ds_engine_stats {
 	uint64_t ref_steps;
 	uint64_t ref_decoded;
 	int window; /* the window in use now (window_auto), else W */
+	/* added with the REF-step breakdown: ref_steps by the first reason that held, in this
+	 * order (they sum to ref_steps) */
+	uint64_t ref_steps_window;  /* a deterministic request's window was full */
+	uint64_t ref_steps_early;   /* only early verification (low margin, stop token) was due */
+	uint64_t ref_steps_catchup; /* a deterministic request had to catch up (prefill, resume) */
+	uint64_t ref_steps_cost;    /* auto: the measured costs chose REF */
 };
 
 struct ds_engine;

@@ -90,6 +90,7 @@ struct ds_engine {
 	bool did_work;
 	int ready_rows_left; /* planning: rows of ready windows not yet planned this step */
 	bool step_ref;       /* planning: this DVR step runs as one REF pass (step policy) */
+	int step_ref_why;    /* planning: why (enum ds_ref_why, sched_step.c) */
 	bool ev_on;          /* planning: low-margin windows count as ready (early verification) */
 	int window;          /* planning: the window in use this step (window_auto) */
 	double cand_seen, cand_rolled; /* decayed counts: verified candidates, rollbacks */

@@ -301,15 +301,23 @@ static bool step_shape(const struct ds_engine *e, struct ds_step_shape *sh)
 	return catch_up;
 }
 
+/* Why a step runs on REF (stats: ref_steps_window, _early, _catchup, _cost). */
+enum ds_ref_why { REF_WHY_WINDOW, REF_WHY_EARLY, REF_WHY_CATCHUP, REF_WHY_COST };
+
 /* Does this DVR step run as one REF pass (step policy, engine.h)? Under merge and auto: when a
  * verification is due or a deterministic request must catch up on REF (prefill, resume), since
  * a separate REF pass would read every weight once more; under auto also when the measured
- * costs say the REF pass is no dearer than FAST plus the verification FAST would commit to. */
-static bool step_on_ref(const struct ds_engine *e, int n_ready, bool catch_up,
-                        const struct ds_step_shape *sh)
+ * costs say the REF pass is no dearer than FAST plus the verification FAST would commit to.
+ * *why: the first reason that held (n_full of the n_ready windows were full). */
+static bool step_on_ref(const struct ds_engine *e, int n_ready, int n_full, bool catch_up,
+                        const struct ds_step_shape *sh, int *why)
 {
 	if (e->o.mode != DS_MODE_DVR || e->o.step_policy == DS_STEP_SPLIT)
 		return false;
+	*why = n_full > 0 ? REF_WHY_WINDOW
+	       : n_ready  ? REF_WHY_EARLY
+	       : catch_up ? REF_WHY_CATCHUP
+	                  : REF_WHY_COST;
 	if (n_ready > 0 || catch_up)
 		return true;
 	if (e->o.step_policy != DS_STEP_AUTO || sh->proposals == 0)
@@ -339,15 +347,16 @@ static void select_verify(struct ds_engine *e)
 	bool catch_up = e->o.mode == DS_MODE_DVR && step_shape(e, &sh);
 	e->window = pick_window(e, sh.fast_tokens);
 	sh.window = e->window;
-	int n_ready = 0, ready_rows = 0;
+	int n_ready = 0, n_full = 0, ready_rows = 0;
 	for (int i = 0; i < e->n_running; i++) {
 		struct ds_req *r = e->running[i];
 		r->vsel = verify_eligible(r) && window_ready(e, r);
 		n_ready += r->vsel;
+		n_full += r->vsel && r->L - r->C >= window_cap(e, r);
 		ready_rows += r->vsel ? r->L - r->C + 1 : 0;
 	}
 	e->ready_rows_left = ready_rows;
-	e->step_ref = step_on_ref(e, n_ready, catch_up, &sh);
+	e->step_ref = step_on_ref(e, n_ready, n_full, catch_up, &sh, &e->step_ref_why);
 	if (e->step_ref) {
 		for (int i = 0; i < e->n_running; i++)
 			e->running[i]->vsel = verify_eligible(e->running[i]);
@@ -624,6 +633,11 @@ enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
 	if (e->did_work) {
 		e->st.steps++;
 		e->st.ref_steps += e->step_ref;
+		if (e->step_ref) {
+			uint64_t *by[] = {&e->st.ref_steps_window, &e->st.ref_steps_early,
+			                  &e->st.ref_steps_catchup, &e->st.ref_steps_cost};
+			(*by[e->step_ref_why])++;
+		}
 	}
 	/* REF first: verification and deterministic prefill */
 	static const enum ds_path order[2] = {DS_PATH_REF, DS_PATH_FAST};

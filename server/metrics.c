@@ -211,12 +211,22 @@ static void render(struct ds_metrics *m, struct evbuffer *b)
 		    "# TYPE detserve_ref_decoded_tokens_total counter\n"
 		    "detserve_ref_decoded_tokens_total %llu\n"
 		    "# HELP detserve_verify_window Verify window in use (adaptive up to --window).\n"
-		    "# TYPE detserve_verify_window gauge\ndetserve_verify_window %d\n",
+		    "# TYPE detserve_verify_window gauge\ndetserve_verify_window %d\n"
+		    "# HELP detserve_ref_steps_by_reason_total Reference-path steps by the first "
+		    "reason that held: a full window, early verification, a deterministic request "
+		    "catching up, or the measured costs.\n"
+		    "# TYPE detserve_ref_steps_by_reason_total counter\n"
+		    "detserve_ref_steps_by_reason_total{reason=\"window\"} %llu\n"
+		    "detserve_ref_steps_by_reason_total{reason=\"early\"} %llu\n"
+		    "detserve_ref_steps_by_reason_total{reason=\"catchup\"} %llu\n"
+		    "detserve_ref_steps_by_reason_total{reason=\"cost\"} %llu\n",
 		    st.waiting, st.running, st.kv_blocks_used, st.kv_blocks_total,
 		    st.kv_blocks_total ? (double)st.kv_blocks_used / st.kv_blocks_total : 0.0,
 		    (unsigned long long)st.steps, (unsigned long long)st.preemptions,
 		    (unsigned long long)st.prefix_hit_tokens, (unsigned long long)st.ref_steps,
-		    (unsigned long long)st.ref_decoded, st.window);
+		    (unsigned long long)st.ref_decoded, st.window,
+		    (unsigned long long)st.ref_steps_window, (unsigned long long)st.ref_steps_early,
+		    (unsigned long long)st.ref_steps_catchup, (unsigned long long)st.ref_steps_cost);
 	}
 }
 

@@ -192,6 +192,14 @@ static void test_cadence_budget(void **state)
 	scen_free(&s);
 }
 
+/* The REF-step breakdown adds up: every REF step has exactly one reason. */
+static void assert_ref_why_sums(const struct ds_engine_stats *st)
+{
+	assert_int_equal(st->ref_steps_window + st->ref_steps_early + st->ref_steps_catchup +
+	                     st->ref_steps_cost,
+	                 st->ref_steps);
+}
+
 /* Merge policy: a step with a verification due (or a deterministic prefill) runs as ONE REF
  * pass with everybody in it (no second, FAST pass that would read every weight again); other
  * steps run one FAST pass. Half the requests are not deterministic; noise makes rollbacks. */
@@ -219,6 +227,11 @@ static void test_merge_one_pass(void **state)
 	assert_true(st.ref_steps > 0 && st.fast_forward_calls > 0);
 	assert_true(st.windows > 0 && st.rollbacks > 0);
 	assert_int_equal(st.tokens[0] + st.tokens[1], (uint64_t)(N * T));
+	/* full windows and the first deterministic prefill (step 0: nothing else due) made REF
+	 * steps; merge never runs one for cost */
+	assert_ref_why_sums(&st);
+	assert_true(st.ref_steps_window > 0 && st.ref_steps_catchup > 0);
+	assert_int_equal(st.ref_steps_cost, 0);
 	scen_free(&s);
 }
 
@@ -244,6 +257,13 @@ static void test_auto_ref_when_cheap(void **state)
 	assert_int_equal(st.fast_forward_calls, 0);
 	assert_int_equal(st.ref_steps, st.steps);
 	assert_int_equal(st.ref_decoded, (uint64_t)(N * (T - 1))); /* token 1 comes from prefill */
+	/* no candidate is ever proposed: past the prefills the costs chose REF, except where a
+	 * request's last token leaves it a window cap of 0 (due with no candidates: at most one
+	 * step per request) */
+	assert_ref_why_sums(&st);
+	assert_int_equal(st.ref_steps_early, 0);
+	assert_true(st.ref_steps_window <= (uint64_t)N);
+	assert_true(st.ref_steps_cost > 0 && st.ref_steps_catchup > 0);
 	scen_free(&s);
 }
 
@@ -277,6 +297,9 @@ static void test_early_verify_gate(void **state)
 		assert_true(s.req[i].dvr.windows <= (uint64_t)(T / W + 2));
 	for (int i = 4; i < N; i++)
 		assert_true(s.req[i].dvr.windows >= (uint64_t)(T / 2 - 2));
+	/* the last three's windows of one candidate were early verifications */
+	assert_ref_why_sums(&st);
+	assert_true(st.ref_steps_early > 0 && st.ref_steps_window > 0);
 	scen_free(&s);
 }
 

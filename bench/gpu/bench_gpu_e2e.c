@@ -247,6 +247,13 @@ int bench_e2e(struct bench *b)
 		       (unsigned long long)st.steps, (unsigned long long)st.ref_forward_calls,
 		       (unsigned long long)st.ref_steps, (unsigned long long)st.ref_decoded,
 		       (double)st.margin_threshold);
+		if (st.ref_steps && cfgs[i].mode == DS_MODE_DVR)
+			printf("  REF steps by first reason: window %llu, early %llu, catch-up %llu, "
+			       "cost %llu\n",
+			       (unsigned long long)st.ref_steps_window,
+			       (unsigned long long)st.ref_steps_early,
+			       (unsigned long long)st.ref_steps_catchup,
+			       (unsigned long long)st.ref_steps_cost);
 		fprintf(
 		    f,
 		    "%s  {\"mode\": \"%s\", \"deterministic_pct\": %d, \"early_verify\": %s, "
@@ -255,8 +262,11 @@ int bench_e2e(struct bench *b)
 		    "\"windows\": %llu, \"rollbacks\": %llu, \"rolled_back\": %llu, "
 		    "\"recomputed\": %llu, \"preemptions\": %llu, \"ref_calls\": %llu, "
 		    "\"fast_calls\": %llu, \"G\": %d, \"steps\": %llu, \"verify_passes\": %llu, "
-		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g, \"step_policy\": \"%s\", \"W\": %d, \"window_final\": %d, "
-		    "\"ref_steps\": %llu, \"ref_decoded\": %llu}",
+		    "\"margin_threshold\": %.6g, \"margin_delta\": %.6g, \"step_policy\": \"%s\", "
+		    "\"W\": %d, \"window_auto\": %s, \"window_final\": %d, "
+		    "\"ref_steps\": %llu, \"ref_decoded\": %llu, \"ref_steps_window\": %llu, "
+		    "\"ref_steps_early\": %llu, \"ref_steps_catchup\": %llu, "
+		    "\"ref_steps_cost\": %llu}",
 		    n_done ? ",\n" : "", cfgs[i].name, cfgs[i].det_pct,
 		    cfgs[i].early ? "true" : "false", secs, (unsigned long long)tok, tps,
 		    tps / fast_tps, (unsigned long long)st.windows,
@@ -266,10 +276,11 @@ int bench_e2e(struct bench *b)
 		    (unsigned long long)st.fast_forward_calls, cfgs[i].group,
 		    (unsigned long long)st.steps, (unsigned long long)st.verify_passes,
 		    (double)st.margin_threshold, (double)st.margin_delta,
-		    ds_step_policy_name(cfgs[i].policy), cfgs[i].window > 0 ? cfgs[i].window : 32,
-		    st.window,
-		    (unsigned long long)st.ref_steps,
-		    (unsigned long long)st.ref_decoded);
+		    ds_step_policy_name(cfgs[i].policy), cfgs[i].window ? abs(cfgs[i].window) : 32,
+		    cfgs[i].window < 0 ? "false" : "true", st.window,
+		    (unsigned long long)st.ref_steps, (unsigned long long)st.ref_decoded,
+		    (unsigned long long)st.ref_steps_window, (unsigned long long)st.ref_steps_early,
+		    (unsigned long long)st.ref_steps_catchup, (unsigned long long)st.ref_steps_cost);
 		n_done++;
 		fflush(stdout);
 		fflush(f);

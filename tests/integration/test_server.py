@@ -191,11 +191,18 @@ class TestRpcs(ServerCase):
                      "detserve_kv_blocks_used", "detserve_kv_usage_ratio",
                      "detserve_ttft_seconds_bucket", "detserve_tpot_seconds_bucket",
                      "detserve_e2e_seconds_bucket", "detserve_ref_steps_total",
-                     "detserve_ref_decoded_tokens_total", "detserve_verify_window"):
+                     "detserve_ref_decoded_tokens_total", "detserve_verify_window",
+                     "detserve_ref_steps_by_reason_total"):
             self.assertIn(name, text)
         # the deterministic prefill is reference work: under the default step policy that step
         # runs on the reference path; the window starts at its cap (--window, 32 by default)
         self.assertGreaterEqual(self.srv.metric("detserve_ref_steps_total"), 1)
+        # every REF step has one reason; the deterministic prefill's is catching up
+        # (read twice: the counters only grow between the reads, and nothing runs now)
+        self.assertEqual(self.srv.metric("detserve_ref_steps_by_reason_total"),
+                         self.srv.metric("detserve_ref_steps_total"))
+        self.assertGreaterEqual(self.srv.metric("detserve_ref_steps_by_reason_total",
+                                                reason="catchup"), 1)
         self.assertTrue(4 <= self.srv.metric("detserve_verify_window") <= 32)
         self.assertGreaterEqual(self.srv.metric("detserve_requests_total", deterministic="true"), 1)
         self.assertGreaterEqual(self.srv.metric("detserve_requests_total", deterministic="false"), 1)
