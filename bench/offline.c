@@ -30,6 +30,7 @@ struct result {
 	float margin_thr, margin_delta; /* early-verify threshold in use, calibration delta */
 	uint64_t tokens, det_tokens, windows, rollbacks, rolled_back, recomputed, preempt;
 	uint64_t ref_calls, fast_calls, steps, verify_passes;
+	uint64_t ref_steps, ref_why[4]; /* REF steps; by reason: window, early, catch-up, cost */
 };
 
 struct bench_opts {
@@ -136,6 +137,11 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	res->fast_calls = st.fast_forward_calls;
 	res->steps = st.steps;
 	res->verify_passes = st.verify_passes;
+	res->ref_steps = st.ref_steps;
+	res->ref_why[0] = st.ref_steps_window;
+	res->ref_why[1] = st.ref_steps_early;
+	res->ref_why[2] = st.ref_steps_catchup;
+	res->ref_why[3] = st.ref_steps_cost;
 	res->margin_thr = st.margin_threshold;
 	res->margin_delta = st.margin_delta;
 out:
@@ -347,13 +353,17 @@ int main(int argc, char **argv)
 			    ", \"windows\": %" PRIu64 ", \"rollbacks\": %" PRIu64
 			    ", \"rolled_back\": %" PRIu64 ", \"recomputed\": %" PRIu64
 			    ", \"preemptions\": %" PRIu64
-			    ", \"margin_threshold\": %.6g, \"margin_delta\": %.6g}",
+			    ", \"margin_threshold\": %.6g, \"margin_delta\": %.6g"
+			    ", \"ref_steps\": %" PRIu64 ", \"ref_steps_window\": %" PRIu64
+			    ", \"ref_steps_early\": %" PRIu64 ", \"ref_steps_catchup\": %" PRIu64
+			    ", \"ref_steps_cost\": %" PRIu64 "}",
 			    nj++ ? "," : "", cfgs[i].name, cfgs[i].det_pct, r->secs, r->tok_s,
 			    fast_tps > 0 ? r->tok_s / fast_tps : 0.0, r->cpu_secs, r->tok_cpu_s,
 			    fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0, r->tokens, r->det_tokens,
 			    r->steps, r->ref_calls, r->fast_calls, r->verify_passes, r->windows,
 			    r->rollbacks, r->rolled_back, r->recomputed, r->preempt,
-			    (double)r->margin_thr, (double)r->margin_delta);
+			    (double)r->margin_thr, (double)r->margin_delta, r->ref_steps,
+			    r->ref_why[0], r->ref_why[1], r->ref_why[2], r->ref_why[3]);
 		printf("%-10s %7.2f %8.1f %7.3f %8.2f %9.1f %8.3f %8" PRIu64 " %9" PRIu64
 		       " %9.4f %9.3f"
 		       " %7.3f %7" PRIu64 " %6" PRIu64 " %8.3f %8.3g\n",
@@ -366,6 +376,11 @@ int main(int argc, char **argv)
 		       r->ref_calls, r->steps,
 		       r->steps ? (double)r->ref_calls / (double)r->steps : 0.0,
 		       (double)r->margin_thr);
+		if (r->ref_steps)
+			printf("  %" PRIu64 " REF steps by first reason: window %" PRIu64
+			       ", early %" PRIu64 ", catch-up %" PRIu64 ", cost %" PRIu64 "\n",
+			       r->ref_steps, r->ref_why[0], r->ref_why[1], r->ref_why[2],
+			       r->ref_why[3]);
 	}
 	if (jf) {
 		fprintf(jf, "\n]}\n");
