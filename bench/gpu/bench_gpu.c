@@ -9,13 +9,14 @@
  *           sets the reference path's own pick), W bandwidth at M <= 64, and row invariance
  *           (row 0 at M = 1 vs M = 2048 on the narrow shapes)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths; fast decode variants
- *           (pipe, reg, old) and the fast path at forced splits
+ *           (mma: the default, reg, pipe, old) and the fast path at forced splits
  *   attnref reference attention: CUDA-core kernel vs tensor-core kernel (verify, prefill, decode)
  *   verify  one G x W verify pass (G = 16, W = 32) vs W fast decode steps at batch 64
  *   profile one fast decode pass at batch 1/8/32 (ctx 512) run eagerly with events around each
  *           launch: time and GB/s per op class (silu_down: SiLU*mul and the down projection,
  *           fused or not, as the fast path chose); the graph-replayed step, also with PDL
  *           toggled and without the skinny GEMM; the fast path's GEMM choices
+ *   ablate  the captured fast decode step at batch 1..64 with op classes left out (bench_gpu_step.c)
  *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
  *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),
  *           invariant, dvr without early verification; ratio to fast
