@@ -88,10 +88,6 @@ struct ds_cuda_fast {
 	int n_picks, next_pick_evict;
 	bool skinny; /* skinny GEMM and GEMV are candidates (DS_CUDA_SKINNY=0: cuBLASLt only) */
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
-	/* a skinny (PDL-chained) candidate is picked when within this fraction of the fastest
-	 * timed one (DS_FAST_SKINNY_MARGIN; 0: plain argmin): it is timed alone, where its
-	 * prefetch before the PDL wait cannot show */
-	float skinny_margin;
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
 	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
 	bool fuse_qkv;
@@ -285,7 +281,5 @@ enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p
 /* Drops the captured decode graphs (they are captured again on later use), e.g. after
  * fast.pdl or the GEMM choices changed. */
 void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c);
-/* Forgets the GEMM choices (and the graphs captured with them): the next use re-times them. */
-void ds_cuda_fast_picks_reset(struct ds_cuda_ctx *c);
 
 #endif

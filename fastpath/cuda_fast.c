@@ -394,9 +394,9 @@ static void pick_time_variants(struct ds_cuda_ctx *c, struct cand *x, struct can
 }
 
 /* pk takes its fastest skinny variant, as kind, where it beats pk->ms_best. */
-static void pick_prefer_skinny(struct ds_cuda_pick *pk, int kind, float margin)
+static void pick_prefer_skinny(struct ds_cuda_pick *pk, int kind)
 {
-	if (pk->ms_skinny < pk->ms_best * (1.0f + margin)) {
+	if (pk->ms_skinny < pk->ms_best) {
 		pk->ms_best = pk->ms_skinny;
 		pk->kind = kind;
 		pk->variant = pk->skinny_best;
@@ -439,7 +439,7 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 		pk.ms_best = pk.ms_gemv;
 		pk.kind = DS_CUDA_GEMM_GEMV;
 	}
-	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY, f->skinny_margin);
+	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY);
 	if (!isfinite(pk.ms_best))
 		return ds_errf(err, DS_ERR_DEVICE,
 		               "cuda: no GEMM candidate ran for M=%d N=%d K=%d (cublasLt: %s)", M,
@@ -527,7 +527,7 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
 	check_free(&chk);
 	pk.kind = DS_CUDA_GEMM_SPLIT;
 	pk.ms_best = pk.ms_split;
-	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY_SILU, f->skinny_margin);
+	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY_SILU);
 	if (!isfinite(pk.ms_best))
 		return ds_errf(
 		    err, DS_ERR_DEVICE,
@@ -817,13 +817,6 @@ void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c)
 	}
 }
 
-void ds_cuda_fast_picks_reset(struct ds_cuda_ctx *c)
-{
-	c->fast.n_picks = 0;
-	c->fast.next_pick_evict = 0;
-	ds_cuda_fast_graphs_reset(c);
-}
-
 /* ---- lifetime ---- */
 
 static struct lt_plan *plan_of(struct ds_cuda_ctx *c, int i)
@@ -856,10 +849,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
 		f->graph_cfg[i] = -1;
-	const char *mg = getenv("DS_FAST_SKINNY_MARGIN");
-	f->skinny_margin = mg ? (float)atof(mg) : 0.0f;
-	if (!(f->skinny_margin >= 0.0f && f->skinny_margin <= 10.0f))
-		return ds_errf(err, DS_ERR_INVALID, "DS_FAST_SKINNY_MARGIN=%s: want 0 .. 10", mg);
 	return DS_OK;
 }
 

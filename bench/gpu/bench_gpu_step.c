@@ -643,23 +643,6 @@ int bench_ablate(struct bench *b)
 			        "\"GBps\": %.1f}",
 			        i ? ", " : "", cfgs[i].name, ms, wb, gbps);
 		}
-		/* the GEMM choice with a margin for the skinny (PDL-chained) kernels: re-timed
-		 * picks, the whole step captured again */
-		static const float margins[] = {0.05f, 0.15f, 0.5f, 2.0f};
-		float m0 = c->fast.skinny_margin;
-		fprintf(f, "], \"skinny_margin\": [");
-		for (size_t i = 0; i < DS_ARRAY_LEN(margins); i++) {
-			double ms;
-			c->fast.skinny_margin = margins[i];
-			ds_cuda_fast_picks_reset(c);
-			if (unsetenv("DS_FAST_ATTN") != 0 || decode_time(b, DS_PATH_FAST, B, ctx, 3, &tf) ||
-			    abl_time(b, B, ABL_ALL, &ms))
-				return 1;
-			printf("  batch %3d all, skinny margin %.2f %8.4f ms\n", B, margins[i], ms);
-			fprintf(f, "%s{\"margin\": %.2f, \"ms\": %.5f}", i ? ", " : "", margins[i], ms);
-		}
-		c->fast.skinny_margin = m0;
-		ds_cuda_fast_picks_reset(c);
 		fprintf(f, "]}");
 		fflush(stdout);
 	}
