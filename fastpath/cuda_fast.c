@@ -14,9 +14,8 @@
  * (refpath/cuda_ref.c) is the one that must not. A bucket's first use runs eagerly (which fills
  * the GEMM choice caches outside capture) and then captures the step under each step
  * configuration (skinny GEMMs, PDL, fused q/k/v epilogue: each on/off) and keeps the graph whose
- * replay is fastest:
- * the per-GEMM timings cannot see how neighbouring kernels overlap. DS_FAST_GRAPH_TUNE=0: one
- * capture with the current switches, on the bucket's second use. */
+ * replay is fastest: the per-GEMM timings cannot see how neighbouring kernels overlap.
+ * DS_FAST_GRAPH_TUNE=0: one capture with the current switches, on the bucket's second use. */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -600,6 +599,15 @@ static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, stru
 	return DS_OK;
 }
 
+/* True when every row of the pass is its sequence's only query (a decode pass; padding rows of
+ * a graph bucket make it false, conservatively): then no row reads K/V that another row of the
+ * pass writes, so the attention may read earlier positions before its PDL wait and may write
+ * the rows' own K/V itself (the fused epilogue). */
+static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
+{
+	return p->T == p->R && p->n_seq == p->T;
+}
+
 /* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
  * kernel (kernels/attn_decode.cu) with its own split: DS_FAST_ATTN unset or "mma" = the
  * tensor-core variant (the default since the H200 run of 9ee059f: the captured llama3-8b step
@@ -622,11 +630,10 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 		if (rv != DS_OK)
 			return rv;
-		/* no counter buffer in the context yet: partials merged by the combine kernel. The
-		 * mma variant reads earlier positions' K/V before its PDL wait, which is only right
-		 * when no other row of the pass writes them: with several rows of one sequence
-		 * (all_rows passes) it is launched without PDL. */
-		int pdl = c->fast.pdl && p->n_seq == p->T;
+		/* no counter buffer in the context yet: partials merged by the combine kernel; with
+		 * several rows of one sequence (all_rows passes) the mma variant's reads before its
+		 * PDL wait would race the epilogue's K/V writes: launched without PDL */
+		int pdl = c->fast.pdl && pass_one_row_per_seq(p);
 		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
 		                               c->att, NULL, variant, pdl, c->stream),
 		            err);
@@ -662,10 +669,8 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	struct ds_k_dims d = ds_cuda_dims(c);
 	const char *sel = getenv("DS_FAST_ATTN");
 	*done = false;
-	/* one token per sequence only: a sequence's other rows would read K/V that another block
-	 * of this launch writes */
-	if (!c->fast.fuse_qkv || p->T != p->R || p->n_seq != p->T ||
-	    !ds_k_attn_decode_supported(d) || (sel && strcmp(sel, "mma") != 0))
+	if (!c->fast.fuse_qkv || !pass_one_row_per_seq(p) || !ds_k_attn_decode_supported(d) ||
+	    (sel && strcmp(sel, "mma") != 0))
 		return DS_OK;
 	int split = 1;
 	enum ds_status rv = fast_decode_split(c, p->T, d, DS_K_ATTN_DECODE_MMA, &split, err);
