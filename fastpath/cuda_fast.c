@@ -11,11 +11,8 @@
  * take a skinny variant with SiLU*mul fused into its loads (gemm_silu), if that beats the
  * silu_mul kernel plus the plain choice. The attention split count follows the number of
  * rows. That is the point of the fast path (DESIGN.md section 1); the reference path
- * (refpath/cuda_ref.c) is the one that must not. A bucket's first use runs eagerly (which fills
- * the GEMM choice caches outside capture) and then captures the step under each step
- * configuration (skinny GEMMs, PDL, fused q/k/v epilogue: each on/off) and keeps the graph whose
- * replay is fastest: the per-GEMM timings cannot see how neighbouring kernels overlap.
- * DS_FAST_GRAPH_TUNE=0: one capture with the current switches, on the bucket's second use. */
+ * (refpath/cuda_ref.c) is the one that must not. Decode batches run as CUDA graphs per bucket,
+ * tuned on the whole step (fastpath/cuda_fast_graphs.c). */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -705,121 +702,6 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
 	while (s > 1 && (size_t)T * row * s > c->part_floats)
 		s--;
 	return s;
-}
-
-/* ---- decode graphs ---- */
-
-/* Skinny GEMMs (and the GEMV), PDL and the fused q/k/v epilogue, each on or off. The GEMM choices are timed one GEMM at
- * a time; inside the captured step the kernels around a GEMM change what is fastest (on the
- * H200, GEMV/cuBLASLt only beat the picks by 3% at batch 1, PDL off beat on by 2% at batch 8;
- * bench/results/gpu-20261129-1083075), so the whole step is timed instead. */
-const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true},   {false, true, true},   {true, false, true},   {false, false, true},
-    {true, true, false},  {false, true, false},  {true, false, false},  {false, false, false}};
-
-static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
-{
-	return cudaGraphLaunch(*(cudaGraphExec_t *)arg, c->stream);
-}
-
-/* First use of bucket bi with graphs and tuning on: one eager pass (the GEMM choices are
- * timed outside capture), then the pass captured under every step configuration the
- * environment allows (DS_CUDA_SKINNY=0 / DS_CUDA_PDL=0 rule theirs out), each replay timed
- * (best of 3 after one), and the fastest graph kept and launched once more, so this pass's
- * outputs and KV writes are that graph's. Replaying a pass is idempotent: the same inputs give
- * the same outputs and KV. */
-static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cuda_pass *pb,
-                                       int n_split, int bi, struct ds_err *err)
-{
-	struct ds_cuda_fast *f = &c->fast;
-	enum ds_status rv = ds_cuda_meta_upload(c, pb, err);
-	if (rv == DS_OK)
-		rv = ds_cuda_pass_run(c, &ds_cuda_fast_ops, pb, n_split, err);
-	if (rv != DS_OK)
-		return rv;
-	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv;
-	cudaGraphExec_t best = NULL;
-	float best_ms = INFINITY;
-	int best_i = -1;
-	for (int i = 0; i < DS_CUDA_N_STEP_CFGS && rv == DS_OK; i++) {
-		const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
-		f->graph_ms[bi][i] = INFINITY;
-		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0))
-			continue;
-		f->skinny = sc->skinny;
-		f->pdl = sc->pdl;
-		f->fuse_qkv = sc->fuse;
-		cudaGraphExec_t g = NULL;
-		bool warm = true;
-		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
-		if (rv != DS_OK)
-			break;
-		float ms = ds_cuda_time_best(c, graph_launch_fn, &g, 4, NULL, 0);
-		f->graph_ms[bi][i] = ms;
-		if (ms < best_ms) {
-			if (best)
-				cudaGraphExecDestroy(best);
-			best = g;
-			best_ms = ms;
-			best_i = i;
-		} else {
-			cudaGraphExecDestroy(g);
-		}
-	}
-	f->skinny = skinny0;
-	f->pdl = pdl0;
-	f->fuse_qkv = fuse0;
-	if (rv == DS_OK && !best)
-		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
-		             1 << bi);
-	if (rv != DS_OK) {
-		if (best)
-			cudaGraphExecDestroy(best);
-		return rv;
-	}
-	f->graph[bi] = best;
-	f->graph_cfg[bi] = best_i;
-	f->warm[bi] = true;
-	DS_CUDA_TRY(cudaGraphLaunch(best, c->stream), err);
-	return DS_OK;
-}
-
-enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
-                                   struct ds_err *err)
-{
-	struct ds_cuda_fast *f = &c->fast;
-	int n = p->T, bi = 0;
-	while ((1 << bi) < n)
-		bi++;
-	int B = 1 << bi;
-	DS_ASSERT(bi < DS_CUDA_N_BUCKETS && p->R == n);
-	for (int r = n; r < B; r++) {
-		c->hm.ids[r] = 0;
-		c->hm.pos[r] = -1;
-		c->hm.seq[r] = 0;
-		c->hm.out_tok[r] = r;
-		memset(&c->hm.sp[r], 0, sizeof(c->hm.sp[r]));
-		c->hm.sp[r].top_p = 1.0f;
-	}
-	struct ds_cuda_pass pb = *p;
-	pb.T = pb.R = B;
-	int n_split = ds_cuda_fast_split(c, B, c->cfg.max_pos);
-	if (f->use_graphs && f->graph_tune && !f->graph[bi])
-		return fast_decode_tune(c, &pb, n_split, bi, err);
-	return ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, &pb, n_split, f->use_graphs,
-	                            &f->graph[bi], &f->warm[bi], err);
-}
-
-void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c)
-{
-	struct ds_cuda_fast *f = &c->fast;
-	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++) {
-		if (f->graph[i])
-			cudaGraphExecDestroy(f->graph[i]);
-		f->graph[i] = NULL;
-		f->warm[i] = false;
-		f->graph_cfg[i] = -1;
-	}
 }
 
 /* ---- lifetime ---- */
