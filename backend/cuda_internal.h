@@ -113,6 +113,9 @@ struct ds_cuda_meta {
 struct ds_cuda_pass {
 	int T, n_seq, n_bt, R;
 	int max_pos; /* largest query position in the pass */
+	/* every real row is its sequence's only query (a decode batch; a graph bucket's padding
+	 * rows, pos < 0, do nothing): no row reads K/V another row of the pass writes */
+	bool one_row_per_seq;
 };
 
 #define DS_CUDA_REF_GRAPH_MIN 16 /* reference passes are padded to 16, 32, ..., 512 rows */

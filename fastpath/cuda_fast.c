@@ -596,13 +596,13 @@ static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, stru
 	return DS_OK;
 }
 
-/* True when every row of the pass is its sequence's only query (a decode pass; padding rows of
- * a graph bucket make it false, conservatively): then no row reads K/V that another row of the
- * pass writes, so the attention may read earlier positions before its PDL wait and may write
- * the rows' own K/V itself (the fused epilogue). */
+/* True when every row of the pass is its sequence's only query (a decode pass, padded to its
+ * graph bucket or not): then no row reads K/V that another row of the pass writes, so the
+ * attention may read earlier positions before its PDL wait and may write the rows' own K/V
+ * itself (the fused epilogue). */
 static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 {
-	return p->T == p->R && p->n_seq == p->T;
+	return p->T == p->R && (p->n_seq == p->T || p->one_row_per_seq);
 }
 
 /* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding

@@ -177,7 +177,7 @@ int bench_attn(struct bench *b)
 			for (int j = 0; j < nb; j++)
 				c->hm.bt[i * nb + j] = (i * nb + j) % c->n_blocks;
 		}
-		struct ds_cuda_pass p = {B, B, B * nb, B, ctx};
+		struct ds_cuda_pass p = {B, B, B * nb, B, ctx, true};
 		struct ds_err err;
 		if (ds_cuda_meta_upload(c, &p, &err) != DS_OK) {
 			fprintf(stderr, "attn: %s\n", err.msg);
@@ -350,7 +350,7 @@ int bench_attn_ref(struct bench *b)
 			}
 			kv_bytes += 4.0 * (maxp + 1) * cfg->n_kv_head * cfg->head_dim;
 		}
-		struct ds_cuda_pass p = {T, S, S * nb, 0, maxp};
+		struct ds_cuda_pass p = {T, S, S * nb, 0, maxp, false};
 		struct ds_err err;
 		if (ds_cuda_meta_upload(c, &p, &err) != DS_OK) {
 			fprintf(stderr, "attnref: %s\n", err.msg);

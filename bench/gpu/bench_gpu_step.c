@@ -213,7 +213,7 @@ static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
 	cudaStream_t st = c->stream;
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
-	struct ds_cuda_pass p = {B, B, 0, B, ctx};
+	struct ds_cuda_pass p = {B, B, 0, B, ctx, true};
 	int n_split = ds_cuda_fast_split(c, B, cfg->max_pos);
 	struct ds_err err;
 	pr->n = 0;
@@ -503,7 +503,7 @@ static int abl_launch(struct bench *b, int B, int mask)
 	cudaStream_t st = c->stream;
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
-	struct ds_cuda_pass p = {B, B, 0, B, 0};
+	struct ds_cuda_pass p = {B, B, 0, B, 0, true};
 	int n_split = ds_cuda_fast_split(c, B, cfg->max_pos), pdl = c->fast.pdl;
 	struct ds_err err;
 	CK(ds_k_embed(c->tok_embd, c->dm.ids, B, H, c->x, st));
