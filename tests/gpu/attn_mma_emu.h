@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -344,5 +345,21 @@ static void emu_launch(unsigned gx, unsigned gy, std::function<void()> body)
 			}
 		}
 }
+
+/* ---- for the tests that run kernels here ---- */
+
+/* CHECK: a failed check prints where it happened and ends the test: main catches it and
+ * returns 1 (no exit() outside main, no failure counter). Checks run on the host between
+ * emulated launches, never inside a fiber. */
+struct check_failed {};
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			throw check_failed();                                                      \
+		}                                                                                  \
+	} while (0)
 
 #endif

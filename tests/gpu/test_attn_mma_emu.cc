@@ -18,20 +18,6 @@
 #define NBLK 83 /* block i of the fixture lives in physical block (7 i + 3) % 83 */
 
 static const int seq_len[NSEQ] = {3, 200, 150, 576};
-/* A failed check prints where it happened and ends the test: main catches it and returns 1
- * (no exit() outside main, no failure counter). Checks run on the host between emulated
- * launches, never inside a fiber. */
-struct check_failed {};
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			throw check_failed();                                                      \
-		}                                                                                  \
-	} while (0)
-
 struct fix {
 	ds_k_dims d;
 	std::vector<uint16_t> kv;

@@ -73,20 +73,6 @@ static_assert(DA_THREADS == EMU_THREADS, "one fiber per thread");
 #define GUARD 64
 
 static const int row_pos[NROW] = {0, 1, 31, -1, 32, 96, 199}; /* -1: padding */
-/* A failed check prints where it happened and ends the test: main catches it and returns 1
- * (no exit() outside main, no failure counter). Checks run on the host between emulated
- * launches, never inside a fiber. */
-struct check_failed {};
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			throw check_failed();                                                      \
-		}                                                                                  \
-	} while (0)
-
 static float rnd(uint64_t seed, uint64_t i, float a)
 {
 	float u = ds_hash_unit_pm1(ds_hash3(seed, 0x5eed, i));
