@@ -128,8 +128,11 @@ float ds_cuda_time_best(struct ds_cuda_ctx *c, ds_cuda_launch_fn launch, void *a
 		return best;
 	}
 	for (int i = 0; i < reps; i++) {
-		if (flush) /* a read, not a memset: no dirty lines written back inside the run */
-			ds_k_l2_evict(flush, flush_bytes, c->stream);
+		/* a read, not a memset: no dirty lines written back inside the run */
+		if (flush && ds_k_l2_evict(flush, flush_bytes, c->stream) != cudaSuccess) {
+			best = INFINITY;
+			break;
+		}
 		cudaEventRecord(e0, c->stream);
 		cudaError_t e = launch(c, arg);
 		cudaEventRecord(e1, c->stream);
