@@ -226,7 +226,7 @@ static enum ds_status cuda_forward(void *ctx, const struct ds_fwd_batch *b, stru
 
 	int bs = c->block_size, si = 0, ti = 0, row_base = 0;
 	while (si < b->n_seqs) {
-		struct ds_cuda_pass p = {0, 0, 0, 0, 0, false};
+		struct ds_cuda_pass p = {0, 0, 0, 0, 0, decode};
 		while (si < b->n_seqs && p.T < c->cap_tokens && p.R < c->cap_rows) {
 			const struct ds_fwd_seq *s = &b->seqs[si];
 			int take = DS_MIN(s->n_tokens - ti, c->cap_tokens - p.T);
@@ -270,7 +270,6 @@ static enum ds_status cuda_forward(void *ctx, const struct ds_fwd_batch *b, stru
 				ti = 0;
 			}
 		}
-		p.one_row_per_seq = decode;
 		enum ds_status rv = pass_exec(c, b, &p, decode, row_base, err);
 		if (rv != DS_OK)
 			return rv;

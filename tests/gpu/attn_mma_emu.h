@@ -123,6 +123,11 @@ static inline void emu_warp_sync()
 		emu_yield();
 }
 
+static inline void __syncwarp(void)
+{
+	emu_warp_sync();
+}
+
 static inline float __uint_as_float(unsigned u)
 {
 	float f;
@@ -144,6 +149,10 @@ static inline float __fmul_rn(float a, float b)
 static inline float __fadd_rn(float a, float b)
 {
 	return a + b;
+}
+static inline float __fsub_rn(float a, float b)
+{
+	return a - b;
 }
 static inline float __fdiv_rn(float a, float b)
 {

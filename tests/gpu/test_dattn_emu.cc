@@ -43,14 +43,6 @@ static inline float __ldcg(const float *p)
 static inline void __threadfence(void)
 {
 }
-static inline void __syncwarp(void)
-{
-	emu_warp_sync();
-}
-static inline float __fsub_rn(float a, float b)
-{
-	return a - b;
-}
 static inline unsigned atomicAdd(unsigned *p, unsigned v)
 {
 	unsigned old = *p; /* fibers switch only at synchronizing primitives: this is atomic */
