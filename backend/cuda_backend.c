@@ -18,12 +18,6 @@
 
 /* ---- pass execution ---- */
 
-/* bytes of a bf16 (rows, cols) weight */
-static size_t w_bytes(int rows, int cols)
-{
-	return (size_t)rows * (size_t)cols * sizeof(uint16_t);
-}
-
 enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
                                 const struct ds_cuda_pass *p, int n_split, struct ds_err *err)
 {
@@ -42,10 +36,8 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
-		struct ds_k_l2pf pf = ds_cuda_fast_l2pf(c, ops, p, L->wqkv, w_bytes(qd + 2 * kvd, H),
-		                                        (unsigned)c->n_sm);
 		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
-		                             cfg->rms_eps, c->h, pdl, &pf, st),
+		                             cfg->rms_eps, c->h, pdl, st),
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
@@ -57,14 +49,13 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 			DS_CUDA_TRY(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm,
 			                              c->rope_cs, tm, T, d, c->q, kv, pdl, st),
 			            err);
-			if ((rv = ops->attention(c, p, L, kv, n_split, err)) != DS_OK)
+			if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
 				return rv;
 		}
 		if ((rv = ops->gemm(c, c->att, L->wo, c->dlt, T, H, qd, err)) != DS_OK)
 			return rv;
-		pf = ds_cuda_fast_l2pf(c, ops, p, L->w_gu, w_bytes(2 * F, H), (unsigned)c->n_sm);
 		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps,
-		                             c->h, pdl, &pf, st),
+		                             c->h, pdl, st),
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK)
 			return rv;
@@ -79,10 +70,8 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	struct ds_k_l2pf pf = ds_cuda_fast_l2pf(c, ops, p, c->lm_head,
-	                                        w_bytes(cfg->vocab_size, H), (unsigned)c->n_sm);
 	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
-	                             cfg->rms_eps, c->h, pdl, &pf, st),
+	                             cfg->rms_eps, c->h, pdl, st),
 	            err);
 	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=
 	    DS_OK)

@@ -66,13 +66,10 @@ struct ds_cuda_pick {
 	int n_rejected; /* candidates whose result disagreed with cuBLASLt's (never picked) */
 };
 
-/* The step configurations a decode graph is tuned over (fastpath/cuda_fast_graphs.c): skinny
- * GEMMs, PDL, the fused q/k/v epilogue, and the L2 prefetch budget as 0, 1 or 2 times
- * DS_FAST_L2PF's (l2pf). */
-#define DS_CUDA_N_STEP_CFGS 24
+/* The step configurations a decode graph is tuned over (fastpath/cuda_fast.c). */
+#define DS_CUDA_N_STEP_CFGS 8
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
-	int l2pf;
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -94,10 +91,6 @@ struct ds_cuda_fast {
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
 	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
 	bool fuse_qkv;
-	/* decode passes: each small kernel before a GEMM (RMSNorm, attention) asks L2 to prefetch
-	 * up to l2pf_mb MB of that GEMM's weights, spread evenly over them, while DRAM would
-	 * otherwise idle (DS_FAST_L2PF=<MB>, default 16; 0: off) */
-	int l2pf_mb;
 	/* decode graphs: each bucket's graph is captured under every step configuration
 	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off) and the
 	 * fastest replay kept
@@ -222,11 +215,10 @@ struct ds_cuda_path_ops {
 	/* C (M, N) fp32 = A (M, K) . W (N, K)^T */
 	enum ds_status (*gemm)(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
 	                       float *C, int M, int N, int K, struct ds_err *err);
-	/* attention of the pass's T rows against layer L's kv; n_split is the fast path's split
+	/* attention of the pass's T rows against layer kv; n_split is the fast path's split
 	 * (ignored by the reference path, which picks its own from workspace size only) */
 	enum ds_status (*attention)(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-	                            const struct ds_cuda_layer *L, const uint16_t *kv, int n_split,
-	                            struct ds_err *err);
+	                            const uint16_t *kv, int n_split, struct ds_err *err);
 	/* optional: C (M, N) = silu_mul(gu) . W (N, K)^T for the fp32 gate/up buffer gu (M, 2K),
 	 * h (M, K) bf16 scratch it may use; NULL: ds_k_silu_mul into h, then gemm */
 	enum ds_status (*gemm_silu)(struct ds_cuda_ctx *c, const float *gu, uint16_t *h,
@@ -241,13 +233,6 @@ struct ds_cuda_path_ops {
 };
 
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */
-
-/* The fast path's L2 prefetch of the next GEMM's weights w (bytes) for a decode pass's small
- * kernel (up to c->fast.l2pf_mb MB, spread evenly; blocks: prefetch-only blocks for kernels that
- * need them). n == 0 (none) for other passes, the reference path (ops), or l2pf_mb == 0. */
-struct ds_k_l2pf ds_cuda_fast_l2pf(const struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
-                                   const struct ds_cuda_pass *p, const void *w, size_t bytes,
-                                   unsigned blocks);
 extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
 
 /* Runs the layers, final norm, lm_head and sampling for the pass whose metadata is already on

@@ -605,37 +605,6 @@ static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 	return p->T == p->R && (p->n_seq == p->T || p->one_row_per_seq);
 }
 
-/* ---- L2 prefetch of the next GEMM's weights ---- */
-
-#define L2PF_CHUNK 4096u
-
-/* Key decision: the budget is spread evenly over the weight (chunk i at i * stride) rather than
- * its first bytes: every block of the GEMM, whatever rows or K range it streams, then finds the
- * same share of its bytes in L2 and all finish sooner; a prefix would only speed up the blocks
- * that own it, and the GEMM lasts as long as its slowest. */
-struct ds_k_l2pf ds_cuda_fast_l2pf(const struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
-                                   const struct ds_cuda_pass *p, const void *w, size_t bytes,
-                                   unsigned blocks)
-{
-	struct ds_k_l2pf pf = {w, L2PF_CHUNK, L2PF_CHUNK, 0, blocks};
-	if (ops != &ds_cuda_fast_ops || p->T != p->R || c->fast.l2pf_mb <= 0 || !w)
-		return pf;
-	size_t budget = (size_t)c->fast.l2pf_mb << 20;
-	size_t n_all = bytes / L2PF_CHUNK; /* whole chunks only: none may pass the weight's end */
-	size_t n = DS_MIN(budget / L2PF_CHUNK, n_all);
-	if (n == 0)
-		return pf;
-	pf.n = (unsigned)n;
-	pf.stride = n == n_all ? L2PF_CHUNK : (bytes / n) & ~(size_t)15; /* >= chunk */
-	return pf;
-}
-
-/* bytes of a layer's o_proj weight (hidden, q_dim) */
-static size_t o_bytes(const struct ds_cuda_ctx *c)
-{
-	return (size_t)c->cfg.hidden * (size_t)ds_model_q_dim(&c->cfg) * sizeof(uint16_t);
-}
-
 /* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
  * kernel (kernels/attn_decode.cu) with its own split: DS_FAST_ATTN unset or "mma" = the
  * tensor-core variant (the default since the H200 run of 9ee059f: the captured llama3-8b step
@@ -644,8 +613,7 @@ static size_t o_bytes(const struct ds_cuda_ctx *c)
  * CUDA-core one, "reg" = the register-streamed one (round 1). Prefill, unsupported
  * head shapes and DS_FAST_ATTN=old use the tiled kernel (kernels/attn.cu) with n_split. */
 static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-                                     const struct ds_cuda_layer *L, const uint16_t *kv,
-                                     int n_split, struct ds_err *err)
+                                     const uint16_t *kv, int n_split, struct ds_err *err)
 {
 	struct ds_k_dims d = ds_cuda_dims(c);
 	const char *sel = getenv("DS_FAST_ATTN");
@@ -663,10 +631,8 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		 * several rows of one sequence (all_rows passes) the mma variant's reads before its
 		 * PDL wait would race the epilogue's K/V writes: launched without PDL */
 		int pdl = c->fast.pdl && pass_one_row_per_seq(p);
-		struct ds_k_l2pf pf = ds_cuda_fast_l2pf(c, &ds_cuda_fast_ops, p, L ? L->wo : NULL,
-		                                        o_bytes(c), 0);
 		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-		                               c->att, NULL, variant, pdl, &pf, c->stream),
+		                               c->att, NULL, variant, pdl, c->stream),
 		            err);
 		return DS_OK;
 	}
@@ -708,9 +674,8 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	if (rv != DS_OK)
 		return rv;
 	struct ds_k_qkv_epi e = {c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs};
-	struct ds_k_l2pf pf = ds_cuda_fast_l2pf(c, &ds_cuda_fast_ops, p, L->wo, o_bytes(c), 0);
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-	                                 c->att, NULL, c->fast.pdl, &pf, c->stream),
+	                                 c->att, NULL, c->fast.pdl, c->stream),
 	            err);
 	*done = true;
 	return DS_OK;
@@ -767,9 +732,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
 	const char *fq = getenv("DS_FAST_FUSE_QKV");
 	f->fuse_qkv = !(fq && strcmp(fq, "0") == 0);
-	const char *pf = getenv("DS_FAST_L2PF");
-	f->l2pf_mb = pf ? atoi(pf) : 16;
-	f->l2pf_mb = DS_MAX(f->l2pf_mb, 0);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)

@@ -4,8 +4,7 @@
  * Key decision: the graph is tuned on the whole step. The GEMM choices (cuda_fast.c) are timed one
  * GEMM at a time, but inside a captured step the kernels around a GEMM change what is fastest,
  * so the step is captured under each step configuration (skinny GEMMs, PDL, the fused q/k/v
- * epilogue: each on or off; three L2 prefetch budgets), every replay is timed, and the fastest
- * graph is kept. */
+ * epilogue: each on or off), every replay is timed, and the fastest graph is kept. */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -14,16 +13,10 @@
 
 /* Skinny GEMMs (and the GEMV), PDL and the fused q/k/v epilogue, each on or off (on the H200,
  * GEMV/cuBLASLt only beat the per-GEMM picks by 3% inside the batch-1 step, PDL off beat on by
- * 2% at batch 8: bench/results/gpu-20261129-1083075), under L2 prefetch budgets of 0, 16 and
- * 32 MB per small kernel (16: DS_FAST_L2PF's default; with DS_FAST_L2PF=m, the budgets are 0,
- * m and 2m). */
-#define STEP_CFGS_OF(mb)                                                                           \
-	{true, true, true, mb}, {false, true, true, mb}, {true, false, true, mb},                  \
-	    {false, false, true, mb}, {true, true, false, mb}, {false, true, false, mb},           \
-	    {true, false, false, mb}, {false, false, false, mb}
+ * 2% at batch 8: bench/results/gpu-20261129-1083075). */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    STEP_CFGS_OF(1), STEP_CFGS_OF(0), STEP_CFGS_OF(2)};
-#undef STEP_CFGS_OF
+    {true, true, true},   {false, true, true},   {true, false, true},   {false, false, true},
+    {true, true, false},  {false, true, false},  {true, false, false},  {false, false, false}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -32,8 +25,7 @@ static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 
 /* First use of bucket bi with graphs and tuning on: one eager pass (the GEMM choices are
  * timed outside capture), then the pass captured under every step configuration the
- * environment allows (DS_CUDA_SKINNY=0 / DS_CUDA_PDL=0 / DS_FAST_FUSE_QKV=0 / DS_FAST_L2PF=0
- * rule theirs out), each replay timed
+ * environment allows (DS_CUDA_SKINNY=0 / DS_CUDA_PDL=0 rule theirs out), each replay timed
  * (best of 3 after one), and the fastest graph kept and launched once more, so this pass's
  * outputs and KV writes are that graph's. Replaying a pass is idempotent: the same inputs give
  * the same outputs and KV. */
@@ -47,20 +39,17 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	if (rv != DS_OK)
 		return rv;
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv;
-	int l2pf0 = f->l2pf_mb;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
 	int best_i = -1;
 	for (int i = 0; i < DS_CUDA_N_STEP_CFGS && rv == DS_OK; i++) {
 		const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
 		f->graph_ms[bi][i] = INFINITY;
-		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0) ||
-		    (sc->l2pf && !l2pf0))
+		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0))
 			continue;
 		f->skinny = sc->skinny;
 		f->pdl = sc->pdl;
 		f->fuse_qkv = sc->fuse;
-		f->l2pf_mb = sc->l2pf * l2pf0;
 		cudaGraphExec_t g = NULL;
 		bool warm = true;
 		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
@@ -81,7 +70,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	f->skinny = skinny0;
 	f->pdl = pdl0;
 	f->fuse_qkv = fuse0;
-	f->l2pf_mb = l2pf0;
 	if (rv == DS_OK && !best)
 		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
 		             1 << bi);

@@ -27,7 +27,6 @@
  * at 128 (4 blocks per SM at G = 4) and up to 3 stages (32-48 KB) per block are in flight. */
 #include "kernels.h"
 #include "pdl.cuh"
-#include "l2pf.cuh"
 #include "cu_common.cuh"
 
 #include <math.h>
@@ -59,13 +58,6 @@ __device__ __forceinline__ void dattn_unpack(uint4 u, float (&f)[8])
 }
 
 /* Compile-time shape of one (head_dim, G) instance. */
-/* Every block of the grid issues its share of the caller's L2 prefetch. */
-__device__ __forceinline__ void dattn_l2pf(const struct ds_k_l2pf &pf)
-{
-	unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-	ds_l2pf_issue(pf, b, gridDim.x * gridDim.y * gridDim.z);
-}
-
 template <int D, int G> struct dattn_shape {
 	static constexpr int LP = D / 8;              /* lanes per position */
 	static constexpr int PPS = 32 / LP;           /* positions per warp step */
@@ -307,14 +299,12 @@ template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS)
     dattn_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm, struct ds_k_dims d,
                  float qscale, float *part, uint16_t *out, unsigned *cnt,
-                 struct ds_k_qkv_epi /* unused: only the mma variant fuses the epilogue */,
-                 struct ds_k_l2pf pf)
+                 struct ds_k_qkv_epi /* unused: only the mma variant fuses the epilogue */)
 {
 	typedef dattn_shape<D, G> S;
 	__shared__ float sh_m[DA_WARPS][G], sh_l[DA_WARPS][G];
 	__shared__ __align__(16) float sh_acc[DA_WARPS][G][D];
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
-	dattn_l2pf(pf);
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	int p = tm.pos[t], sq = tm.seq[t]; /* both loads in flight at once */
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
@@ -441,8 +431,7 @@ template <int D, int G>
 __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
     dattn_pipe_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                       struct ds_k_dims d, float qscale, float *part, uint16_t *out,
-                      unsigned *cnt, struct ds_k_qkv_epi /* unused (see the mma variant) */,
-                      struct ds_k_l2pf pf)
+                      unsigned *cnt, struct ds_k_qkv_epi /* unused (see the mma variant) */)
 {
 	typedef dattn_shape<D, G> S;
 	typedef dattn_pipe<D, G> Q;
@@ -454,7 +443,6 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	int p = tm.pos[t], sq = tm.seq[t];
 	int boff = p >= 0 ? tm.bt_off[sq] : 0;
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
-	dattn_l2pf(pf);
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
 	if (p < 0) {
 		if (z == 0)
@@ -563,8 +551,7 @@ extern "C" int ds_k_attn_decode_supported(struct ds_k_dims d)
 }
 
 typedef void (*dattn_fn)(const uint16_t *, const uint16_t *, struct ds_k_tokmeta, struct ds_k_dims,
-                         float, float *, uint16_t *, unsigned *, struct ds_k_qkv_epi,
-                         struct ds_k_l2pf);
+                         float, float *, uint16_t *, unsigned *, struct ds_k_qkv_epi);
 
 /* One kernel instance: its function, positions per block iteration and dynamic shared memory. */
 struct dattn_inst {
@@ -650,8 +637,7 @@ extern "C" cudaError_t ds_k_attn_decode_occupancy(struct ds_k_dims d, int *block
 static cudaError_t dattn_launch(struct dattn_inst in, const uint16_t *q, const uint16_t *kv,
                                 struct ds_k_tokmeta tm, int T, struct ds_k_dims d, int n_split,
                                 float *part, uint16_t *out, unsigned *counters, int pdl,
-                                const struct ds_k_l2pf *pf, cudaStream_t st,
-                                struct ds_k_qkv_epi ep)
+                                cudaStream_t st, struct ds_k_qkv_epi ep)
 {
 	if (T <= 0)
 		return cudaSuccess;
@@ -663,9 +649,8 @@ static cudaError_t dattn_launch(struct dattn_inst in, const uint16_t *q, const u
 		return e;
 	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
 	unsigned *cnt = n_split > 1 ? counters : NULL;
-	struct ds_k_l2pf none = {NULL, 0, 0, 0, 0};
 	e = ds_launch(in.fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), in.smem, st, pdl, q, kv, tm,
-	              d, qscale, part, out, cnt, ep, pf ? *pf : none);
+	              d, qscale, part, out, cnt, ep);
 	if (e != cudaSuccess || n_split == 1 || cnt)
 		return e;
 	return ds_launch(dattn_combine_kernel, dim3(T, d.n_head), dim3(d.head_dim), 0, st, pdl,
@@ -676,20 +661,19 @@ extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
                                           struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
                                           int n_split, float *part, uint16_t *out,
                                           unsigned *counters, int variant, int pdl,
-                                          const struct ds_k_l2pf *pf, cudaStream_t st)
+                                          cudaStream_t st)
 {
 	struct dattn_inst in = {NULL, 0, 0};
 	if (ds_k_attn_decode_supported(d))
 		in = dattn_pick(d, variant);
 	struct ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
-	return dattn_launch(in, q, kv, tm, T, d, n_split, part, out, counters, pdl, pf, st, none);
+	return dattn_launch(in, q, kv, tm, T, d, n_split, part, out, counters, pdl, st, none);
 }
 
 extern "C" cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint16_t *kv,
                                             struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
                                             int n_split, float *part, uint16_t *out,
-                                            unsigned *counters, int pdl,
-                                            const struct ds_k_l2pf *pf, cudaStream_t st)
+                                            unsigned *counters, int pdl, cudaStream_t st)
 {
 	struct dattn_inst in = {NULL, 0, 0};
 	if (ds_k_attn_decode_supported(d) && ep && ep->qkv && ep->cs)
@@ -697,7 +681,7 @@ extern "C" cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint1
 	struct ds_k_qkv_epi e = {NULL, NULL, NULL, NULL, NULL};
 	if (ep)
 		e = *ep;
-	return dattn_launch(in, NULL, kv, tm, T, d, n_split, part, out, counters, pdl, pf, st, e);
+	return dattn_launch(in, NULL, kv, tm, T, d, n_split, part, out, counters, pdl, st, e);
 }
 
 extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
@@ -706,6 +690,6 @@ extern "C" cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv,
                                         cudaStream_t st)
 {
 	return ds_k_attn_decode_v(q, kv, tm, T, d, n_split, part, out, NULL, DS_K_ATTN_DECODE_REG,
-	                          pdl, NULL, st);
+	                          pdl, st);
 }
 #endif

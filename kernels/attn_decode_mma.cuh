@@ -147,7 +147,7 @@ template <int D, int G, bool EPI>
 __global__ void __launch_bounds__(DA_THREADS, 2)
     dattn_mma_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                      struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt,
-                     struct ds_k_qkv_epi e, struct ds_k_l2pf pf)
+                     struct ds_k_qkv_epi e)
 {
 	typedef dattn_mma<D, G> Q;
 	DATTN_DYN_SMEM(sh_kv);
@@ -180,7 +180,6 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 		dattn_cp_commit();
 	}
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
-	dattn_l2pf(pf);
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
 	if (p < 0) { /* nothing was issued */
 		if (z == 0)

@@ -20,21 +20,6 @@
 extern "C" {
 #endif
 
-/* ---- L2 prefetch hints (kernels/l2pf.cuh) ---- */
-
-/* Bytes a kernel asks L2 to fetch ahead for the next kernel (the fast path's decode chain: a
- * small kernel, RMSNorm or attention, that leaves DRAM idle prefetches part of the next GEMM's
- * weights, which that GEMM then reads from L2). n chunks of chunk bytes, chunk i at
- * base + i * stride (16-byte aligned, chunk a multiple of 16, stride >= chunk, all inside the
- * buffer). A hint only: it never changes a result. n == 0: none. blocks: for kernels whose own
- * grid is too small to spread the requests (RMSNorm at batch 1), extra blocks that only
- * prefetch. */
-struct ds_k_l2pf {
-	const void *base;
-	size_t stride;
-	unsigned chunk, n, blocks;
-};
-
 /* ---- synthetic weights (kernels/synth.cu) ---- */
 
 /* Reads bytes of buf (16-byte aligned scratch) through L2, evicting what it held with clean
@@ -262,11 +247,9 @@ cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *b
  * uint32 (the last block of a row and KV head merges them and zeroes its counter again, so the
  * buffer stays zero between calls and a captured graph replays; the output bits are the same
  * either way). One buffer serves one stream: concurrent calls must not share it. */
-/* pf (NULL: none): an L2 prefetch every block issues a share of after its wait. */
 cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                                int T, struct ds_k_dims d, int n_split, float *part, uint16_t *out,
-                               unsigned *counters, int variant, int pdl,
-                               const struct ds_k_l2pf *pf, cudaStream_t st);
+                               unsigned *counters, int variant, int pdl, cudaStream_t st);
 /* The q/k/v epilogue's inputs (ds_k_qkv_rope's): the fp32 GEMM output (T, n_head + 2 n_kv,
  * head_dim), optional bias and q/k norm weights, the RoPE table (max_pos, head_dim / 2, {cos,
  * sin}). */
@@ -283,7 +266,7 @@ struct ds_k_qkv_epi {
 cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint16_t *kv,
                                  struct ds_k_tokmeta tm, int T, struct ds_k_dims d, int n_split,
                                  float *part, uint16_t *out, unsigned *counters, int pdl,
-                                 const struct ds_k_l2pf *pf, cudaStream_t st);
+                                 cudaStream_t st);
 
 /* ---- sampling (kernels/sample.cu) ---- */
 
@@ -316,11 +299,10 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
  * kernel of rows.cu, attn.cu and sample.cu waits (griddepcontrol.wait) before touching memory,
  * so results are bit-identical to pdl == 0. The previous kernel's completion, not just its
  * launch, is what is waited on; a kernel launched without PDL after one of these is ordered as
- * usual. pdl == 0 is exactly the plain launcher. ds_k_rmsnorm_pdl's pf (NULL: none) appends
- * pf->blocks blocks that only issue that L2 prefetch (after the wait). */
+ * usual. pdl == 0 is exactly the plain launcher. */
 cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
                              int n_rows, int hidden, float eps, uint16_t *out, int pdl,
-                             const struct ds_k_l2pf *pf, cudaStream_t st);
+                             cudaStream_t st);
 cudaError_t ds_k_silu_mul_pdl(const float *gu, int T, int ffn, uint16_t *out, int pdl,
                               cudaStream_t st);
 cudaError_t ds_k_qkv_rope_pdl(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,

@@ -8,7 +8,6 @@
 #include "kernels.h"
 #include "cu_common.cuh"
 #include "pdl.cuh"
-#include "l2pf.cuh"
 
 #define ROW_THREADS 256
 
@@ -56,18 +55,12 @@ extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T
  * element is computed by the same expression: the bits do not change. */
 #define RMS_BATCH 8
 
-/* Blocks n_rows.. (pf.blocks of them) only issue the L2 prefetch pf. */
 __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
-                               int n_rows, int hidden, float eps, uint16_t *out,
-                               struct ds_k_l2pf pf)
+                               int hidden, float eps, uint16_t *out)
 {
 	__shared__ float sh[32];
 	ds_grid_dep_wait();
 	int r = blockIdx.x;
-	if (r >= n_rows) {
-		ds_l2pf_issue(pf, (unsigned)(r - n_rows), pf.blocks);
-		return;
-	}
 	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
 		for (int i = threadIdx.x; i < hidden; i += blockDim.x)
 			out[(size_t)r * hidden + i] = 0;
@@ -117,23 +110,19 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 
 extern "C" cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows,
                                         const uint16_t *w, int n_rows, int hidden, float eps,
-                                        uint16_t *out, int pdl, const struct ds_k_l2pf *pf,
-                                        cudaStream_t st)
+                                        uint16_t *out, int pdl, cudaStream_t st)
 {
 	if (n_rows <= 0)
 		return cudaSuccess;
-	struct ds_k_l2pf none = {NULL, 0, 0, 0, 0};
-	if (!pf || !pf->n || !pf->blocks)
-		pf = &none;
-	return ds_launch(rmsnorm_kernel, dim3(n_rows + pf->blocks), dim3(ROW_THREADS), 0, st, pdl,
-	                 x, delta, rows, w, n_rows, hidden, eps, out, *pf);
+	return ds_launch(rmsnorm_kernel, dim3(n_rows), dim3(ROW_THREADS), 0, st, pdl, x, delta,
+	                 rows, w, hidden, eps, out);
 }
 
 extern "C" cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows,
                                     const uint16_t *w, int n_rows, int hidden, float eps,
                                     uint16_t *out, cudaStream_t st)
 {
-	return ds_k_rmsnorm_pdl(x, delta, rows, w, n_rows, hidden, eps, out, 0, NULL, st);
+	return ds_k_rmsnorm_pdl(x, delta, rows, w, n_rows, hidden, eps, out, 0, st);
 }
 
 __global__ void silu_mul_kernel(const float *gu, int ffn, uint16_t *out)

@@ -180,10 +180,8 @@ static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const u
  * block walks them all (same bits). n_split < 0 (graph capture, where the grid may not
  * depend on the positions): plan for the longest context. */
 static enum ds_status ref_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
-                                    const struct ds_cuda_layer *L, const uint16_t *kv,
-                                    int n_split, struct ds_err *err)
+                                    const uint16_t *kv, int n_split, struct ds_err *err)
 {
-	(void)L;
 	if (c->ref_attn_mma) {
 		/* a graph (n_split < 0) replays at any position: grid for max_pos, combine always */
 		int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;

@@ -122,7 +122,7 @@ static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, i
 	struct ds_err err;
 	for (int i = -2; i < 20; i++) {
 		CK(cudaEventRecord(e0, c->stream));
-		if (ds_cuda_fast_ops.attention(c, p, NULL, c->kv, split, &err) != DS_OK) {
+		if (ds_cuda_fast_ops.attention(c, p, c->kv, split, &err) != DS_OK) {
 			fprintf(stderr, "attn: %s\n", err.msg);
 			return 1;
 		}
@@ -201,8 +201,8 @@ int bench_attn(struct bench *b)
 					                  ds_cuda_dims(c), split, c->part, c->att,
 					                  c->stream));
 				else
-					rv = ref == 1 ? ds_cuda_ref_ops.attention(c, &p, NULL, c->kv, 0, &err)
-					         : ds_cuda_fast_ops.attention(c, &p, NULL, c->kv, split,
+					rv = ref == 1 ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
+					         : ds_cuda_fast_ops.attention(c, &p, c->kv, split,
 					                                      &err);
 				if (rv != DS_OK) {
 					fprintf(stderr, "attn: %s\n", err.msg);

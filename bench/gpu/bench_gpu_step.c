@@ -231,7 +231,7 @@ static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
 		        CK(ds_k_qkv_rope(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, B,
 		                         d, c->q, kv, st)));
 		PROF_OP(pr, PROF_ATTN,
-		        PROF_CK_RV(ds_cuda_fast_ops.attention(c, &p, NULL, kv, n_split, &err)));
+		        PROF_CK_RV(ds_cuda_fast_ops.attention(c, &p, kv, n_split, &err)));
 		PROF_OP(
 		    pr, PROF_O,
 		    PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err)));
@@ -354,12 +354,12 @@ int bench_profile(struct bench *b)
 		/* the step configuration the graph tuning kept, and every configuration's replay */
 		int kept = c->fast.graph_cfg[bi];
 		printf("batch %d: graph tuned to configuration %d; replay ms by configuration "
-		       "(skinny, pdl, fused qkv, L2 prefetch x DS_FAST_L2PF):",
+		       "(skinny, pdl, fused qkv):",
 		       B, kept);
 		for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++)
-			printf(" (%d,%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
+			printf(" (%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
 			       (int)ds_cuda_fast_step_cfgs[i].pdl, (int)ds_cuda_fast_step_cfgs[i].fuse,
-			       ds_cuda_fast_step_cfgs[i].l2pf, c->fast.graph_ms[bi][i]);
+			       c->fast.graph_ms[bi][i]);
 		printf("\n");
 		for (int rep = 0; rep < 5; rep++) { /* keep the repetition with the least total */
 			if (prof_pass(b, B, ctx, pr))
@@ -510,11 +510,9 @@ static int abl_launch(struct bench *b, int B, int mask)
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
-		struct ds_k_l2pf pf = ds_cuda_fast_l2pf(c, &ds_cuda_fast_ops, &p, L->wqkv,
-		                                        (size_t)(qd + 2 * kvd) * H * 2, c->n_sm);
 		if (mask & ABL_NORM)
 			CK(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, B, H,
-			                    cfg->rms_eps, c->h, pdl, &pf, st));
+			                    cfg->rms_eps, c->h, pdl, st));
 		if ((mask & ABL_QKV) &&
 		    ds_cuda_fast_ops.gemm(c, c->h, L->wqkv, c->big, B, qd + 2 * kvd, H, &err) != DS_OK)
 			return 1;
@@ -526,16 +524,14 @@ static int abl_launch(struct bench *b, int B, int mask)
 			CK(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, B,
 			                     d, c->q, kv, pdl, st));
 		if ((mask & ABL_ATTN) && !fused &&
-		    ds_cuda_fast_ops.attention(c, &p, L, kv, n_split, &err) != DS_OK)
+		    ds_cuda_fast_ops.attention(c, &p, kv, n_split, &err) != DS_OK)
 			return 1;
 		if ((mask & ABL_O) &&
 		    ds_cuda_fast_ops.gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err) != DS_OK)
 			return 1;
-		pf = ds_cuda_fast_l2pf(c, &ds_cuda_fast_ops, &p, L->w_gu, (size_t)2 * F * H * 2,
-		                       c->n_sm);
 		if (mask & ABL_NORM)
 			CK(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, B, H, cfg->rms_eps, c->h,
-			                    pdl, &pf, st));
+			                    pdl, st));
 		if ((mask & ABL_GU) &&
 		    ds_cuda_fast_ops.gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err) != DS_OK)
 			return 1;
@@ -544,10 +540,8 @@ static int abl_launch(struct bench *b, int B, int mask)
 			return 1;
 	}
 	if (mask & ABL_HEAD) {
-		struct ds_k_l2pf pf = ds_cuda_fast_l2pf(c, &ds_cuda_fast_ops, &p, c->lm_head,
-		                                        (size_t)cfg->vocab_size * H * 2, c->n_sm);
 		CK(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, B, H, cfg->rms_eps,
-		                    c->h, pdl, &pf, st));
+		                    c->h, pdl, st));
 		if (ds_cuda_fast_ops.gemm(c, c->h, c->lm_head, c->logits, B, cfg->vocab_size, H,
 		                          &err) != DS_OK)
 			return 1;
@@ -590,37 +584,28 @@ int bench_ablate(struct bench *b)
 		const char *name;
 		int mask;
 		const char *attn; /* DS_FAST_ATTN for the capture (NULL: unset) */
-		int l2pf_mb;      /* the L2 prefetch budget (0: none) */
 	} cfgs[] = {
-	    {"all", ABL_ALL, NULL, 0},
-	    {"all_fused_qkv", ABL_ALL | ABL_FUSE, NULL, 0},
-	    {"all_fused_pf8", ABL_ALL | ABL_FUSE, NULL, 8},
-	    {"all_fused_pf16", ABL_ALL | ABL_FUSE, NULL, 16},
-	    {"all_fused_pf24", ABL_ALL | ABL_FUSE, NULL, 24},
-	    {"all_fused_pf32", ABL_ALL | ABL_FUSE, NULL, 32},
-	    {"all_fused_pf48", ABL_ALL | ABL_FUSE, NULL, 48},
-	    {"gemms_norm_pf16", ABL_GEMMS | ABL_NORM, NULL, 16},
-	    {"gemms_norm", ABL_GEMMS | ABL_NORM, NULL, 0},
-	    {"attn_fused_qkv", ABL_ATTN | ABL_ROPE | ABL_FUSE, NULL, 0},
-	    {"attn_rope", ABL_ATTN | ABL_ROPE, NULL, 0},
-	    {"all_attn_pipe", ABL_ALL, "pipe", 0},
-	    {"attn_pipe", ABL_ATTN, "pipe", 0},
-	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL, 0},
-	    {"no_rope", ABL_ALL & ~ABL_ROPE, NULL, 0},
-	    {"no_attn", ABL_ALL & ~ABL_ATTN, NULL, 0},
-	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN), NULL, 0},
-	    {"gemms", ABL_GEMMS, NULL, 0},
-	    {"qkv", ABL_QKV, NULL, 0},
-	    {"o", ABL_O, NULL, 0},
-	    {"gate_up", ABL_GU, NULL, 0},
-	    {"down", ABL_DOWN, NULL, 0},
-	    {"head", ABL_HEAD, NULL, 0},
-	    {"norm", ABL_NORM, NULL, 0},
-	    {"rope", ABL_ROPE, NULL, 0},
-	    {"attn", ABL_ATTN, NULL, 0},
-	    {"empty", 0, NULL, 0},
+	    {"all", ABL_ALL, NULL},
+	    {"all_fused_qkv", ABL_ALL | ABL_FUSE, NULL},
+	    {"attn_fused_qkv", ABL_ATTN | ABL_ROPE | ABL_FUSE, NULL},
+	    {"attn_rope", ABL_ATTN | ABL_ROPE, NULL},
+	    {"all_attn_pipe", ABL_ALL, "pipe"},
+	    {"attn_pipe", ABL_ATTN, "pipe"},
+	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL},
+	    {"no_rope", ABL_ALL & ~ABL_ROPE, NULL},
+	    {"no_attn", ABL_ALL & ~ABL_ATTN, NULL},
+	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN), NULL},
+	    {"gemms", ABL_GEMMS, NULL},
+	    {"qkv", ABL_QKV, NULL},
+	    {"o", ABL_O, NULL},
+	    {"gate_up", ABL_GU, NULL},
+	    {"down", ABL_DOWN, NULL},
+	    {"head", ABL_HEAD, NULL},
+	    {"norm", ABL_NORM, NULL},
+	    {"rope", ABL_ROPE, NULL},
+	    {"attn", ABL_ATTN, NULL},
+	    {"empty", 0, NULL},
 	};
-	int l2pf0 = c->fast.l2pf_mb;
 	FILE *f = json_open(b->out, "ablate");
 	if (!f)
 		return 1;
@@ -641,12 +626,9 @@ int bench_ablate(struct bench *b)
 		fprintf(f, "%s  {\"batch\": %d, \"configs\": [", bi ? ",\n" : "", B);
 		for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
 			double ms;
-			c->fast.l2pf_mb = cfgs[i].l2pf_mb;
-			int rc = (cfgs[i].attn ? setenv("DS_FAST_ATTN", cfgs[i].attn, 1)
-			                       : unsetenv("DS_FAST_ATTN")) != 0 ||
-			         abl_time(b, B, cfgs[i].mask, &ms);
-			c->fast.l2pf_mb = l2pf0;
-			if (rc)
+			if ((cfgs[i].attn ? setenv("DS_FAST_ATTN", cfgs[i].attn, 1)
+			                  : unsetenv("DS_FAST_ATTN")) != 0 ||
+			    abl_time(b, B, cfgs[i].mask, &ms))
 				return 1;
 			int m = cfgs[i].mask;
 			double wb = 2.0 * nl *

@@ -158,7 +158,6 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, bool m
 	ds_k_tokmeta tm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	float qscale = DA_LOG2E / sqrtf((float)D);
 	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
-	const ds_k_l2pf nopf = {NULL, 0, 0, 0, 0}; /* a no-op off the GPU */
 	const uint16_t *qp = f.q.data(), *kvp = f.kv.data();
 	uint16_t *op = out.data();
 	float *pp = part.data();
@@ -167,10 +166,9 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, bool m
 	          [&] {
 		          if (mma)
 			          dattn_mma_kernel<D, G, false>(qp, kvp, tm, d, qscale, pp, op, cp,
-			                                        none, nopf);
+			                                        none);
 		          else
-			          dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp, none,
-			                                  nopf);
+			          dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp, none);
 	          });
 	int pb = mma ? dattn_mma<D, G>::P : dattn_shape<D, G>::PB;
 	if (nz > 1 && !cp)
@@ -316,7 +314,6 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
 	std::vector<float> part((size_t)NROW * H * nz * (D + 2), NAN);
 	float qscale = DA_LOG2E / sqrtf((float)D);
 	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
-	const ds_k_l2pf nopf = {NULL, 0, 0, 0, 0}; /* a no-op off the GPU */
 	ds_k_tokmeta rtm = {r.pos.data(), r.seq.data(), r.off.data(), r.bt.data()};
 	ds_k_tokmeta ftm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	int pb = dattn_mma<D, G>::P;
@@ -324,13 +321,13 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
 	uint16_t *fkv = f.kv.data(), *wp = want.data(), *gp = got.data();
 	float *pp = part.data();
 	de_launch(NROW, (unsigned)n_kv, (unsigned)nz, [&] {
-		dattn_mma_kernel<D, G, false>(rq, rkv, rtm, d, qscale, pp, wp, NULL, none, nopf);
+		dattn_mma_kernel<D, G, false>(rq, rkv, rtm, d, qscale, pp, wp, NULL, none);
 	});
 	if (nz > 1)
 		de_launch(NROW, (unsigned)H, 1, [&] { dattn_combine_kernel(pp, rtm, d, nz, pb, wp); });
 	std::fill(part.begin(), part.end(), NAN);
 	de_launch(NROW, (unsigned)n_kv, (unsigned)nz, [&] {
-		dattn_mma_kernel<D, G, true>(NULL, fkv, ftm, d, qscale, pp, gp, NULL, e, nopf);
+		dattn_mma_kernel<D, G, true>(NULL, fkv, ftm, d, qscale, pp, gp, NULL, e);
 	});
 	if (nz > 1)
 		de_launch(NROW, (unsigned)H, 1, [&] { dattn_combine_kernel(pp, ftm, d, nz, pb, gp); });

@@ -219,7 +219,7 @@ static void dcase_bs(int n_head, int n_kv, int D, int bs, int T, int salt)
 			         vname[v], D, n_head, n_kv, bs, T, pdl);
 			CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
 			CK(ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], f.dpart,
-			                      f.dout, NULL, v, pdl, NULL, 0));
+			                      f.dout, NULL, v, pdl, 0));
 			CK(cudaDeviceSynchronize());
 			dcheck(&f, ref, what, splits[s]);
 			/* fused merge (counters): the same bits, counters back at zero */
@@ -227,7 +227,7 @@ static void dcase_bs(int n_head, int n_kv, int D, int bs, int T, int salt)
 			CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
 			CK(cudaMemset(f.dpart, 0xff, (size_t)T * n_head * splits[s] * (D + 2) * 4));
 			CK(ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], f.dpart,
-			                      f.dout, f.dcnt, v, pdl, NULL, 0));
+			                      f.dout, f.dcnt, v, pdl, 0));
 			CK(cudaDeviceSynchronize());
 			from_dev(fused, f.dout, f.q_n * 2);
 			dev_check_guard(f.dout, f.q_n * 2);
@@ -294,7 +294,7 @@ static void graph_replay(int variant, bool fused)
 	cudaGraphExec_t ge = NULL;
 	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
 	cudaError_t le = ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, 9, f.dpart, f.dout,
-	                                    fused ? f.dcnt : NULL, variant, 1, NULL, st);
+	                                    fused ? f.dcnt : NULL, variant, 1, st);
 	CK(cudaStreamEndCapture(st, &g));
 	CK(le);
 	CK(cudaGraphInstantiate(&ge, g, 0));
@@ -374,10 +374,10 @@ static void test_dattn_rejects(void **state)
 	/* nothing to do */
 	assert_int_equal(ds_k_attn_decode(NULL, NULL, tm, 0, ok, 2, part, out, 0, 0), cudaSuccess);
 	/* variants: unknown ones rejected; the pipelined one fits more blocks per SM (its point) */
-	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out, NULL, -1, 0, NULL, 0),
+	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out, NULL, -1, 0, 0),
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_attn_decode_v(NULL, NULL, tm, 1, ok, 1, part, out, NULL,
-	                                    DS_K_ATTN_DECODE_N_VARIANTS, 0, NULL, 0),
+	                                    DS_K_ATTN_DECODE_N_VARIANTS, 0, 0),
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_attn_decode_occupancy_v(ok, DS_K_ATTN_DECODE_N_VARIANTS, &bps),
 	                 cudaErrorInvalidValue);

@@ -395,7 +395,6 @@ static void test_graph_tune(void **state)
 			c->fast.skinny = allow_skinny;
 			c->fast.pdl = true;
 			c->fast.fuse_qkv = true;
-			c->fast.l2pf_mb = 16;
 			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
 			for (int k = 0; k < 2; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
@@ -410,26 +409,22 @@ static void test_graph_tune(void **state)
 				assert_true(!allowed || c->fast.graph_ms[bi][kept] <= ms);
 			}
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
-			const struct ds_cuda_step_cfg *kc = &ds_cuda_fast_step_cfgs[kept];
 			print_message("B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
-			              "fuse %d l2pf x%d) %.3f ms\n",
-			              B, allow_skinny, kept, (int)kc->skinny, (int)kc->pdl, (int)kc->fuse,
-			              kc->l2pf, c->fast.graph_ms[bi][kept]);
-			/* the same switches untuned: eager, then captured; then the other L2 prefetch
-			 * setting (a hint: the same bits) */
-			for (int pf = 0; pf < 2; pf++) {
-				ds_cuda_fast_graphs_reset(c);
-				c->fast.graph_tune = false;
-				c->fast.skinny = kc->skinny;
-				c->fast.pdl = kc->pdl;
-				c->fast.fuse_qkv = kc->fuse;
-				c->fast.l2pf_mb = (pf ? !kc->l2pf : kc->l2pf) * 16;
-				for (int k = 0; k < 3; k++) {
-					fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
-					assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
-				}
-				assert_non_null(c->fast.graph[bi]);
+			              "fuse %d) %.3f ms\n",
+			              B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
+			              (int)ds_cuda_fast_step_cfgs[kept].pdl,
+			              (int)ds_cuda_fast_step_cfgs[kept].fuse, c->fast.graph_ms[bi][kept]);
+			/* the same switches untuned: eager, then captured */
+			ds_cuda_fast_graphs_reset(c);
+			c->fast.graph_tune = false;
+			c->fast.skinny = ds_cuda_fast_step_cfgs[kept].skinny;
+			c->fast.pdl = ds_cuda_fast_step_cfgs[kept].pdl;
+			c->fast.fuse_qkv = ds_cuda_fast_step_cfgs[kept].fuse;
+			for (int k = 0; k < 3; k++) {
+				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
+				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
 			}
+			assert_non_null(c->fast.graph[bi]);
 		}
 	}
 	decode_fix_free(&f);
