@@ -66,10 +66,13 @@ struct ds_cuda_pick {
 	int n_rejected; /* candidates whose result disagreed with cuBLASLt's (never picked) */
 };
 
-/* The step configurations a decode graph is tuned over (fastpath/cuda_fast.c). */
-#define DS_CUDA_N_STEP_CFGS 8
+/* The step configurations a decode graph is tuned over (fastpath/cuda_fast_graphs.c): skinny
+ * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
+ * iterations of weights they stage before the wait (stage). */
+#define DS_CUDA_N_STEP_CFGS 14
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
+	int stage;
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -91,6 +94,11 @@ struct ds_cuda_fast {
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
 	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
 	bool fuse_qkv;
+	/* skinny GEMMs stage this many iterations of weights in shared memory before their PDL wait
+	 * (ds_k_skinny's stage; DS_FAST_SKINNY_STAGE=n, default 0 outside the graph tuning, which
+	 * tries 0-3 unless DS_FAST_SKINNY_STAGE=0: stage_tune) */
+	int skinny_stage;
+	bool stage_tune;
 	/* decode graphs: each bucket's graph is captured under every step configuration
 	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off) and the
 	 * fastest replay kept

@@ -195,6 +195,7 @@ struct cand {
 	float *C;
 	int M, N, K;
 	const struct ds_cuda_pick *plain; /* SPLIT */
+	int stage; /* skinny kinds: staged weight iterations (0 while timing candidates) */
 };
 
 static enum ds_status lt_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W, float *C,
@@ -205,7 +206,7 @@ static cudaError_t cand_launch(struct ds_cuda_ctx *c, const struct cand *x)
 	int kind = x->kind, v = x->v;
 	if (kind == DS_CUDA_GEMM_SKINNY_SILU)
 		return ds_k_skinny_silu(x->gu, x->W, x->C, x->M, x->N, x->K, v, c->fast.pdl,
-		                        c->stream);
+		                        x->stage, c->stream);
 	if (kind == DS_CUDA_GEMM_SPLIT) {
 		cudaError_t e = ds_k_silu_mul_pdl(x->gu, x->M, x->K, x->h, c->fast.pdl, c->stream);
 		if (e != cudaSuccess)
@@ -217,7 +218,8 @@ static cudaError_t cand_launch(struct ds_cuda_ctx *c, const struct cand *x)
 	if (kind == DS_CUDA_GEMM_GEMV)
 		return ds_k_gemv(A, x->W, x->C, x->M, x->N, x->K, c->stream);
 	if (kind == DS_CUDA_GEMM_SKINNY)
-		return ds_k_skinny(A, x->W, x->C, x->M, x->N, x->K, v, c->fast.pdl, c->stream);
+		return ds_k_skinny(A, x->W, x->C, x->M, x->N, x->K, v, c->fast.pdl, x->stage,
+		                   c->stream);
 	struct ds_err err;
 	return lt_gemm(c, A, x->W, x->C, x->M, x->N, x->K, &err) == DS_OK ? cudaSuccess
 	                                                                  : cudaErrorUnknown;
@@ -479,7 +481,15 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	}
 	if (kind == DS_CUDA_GEMM_LT)
 		return lt_gemm(c, A, W, C, M, N, K, err);
-	struct cand x = {.kind = kind, .v = v, .A = A, .W = W, .C = C, .M = M, .N = N, .K = K};
+	struct cand x = {.kind = kind,
+	                 .v = v,
+	                 .A = A,
+	                 .W = W,
+	                 .C = C,
+	                 .M = M,
+	                 .N = N,
+	                 .K = K,
+	                 .stage = c->fast.skinny_stage};
 	DS_CUDA_TRY(cand_launch(c, &x), err);
 	return DS_OK;
 }
@@ -547,7 +557,7 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
 			return rv;
 		if (pk && pk->kind == DS_CUDA_GEMM_SKINNY_SILU) {
 			DS_CUDA_TRY(ds_k_skinny_silu(gu, W, C, M, N, K, pk->variant, c->fast.pdl,
-			                             c->stream),
+			                             c->fast.skinny_stage, c->stream),
 			            err);
 			return DS_OK;
 		}
@@ -732,6 +742,10 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
 	const char *fq = getenv("DS_FAST_FUSE_QKV");
 	f->fuse_qkv = !(fq && strcmp(fq, "0") == 0);
+	/* staged weights off by default outside the graph tuning, which measures them */
+	const char *ss = getenv("DS_FAST_SKINNY_STAGE");
+	f->skinny_stage = ss ? DS_MAX(DS_MIN(atoi(ss), DS_K_SKINNY_MAX_STAGE), 0) : 0;
+	f->stage_tune = !(ss && strcmp(ss, "0") == 0);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)

@@ -4,7 +4,8 @@
  * Key decision: the graph is tuned on the whole step. The GEMM choices (cuda_fast.c) are timed one
  * GEMM at a time, but inside a captured step the kernels around a GEMM change what is fastest,
  * so the step is captured under each step configuration (skinny GEMMs, PDL, the fused q/k/v
- * epilogue: each on or off), every replay is timed, and the fastest graph is kept. */
+ * epilogue: each on or off; staged weights for skinny GEMMs under PDL), every replay is timed,
+ * and the fastest graph is kept. */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -13,10 +14,14 @@
 
 /* Skinny GEMMs (and the GEMV), PDL and the fused q/k/v epilogue, each on or off (on the H200,
  * GEMV/cuBLASLt only beat the per-GEMM picks by 3% inside the batch-1 step, PDL off beat on by
- * 2% at batch 8: bench/results/gpu-20261129-1083075). */
+ * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
+ * or 3 iterations of weights before their wait. */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true},   {false, true, true},   {true, false, true},   {false, false, true},
-    {true, true, false},  {false, true, false},  {true, false, false},  {false, false, false}};
+    {true, true, true, 0},    {false, true, true, 0},   {true, false, true, 0},
+    {false, false, true, 0},  {true, true, false, 0},   {false, true, false, 0},
+    {true, false, false, 0},  {false, false, false, 0}, {true, true, true, 1},
+    {true, true, true, 2},    {true, true, true, 3},    {true, true, false, 1},
+    {true, true, false, 2},   {true, true, false, 3}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -25,7 +30,8 @@ static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 
 /* First use of bucket bi with graphs and tuning on: one eager pass (the GEMM choices are
  * timed outside capture), then the pass captured under every step configuration the
- * environment allows (DS_CUDA_SKINNY=0 / DS_CUDA_PDL=0 rule theirs out), each replay timed
+ * environment allows (DS_CUDA_SKINNY=0 / DS_CUDA_PDL=0 / DS_FAST_FUSE_QKV=0 /
+ * DS_FAST_SKINNY_STAGE=0 rule theirs out), each replay timed
  * (best of 3 after one), and the fastest graph kept and launched once more, so this pass's
  * outputs and KV writes are that graph's. Replaying a pass is idempotent: the same inputs give
  * the same outputs and KV. */
@@ -39,17 +45,20 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	if (rv != DS_OK)
 		return rv;
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv;
+	int stage0 = f->skinny_stage;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
 	int best_i = -1;
 	for (int i = 0; i < DS_CUDA_N_STEP_CFGS && rv == DS_OK; i++) {
 		const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
 		f->graph_ms[bi][i] = INFINITY;
-		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0))
+		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0) ||
+		    (sc->stage && !f->stage_tune))
 			continue;
 		f->skinny = sc->skinny;
 		f->pdl = sc->pdl;
 		f->fuse_qkv = sc->fuse;
+		f->skinny_stage = sc->stage;
 		cudaGraphExec_t g = NULL;
 		bool warm = true;
 		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
@@ -70,6 +79,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	f->skinny = skinny0;
 	f->pdl = pdl0;
 	f->fuse_qkv = fuse0;
+	f->skinny_stage = stage0;
 	if (rv == DS_OK && !best)
 		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
 		             1 << bi);

@@ -599,19 +599,10 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = fals
 	return r;
 }
 
-/* Allows the instance's dynamic shared memory (over 48 KB needs an opt-in). The call is not a
- * stream operation; relaxed mode keeps it legal while a stream is being captured. */
+/* Allows the instance's dynamic shared memory (over 48 KB needs an opt-in). */
 static cudaError_t dattn_prepare(const struct dattn_inst *in)
 {
-	if (in->smem == 0)
-		return cudaSuccess;
-	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-	cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
-	if (e != cudaSuccess)
-		return e;
-	e = cudaFuncSetAttribute(in->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)in->smem);
-	cudaError_t e2 = cudaThreadExchangeStreamCaptureMode(&mode);
-	return e != cudaSuccess ? e : e2;
+	return in->smem == 0 ? cudaSuccess : ds_allow_smem(in->fn, in->smem);
 }
 
 extern "C" cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant,

@@ -131,15 +131,20 @@ cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int
  * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
 #define DS_K_SKINNY_MAX_M 64
 #define DS_K_SKINNY_VARIANTS 14
+/* stage (0 .. DS_K_SKINNY_MAX_STAGE): each warp also copies the weights of its next stage
+ * iterations into shared memory before that wait (as many as a block has and 96 KB holds), so
+ * under PDL a GEMM after a kernel that leaves DRAM idle (RMSNorm, attention) streams part of
+ * its weights during it. The arithmetic is the same for every stage: the same bits. */
+#define DS_K_SKINNY_MAX_STAGE 4
 cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
-                        int variant, int pdl, cudaStream_t st);
+                        int variant, int pdl, int stage, cudaStream_t st);
 /* The same GEMM with SiLU*mul fused into the activation load: gu is the (M, 2K) fp32 gate/up
  * buffer and A (m, k) = bf16(silu(gu[m, k]) * gu[m, K + k]), computed with ds_k_silu_mul's
  * arithmetic, so the result has the bits of ds_k_silu_mul then ds_k_skinny with the same
  * variant. M <= DS_K_SKINNY_SILU_MAX_M; K % 8 == 0; gu and W 16-byte aligned. */
 #define DS_K_SKINNY_SILU_MAX_M 8
 cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N, int K,
-                             int variant, int pdl, cudaStream_t st);
+                             int variant, int pdl, int stage, cudaStream_t st);
 /* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
  * snprintf's count, or -1 for an M or variant out of range. */
 int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);

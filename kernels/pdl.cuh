@@ -25,6 +25,20 @@ __device__ __forceinline__ void ds_grid_dep_wait(void)
 #endif
 }
 
+/* Allows kernel fn dynamic shared memory of smem bytes (over 48 KB needs an opt-in). Not a stream
+ * operation: relaxed capture mode keeps the call legal while a stream is being captured. */
+template <typename... KArgs>
+static inline cudaError_t ds_allow_smem(void (*fn)(KArgs...), size_t smem)
+{
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
+	if (e != cudaSuccess)
+		return e;
+	e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+	cudaError_t e2 = cudaThreadExchangeStreamCaptureMode(&mode);
+	return e != cudaSuccess ? e : e2;
+}
+
 /* kernel<<<grid, block, smem, st>>>(args...), with the PDL attribute when pdl != 0 and in
  * thread-block clusters of cluster_x blocks along x when cluster_x > 1 (grid.x a multiple). */
 template <typename... KArgs, typename... Args>

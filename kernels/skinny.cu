@@ -19,6 +19,7 @@
  * written by the forward pass). */
 #include "kernels.h"
 #include "cu_common.cuh"
+#include "mma_prims.cuh"
 #include "pdl.cuh"
 
 #include <cooperative_groups.h>
@@ -102,14 +103,6 @@ __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 	return v;
 }
 
-__device__ __forceinline__ void mma16816(float *c, unsigned a0, unsigned a1, unsigned a2,
-                                         unsigned a3, unsigned b0, unsigned b1)
-{
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-	             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-	             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 /* Weight fragments of chunks [c, c + U) for R tiles (zeros past K or N). */
 template <int U, int R>
@@ -125,6 +118,58 @@ __device__ __forceinline__ void load_w(uint4 (&wv)[U][R][2], const uint16_t *con
 #pragma unroll
 			for (int h = 0; h < 2; h++)
 				wv[u][r][h] = (wok[r][h] && k < K) ? ld_stream(wp[r][h] + k) : zero;
+	}
+}
+
+/* Staged weights: a thread's fragments of one iteration, (U, R, 2) uint4, each at index
+ * ((u * R + r) * 2 + h) * nthr + tid of its iteration's slab, so a warp's 16-byte accesses are
+ * contiguous. Every lane stages exactly the fragments it will read itself, so its own
+ * cp.async.wait_group is all the synchronisation reading them back needs. */
+template <int U, int R>
+__device__ __forceinline__ void stage_w(uint4 *slab, const uint16_t *const (&wp)[R][2],
+                                        const bool (&wok)[R][2], int c, int t, int K, int tid,
+                                        int nthr)
+{
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		int k = (c + u) * 32 + 8 * t;
+#pragma unroll
+		for (int r = 0; r < R; r++)
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				bool ok = wok[r][h] && k < K;
+				mt_cp16(slab + ((u * R + r) * 2 + h) * nthr + tid, ok ? wp[r][h] + k : wp[r][h],
+				        ok);
+			}
+	}
+}
+
+template <int U, int R>
+__device__ __forceinline__ void unstage_w(uint4 (&wv)[U][R][2], const uint4 *slab, int tid,
+                                          int nthr)
+{
+#pragma unroll
+	for (int u = 0; u < U; u++)
+#pragma unroll
+		for (int r = 0; r < R; r++)
+#pragma unroll
+			for (int h = 0; h < 2; h++)
+				wv[u][r][h] = slab[((u * R + r) * 2 + h) * nthr + tid];
+}
+
+/* The weights of iteration it (chunks c..): from its staged slab when it <= stage (the first
+ * such read waits for this thread's copies), else from global memory. */
+template <int U, int R>
+__device__ __forceinline__ void next_w(uint4 (&wv)[U][R][2], const uint16_t *const (&wp)[R][2],
+                                       const bool (&wok)[R][2], int c, int t, int K, int it,
+                                       int stage, const uint4 *stg, int tid, int nthr)
+{
+	if (it <= stage) {
+		if (it == 1)
+			mt_wait<0>();
+		unstage_w<U, R>(wv, stg + (size_t)(it - 1) * (U * R * 2) * nthr, tid, nthr);
+	} else {
+		load_w<U, R>(wv, wp, wok, c, t, K);
 	}
 }
 
@@ -170,9 +215,10 @@ __device__ __forceinline__ uint4 silu_operand(const float *__restrict__ gu, int 
 template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_kernel(const void *__restrict__ A, const uint16_t *__restrict__ W, float *__restrict__ C,
-                  int M, int N, int K)
+                  int M, int N, int K, int stage)
 {
-	extern __shared__ float4 sk_red[]; /* (WARPS, R, NT, 32 lanes) fragments, then part */
+	/* (WARPS, R, NT, 32 lanes) fragments, then part (KS > 1), then stage slabs of weights */
+	extern __shared__ float4 sk_red[];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	int rank = 0;
 	if constexpr (KS > 1)
@@ -212,18 +258,26 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 	uint4 wv[U][R][2];
 	const uint4 zero = make_uint4(0, 0, 0, 0);
+	const int tid = threadIdx.x, nthr = WARPS * 32;
 	int c = (rank * WARPS + warp) * U;
 	load_w<U, R>(wv, wp, wok, c, t, K);
+	/* the next `stage` iterations' weights go to shared memory now: under PDL, while the
+	 * previous kernel (an RMSNorm or the attention, which leave DRAM mostly idle) still runs */
+	const uint4 *stg = (const uint4 *)(sk_red + (WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32);
+	for (int it = 1; it <= stage && c + it * step < nch; it++)
+		stage_w<U, R>((uint4 *)stg + (size_t)(it - 1) * (U * R * 2) * nthr, wp, wok,
+		              c + it * step, t, K, tid, nthr);
+	mt_commit();
 	/* everything below reads activations or writes C: wait for the previous kernel */
 	ds_grid_dep_wait();
-	for (; c < nch; c += step) {
+	for (int it = 0; c < nch; c += step, it++) {
 		const int cn = c + step;
 		/* PF: the next chunks' weights are requested before this iteration's activation
 		 * loads (and SiLU), so their latency is not added to the weight stream's */
 		uint4 wn[PF ? U : 1][R][2];
 		if constexpr (PF)
 			if (cn < nch)
-				load_w<U, R>(wn, wp, wok, cn, t, K);
+				next_w<U, R>(wn, wp, wok, cn, t, K, it + 1, stage, stg, tid, nthr);
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			int k = (c + u) * 32 + 8 * t;
@@ -239,14 +293,17 @@ __global__ void __launch_bounds__(WARPS * 32)
 					            : zero;
 			}
 #pragma unroll
-			for (int r = 0; r < R; r++)
+			for (int r = 0; r < R; r++) {
+				const unsigned lo[4] = {wv[u][r][0].x, wv[u][r][1].x, wv[u][r][0].y,
+				                        wv[u][r][1].y};
+				const unsigned hi[4] = {wv[u][r][0].z, wv[u][r][1].z, wv[u][r][0].w,
+				                        wv[u][r][1].w};
 #pragma unroll
 				for (int j = 0; j < NT; j++) {
-					mma16816(acc[r][j], wv[u][r][0].x, wv[u][r][1].x,
-					         wv[u][r][0].y, wv[u][r][1].y, av[j].x, av[j].y);
-					mma16816(acc[r][j], wv[u][r][0].z, wv[u][r][1].z,
-					         wv[u][r][0].w, wv[u][r][1].w, av[j].z, av[j].w);
+					mt_mma(acc[r][j], lo, av[j].x, av[j].y);
+					mt_mma(acc[r][j], hi, av[j].z, av[j].w);
 				}
+			}
 		}
 		if (cn < nch) {
 			if constexpr (PF) {
@@ -258,7 +315,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 						for (int h = 0; h < 2; h++)
 							wv[u][r][h] = wn[u][r][h];
 			} else {
-				load_w<U, R>(wv, wp, wok, cn, t, K);
+				next_w<U, R>(wv, wp, wok, cn, t, K, it + 1, stage, stg, tid, nthr);
 			}
 		}
 	}
@@ -311,28 +368,45 @@ __global__ void __launch_bounds__(WARPS * 32)
 	}
 }
 
+/* Shared memory for the staged weights of one block at most (the rest of an SM's 227 KB is left
+ * to a second block and to the kernel before it, which PDL runs alongside) */
+#define SKINNY_STAGE_BYTES (96 * 1024)
+
 template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
-                                 int pdl, cudaStream_t st)
+                                 int pdl, int stage, cudaStream_t st)
 {
-	constexpr size_t smem = (size_t)(WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32 * sizeof(float4);
-	static_assert(smem <= 48 * 1024, "skinny variant needs more than 48 KB of shared memory");
+	constexpr size_t red = (size_t)(WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32 * sizeof(float4);
+	constexpr size_t slab = (size_t)U * R * 2 * WARPS * 32 * sizeof(uint4);
+	static_assert(red <= 48 * 1024, "skinny variant needs more than 48 KB of shared memory");
 	static_assert(KS >= 1 && KS <= 8, "cluster size must be portable (<= 8)");
 	unsigned tiles = (unsigned)((N + 16 * R - 1) / (16 * R));
 	if ((size_t)tiles * KS > 0x7fffffffu)
 		return cudaErrorInvalidValue;
-	return ds_launch_cluster(skinny_kernel<NT, R, U, WARPS, KS, PF, SILU>, dim3(tiles * KS),
-	                         dim3(WARPS * 32), smem, st, pdl, KS, A, W, C, M, N, K);
+	/* no more iterations than the block has after its first, and what fits the budget */
+	int nch = (K + 31) / 32, step = KS * WARPS * U;
+	stage = DS_MIN(stage, (nch + step - 1) / step - 1);
+	stage = DS_MAX(DS_MIN(stage, (int)(SKINNY_STAGE_BYTES / slab)), 0);
+	size_t smem = red + (size_t)stage * slab;
+	auto fn = skinny_kernel<NT, R, U, WARPS, KS, PF, SILU>;
+	if (smem > 48 * 1024) {
+		cudaError_t e = ds_allow_smem(fn, smem);
+		if (e != cudaSuccess)
+			return e;
+	}
+	return ds_launch_cluster(fn, dim3(tiles * KS), dim3(WARPS * 32), smem, st, pdl, KS, A, W, C,
+	                         M, N, K, stage);
 }
 
 /* The fused SiLU variants exist for the first batch tile only (M <= 8): above it every block
  * recomputing the activations costs more than the separate kernel saves. */
 template <int I, int NT, int R, int U, int WARPS, int KS, bool PF>
 static cudaError_t skinny_launch_silu(const float *gu, const uint16_t *W, float *C, int M, int N,
-                                      int K, int pdl, cudaStream_t st)
+                                      int K, int pdl, int stage, cudaStream_t st)
 {
 	if constexpr (I == 0)
-		return skinny_launch<NT, R, U, WARPS, KS, PF, true>(gu, W, C, M, N, K, pdl, st);
+		return skinny_launch<NT, R, U, WARPS, KS, PF, true>(gu, W, C, M, N, K, pdl, stage,
+		                                                     st);
 	else
 		return cudaErrorInvalidValue;
 }
@@ -363,17 +437,18 @@ extern "C" int ds_k_skinny_describe(int M, int variant, char *buf, size_t len)
 }
 
 extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
-                                   int K, int variant, int pdl, cudaStream_t st)
+                                   int K, int variant, int pdl, int stage, cudaStream_t st)
 {
 	if (M <= 0 || N <= 0)
 		return cudaSuccess;
-	if (M > DS_K_SKINNY_MAX_M || K <= 0 || K % 8 != 0 || variant < 0 ||
+	if (M > DS_K_SKINNY_MAX_M || K <= 0 || K % 8 != 0 || variant < 0 || stage < 0 ||
+	    stage > DS_K_SKINNY_MAX_STAGE ||
 	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
 	switch (skinny_nt_index(M) * 16 + variant) {
 #define SKINNY_CASE(i, v, nt, w, r, u, ks, pf)                                                     \
 	case i * 16 + v:                                                                           \
-		return skinny_launch<nt, r, u, w, ks, pf, false>(A, W, C, M, N, K, pdl, st);
+		return skinny_launch<nt, r, u, w, ks, pf, false>(A, W, C, M, N, K, pdl, stage, st);
 		SKINNY_VARIANTS(SKINNY_CASE)
 #undef SKINNY_CASE
 	default:
@@ -382,17 +457,19 @@ extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *
 }
 
 extern "C" cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N,
-                                        int K, int variant, int pdl, cudaStream_t st)
+                                        int K, int variant, int pdl, int stage, cudaStream_t st)
 {
 	if (M <= 0 || N <= 0)
 		return cudaSuccess;
-	if (M > DS_K_SKINNY_SILU_MAX_M || K <= 0 || K % 8 != 0 || variant < 0 ||
+	if (M > DS_K_SKINNY_SILU_MAX_M || K <= 0 || K % 8 != 0 || variant < 0 || stage < 0 ||
+	    stage > DS_K_SKINNY_MAX_STAGE ||
 	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)gu | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
 	switch (skinny_nt_index(M) * 16 + variant) {
 #define SKINNY_SILU_CASE(i, v, nt, w, r, u, ks, pf)                                                \
 	case i * 16 + v:                                                                           \
-		return skinny_launch_silu<i, nt, r, u, w, ks, pf>(gu, W, C, M, N, K, pdl, st);
+		return skinny_launch_silu<i, nt, r, u, w, ks, pf>(gu, W, C, M, N, K, pdl, stage,    \
+		                                                  st);
 		SKINNY_VARIANTS(SKINNY_SILU_CASE)
 #undef SKINNY_SILU_CASE
 	default:

@@ -354,12 +354,12 @@ int bench_profile(struct bench *b)
 		/* the step configuration the graph tuning kept, and every configuration's replay */
 		int kept = c->fast.graph_cfg[bi];
 		printf("batch %d: graph tuned to configuration %d; replay ms by configuration "
-		       "(skinny, pdl, fused qkv):",
+		       "(skinny, pdl, fused qkv, staged iterations):",
 		       B, kept);
 		for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++)
-			printf(" (%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
+			printf(" (%d,%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
 			       (int)ds_cuda_fast_step_cfgs[i].pdl, (int)ds_cuda_fast_step_cfgs[i].fuse,
-			       c->fast.graph_ms[bi][i]);
+			       ds_cuda_fast_step_cfgs[i].stage, c->fast.graph_ms[bi][i]);
 		printf("\n");
 		for (int rep = 0; rep < 5; rep++) { /* keep the repetition with the least total */
 			if (prof_pass(b, B, ctx, pr))
@@ -584,28 +584,34 @@ int bench_ablate(struct bench *b)
 		const char *name;
 		int mask;
 		const char *attn; /* DS_FAST_ATTN for the capture (NULL: unset) */
+		int stage;        /* skinny GEMMs' staged weight iterations */
 	} cfgs[] = {
-	    {"all", ABL_ALL, NULL},
-	    {"all_fused_qkv", ABL_ALL | ABL_FUSE, NULL},
-	    {"attn_fused_qkv", ABL_ATTN | ABL_ROPE | ABL_FUSE, NULL},
-	    {"attn_rope", ABL_ATTN | ABL_ROPE, NULL},
-	    {"all_attn_pipe", ABL_ALL, "pipe"},
-	    {"attn_pipe", ABL_ATTN, "pipe"},
-	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL},
-	    {"no_rope", ABL_ALL & ~ABL_ROPE, NULL},
-	    {"no_attn", ABL_ALL & ~ABL_ATTN, NULL},
-	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN), NULL},
-	    {"gemms", ABL_GEMMS, NULL},
-	    {"qkv", ABL_QKV, NULL},
-	    {"o", ABL_O, NULL},
-	    {"gate_up", ABL_GU, NULL},
-	    {"down", ABL_DOWN, NULL},
-	    {"head", ABL_HEAD, NULL},
-	    {"norm", ABL_NORM, NULL},
-	    {"rope", ABL_ROPE, NULL},
-	    {"attn", ABL_ATTN, NULL},
-	    {"empty", 0, NULL},
+	    {"all", ABL_ALL, NULL, 0},
+	    {"all_fused_qkv", ABL_ALL | ABL_FUSE, NULL, 0},
+	    {"all_fused_stage1", ABL_ALL | ABL_FUSE, NULL, 1},
+	    {"all_fused_stage2", ABL_ALL | ABL_FUSE, NULL, 2},
+	    {"all_fused_stage3", ABL_ALL | ABL_FUSE, NULL, 3},
+	    {"gemms_stage2", ABL_GEMMS, NULL, 2},
+	    {"attn_fused_qkv", ABL_ATTN | ABL_ROPE | ABL_FUSE, NULL, 0},
+	    {"attn_rope", ABL_ATTN | ABL_ROPE, NULL, 0},
+	    {"all_attn_pipe", ABL_ALL, "pipe", 0},
+	    {"attn_pipe", ABL_ATTN, "pipe", 0},
+	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL, 0},
+	    {"no_rope", ABL_ALL & ~ABL_ROPE, NULL, 0},
+	    {"no_attn", ABL_ALL & ~ABL_ATTN, NULL, 0},
+	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN), NULL, 0},
+	    {"gemms", ABL_GEMMS, NULL, 0},
+	    {"qkv", ABL_QKV, NULL, 0},
+	    {"o", ABL_O, NULL, 0},
+	    {"gate_up", ABL_GU, NULL, 0},
+	    {"down", ABL_DOWN, NULL, 0},
+	    {"head", ABL_HEAD, NULL, 0},
+	    {"norm", ABL_NORM, NULL, 0},
+	    {"rope", ABL_ROPE, NULL, 0},
+	    {"attn", ABL_ATTN, NULL, 0},
+	    {"empty", 0, NULL, 0},
 	};
+	int stage0 = c->fast.skinny_stage;
 	FILE *f = json_open(b->out, "ablate");
 	if (!f)
 		return 1;
@@ -626,9 +632,12 @@ int bench_ablate(struct bench *b)
 		fprintf(f, "%s  {\"batch\": %d, \"configs\": [", bi ? ",\n" : "", B);
 		for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
 			double ms;
-			if ((cfgs[i].attn ? setenv("DS_FAST_ATTN", cfgs[i].attn, 1)
-			                  : unsetenv("DS_FAST_ATTN")) != 0 ||
-			    abl_time(b, B, cfgs[i].mask, &ms))
+			c->fast.skinny_stage = cfgs[i].stage;
+			int rc = (cfgs[i].attn ? setenv("DS_FAST_ATTN", cfgs[i].attn, 1)
+			                       : unsetenv("DS_FAST_ATTN")) != 0 ||
+			         abl_time(b, B, cfgs[i].mask, &ms);
+			c->fast.skinny_stage = stage0;
+			if (rc)
 				return 1;
 			int m = cfgs[i].mask;
 			double wb = 2.0 * nl *

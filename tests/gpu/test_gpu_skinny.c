@@ -40,15 +40,20 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
 			char name[64];
 			assert_true(ds_k_skinny_describe(M, v, name, sizeof(name)) > 0);
-			for (int pdl = 0; pdl < 2; pdl++) {
+			/* plain, PDL, and weights staged in shared memory (1 and the most
+			 * iterations, with and without PDL) */
+			static const int runs[][2] = {
+			    {0, 0}, {1, 0}, {1, 1}, {0, DS_K_SKINNY_MAX_STAGE}, {1, DS_K_SKINNY_MAX_STAGE}};
+			for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
+				int pdl = runs[ri][0], stage = runs[ri][1];
 				/* on a non-blocking stream, as the backend launches */
 				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-				CK(ds_k_skinny(g.dA, g.dW, dC, M, N, K, v, pdl, st));
+				CK(ds_k_skinny(g.dA, g.dW, dC, M, N, K, v, pdl, stage, st));
 				CK(cudaStreamSynchronize(st));
 				from_dev(C, dC, nc * 4);
 				dev_check_guard(dC, nc * 4);
 				gt_gemm_check(C, g.ref, g.sabs, M, N, K, all, name);
-				if (pdl == 0)
+				if (ri == 0)
 					memcpy(C0, C, nc * 4);
 				else /* same variant, same shape: the same bits */
 					assert_memory_equal(C0, C, nc * 4);
@@ -86,19 +91,22 @@ static void test_skinny_rejects(void **state)
 	uint16_t *dA = dev_alloc_guarded((size_t)65 * K * 2),
 	         *dW = dev_alloc_guarded((size_t)N * K * 2);
 	float *dC = dev_alloc_guarded((size_t)65 * N * 4);
-	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, 100, 0, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny(dA, dW, dC, 65, N, K, 0, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, K, DS_K_SKINNY_VARIANTS, 0, 0),
+	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, 100, 0, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny(dA, dW, dC, 65, N, K, 0, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, K, DS_K_SKINNY_VARIANTS, 0, 0, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, K, -1, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny(dA + 1, dW, dC, 2, N, K, 0, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, 0, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, K, -1, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, K, 0, 0, -1, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, K, 0, 0, DS_K_SKINNY_MAX_STAGE + 1, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny(dA + 1, dW, dC, 2, N, K, 0, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny(dA, dW, dC, 2, N, 0, 0, 0, 0, 0), cudaErrorInvalidValue);
 	char name[64];
 	assert_int_equal(ds_k_skinny_describe(0, 0, name, sizeof(name)), -1);
 	assert_int_equal(ds_k_skinny_describe(65, 0, name, sizeof(name)), -1);
 	/* empty shapes are no-ops: C keeps its poison */
-	CK(ds_k_skinny(dA, dW, dC, 0, N, K, 0, 0, 0));
-	CK(ds_k_skinny(dA, dW, dC, 3, 0, K, 0, 0, 0));
+	CK(ds_k_skinny(dA, dW, dC, 0, N, K, 0, 0, 0, 0));
+	CK(ds_k_skinny(dA, dW, dC, 3, 0, K, 0, 0, 0, 0));
 	CK(cudaDeviceSynchronize());
 	uint32_t word;
 	from_dev(&word, dC, 4);
@@ -133,7 +141,7 @@ static void test_skinny_pdl_chain(void **state)
 		CK(cudaMemcpyAsync(dA, stale, na * 2, cudaMemcpyHostToDevice, st));
 		CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
 		CK(ds_k_synth_fill(dA, na, 0, 5, 6, 1.0f, 0.0f, st));
-		CK(ds_k_skinny(dA, dW, dC, M, N, K, v, 1, st));
+		CK(ds_k_skinny(dA, dW, dC, M, N, K, v, 1, 0, st));
 		CK(cudaStreamSynchronize(st));
 		from_dev(C, dC, nc * 4);
 		gt_gemm_check(C, ref, sabs, M, N, K, false, "pdl eager");
@@ -142,7 +150,7 @@ static void test_skinny_pdl_chain(void **state)
 		cudaGraphExec_t ge;
 		CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
 		CK(ds_k_synth_fill(dA, na, 0, 5, 6, 1.0f, 0.0f, st));
-		CK(ds_k_skinny(dA, dW, dC, M, N, K, v, 1, st));
+		CK(ds_k_skinny(dA, dW, dC, M, N, K, v, 1, 0, st));
 		CK(cudaStreamEndCapture(st, &g));
 		CK(cudaGraphInstantiate(&ge, g, 0));
 		for (int rep = 0; rep < 3; rep++) {
@@ -205,26 +213,27 @@ static void silu_case(int N, int K)
 			char name[64];
 			assert_true(ds_k_skinny_describe(M, v, name, sizeof(name)) > 0);
 			CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-			CK(ds_k_skinny(dh, dW, dC, M, N, K, v, 0, st));
+			CK(ds_k_skinny(dh, dW, dC, M, N, K, v, 0, 0, st));
 			CK(cudaStreamSynchronize(st));
 			from_dev(C0, dC, nc * 4);
 			gt_gemm_check(C0, ref, sabs, M, N, K, all, name);
-			for (int pdl = 0; pdl < 2; pdl++) {
+			for (int run = 0; run < 3; run++) { /* plain, PDL, PDL + staged weights */
+				int pdl = run > 0, stage = run == 2 ? DS_K_SKINNY_MAX_STAGE : 0;
 				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-				CK(ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, pdl, st));
+				CK(ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, pdl, stage, st));
 				CK(cudaStreamSynchronize(st));
 				from_dev(C, dC, nc * 4);
 				dev_check_guard(dC, nc * 4);
 				if (memcmp(C0, C, nc * 4) != 0)
-					fail_msg("%s silu pdl=%d M=%d N=%d K=%d: fused bits differ "
-					         "from silu_mul + skinny",
-					         name, pdl, M, N, K);
+					fail_msg("%s silu pdl=%d stage=%d M=%d N=%d K=%d: fused bits "
+					         "differ from silu_mul + skinny",
+					         name, pdl, stage, M, N, K);
 			}
 			/* captured and replayed */
 			cudaGraph_t g;
 			cudaGraphExec_t ge;
 			CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-			CK(ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, 0, st));
+			CK(ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, 0, 0, st));
 			CK(cudaStreamEndCapture(st, &g));
 			CK(cudaGraphInstantiate(&ge, g, 0));
 			for (int rep = 0; rep < 2; rep++) {
@@ -265,14 +274,14 @@ static void test_skinny_silu(void **state)
 	float *dgu = dev_alloc_guarded((size_t)9 * 2 * K * 4);
 	uint16_t *dW = dev_alloc_guarded((size_t)N * K * 2);
 	float *dC = dev_alloc_guarded((size_t)9 * N * 4);
-	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, DS_K_SKINNY_SILU_MAX_M + 1, N, K, 0, 0, 0),
+	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, DS_K_SKINNY_SILU_MAX_M + 1, N, K, 0, 0, 0, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, 100, 0, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_silu(dgu + 1, dW, dC, 2, N, K, 0, 0, 0),
+	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, 100, 0, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny_silu(dgu + 1, dW, dC, 2, N, K, 0, 0, 0, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, K, DS_K_SKINNY_VARIANTS, 0, 0),
+	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, K, DS_K_SKINNY_VARIANTS, 0, 0, 0),
 	                 cudaErrorInvalidValue);
-	CK(ds_k_skinny_silu(dgu, dW, dC, 0, N, K, 0, 0, 0));
+	CK(ds_k_skinny_silu(dgu, dW, dC, 0, N, K, 0, 0, 0, 0));
 	CK(cudaDeviceSynchronize());
 	uint32_t word;
 	from_dev(&word, dC, 4);
@@ -395,6 +404,8 @@ static void test_graph_tune(void **state)
 			c->fast.skinny = allow_skinny;
 			c->fast.pdl = true;
 			c->fast.fuse_qkv = true;
+			c->fast.stage_tune = true;
+			c->fast.skinny_stage = 0;
 			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
 			for (int k = 0; k < 2; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
@@ -410,21 +421,31 @@ static void test_graph_tune(void **state)
 			}
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
 			print_message("B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
-			              "fuse %d) %.3f ms\n",
+			              "fuse %d stage %d) %.3f ms\n",
 			              B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
 			              (int)ds_cuda_fast_step_cfgs[kept].pdl,
-			              (int)ds_cuda_fast_step_cfgs[kept].fuse, c->fast.graph_ms[bi][kept]);
+			              (int)ds_cuda_fast_step_cfgs[kept].fuse,
+			              ds_cuda_fast_step_cfgs[kept].stage, c->fast.graph_ms[bi][kept]);
 			/* the same switches untuned: eager, then captured */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.graph_tune = false;
 			c->fast.skinny = ds_cuda_fast_step_cfgs[kept].skinny;
 			c->fast.pdl = ds_cuda_fast_step_cfgs[kept].pdl;
 			c->fast.fuse_qkv = ds_cuda_fast_step_cfgs[kept].fuse;
+			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
 			for (int k = 0; k < 3; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
 				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
 			}
 			assert_non_null(c->fast.graph[bi]);
+			/* staged weights change no bit (the most stages, eager then captured) */
+			ds_cuda_fast_graphs_reset(c);
+			c->fast.skinny_stage = DS_K_SKINNY_MAX_STAGE;
+			for (int k = 0; k < 3; k++) {
+				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
+				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
+			}
+			c->fast.skinny_stage = 0;
 		}
 	}
 	decode_fix_free(&f);
