@@ -284,8 +284,7 @@ static void buffers_free(struct ds_cuda_ctx *c)
 {
 	void *dev[] = {c->kv,        c->x,      c->dlt,        c->big,    c->h,      c->q,
 	               c->att,       c->logits, c->part,       c->dm.ids, c->dm.pos, c->dm.seq,
-	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out, c->dm.aplan,
-	               c->attn_cnt};
+	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out, c->dm.aplan};
 	for (size_t i = 0; i < DS_ARRAY_LEN(dev); i++)
 		if (dev[i])
 			cudaFree(dev[i]);
@@ -331,9 +330,6 @@ static enum ds_status cuda_kv_init(void *ctx, int n_blocks, int block_size, stru
 	DEV(c->att, (size_t)T * qd * sizeof(uint16_t));
 	DEV(c->logits, (size_t)R * cfg->vocab_size * sizeof(float));
 	DEV(c->part, PART_BYTES);
-	DEV(c->attn_cnt, (size_t)R * cfg->n_kv_head * sizeof(unsigned));
-	DS_CUDA_GOTO(cudaMemset(c->attn_cnt, 0, (size_t)R * cfg->n_kv_head * sizeof(unsigned)), err,
-	             rv);
 	size_t ti = (size_t)T * sizeof(int32_t);
 	DEV(c->dm.ids, ti);
 	DEV(c->dm.pos, ti);
@@ -365,7 +361,6 @@ fail:
 	memset(&c->dm, 0, sizeof(c->dm));
 	c->kv = NULL;
 	c->x = c->dlt = c->big = c->part = c->logits = NULL;
-	c->attn_cnt = NULL;
 	c->h = c->q = c->att = NULL;
 	return rv;
 }

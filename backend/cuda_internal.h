@@ -94,9 +94,6 @@ struct ds_cuda_fast {
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
 	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
 	bool fuse_qkv;
-	/* decode attention merges its splits in its last block per row and KV head (c->attn_cnt)
-	 * instead of a second kernel (DS_FAST_ATTN_MERGE=kernel: the combine kernel) */
-	bool attn_fused_merge;
 	/* skinny GEMMs stage this many iterations of weights in shared memory before their PDL wait
 	 * (ds_k_skinny's stage; DS_FAST_SKINNY_STAGE=n, default 0 outside the graph tuning, which
 	 * tries 0-3 unless DS_FAST_SKINNY_STAGE=0: stage_tune) */
@@ -187,9 +184,6 @@ struct ds_cuda_ctx {
 	float *logits; /* (cap_rows, vocab) */
 	float *part;   /* attention partials */
 	size_t part_floats;
-	/* (cap_rows, n_kv_head) zeroed counters: the decode attention's last block per row and KV
-	 * head merges the splits (and zeroes its counter again) */
-	unsigned *attn_cnt;
 	struct ds_cuda_meta hm, dm; /* host (pinned) and device */
 
 	struct ds_cuda_fast fast;

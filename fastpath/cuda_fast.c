@@ -615,13 +615,6 @@ static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 	return p->T == p->R && (p->n_seq == p->T || p->one_row_per_seq);
 }
 
-/* The decode attention's merge counters (the last block of a row and KV head merges its splits,
- * one kernel boundary fewer per layer), or NULL for the combine kernel. */
-static unsigned *merge_counters(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p)
-{
-	return c->fast.attn_fused_merge && p->T <= c->cap_rows ? c->attn_cnt : NULL;
-}
-
 /* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
  * kernel (kernels/attn_decode.cu) with its own split: DS_FAST_ATTN unset or "mma" = the
  * tensor-core variant (the default since the H200 run of 9ee059f: the captured llama3-8b step
@@ -644,12 +637,12 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 		if (rv != DS_OK)
 			return rv;
-		/* with several rows of one sequence (all_rows passes) the mma variant's reads before
-		 * its PDL wait would race the epilogue's K/V writes: launched without PDL */
+		/* no counter buffer in the context yet: partials merged by the combine kernel; with
+		 * several rows of one sequence (all_rows passes) the mma variant's reads before its
+		 * PDL wait would race the epilogue's K/V writes: launched without PDL */
 		int pdl = c->fast.pdl && pass_one_row_per_seq(p);
 		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-		                               c->att, merge_counters(c, p), variant, pdl,
-		                               c->stream),
+		                               c->att, NULL, variant, pdl, c->stream),
 		            err);
 		return DS_OK;
 	}
@@ -692,7 +685,7 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 		return rv;
 	struct ds_k_qkv_epi e = {c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs};
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-	                                 c->att, merge_counters(c, p), c->fast.pdl, c->stream),
+	                                 c->att, NULL, c->fast.pdl, c->stream),
 	            err);
 	*done = true;
 	return DS_OK;
@@ -749,8 +742,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
 	const char *fq = getenv("DS_FAST_FUSE_QKV");
 	f->fuse_qkv = !(fq && strcmp(fq, "0") == 0);
-	const char *am = getenv("DS_FAST_ATTN_MERGE");
-	f->attn_fused_merge = !(am && strcmp(am, "kernel") == 0);
 	/* staged weights off by default outside the graph tuning, which measures them */
 	const char *ss = getenv("DS_FAST_SKINNY_STAGE");
 	f->skinny_stage = ss ? DS_MAX(DS_MIN(atoi(ss), DS_K_SKINNY_MAX_STAGE), 0) : 0;

@@ -585,36 +585,33 @@ int bench_ablate(struct bench *b)
 		int mask;
 		const char *attn; /* DS_FAST_ATTN for the capture (NULL: unset) */
 		int stage;        /* skinny GEMMs' staged weight iterations */
-		bool combine;     /* the decode attention merges by the combine kernel */
 	} cfgs[] = {
-	    {"all", ABL_ALL, NULL, 0, false},
-	    {"all_fused_qkv", ABL_ALL | ABL_FUSE, NULL, 0, false},
-	    {"all_fused_combine", ABL_ALL | ABL_FUSE, NULL, 0, true},
-	    {"all_fused_stage1", ABL_ALL | ABL_FUSE, NULL, 1, false},
-	    {"all_fused_stage2", ABL_ALL | ABL_FUSE, NULL, 2, false},
-	    {"all_fused_stage3", ABL_ALL | ABL_FUSE, NULL, 3, false},
-	    {"gemms_stage2", ABL_GEMMS, NULL, 2, false},
-	    {"attn_fused_qkv", ABL_ATTN | ABL_ROPE | ABL_FUSE, NULL, 0, false},
-	    {"attn_rope", ABL_ATTN | ABL_ROPE, NULL, 0, false},
-	    {"all_attn_pipe", ABL_ALL, "pipe", 0, false},
-	    {"attn_pipe", ABL_ATTN, "pipe", 0, false},
-	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL, 0, false},
-	    {"no_rope", ABL_ALL & ~ABL_ROPE, NULL, 0, false},
-	    {"no_attn", ABL_ALL & ~ABL_ATTN, NULL, 0, false},
-	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN), NULL, 0, false},
-	    {"gemms", ABL_GEMMS, NULL, 0, false},
-	    {"qkv", ABL_QKV, NULL, 0, false},
-	    {"o", ABL_O, NULL, 0, false},
-	    {"gate_up", ABL_GU, NULL, 0, false},
-	    {"down", ABL_DOWN, NULL, 0, false},
-	    {"head", ABL_HEAD, NULL, 0, false},
-	    {"norm", ABL_NORM, NULL, 0, false},
-	    {"rope", ABL_ROPE, NULL, 0, false},
-	    {"attn", ABL_ATTN, NULL, 0, false},
-	    {"empty", 0, NULL, 0, false},
+	    {"all", ABL_ALL, NULL, 0},
+	    {"all_fused_qkv", ABL_ALL | ABL_FUSE, NULL, 0},
+	    {"all_fused_stage1", ABL_ALL | ABL_FUSE, NULL, 1},
+	    {"all_fused_stage2", ABL_ALL | ABL_FUSE, NULL, 2},
+	    {"all_fused_stage3", ABL_ALL | ABL_FUSE, NULL, 3},
+	    {"gemms_stage2", ABL_GEMMS, NULL, 2},
+	    {"attn_fused_qkv", ABL_ATTN | ABL_ROPE | ABL_FUSE, NULL, 0},
+	    {"attn_rope", ABL_ATTN | ABL_ROPE, NULL, 0},
+	    {"all_attn_pipe", ABL_ALL, "pipe", 0},
+	    {"attn_pipe", ABL_ATTN, "pipe", 0},
+	    {"no_norm", ABL_ALL & ~ABL_NORM, NULL, 0},
+	    {"no_rope", ABL_ALL & ~ABL_ROPE, NULL, 0},
+	    {"no_attn", ABL_ALL & ~ABL_ATTN, NULL, 0},
+	    {"no_norm_rope_attn", ABL_ALL & ~(ABL_NORM | ABL_ROPE | ABL_ATTN), NULL, 0},
+	    {"gemms", ABL_GEMMS, NULL, 0},
+	    {"qkv", ABL_QKV, NULL, 0},
+	    {"o", ABL_O, NULL, 0},
+	    {"gate_up", ABL_GU, NULL, 0},
+	    {"down", ABL_DOWN, NULL, 0},
+	    {"head", ABL_HEAD, NULL, 0},
+	    {"norm", ABL_NORM, NULL, 0},
+	    {"rope", ABL_ROPE, NULL, 0},
+	    {"attn", ABL_ATTN, NULL, 0},
+	    {"empty", 0, NULL, 0},
 	};
 	int stage0 = c->fast.skinny_stage;
-	bool merge0 = c->fast.attn_fused_merge;
 	FILE *f = json_open(b->out, "ablate");
 	if (!f)
 		return 1;
@@ -636,12 +633,10 @@ int bench_ablate(struct bench *b)
 		for (size_t i = 0; i < DS_ARRAY_LEN(cfgs); i++) {
 			double ms;
 			c->fast.skinny_stage = cfgs[i].stage;
-			c->fast.attn_fused_merge = merge0 && !cfgs[i].combine;
 			int rc = (cfgs[i].attn ? setenv("DS_FAST_ATTN", cfgs[i].attn, 1)
 			                       : unsetenv("DS_FAST_ATTN")) != 0 ||
 			         abl_time(b, B, cfgs[i].mask, &ms);
 			c->fast.skinny_stage = stage0;
-			c->fast.attn_fused_merge = merge0;
 			if (rc)
 				return 1;
 			int m = cfgs[i].mask;

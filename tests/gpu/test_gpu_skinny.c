@@ -453,8 +453,7 @@ static void test_graph_tune(void **state)
 
 /* The q/k/v epilogue fused into the tensor-core attention (fuse_qkv) gives the bits of
  * ds_k_qkv_rope followed by that kernel, eager, captured and replayed, in one backend (the GEMM
- * choices, timed once, are shared), with the splits merged by the combine kernel or in the
- * attention kernel (attn_fused_merge); an all-rows prefill on the fast path (several rows of one
+ * choices, timed once, are shared); an all-rows prefill on the fast path (several rows of one
  * sequence: not fused, attention without PDL) gives the same bits with it on or off. */
 static void test_fused_qkv_bits(void **state)
 {
@@ -467,20 +466,17 @@ static void test_fused_qkv_bits(void **state)
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
 		int B = sizes[si];
 		decode_fix_step(&f, B);
-		/* fused epilogue off / on, splits merged by the combine kernel or in-kernel */
-		for (int run = 0; run < 4; run++) {
+		for (int fuse = 0; fuse < 2; fuse++) {
 			ds_cuda_fast_graphs_reset(c);
-			c->fast.fuse_qkv = run & 1;
-			c->fast.attn_fused_merge = run >= 2;
+			c->fast.fuse_qkv = fuse;
 			for (int k = 0; k < 3; k++) { /* eager, capture, replay */
-				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, run || k ? f.lg : f.lg0,
+				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, fuse || k ? f.lg : f.lg0,
 				       f.rows);
-				if (run || k)
+				if (fuse || k)
 					assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
 			}
 		}
 	}
-	c->fast.attn_fused_merge = true;
 	/* all rows of a 29-token prompt on the fast path, fused switch on and off */
 	int L = f.L;
 	float *all0 = malloc((size_t)L * f.rowb), *all1 = malloc((size_t)L * f.rowb);
