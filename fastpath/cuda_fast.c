@@ -481,15 +481,8 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	}
 	if (kind == DS_CUDA_GEMM_LT)
 		return lt_gemm(c, A, W, C, M, N, K, err);
-	struct cand x = {.kind = kind,
-	                 .v = v,
-	                 .A = A,
-	                 .W = W,
-	                 .C = C,
-	                 .M = M,
-	                 .N = N,
-	                 .K = K,
-	                 .stage = c->fast.skinny_stage};
+	struct cand x = {.kind = kind, .v = v, .A = A, .W = W, .C = C, .M = M, .N = N, .K = K};
+	x.stage = c->fast.skinny_stage;
 	DS_CUDA_TRY(cand_launch(c, &x), err);
 	return DS_OK;
 }

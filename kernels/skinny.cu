@@ -104,12 +104,11 @@ __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 }
 
 
-/* Weight fragments of chunks [c, c + U) for R tiles (zeros past K or N). */
-template <int U, int R>
-__device__ __forceinline__ void load_w(uint4 (&wv)[U][R][2], const uint16_t *const (&wp)[R][2],
-                                       const bool (&wok)[R][2], int c, int t, int K)
+/* f(u, r, h, k, ok) for the weight fragments of chunks [c, c + U) of R tiles: lane element k of
+ * fragment (u, r, h), ok false past K or N. */
+template <int U, int R, typename F>
+__device__ __forceinline__ void for_w(const bool (&wok)[R][2], int c, int t, int K, F f)
 {
-	const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
 	for (int u = 0; u < U; u++) {
 		int k = (c + u) * 32 + 8 * t;
@@ -117,8 +116,19 @@ __device__ __forceinline__ void load_w(uint4 (&wv)[U][R][2], const uint16_t *con
 		for (int r = 0; r < R; r++)
 #pragma unroll
 			for (int h = 0; h < 2; h++)
-				wv[u][r][h] = (wok[r][h] && k < K) ? ld_stream(wp[r][h] + k) : zero;
+				f(u, r, h, k, wok[r][h] && k < K);
 	}
+}
+
+/* Weight fragments of chunks [c, c + U) for R tiles (zeros past K or N). */
+template <int U, int R>
+__device__ __forceinline__ void load_w(uint4 (&wv)[U][R][2], const uint16_t *const (&wp)[R][2],
+                                       const bool (&wok)[R][2], int c, int t, int K)
+{
+	const uint4 zero = make_uint4(0, 0, 0, 0);
+	for_w<U, R>(wok, c, t, K, [&](int u, int r, int h, int k, bool ok) {
+		wv[u][r][h] = ok ? ld_stream(wp[r][h] + k) : zero;
+	});
 }
 
 /* Staged weights: a thread's fragments of one iteration, (U, R, 2) uint4, each at index
@@ -130,18 +140,9 @@ __device__ __forceinline__ void stage_w(uint4 *slab, const uint16_t *const (&wp)
                                         const bool (&wok)[R][2], int c, int t, int K, int tid,
                                         int nthr)
 {
-#pragma unroll
-	for (int u = 0; u < U; u++) {
-		int k = (c + u) * 32 + 8 * t;
-#pragma unroll
-		for (int r = 0; r < R; r++)
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				bool ok = wok[r][h] && k < K;
-				mt_cp16(slab + ((u * R + r) * 2 + h) * nthr + tid, ok ? wp[r][h] + k : wp[r][h],
-				        ok);
-			}
-	}
+	for_w<U, R>(wok, c, t, K, [&](int u, int r, int h, int k, bool ok) {
+		mt_cp16(slab + ((u * R + r) * 2 + h) * nthr + tid, ok ? wp[r][h] + k : wp[r][h], ok);
+	});
 }
 
 template <int U, int R>
