@@ -216,7 +216,7 @@ static cudaError_t cand_launch(struct ds_cuda_ctx *c, const struct cand *x)
 	}
 	const uint16_t *A = kind == x->kind ? x->A : x->h;
 	if (kind == DS_CUDA_GEMM_GEMV)
-		return ds_k_gemv(A, x->W, x->C, x->M, x->N, x->K, c->fast.pdl, c->stream);
+		return ds_k_gemv(A, x->W, x->C, x->M, x->N, x->K, c->stream);
 	if (kind == DS_CUDA_GEMM_SKINNY)
 		return ds_k_skinny(A, x->W, x->C, x->M, x->N, x->K, v, c->fast.pdl, x->stage,
 		                   c->stream);

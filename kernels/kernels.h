@@ -112,12 +112,10 @@ cudaError_t ds_k_gemm_mma_setup(void);
 /* ---- fast-path skinny GEMM (kernels/gemv.cu) ---- */
 
 /* C (M, N) fp32 = A (M, K) . W (N, K)^T for 1 <= M <= DS_K_GEMV_MAX_M, bandwidth-bound;
- * K % 8 == 0. Not batch-invariant across M (the fast path switches to cuBLASLt above it).
- * pdl != 0: launched with programmatic stream serialization, its first weights loaded before
- * it waits for the previous kernel (the same bits as pdl == 0). */
+ * K % 8 == 0. Not batch-invariant across M (the fast path switches to cuBLASLt above it). */
 #define DS_K_GEMV_MAX_M 4
 cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
-                      int pdl, cudaStream_t st);
+                      cudaStream_t st);
 
 /* ---- fast-path tensor-core skinny GEMM (kernels/skinny.cu) ---- */
 

@@ -330,20 +330,11 @@ static void test_gemv(void **state)
 			gt_gemm_case_init(&g, M, N, K, 71 + M, 72 + s);
 			size_t nc = (size_t)M * N;
 			float *dC = dev_alloc_guarded(nc * 4);
-			float *C0 = malloc(nc * 4);
-			CK(ds_k_gemv(g.dA, g.dW, dC, M, N, K, 0, 0));
-			from_dev(C0, dC, nc * 4);
-			dev_check_guard(dC, nc * 4);
-			gt_gemm_reference(g.A, g.W, M, N, K, true, g.ref, g.sabs);
-			gt_gemm_check(C0, g.ref, g.sabs, M, N, K, true, "gemv");
-			/* under PDL (weights loaded before the wait, after a kernel that writes C):
-			 * the same bits */
-			CK(cudaMemset(dC, 0x7f, nc * 4));
-			CK(ds_k_gemv(g.dA, g.dW, dC, M, N, K, 1, 0));
+			CK(ds_k_gemv(g.dA, g.dW, dC, M, N, K, 0));
 			from_dev(g.C, dC, nc * 4);
 			dev_check_guard(dC, nc * 4);
-			assert_memory_equal(C0, g.C, nc * 4);
-			free(C0);
+			gt_gemm_reference(g.A, g.W, M, N, K, true, g.ref, g.sabs);
+			gt_gemm_check(g.C, g.ref, g.sabs, M, N, K, true, "gemv");
 			cudaFree(dC);
 			gt_gemm_case_free(&g);
 		}
