@@ -67,14 +67,12 @@ struct ds_cuda_pick {
 };
 
 /* The step configurations a decode graph is tuned over (fastpath/cuda_fast_graphs.c): skinny
- * GEMMs, PDL and the fused q/k/v epilogue on or off; with skinny GEMMs under PDL, how many
- * iterations of weights they stage before the wait (stage); with skinny GEMMs off, whether
- * GEMMs of up to 4 rows take cuBLASLt where the timings say it beats the GEMV (gemv_lt). */
-#define DS_CUDA_N_STEP_CFGS 16
+ * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
+ * iterations of weights they stage before the wait (stage). */
+#define DS_CUDA_N_STEP_CFGS 14
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
-	bool gemv_lt;
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -101,10 +99,6 @@ struct ds_cuda_fast {
 	 * tries 0-3 unless DS_FAST_SKINNY_STAGE=0: stage_tune) */
 	int skinny_stage;
 	bool stage_tune;
-	/* with skinny GEMMs off: GEMMs of up to 4 rows take cuBLASLt instead of the GEMV where the
-	 * cached per-shape timings say it is faster (else always the GEMV); a step configuration
-	 * of the graph tuning, off otherwise */
-	bool gemv_lt;
 	/* decode graphs: each bucket's graph is captured under every step configuration
 	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off) and the
 	 * fastest replay kept

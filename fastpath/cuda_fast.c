@@ -478,10 +478,6 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 			kind = pk->kind;
 			v = pk->variant;
 		}
-	} else if (c->fast.gemv_lt && kind == DS_CUDA_GEMM_GEMV) {
-		const struct ds_cuda_pick *pk = pick_find(&c->fast, m_bucket(M), N, K, false);
-		if (pk && pk->ms_lt < pk->ms_gemv)
-			kind = DS_CUDA_GEMM_LT;
 	}
 	if (kind == DS_CUDA_GEMM_LT)
 		return lt_gemm(c, A, W, C, M, N, K, err);

@@ -15,15 +15,13 @@
 /* Skinny GEMMs (and the GEMV), PDL and the fused q/k/v epilogue, each on or off (on the H200,
  * GEMV/cuBLASLt only beat the per-GEMM picks by 3% inside the batch-1 step, PDL off beat on by
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
- * or 3 iterations of weights before their wait; then, without skinny GEMMs, cuBLASLt instead
- * of the GEMV where its per-shape timing is faster. */
+ * or 3 iterations of weights before their wait. */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0, false},   {false, true, true, 0, false},  {true, false, true, 0, false},
-    {false, false, true, 0, false}, {true, true, false, 0, false},  {false, true, false, 0, false},
-    {true, false, false, 0, false}, {false, false, false, 0, false}, {true, true, true, 1, false},
-    {true, true, true, 2, false},   {true, true, true, 3, false},   {true, true, false, 1, false},
-    {true, true, false, 2, false},  {true, true, false, 3, false},  {false, true, true, 0, true},
-    {false, false, true, 0, true}};
+    {true, true, true, 0},    {false, true, true, 0},   {true, false, true, 0},
+    {false, false, true, 0},  {true, true, false, 0},   {false, true, false, 0},
+    {true, false, false, 0},  {false, false, false, 0}, {true, true, true, 1},
+    {true, true, true, 2},    {true, true, true, 3},    {true, true, false, 1},
+    {true, true, false, 2},   {true, true, false, 3}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -48,7 +46,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		return rv;
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv;
 	int stage0 = f->skinny_stage;
-	bool gemv_lt0 = f->gemv_lt;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
 	int best_i = -1;
@@ -56,13 +53,12 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
 		f->graph_ms[bi][i] = INFINITY;
 		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0) ||
-		    (sc->stage && !f->stage_tune) || (sc->gemv_lt && !skinny0))
+		    (sc->stage && !f->stage_tune))
 			continue;
 		f->skinny = sc->skinny;
 		f->pdl = sc->pdl;
 		f->fuse_qkv = sc->fuse;
 		f->skinny_stage = sc->stage;
-		f->gemv_lt = sc->gemv_lt;
 		cudaGraphExec_t g = NULL;
 		bool warm = true;
 		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
@@ -84,7 +80,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	f->pdl = pdl0;
 	f->fuse_qkv = fuse0;
 	f->skinny_stage = stage0;
-	f->gemv_lt = gemv_lt0;
 	if (rv == DS_OK && !best)
 		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
 		             1 << bi);

@@ -406,7 +406,6 @@ static void test_graph_tune(void **state)
 			c->fast.fuse_qkv = true;
 			c->fast.stage_tune = true;
 			c->fast.skinny_stage = 0;
-			c->fast.gemv_lt = false;
 			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
 			for (int k = 0; k < 2; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
@@ -416,8 +415,7 @@ static void test_graph_tune(void **state)
 			assert_true(kept >= 0 && kept < DS_CUDA_N_STEP_CFGS);
 			for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++) {
 				float ms = c->fast.graph_ms[bi][i];
-				bool allowed = allow_skinny || (!ds_cuda_fast_step_cfgs[i].skinny &&
-				                                !ds_cuda_fast_step_cfgs[i].gemv_lt);
+				bool allowed = allow_skinny || !ds_cuda_fast_step_cfgs[i].skinny;
 				assert_true(allowed ? isfinite(ms) && ms > 0 : !isfinite(ms));
 				assert_true(!allowed || c->fast.graph_ms[bi][kept] <= ms);
 			}
@@ -435,7 +433,6 @@ static void test_graph_tune(void **state)
 			c->fast.pdl = ds_cuda_fast_step_cfgs[kept].pdl;
 			c->fast.fuse_qkv = ds_cuda_fast_step_cfgs[kept].fuse;
 			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
-			c->fast.gemv_lt = ds_cuda_fast_step_cfgs[kept].gemv_lt;
 			for (int k = 0; k < 3; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
 				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
@@ -449,7 +446,6 @@ static void test_graph_tune(void **state)
 				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
 			}
 			c->fast.skinny_stage = 0;
-			c->fast.gemv_lt = false;
 		}
 	}
 	decode_fix_free(&f);
