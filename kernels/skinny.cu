@@ -399,17 +399,17 @@ static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int
 	                         M, N, K, stage);
 }
 
-/* The fused SiLU variants exist for the first batch tile only (M <= 8): above it every block
- * recomputing the activations costs more than the separate kernel saves. */
-template <int I, int NT, int R, int U, int WARPS, int KS, bool PF>
-static cudaError_t skinny_launch_silu(const float *gu, const uint16_t *W, float *C, int M, int N,
-                                      int K, int pdl, int stage, cudaStream_t st)
+/* Variant I of a batch tile, fused SiLU or not. The fused SiLU variants exist for the first batch
+ * tile only (M <= 8): above it every block recomputing the activations costs more than the
+ * separate kernel saves. */
+template <int I, int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
+static cudaError_t skinny_launch_v(const void *A, const uint16_t *W, float *C, int M, int N, int K,
+                                   int pdl, int stage, cudaStream_t st)
 {
-	if constexpr (I == 0)
-		return skinny_launch<NT, R, U, WARPS, KS, PF, true>(gu, W, C, M, N, K, pdl, stage,
-		                                                     st);
-	else
+	if constexpr (SILU && I != 0)
 		return cudaErrorInvalidValue;
+	else
+		return skinny_launch<NT, R, U, WARPS, KS, PF, SILU>(A, W, C, M, N, K, pdl, stage, st);
 }
 
 static int skinny_nt_index(int M)
@@ -437,19 +437,22 @@ extern "C" int ds_k_skinny_describe(int M, int variant, char *buf, size_t len)
 	}
 }
 
-extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
-                                   int K, int variant, int pdl, int stage, cudaStream_t st)
+/* Checks the arguments and launches variant `variant` for M's batch tile (A: bf16 activations, or
+ * the fp32 gate/up buffer when SILU). */
+template <bool SILU>
+static cudaError_t skinny_dispatch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
+                                   int variant, int pdl, int stage, cudaStream_t st)
 {
 	if (M <= 0 || N <= 0)
 		return cudaSuccess;
-	if (M > DS_K_SKINNY_MAX_M || K <= 0 || K % 8 != 0 || variant < 0 || stage < 0 ||
-	    stage > DS_K_SKINNY_MAX_STAGE ||
-	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
+	if (M > (SILU ? DS_K_SKINNY_SILU_MAX_M : DS_K_SKINNY_MAX_M) || K <= 0 || K % 8 != 0 ||
+	    variant < 0 || variant >= DS_K_SKINNY_VARIANTS || stage < 0 ||
+	    stage > DS_K_SKINNY_MAX_STAGE || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
 	switch (skinny_nt_index(M) * 16 + variant) {
 #define SKINNY_CASE(i, v, nt, w, r, u, ks, pf)                                                     \
 	case i * 16 + v:                                                                           \
-		return skinny_launch<nt, r, u, w, ks, pf, false>(A, W, C, M, N, K, pdl, stage, st);
+		return skinny_launch_v<i, nt, r, u, w, ks, pf, SILU>(A, W, C, M, N, K, pdl, stage, st);
 		SKINNY_VARIANTS(SKINNY_CASE)
 #undef SKINNY_CASE
 	default:
@@ -457,23 +460,14 @@ extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *
 	}
 }
 
+extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
+                                   int K, int variant, int pdl, int stage, cudaStream_t st)
+{
+	return skinny_dispatch<false>(A, W, C, M, N, K, variant, pdl, stage, st);
+}
+
 extern "C" cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N,
                                         int K, int variant, int pdl, int stage, cudaStream_t st)
 {
-	if (M <= 0 || N <= 0)
-		return cudaSuccess;
-	if (M > DS_K_SKINNY_SILU_MAX_M || K <= 0 || K % 8 != 0 || variant < 0 || stage < 0 ||
-	    stage > DS_K_SKINNY_MAX_STAGE ||
-	    variant >= DS_K_SKINNY_VARIANTS || ((uintptr_t)gu | (uintptr_t)W) % 16 != 0)
-		return cudaErrorInvalidValue;
-	switch (skinny_nt_index(M) * 16 + variant) {
-#define SKINNY_SILU_CASE(i, v, nt, w, r, u, ks, pf)                                                \
-	case i * 16 + v:                                                                           \
-		return skinny_launch_silu<i, nt, r, u, w, ks, pf>(gu, W, C, M, N, K, pdl, stage,    \
-		                                                  st);
-		SKINNY_VARIANTS(SKINNY_SILU_CASE)
-#undef SKINNY_SILU_CASE
-	default:
-		return cudaErrorInvalidValue;
-	}
+	return skinny_dispatch<true>(gu, W, C, M, N, K, variant, pdl, stage, st);
 }
