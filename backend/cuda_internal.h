@@ -89,7 +89,9 @@ struct ds_cuda_fast {
 	bool use_graphs;
 	struct ds_cuda_pick picks[DS_CUDA_PICK_CACHE]; /* GEMM choice per (M bucket, N, K) */
 	int n_picks, next_pick_evict;
-	bool skinny; /* skinny GEMM and GEMV are candidates (DS_CUDA_SKINNY=0: cuBLASLt only) */
+	/* skinny GEMM and GEMV are timed candidates per shape (DS_CUDA_SKINNY=0 or off: untimed, the
+	 * GEMV for 1..4 rows and cuBLASLt above) */
+	bool skinny;
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
 	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
