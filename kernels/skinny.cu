@@ -16,7 +16,10 @@
  * bf16(silu(g) * u) in registers with silu_mul's arithmetic, saving that kernel at decode.
  * Weight loads of the first iteration are issued before griddepcontrol.wait, so under
  * programmatic dependent launch they overlap the previous kernel's tail (weights are never
- * written by the forward pass). */
+ * written by the forward pass); with stage > 0 the next iterations' weights are also copied
+ * into shared memory before the wait (cp.async), so a GEMM after RMSNorm or the attention
+ * streams part of its weights while they run (H200: the batch-8 step 4.85 vs 4.98 ms,
+ * bench/results/gpu-20261129-4826cce). */
 #include "kernels.h"
 #include "cu_common.cuh"
 #include "mma_prims.cuh"
@@ -102,7 +105,6 @@ __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 	             : "l"(p));
 	return v;
 }
-
 
 /* f(u, r, h, k, ok) for the weight fragments of chunks [c, c + U) of R tiles: lane element k of
  * fragment (u, r, h), ok false past K or N. */
