@@ -89,8 +89,8 @@ struct ds_cuda_fast {
 	bool use_graphs;
 	struct ds_cuda_pick picks[DS_CUDA_PICK_CACHE]; /* GEMM choice per (M bucket, N, K) */
 	int n_picks, next_pick_evict;
-	/* skinny GEMM and GEMV are timed candidates per shape (DS_CUDA_SKINNY=0 or off: untimed, the
-	 * GEMV for 1..4 rows and cuBLASLt above) */
+	/* skinny GEMM and GEMV are timed candidates per shape (DS_CUDA_SKINNY=0 or off: untimed,
+	 * the GEMV for 1..4 rows and cuBLASLt above) */
 	bool skinny;
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel

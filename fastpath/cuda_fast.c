@@ -633,9 +633,9 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		/* partials merged by the combine kernel: merging in the attention's last block per
 		 * row and KV head (a counter buffer) made the captured llama3-8b step slower on the
 		 * H200, attention 0.38 vs 0.26 ms per step at batch 1 and the step 4.71 vs 4.47 ms
-		 * (bench/results/gpu-20261129-da0db27, ablate all_fused_qkv vs all_fused_combine); with
-		 * several rows of one sequence (all_rows passes) the mma variant's reads before its
-		 * PDL wait would race the epilogue's K/V writes: launched without PDL */
+		 * (bench/results/gpu-20261129-da0db27, ablate all_fused_qkv vs all_fused_combine);
+		 * with several rows of one sequence (all_rows passes) the mma variant's reads
+		 * before its PDL wait would race the epilogue's K/V writes: launched without PDL */
 		int pdl = c->fast.pdl && pass_one_row_per_seq(p);
 		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
 		                               c->att, NULL, variant, pdl, c->stream),

@@ -17,11 +17,11 @@
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
  * or 3 iterations of weights before their wait. */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0},    {false, true, true, 0},   {true, false, true, 0},
-    {false, false, true, 0},  {true, true, false, 0},   {false, true, false, 0},
-    {true, false, false, 0},  {false, false, false, 0}, {true, true, true, 1},
-    {true, true, true, 2},    {true, true, true, 3},    {true, true, false, 1},
-    {true, true, false, 2},   {true, true, false, 3}};
+    {true, true, true, 0},   {false, true, true, 0},   {true, false, true, 0},
+    {false, false, true, 0}, {true, true, false, 0},   {false, true, false, 0},
+    {true, false, false, 0}, {false, false, false, 0}, {true, true, true, 1},
+    {true, true, true, 2},   {true, true, true, 3},    {true, true, false, 1},
+    {true, true, false, 2},  {true, true, false, 3}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {

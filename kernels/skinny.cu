@@ -143,7 +143,8 @@ __device__ __forceinline__ void stage_w(uint4 *slab, const uint16_t *const (&wp)
                                         int nthr)
 {
 	for_w<U, R>(wok, c, t, K, [&](int u, int r, int h, int k, bool ok) {
-		mt_cp16(slab + ((u * R + r) * 2 + h) * nthr + tid, ok ? wp[r][h] + k : wp[r][h], ok);
+		mt_cp16(slab + ((u * R + r) * 2 + h) * nthr + tid, ok ? wp[r][h] + k : wp[r][h],
+		        ok);
 	});
 }
 
@@ -411,7 +412,8 @@ static cudaError_t skinny_launch_v(const void *A, const uint16_t *W, float *C, i
 	if constexpr (SILU && I != 0)
 		return cudaErrorInvalidValue;
 	else
-		return skinny_launch<NT, R, U, WARPS, KS, PF, SILU>(A, W, C, M, N, K, pdl, stage, st);
+		return skinny_launch<NT, R, U, WARPS, KS, PF, SILU>(A, W, C, M, N, K, pdl, stage,
+		                                                    st);
 }
 
 static int skinny_nt_index(int M)
@@ -454,7 +456,8 @@ static cudaError_t skinny_dispatch(const void *A, const uint16_t *W, float *C, i
 	switch (skinny_nt_index(M) * 16 + variant) {
 #define SKINNY_CASE(i, v, nt, w, r, u, ks, pf)                                                     \
 	case i * 16 + v:                                                                           \
-		return skinny_launch_v<i, nt, r, u, w, ks, pf, SILU>(A, W, C, M, N, K, pdl, stage, st);
+		return skinny_launch_v<i, nt, r, u, w, ks, pf, SILU>(A, W, C, M, N, K, pdl, stage, \
+		                                                     st);
 		SKINNY_VARIANTS(SKINNY_CASE)
 #undef SKINNY_CASE
 	default:

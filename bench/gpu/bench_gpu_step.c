@@ -358,8 +358,9 @@ int bench_profile(struct bench *b)
 		       B, kept);
 		for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++)
 			printf(" (%d,%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
-			       (int)ds_cuda_fast_step_cfgs[i].pdl, (int)ds_cuda_fast_step_cfgs[i].fuse,
-			       ds_cuda_fast_step_cfgs[i].stage, c->fast.graph_ms[bi][i]);
+			       (int)ds_cuda_fast_step_cfgs[i].pdl,
+			       (int)ds_cuda_fast_step_cfgs[i].fuse, ds_cuda_fast_step_cfgs[i].stage,
+			       c->fast.graph_ms[bi][i]);
 		printf("\n");
 		for (int rep = 0; rep < 5; rep++) { /* keep the repetition with the least total */
 			if (prof_pass(b, B, ctx, pr))

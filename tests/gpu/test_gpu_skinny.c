@@ -42,8 +42,11 @@ static void shape_case(int N, int K, const int *m_list, int n_m)
 			assert_true(ds_k_skinny_describe(M, v, name, sizeof(name)) > 0);
 			/* plain, PDL, and weights staged in shared memory (1 and the most
 			 * iterations, with and without PDL) */
-			static const int runs[][2] = {
-			    {0, 0}, {1, 0}, {1, 1}, {0, DS_K_SKINNY_MAX_STAGE}, {1, DS_K_SKINNY_MAX_STAGE}};
+			static const int runs[][2] = {{0, 0},
+			                              {1, 0},
+			                              {1, 1},
+			                              {0, DS_K_SKINNY_MAX_STAGE},
+			                              {1, DS_K_SKINNY_MAX_STAGE}};
 			for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
 				int pdl = runs[ri][0], stage = runs[ri][1];
 				/* on a non-blocking stream, as the backend launches */
@@ -225,9 +228,10 @@ static void silu_case(int N, int K)
 				from_dev(C, dC, nc * 4);
 				dev_check_guard(dC, nc * 4);
 				if (memcmp(C0, C, nc * 4) != 0)
-					fail_msg("%s silu pdl=%d stage=%d M=%d N=%d K=%d: fused bits "
-					         "differ from silu_mul + skinny",
-					         name, pdl, stage, M, N, K);
+					fail_msg(
+					    "%s silu pdl=%d stage=%d M=%d N=%d K=%d: fused bits "
+					    "differ from silu_mul + skinny",
+					    name, pdl, stage, M, N, K);
 			}
 			/* captured and replayed */
 			cudaGraph_t g;
@@ -274,9 +278,11 @@ static void test_skinny_silu(void **state)
 	float *dgu = dev_alloc_guarded((size_t)9 * 2 * K * 4);
 	uint16_t *dW = dev_alloc_guarded((size_t)N * K * 2);
 	float *dC = dev_alloc_guarded((size_t)9 * N * 4);
-	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, DS_K_SKINNY_SILU_MAX_M + 1, N, K, 0, 0, 0, 0),
+	assert_int_equal(
+	    ds_k_skinny_silu(dgu, dW, dC, DS_K_SKINNY_SILU_MAX_M + 1, N, K, 0, 0, 0, 0),
+	    cudaErrorInvalidValue);
+	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, 100, 0, 0, 0, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, 100, 0, 0, 0, 0), cudaErrorInvalidValue);
 	assert_int_equal(ds_k_skinny_silu(dgu + 1, dW, dC, 2, N, K, 0, 0, 0, 0),
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_skinny_silu(dgu, dW, dC, 2, N, K, DS_K_SKINNY_VARIANTS, 0, 0, 0),
@@ -420,12 +426,13 @@ static void test_graph_tune(void **state)
 				assert_true(!allowed || c->fast.graph_ms[bi][kept] <= ms);
 			}
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
-			print_message("B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
-			              "fuse %d stage %d) %.3f ms\n",
-			              B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
-			              (int)ds_cuda_fast_step_cfgs[kept].pdl,
-			              (int)ds_cuda_fast_step_cfgs[kept].fuse,
-			              ds_cuda_fast_step_cfgs[kept].stage, c->fast.graph_ms[bi][kept]);
+			print_message(
+			    "B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
+			    "fuse %d stage %d) %.3f ms\n",
+			    B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
+			    (int)ds_cuda_fast_step_cfgs[kept].pdl,
+			    (int)ds_cuda_fast_step_cfgs[kept].fuse,
+			    ds_cuda_fast_step_cfgs[kept].stage, c->fast.graph_ms[bi][kept]);
 			/* the same switches untuned: eager, then captured */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.graph_tune = false;
