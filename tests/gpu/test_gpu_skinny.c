@@ -376,6 +376,15 @@ static void decode_fix_step(struct decode_fix *f, int B)
 		                               false};
 }
 
+/* reps fast forwards of the decode step of B rows, each with the bits of lg0 */
+static void decode_fix_expect_lg0(struct decode_fix *f, int B, int reps)
+{
+	for (int k = 0; k < reps; k++) {
+		fwd_ok(&f->be, DS_PATH_FAST, f->ss, B, f->lg, f->rows);
+		assert_memory_equal(f->lg0, f->lg, (size_t)B * f->rowb);
+	}
+}
+
 static void decode_fix_free(struct decode_fix *f)
 {
 	free(f->tok);
@@ -413,10 +422,7 @@ static void test_graph_tune(void **state)
 			c->fast.stage_tune = true;
 			c->fast.skinny_stage = 0;
 			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
-			for (int k = 0; k < 2; k++) {
-				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
-				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
-			}
+			decode_fix_expect_lg0(&f, B, 2);
 			int kept = c->fast.graph_cfg[bi];
 			assert_true(kept >= 0 && kept < DS_CUDA_N_STEP_CFGS);
 			for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++) {
@@ -440,18 +446,12 @@ static void test_graph_tune(void **state)
 			c->fast.pdl = ds_cuda_fast_step_cfgs[kept].pdl;
 			c->fast.fuse_qkv = ds_cuda_fast_step_cfgs[kept].fuse;
 			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
-			for (int k = 0; k < 3; k++) {
-				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
-				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
-			}
+			decode_fix_expect_lg0(&f, B, 3);
 			assert_non_null(c->fast.graph[bi]);
 			/* staged weights change no bit (the most stages, eager then captured) */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.skinny_stage = DS_K_SKINNY_MAX_STAGE;
-			for (int k = 0; k < 3; k++) {
-				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
-				assert_memory_equal(f.lg0, f.lg, (size_t)B * f.rowb);
-			}
+			decode_fix_expect_lg0(&f, B, 3);
 			c->fast.skinny_stage = 0;
 		}
 	}
