@@ -102,8 +102,8 @@ struct ds_cuda_fast {
 	int skinny_stage;
 	bool stage_tune;
 	/* decode graphs: each bucket's graph is captured under every step configuration
-	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off) and the
-	 * fastest replay kept
+	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off, and staged
+	 * weights for skinny GEMMs under PDL) and the fastest replay kept
 	 * (DS_FAST_GRAPH_TUNE=0: the switches above only) */
 	bool graph_tune;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
