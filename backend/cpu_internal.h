@@ -175,36 +175,6 @@ static inline void *ds_cpu_kv_at(struct ds_cpu_ctx *c, void *pool, int l, const 
 	return (char *)pool + off * (size_t)kvd * ds_cpu_dtype_size(c->kvtype);
 }
 
-/* The main loop of both paths' register-blocked matmul tiles: for nr rows of x (stride ldx) and
- * nc weight rows (bf16 w_bf16 converted exactly, or f32 w_f32; stride ldw),
- * acc[r][c][h] += x[k + 8h ..] * w[k + 8h ..] lane by lane over every whole 16-wide group of k
- * (acc zeroed here). Returns the first k it did not sum; each path adds the tail and reduces acc
- * in its own fixed order. Call with constant nr, nc <= 4 so acc stays in registers. */
-static inline DS_CPU_INLINE int ds_cpu_block_main(const float *x, size_t ldx, const int nr,
-                                                  const int nc, const uint16_t *w_bf16,
-                                                  const float *w_f32, size_t ldw, int n,
-                                                  ds_v8f acc[4][4][2])
-{
-	for (int r = 0; r < nr; r++)
-		for (int c = 0; c < nc; c++)
-			acc[r][c][0] = acc[r][c][1] = (ds_v8f){0};
-	int k = 0;
-	for (; k + 16 <= n; k += 16) {
-		ds_v8f wv[4][2];
-		for (int c = 0; c < nc; c++)
-			for (int h = 0; h < 2; h++)
-				wv[c][h] = w_bf16 ? ds_v8_load_bf16(w_bf16 + c * ldw + k + 8 * h)
-				                  : ds_v8_load(w_f32 + c * ldw + k + 8 * h);
-		for (int r = 0; r < nr; r++)
-			for (int h = 0; h < 2; h++) {
-				ds_v8f xv = ds_v8_load(x + r * ldx + k + 8 * h);
-				for (int c = 0; c < nc; c++)
-					acc[r][c][h] += xv * wv[c][h];
-			}
-	}
-	return k;
-}
-
 /* dst[0..n) = src[i0..i0+n) widened to f32 (exact for bf16, a copy for f32); src of type t. */
 static inline DS_CPU_INLINE void ds_cpu_row_f32(float *dst, enum ds_dtype t, const void *src,
                                                 size_t i0, int n)

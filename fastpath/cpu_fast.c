@@ -68,7 +68,23 @@ static inline DS_CPU_INLINE void fast_block(const float *x, size_t ldx, const in
                                             int n, float *out, size_t ldo)
 {
 	ds_v8f acc[4][4][2];
-	int k = ds_cpu_block_main(x, ldx, nr, nc, w_bf16, w_f32, ldw, n, acc);
+	for (int r = 0; r < nr; r++)
+		for (int c = 0; c < nc; c++)
+			acc[r][c][0] = acc[r][c][1] = (ds_v8f){0};
+	int k = 0;
+	for (; k + FAST_LANES <= n; k += FAST_LANES) {
+		ds_v8f wv[4][2];
+		for (int c = 0; c < nc; c++)
+			for (int h = 0; h < 2; h++)
+				wv[c][h] = w_bf16 ? ds_v8_load_bf16(w_bf16 + c * ldw + k + 8 * h)
+				                  : ds_v8_load(w_f32 + c * ldw + k + 8 * h);
+		for (int r = 0; r < nr; r++)
+			for (int h = 0; h < 2; h++) {
+				ds_v8f xv = ds_v8_load(x + r * ldx + k + 8 * h);
+				for (int c = 0; c < nc; c++)
+					acc[r][c][h] += xv * wv[c][h];
+			}
+	}
 	for (int r = 0; r < nr; r++)
 		for (int c = 0; c < nc; c++) {
 			float s = fast_sum16(acc[r][c][0], acc[r][c][1]);

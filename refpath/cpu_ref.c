@@ -69,13 +69,32 @@ static inline DS_CPU_INLINE float ref_dot(const float *x, const float *w, int n)
 /* out[r*ldo + c] = dot(x row r, weight column c) for nr rows (stride ldx) and nc columns;
  * w_bf16 (nc rows, stride ldw) is converted on the fly, or w_f32 (stride ldw) is used. Call
  * with constant nr/nc so the accumulators live in registers. Every element gets exactly the
- * ops of ref_dot, whatever nr, nc or the weight format (bf16 -> f32 is exact). */
+ * ops of ref_dot, whatever nr, nc or the weight format (bf16 -> f32 is exact). The main loop
+ * mirrors cpu_fast.c's fast_block on purpose: each file sets its own FP contraction (off here,
+ * fast there) with pragmas after its includes, which a helper shared through a header would
+ * escape. */
 static inline DS_CPU_INLINE void ref_block(const float *x, size_t ldx, const int nr, const int nc,
                                            const uint16_t *w_bf16, const float *w_f32, size_t ldw,
                                            int n, float *out, size_t ldo)
 {
 	ds_v8f acc[4][4][2];
-	int k = ds_cpu_block_main(x, ldx, nr, nc, w_bf16, w_f32, ldw, n, acc);
+	for (int r = 0; r < nr; r++)
+		for (int c = 0; c < nc; c++)
+			acc[r][c][0] = acc[r][c][1] = (ds_v8f){0};
+	int k = 0;
+	for (; k + REF_LANES <= n; k += REF_LANES) {
+		ds_v8f wv[4][2];
+		for (int c = 0; c < nc; c++)
+			for (int h = 0; h < 2; h++)
+				wv[c][h] = w_bf16 ? ds_v8_load_bf16(w_bf16 + c * ldw + k + 8 * h)
+				                  : ds_v8_load(w_f32 + c * ldw + k + 8 * h);
+		for (int r = 0; r < nr; r++)
+			for (int h = 0; h < 2; h++) {
+				ds_v8f xv = ds_v8_load(x + r * ldx + k + 8 * h);
+				for (int c = 0; c < nc; c++)
+					acc[r][c][h] += xv * wv[c][h];
+			}
+	}
 	for (int r = 0; r < nr; r++)
 		for (int c = 0; c < nc; c++) {
 			for (int l = 0; k + l < n; l++) {
