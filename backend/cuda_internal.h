@@ -68,11 +68,13 @@ struct ds_cuda_pick {
 
 /* The step configurations a decode graph is tuned over (fastpath/cuda_fast_graphs.c): skinny
  * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
- * iterations of weights they stage before the wait (stage). */
-#define DS_CUDA_N_STEP_CFGS 14
+ * iterations of weights they stage before the wait (stage); and the fused decode layers (mega:
+ * every layer in one kernel, kernels/mega.cu), with PDL on or off for the kernels after it. */
+#define DS_CUDA_N_STEP_CFGS 16
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
+	bool mega;
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -106,6 +108,13 @@ struct ds_cuda_fast {
 	 * weights for skinny GEMMs under PDL) and the fastest replay kept
 	 * (DS_FAST_GRAPH_TUNE=0: the switches above only) */
 	bool graph_tune;
+	/* decode passes of 1, 2 or 4 rows run every layer in one persistent kernel (ds_k_mega_decode)
+	 * when mega is set and the model qualifies (mega_ok: no q/k/v bias or q/k norm, supported
+	 * dims); DS_FAST_MEGA=1 sets it, unset leaves it to the graph tuning (mega_tune), 0 rules it
+	 * out. mega_layers: the kernel's layer table on the device; mega_bar: its barrier words. */
+	bool mega, mega_ok, mega_tune;
+	struct ds_k_mega_layer *mega_layers;
+	unsigned *mega_bar;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };
@@ -244,6 +253,11 @@ struct ds_cuda_path_ops {
 
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */
 extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
+
+/* The fast path's fused decode layers (fastpath/cuda_fast.c): when enabled and the pass qualifies,
+ * launches ds_k_mega_decode for every layer and sets *done; else leaves *done false. */
+enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,
+                                 struct ds_err *err);
 
 /* Runs the layers, final norm, lm_head and sampling for the pass whose metadata is already on
  * the device (backend/cuda_backend.c). Launches only: capturable. */

@@ -710,6 +710,79 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
 	return s;
 }
 
+/* ---- fused decode layers (kernels/mega.cu) ---- */
+
+/* The fused kernel's layer table and barrier words, when the model qualifies: no q/k/v bias,
+ * no q/k norm, dims ds_k_mega_supported takes. */
+static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	const struct ds_model_config *cfg = &c->cfg;
+	const char *mg = getenv("DS_FAST_MEGA");
+	f->mega = mg && strcmp(mg, "1") == 0;
+	f->mega_tune = !(mg && strcmp(mg, "0") == 0);
+	f->mega_ok = ds_k_mega_supported(ds_cuda_dims(c), cfg->hidden, cfg->ffn);
+	for (int l = 0; l < cfg->n_layer && f->mega_ok; l++) {
+		const struct ds_cuda_layer *L = &c->layers[l];
+		f->mega_ok = !L->bqkv && !L->q_norm && !L->k_norm;
+	}
+	if (!f->mega_ok)
+		return DS_OK;
+	size_t n = (size_t)cfg->n_layer;
+	struct ds_k_mega_layer *hl = calloc(n, sizeof(*hl));
+	if (!hl)
+		return ds_errf(err, DS_ERR_NOMEM, "cuda: out of memory");
+	for (size_t l = 0; l < n; l++) {
+		const struct ds_cuda_layer *L = &c->layers[l];
+		struct ds_k_mega_layer ml = {L->attn_norm, L->wqkv, L->wo,
+		                             L->ffn_norm,  L->w_gu, L->w_down};
+		hl[l] = ml;
+	}
+	cudaError_t e = cudaMalloc((void **)&f->mega_layers, n * sizeof(*hl));
+	if (e == cudaSuccess)
+		e = cudaMemcpy(f->mega_layers, hl, n * sizeof(*hl), cudaMemcpyHostToDevice);
+	free(hl);
+	if (e == cudaSuccess)
+		e = cudaMalloc((void **)&f->mega_bar, 2 * sizeof(unsigned));
+	if (e == cudaSuccess)
+		e = cudaMemset(f->mega_bar, 0, 2 * sizeof(unsigned));
+	DS_CUDA_TRY(e, err);
+	return DS_OK;
+}
+
+enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,
+                                 struct ds_err *err)
+{
+	const struct ds_cuda_fast *f = &c->fast;
+	const struct ds_model_config *cfg = &c->cfg;
+	int T = p->T;
+	*done = false;
+	if (!f->mega || !f->mega_ok || !pass_one_row_per_seq(p) || (T != 1 && T != 2 && T != 4))
+		return DS_OK;
+	struct ds_k_mega a = {
+	    .layers = f->mega_layers,
+	    .n_layer = cfg->n_layer,
+	    .hidden = cfg->hidden,
+	    .ffn = cfg->ffn,
+	    .rms_eps = cfg->rms_eps,
+	    .d = ds_cuda_dims(c),
+	    .tm = ds_cuda_tokmeta(c),
+	    .rope_cs = c->rope_cs,
+	    .kv = c->kv,
+	    .kv_layer_elems = c->kv_layer_elems,
+	    .x = c->x,
+	    .q = c->q,
+	    .att = c->att,
+	    .act = c->h,
+	    .part = c->part,
+	    .part_floats = c->part_floats,
+	    .bar = f->mega_bar,
+	};
+	DS_CUDA_TRY(ds_k_mega_decode(&a, T, c->n_sm, c->stream), err);
+	*done = true;
+	return DS_OK;
+}
+
 /* ---- lifetime ---- */
 
 static struct lt_plan *plan_of(struct ds_cuda_ctx *c, int i)
@@ -746,7 +819,7 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
 		f->graph_cfg[i] = -1;
-	return DS_OK;
+	return mega_init(c, err);
 }
 
 void ds_cuda_fast_free(struct ds_cuda_ctx *c)
@@ -761,6 +834,10 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 	free(f->plans);
 	if (f->workspace)
 		cudaFree(f->workspace);
+	if (f->mega_layers)
+		cudaFree(f->mega_layers);
+	if (f->mega_bar)
+		cudaFree(f->mega_bar);
 	if (f->lt)
 		cublasLtDestroy(f->lt);
 	memset(f, 0, sizeof(*f));

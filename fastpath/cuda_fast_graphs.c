@@ -17,11 +17,12 @@
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
  * or 3 iterations of weights before their wait. */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0},   {false, true, true, 0},   {true, false, true, 0},
-    {false, false, true, 0}, {true, true, false, 0},   {false, true, false, 0},
-    {true, false, false, 0}, {false, false, false, 0}, {true, true, true, 1},
-    {true, true, true, 2},   {true, true, true, 3},    {true, true, false, 1},
-    {true, true, false, 2},  {true, true, false, 3}};
+    {true, true, true, 0, false},   {false, true, true, 0, false},  {true, false, true, 0, false},
+    {false, false, true, 0, false}, {true, true, false, 0, false},  {false, true, false, 0, false},
+    {true, false, false, 0, false}, {false, false, false, 0, false}, {true, true, true, 1, false},
+    {true, true, true, 2, false},   {true, true, true, 3, false},   {true, true, false, 1, false},
+    {true, true, false, 2, false},  {true, true, false, 3, false},  {true, true, true, 0, true},
+    {true, false, true, 0, true}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -44,7 +45,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		rv = ds_cuda_pass_run(c, &ds_cuda_fast_ops, pb, n_split, err);
 	if (rv != DS_OK)
 		return rv;
-	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv;
+	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv, mega0 = f->mega;
 	int stage0 = f->skinny_stage;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
@@ -53,12 +54,13 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
 		f->graph_ms[bi][i] = INFINITY;
 		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0) ||
-		    (sc->stage && !f->stage_tune))
+		    (sc->stage && !f->stage_tune) || (sc->mega && !(f->mega_ok && f->mega_tune)))
 			continue;
 		f->skinny = sc->skinny;
 		f->pdl = sc->pdl;
 		f->fuse_qkv = sc->fuse;
 		f->skinny_stage = sc->stage;
+		f->mega = sc->mega;
 		cudaGraphExec_t g = NULL;
 		bool warm = true;
 		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
@@ -80,6 +82,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	f->pdl = pdl0;
 	f->fuse_qkv = fuse0;
 	f->skinny_stage = stage0;
+	f->mega = mega0;
 	if (rv == DS_OK && !best)
 		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
 		             1 << bi);

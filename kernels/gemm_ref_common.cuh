@@ -8,6 +8,7 @@
 #ifndef DS_GEMM_REF_COMMON_CUH
 #define DS_GEMM_REF_COMMON_CUH
 
+#include "mbar.cuh"
 #include <stdint.h>
 
 #include <cuda.h>
@@ -143,53 +144,7 @@ __device__ __forceinline__ void gr_store(const float *d, float *__restrict__ C, 
 	}
 }
 
-/* ---- mbarriers and TMA (the TMA and split-K variants) ---- */
-
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
-{
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-/* Waits for the phase of parity `parity` of bar. A watchdog traps after ~4 s of waiting (a
- * legitimate wait lasts microseconds): a pipeline bug then fails the launch with an error
- * instead of hanging a test or benchmark run. */
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
-{
-	unsigned ok;
-	uint64_t t0 = 0;
-	for (unsigned n = 1;; n++) {
-		asm volatile("{\n"
-		             ".reg .pred p;\n"
-		             "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-		             "selp.u32 %0, 1, 0, p;\n"
-		             "}\n"
-		             : "=r"(ok)
-		             : "r"(bar), "r"(parity)
-		             : "memory");
-		if (ok)
-			return;
-		if ((n & 4095u) == 0) {
-			uint64_t t;
-			asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-			if (t0 == 0)
-				t0 = t;
-			else if (t - t0 > 4000000000ull)
-				__trap();
-		}
-	}
-}
-
-__device__ __forceinline__ void mbar_arrive(unsigned bar)
-{
-	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
-{
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-	             "r"(bytes)
-	             : "memory");
-}
+/* ---- TMA (the TMA and split-K variants; mbarriers: mbar.cuh) ---- */
 
 /* Box (64 columns from k0, box rows from r0) of the 2D map tm into smem, completing on bar. */
 __device__ __forceinline__ void tma_load(unsigned smem, const CUtensorMap *tm, int k0, int r0,

@@ -297,6 +297,44 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
                         const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
                         cudaStream_t st);
 
+/* ---- fused decode layers (kernels/mega.cu) ---- */
+
+/* One layer's weights for the fused decode kernel (device pointers, HF layout). */
+struct ds_k_mega_layer {
+	const uint16_t *attn_norm, *wqkv, *wo, *ffn_norm, *w_gu, *w_down;
+};
+
+/* Everything the fused decode kernel reads and writes. */
+struct ds_k_mega {
+	const struct ds_k_mega_layer *layers; /* (n_layer), in device memory */
+	int n_layer, hidden, ffn;
+	float rms_eps;
+	struct ds_k_dims d;
+	struct ds_k_tokmeta tm;
+	const float *rope_cs;  /* (max_pos, head_dim/2, {cos, sin}) */
+	uint16_t *kv;          /* layer 0's paged cache; layer l at kv + l * kv_layer_elems */
+	size_t kv_layer_elems;
+	float *x;              /* (T, hidden) residual stream: the embeddings in, layer n-1's out */
+	uint16_t *q, *att;     /* (T, n_head * head_dim) scratch */
+	uint16_t *act;         /* (T, ffn) scratch */
+	float *part;           /* attention partials, part_floats of them */
+	size_t part_floats;
+	unsigned *bar;         /* 2 words, zero before the first launch; left ready for the next */
+};
+
+/* All n_layer transformer layers of a decode pass of T = 1, 2 or 4 rows (one query per
+ * sequence; pos < 0: a padding row, no KV write, zero attention output) in one persistent
+ * cooperative kernel of n_blocks blocks (at most one per SM): per layer, RMSNorm + the q/k/v
+ * GEMV + RoPE and the K/V write, flash-decoding attention, its merge, the o GEMV + residual,
+ * RMSNorm + the gate/up GEMV + SiLU*mul, the down GEMV + residual, separated by grid-wide
+ * barriers, while one warp per block streams the block's rows of every weight matrix, layer
+ * after layer, into a ring of shared-memory slots with bulk async copies, so weights keep
+ * flowing across the barriers and the small phases. Fast path: sums run in an order fixed by
+ * the grid, not the reference's. Needs no bias and no q/k norm (the caller checks),
+ * ds_k_mega_supported(d, hidden, ffn) and x's rows updated in place (no separate delta). */
+int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn);
+cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_blocks, cudaStream_t st);
+
 /* ---- programmatic dependent launch (PDL) for the fast path's decode chain ---- */
 
 /* The launchers above with a pdl switch: pdl != 0 launches with programmatic stream

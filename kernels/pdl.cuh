@@ -39,15 +39,16 @@ static inline cudaError_t ds_allow_smem(void (*fn)(KArgs...), size_t smem)
 	return e != cudaSuccess ? e : e2;
 }
 
-/* kernel<<<grid, block, smem, st>>>(args...), with the PDL attribute when pdl != 0 and in
- * thread-block clusters of cluster_x blocks along x when cluster_x > 1 (grid.x a multiple). */
+/* kernel<<<grid, block, smem, st>>>(args...), with the PDL attribute when pdl != 0, in
+ * thread-block clusters of cluster_x blocks along x when cluster_x > 1 (grid.x a multiple), and
+ * as a cooperative launch (every block resident at once, or an error) when coop != 0. */
 template <typename... KArgs, typename... Args>
-static inline cudaError_t ds_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block,
-                                            size_t smem, cudaStream_t st, int pdl, int cluster_x,
-                                            Args &&...args)
+static inline cudaError_t ds_launch_attrs(void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                                          size_t smem, cudaStream_t st, int pdl, int cluster_x,
+                                          int coop, Args &&...args)
 {
 	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[2];
+	cudaLaunchAttribute at[3];
 	unsigned n = 0;
 	cfg.gridDim = grid;
 	cfg.blockDim = block;
@@ -65,6 +66,11 @@ static inline cudaError_t ds_launch_cluster(void (*kernel)(KArgs...), dim3 grid,
 		at[n].val.clusterDim.z = 1;
 		n++;
 	}
+	if (coop) {
+		at[n].id = cudaLaunchAttributeCooperative;
+		at[n].val.cooperative = 1;
+		n++;
+	}
 	cfg.attrs = at;
 	cfg.numAttrs = n;
 	cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
@@ -73,13 +79,21 @@ static inline cudaError_t ds_launch_cluster(void (*kernel)(KArgs...), dim3 grid,
 	return cudaGetLastError();
 }
 
+template <typename... KArgs, typename... Args>
+static inline cudaError_t ds_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                                            size_t smem, cudaStream_t st, int pdl, int cluster_x,
+                                            Args &&...args)
+{
+	return ds_launch_attrs(kernel, grid, block, smem, st, pdl, cluster_x, 0,
+	                       std::forward<Args>(args)...);
+}
+
 /* kernel<<<grid, block, smem, st>>>(args...), with the PDL attribute when pdl != 0. */
 template <typename... KArgs, typename... Args>
 static inline cudaError_t ds_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                     cudaStream_t st, int pdl, Args &&...args)
 {
-	return ds_launch_cluster(kernel, grid, block, smem, st, pdl, 1,
-	                         std::forward<Args>(args)...);
+	return ds_launch_attrs(kernel, grid, block, smem, st, pdl, 1, 0, std::forward<Args>(args)...);
 }
 
 #endif

@@ -36,7 +36,7 @@ static inline int __ffs(int x)
 {
 	return ffs(x);
 }
-static inline float __ldcg(const float *p)
+template <class T> static inline T __ldcg(const T *p)
 {
 	return *p;
 }

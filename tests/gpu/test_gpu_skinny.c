@@ -311,7 +311,7 @@ static void fwd_ok(struct ds_backend *be, enum ds_path path, struct ds_fwd_seq *
 		fail_msg("forward: %s", err.msg);
 }
 
-/* A CUDA backend on a deferred "small" model (weights seed model_seed) whose B_max sequences
+/* A CUDA backend on a deferred model of preset (weights seed model_seed) whose B_max sequences
  * hold a prompt of L tokens (token i of the prompts: ds_hash3(ha, hb, i) % vocab), already run
  * through the reference path: ready for decode steps of up to B_max rows. */
 struct decode_fix {
@@ -326,12 +326,12 @@ struct decode_fix {
 	float *lg0, *lg;         /* (B_max, V) logits: the baseline and the run compared to it */
 };
 
-static void decode_fix_init(struct decode_fix *f, uint64_t model_seed, uint64_t ha, uint64_t hb,
-                            int B_max, int L)
+static void decode_fix_init(struct decode_fix *f, const char *preset, uint64_t model_seed,
+                            uint64_t ha, uint64_t hb, int B_max, int L)
 {
 	struct ds_err err;
 	memset(f, 0, sizeof(*f));
-	f->m = model_deferred("small", model_seed);
+	f->m = model_deferred(preset, model_seed);
 	assert_non_null(f->m);
 	f->B_max = B_max;
 	f->L = L;
@@ -405,7 +405,7 @@ static void test_graph_tune(void **state)
 {
 	(void)state;
 	struct decode_fix f;
-	decode_fix_init(&f, 12, 5, 6, 8, 37);
+	decode_fix_init(&f, "small", 12, 5, 6, 8, 37);
 	struct ds_cuda_ctx *c = f.c;
 	int sizes[] = {1, 3, 8};
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
@@ -421,13 +421,17 @@ static void test_graph_tune(void **state)
 			c->fast.fuse_qkv = true;
 			c->fast.stage_tune = true;
 			c->fast.skinny_stage = 0;
+			c->fast.mega = false;
 			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
 			decode_fix_expect_lg0(&f, B, 2);
 			int kept = c->fast.graph_cfg[bi];
 			assert_true(kept >= 0 && kept < DS_CUDA_N_STEP_CFGS);
 			for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++) {
 				float ms = c->fast.graph_ms[bi][i];
-				bool allowed = allow_skinny || !ds_cuda_fast_step_cfgs[i].skinny;
+				const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
+				/* fused layers: only in buckets of 1, 2 or 4 rows ("small" qualifies) */
+				bool allowed = (allow_skinny || !sc->skinny) &&
+				               (!sc->mega || (1 << bi) <= 4);
 				assert_true(allowed ? isfinite(ms) && ms > 0 : !isfinite(ms));
 				assert_true(!allowed || c->fast.graph_ms[bi][kept] <= ms);
 			}
@@ -446,6 +450,7 @@ static void test_graph_tune(void **state)
 			c->fast.pdl = ds_cuda_fast_step_cfgs[kept].pdl;
 			c->fast.fuse_qkv = ds_cuda_fast_step_cfgs[kept].fuse;
 			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
+			c->fast.mega = ds_cuda_fast_step_cfgs[kept].mega;
 			decode_fix_expect_lg0(&f, B, 3);
 			assert_non_null(c->fast.graph[bi]);
 			/* staged weights change no bit (the most stages, eager then captured) */
@@ -453,9 +458,69 @@ static void test_graph_tune(void **state)
 			c->fast.skinny_stage = DS_K_SKINNY_MAX_STAGE;
 			decode_fix_expect_lg0(&f, B, 3);
 			c->fast.skinny_stage = 0;
+			c->fast.mega = false;
 		}
 	}
 	decode_fix_free(&f);
+}
+
+/* The fused decode layers (ds_k_mega_decode) against the kernel-per-op step on the same KV:
+ * batches of 1, 2, 3 (padded to 4) and 4 rows, on "small" (head_dim 64, GQA 2, K of 512 and
+ * 1536: segments of 512) and llama3-8b (head_dim 128, GQA 4, 32 layers: 191 grid barriers a pass):
+ * logits within the fast path's tolerance of each other (a wrong row, rotation or K/V write
+ * moves them by the logits' own scale; greedy agreement is printed, not asserted: two close
+ * logits may swap), and eager, captured and
+ * replayed runs of the fused kernel give the same bits. */
+static void mega_case(const char *preset, uint64_t seed)
+{
+	struct decode_fix f;
+	decode_fix_init(&f, preset, seed, 21, 22, 4, 45);
+	struct ds_cuda_ctx *c = f.c;
+	assert_true(c->fast.mega_ok);
+	c->fast.graph_tune = false;
+	float *lgm = malloc((size_t)f.B_max * f.rowb);
+	int32_t tok0[4];
+	for (int B = 1; B <= 4; B++) {
+		decode_fix_step(&f, B);
+		ds_cuda_fast_graphs_reset(c);
+		c->fast.mega = false;
+		fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
+		for (int i = 0; i < B; i++)
+			tok0[i] = f.rows[i].token;
+		ds_cuda_fast_graphs_reset(c);
+		c->fast.mega = true;
+		fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, lgm, f.rows);
+		double maxd = 0, sd = 0;
+		for (size_t i = 0; i < (size_t)B * f.V; i++) {
+			maxd = fmax(maxd, fabs((double)lgm[i] - f.lg0[i]));
+			sd += (double)f.lg0[i] * f.lg0[i];
+		}
+		sd = sqrt(sd / ((double)B * f.V));
+		int agree = 0;
+		for (int i = 0; i < B; i++)
+			agree += f.rows[i].token == tok0[i];
+		print_message("%s batch %d: fused layers vs kernel per op: max |dlogit| %.5f (logit "
+		              "sd %.3f), greedy tokens agree %d/%d\n",
+		              preset, B, maxd, sd, agree, B);
+		assert_true(sd > 0 && isfinite(sd));
+		assert_true(maxd < 0.02 * sd + 0.02);
+		/* captured, then replayed: the eager run's bits */
+		for (int k = 0; k < 2; k++) {
+			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
+			assert_memory_equal(lgm, f.lg, (size_t)B * f.rowb);
+		}
+		assert_non_null(c->fast.graph[B <= 1 ? 0 : B <= 2 ? 1 : 2]);
+	}
+	c->fast.mega = false;
+	free(lgm);
+	decode_fix_free(&f);
+}
+
+static void test_mega_decode(void **state)
+{
+	(void)state;
+	mega_case("small", 15);
+	mega_case("llama3-8b", 16);
 }
 
 /* The q/k/v epilogue fused into the tensor-core attention (fuse_qkv) gives the bits of
@@ -466,7 +531,7 @@ static void test_fused_qkv_bits(void **state)
 {
 	(void)state;
 	struct decode_fix f;
-	decode_fix_init(&f, 13, 7, 8, 8, 29);
+	decode_fix_init(&f, "small", 13, 7, 8, 8, 29);
 	struct ds_cuda_ctx *c = f.c;
 	c->fast.graph_tune = false;
 	int sizes[] = {1, 3, 8};
@@ -504,7 +569,7 @@ static void test_pdl_decode_bits(void **state)
 {
 	(void)state;
 	struct decode_fix f;
-	decode_fix_init(&f, 11, 3, 4, 32, 45);
+	decode_fix_init(&f, "small", 11, 3, 4, 32, 45);
 	struct ds_cuda_ctx *c = f.c;
 	c->fast.graph_tune = false; /* one configuration per graph: PDL's bits alone */
 	int sizes[] = {1, 8, 32};
@@ -561,7 +626,7 @@ static void test_silu_decode_bits(void **state)
 {
 	(void)state;
 	struct decode_fix f;
-	decode_fix_init(&f, 12, 5, 6, 8, 21);
+	decode_fix_init(&f, "small", 12, 5, 6, 8, 21);
 	struct ds_cuda_ctx *c = f.c;
 	c->fast.graph_tune = false; /* the forced picks in every graph */
 	int sizes[] = {1, 8}, vs[] = {0, 5, 6, 7, 8, 11, 12, 13};
@@ -683,7 +748,7 @@ int main(void)
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
 	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_graph_tune),
-	    cmocka_unit_test(test_fused_qkv_bits),
+	    cmocka_unit_test(test_fused_qkv_bits),   cmocka_unit_test(test_mega_decode),
 	    cmocka_unit_test(test_skinny_silu),
 	    cmocka_unit_test(test_silu_decode_bits), cmocka_unit_test(test_rmsnorm_bits),
 	};

@@ -1,0 +1,213 @@
+/* attn_decode_core.cuh - the pieces of the fast path's flash-decoding kernel (attn_decode.cu) that
+ * other kernels reuse: the per-row split, the lane mapping of K/V loads, the online-softmax
+ * step and the merges of (m, l, acc) states. The fused decode-layer kernel (mega.cu) runs them
+ * with its own warp count, so nothing here depends on the block shape except dattn_shape::PB
+ * (attn_decode.cu's DA_WARPS warps per block). */
+#ifndef DS_ATTN_DECODE_CORE_CUH
+#define DS_ATTN_DECODE_CORE_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#define DA_WARPS 4
+#define DA_THREADS (DA_WARPS * 32)
+#define DA_LOG2E 1.4426950408889634f
+
+/* Per-row split: at most nz ranges of whole block iterations (pb positions each). */
+__device__ __forceinline__ void dattn_split(int len, int nz, int pb, int *chunk, int *nsu)
+{
+	int ns = min(nz, (len + pb - 1) / pb);
+	int c = (len + ns - 1) / ns;
+	c = (c + pb - 1) / pb * pb;
+	*chunk = c;
+	*nsu = (len + c - 1) / c;
+}
+
+__device__ __forceinline__ void dattn_unpack(uint4 u, float (&f)[8])
+{
+	f[0] = __uint_as_float(u.x << 16);
+	f[1] = __uint_as_float(u.x & 0xffff0000u);
+	f[2] = __uint_as_float(u.y << 16);
+	f[3] = __uint_as_float(u.y & 0xffff0000u);
+	f[4] = __uint_as_float(u.z << 16);
+	f[5] = __uint_as_float(u.z & 0xffff0000u);
+	f[6] = __uint_as_float(u.w << 16);
+	f[7] = __uint_as_float(u.w & 0xffff0000u);
+}
+
+/* Compile-time shape of one (head_dim, G) instance. */
+template <int D, int G> struct dattn_shape {
+	static constexpr int LP = D / 8;              /* lanes per position */
+	static constexpr int PPS = 32 / LP;           /* positions per warp step */
+	static constexpr int U = G <= 4 ? 4 : 2;      /* steps per iteration */
+	static constexpr int PB = DA_WARPS * U * PPS; /* positions per block iteration */
+};
+
+/* What one block needs to find its K/V rows. */
+struct dattn_src {
+	const uint16_t *kv;   /* K of KV head kh at block 0, position 0, this lane's 8 dims */
+	const int32_t *bt;    /* the row's block table */
+	size_t blk_stride;    /* elements between consecutive KV blocks */
+	size_t vstride;       /* elements from K to V */
+	int bs, shift, D, hi; /* shift: log2(bs) when bs is a power of two, else -1 */
+};
+
+/* Loads U steps of this lane's K and V (positions base + u * PPS; zeros past hi). */
+template <int U, int PPS, bool CG = false>
+__device__ __forceinline__ void dattn_load(const struct dattn_src &s, int base, uint4 (&k)[U],
+                                           uint4 (&v)[U])
+{
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		int pos = base + u * PPS;
+		if (pos < s.hi) {
+			/* a power-of-two block size (the usual case) avoids integer division */
+			int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
+			int blk = __ldg(s.bt + bi);
+			const uint16_t *r =
+			    s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
+			k[u] = CG ? __ldcg((const uint4 *)r) : __ldg((const uint4 *)r);
+			v[u] = CG ? __ldcg((const uint4 *)(r + s.vstride))
+			          : __ldg((const uint4 *)(r + s.vstride));
+		} else {
+			k[u] = make_uint4(0, 0, 0, 0);
+			v[u] = make_uint4(0, 0, 0, 0);
+		}
+	}
+}
+
+/* Folds U loaded steps into this lane group's online-softmax state (base-2 domain). */
+template <int D, int G>
+__device__ __forceinline__ void
+dattn_step(const uint4 (&k)[dattn_shape<D, G>::U], const uint4 (&v)[dattn_shape<D, G>::U], int base,
+           int hi, const float (&qr)[G][8], float (&m)[G], float (&l)[G], float (&acc)[G][8])
+{
+	typedef dattn_shape<D, G> S;
+	float s[S::U][G];
+#pragma unroll
+	for (int u = 0; u < S::U; u++) {
+		float kf[8];
+		dattn_unpack(k[u], kf);
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float a = 0.0f;
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				a = fmaf(qr[g][i], kf[i], a);
+			s[u][g] = a;
+		}
+	}
+#pragma unroll
+	for (int u = 0; u < S::U; u++)
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+#pragma unroll
+			for (int o = S::LP / 2; o > 0; o >>= 1)
+				s[u][g] += __shfl_xor_sync(0xffffffffu, s[u][g], o);
+			if (base + u * S::PPS >= hi)
+				s[u][g] = -INFINITY;
+		}
+	float p[S::U][G];
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		float mx = m[g];
+#pragma unroll
+		for (int u = 0; u < S::U; u++)
+			mx = fmaxf(mx, s[u][g]);
+		if (mx == -INFINITY) { /* nothing seen yet and every position here masked */
+#pragma unroll
+			for (int u = 0; u < S::U; u++)
+				p[u][g] = 0.0f;
+			continue;
+		}
+		float alpha = exp2f(m[g] - mx); /* 0 when m = -inf */
+		m[g] = mx;
+		l[g] *= alpha;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			acc[g][i] *= alpha;
+#pragma unroll
+		for (int u = 0; u < S::U; u++) {
+			p[u][g] = exp2f(s[u][g] - mx); /* 0 for masked positions */
+			l[g] += p[u][g];
+		}
+	}
+#pragma unroll
+	for (int u = 0; u < S::U; u++) {
+		float vf[8];
+		dattn_unpack(v[u], vf);
+#pragma unroll
+		for (int g = 0; g < G; g++)
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				acc[g][i] = fmaf(p[u][g], vf[i], acc[g][i]);
+	}
+}
+
+/* Merges state (mo, lo, ao) into (m, l, a); either may be empty (m = -inf). */
+__device__ __forceinline__ void dattn_weights(float m, float mo, float *wa, float *wb)
+{
+	float mn = fmaxf(m, mo);
+	*wa = m == -INFINITY ? 0.0f : exp2f(m - mn);
+	*wb = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
+}
+
+/* The merged output of one head at dim k from its nsu partials (base: split 0; rows of prow
+ * floats: m, l, acc[D]). One arithmetic for the combine kernel and the fused merge; __ldcg
+ * because other blocks wrote them (read through L2, never a stale L1 line). */
+__device__ __forceinline__ float dattn_merge_dim(const float *base, int nsu, size_t prow, int k)
+{
+	float M = -INFINITY;
+	for (int z = 0; z < nsu; z++)
+		M = fmaxf(M, __ldcg(base + z * prow));
+	float L = 0.0f, A = 0.0f;
+	for (int z = 0; z < nsu; z++) {
+		const float *pz = base + z * prow;
+		float mz = __ldcg(pz);
+		float e = mz == -INFINITY ? 0.0f : exp2f(mz - M);
+		L = fmaf(__ldcg(pz + 1), e, L);
+		A = fmaf(__ldcg(pz + 2 + k), e, A);
+	}
+	return A / L;
+}
+
+/* Merges the lane groups of each warp (they share dims, differ in positions) and stores the
+ * warp's state in shared memory: sh_m, sh_l at [warp * G + g], sh_acc at [(warp * G + g) * D]. */
+template <int D, int G>
+__device__ __forceinline__ void dattn_lane_merge(float (&m)[G], float (&l)[G], float (&acc)[G][8],
+                                                 float *sh_m, float *sh_l, float *sh_acc)
+{
+	typedef dattn_shape<D, G> S;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int slot = lane / S::LP, sub = lane % S::LP;
+#pragma unroll
+	for (int off = S::LP; off < 32; off <<= 1)
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
+			float lo_ = __shfl_xor_sync(0xffffffffu, l[g], off);
+			float wa, wb;
+			dattn_weights(m[g], mo, &wa, &wb);
+			l[g] = l[g] * wa + lo_ * wb;
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				float ao = __shfl_xor_sync(0xffffffffu, acc[g][i], off);
+				acc[g][i] = acc[g][i] * wa + ao * wb;
+			}
+			m[g] = fmaxf(m[g], mo);
+		}
+	if (slot == 0) {
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			float4 *dst = (float4 *)&sh_acc[(warp * G + g) * D + sub * 8];
+			dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+			dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+			if (sub == 0) {
+				sh_m[warp * G + g] = m[g];
+				sh_l[warp * G + g] = l[g];
+			}
+		}
+	}
+}
+
+#endif

@@ -1,0 +1,703 @@
+/* mega.cu - the fast path's fused decode layers: every transformer layer of a decode pass of 1, 2
+ * or 4 rows in one persistent kernel.
+ *
+ * Why: a decode step at small batch is bound by reading the weights, yet the captured graph of
+ * ~7 kernels per layer leaves DRAM idle at every kernel boundary (ramp-up, tail, launch latency)
+ * and through the small kernels (RMSNorm, RoPE, attention), which together cost about a fifth
+ * of the llama3-8b step at batch 1 on the H200 (bench/results/gpu-20261129-0ba97d4, ablate).
+ *
+ * How: one block per SM, resident for the whole pass (a cooperative launch). Each block owns a
+ * fixed share of the output rows of each GEMM (the same share in every layer), and the block's
+ * producer warp streams exactly those rows of every weight matrix, layer after layer, into a
+ * ring of 4 KB shared-memory slots with bulk async copies (cp.async.bulk + mbarriers). It never
+ * waits for the grid, only for free slots, so while the block's consumer warps sit at a grid
+ * barrier or run attention, the ring fills with the next GEMM's weights: DRAM keeps streaming.
+ * The eight consumer warps run the phases of a layer, separated by grid-wide barriers:
+ *   1. RMSNorm of x (every block computes it into shared memory) and the q/k/v GEMV over the
+ *      block's (i, i + head_dim/2) row pairs, so RoPE happens in the epilogue, which writes q
+ *      and this position's K/V into the paged cache;
+ *   2. flash-decoding attention: items (row, KV head, split), every split writes partials;
+ *   3. the merge of the partials into the attention output (bf16);
+ *   4. the o GEMV, whose epilogue adds into the residual stream x;
+ *   5. RMSNorm and the gate/up GEMV over (gate j, up j) row pairs, SiLU*mul in the epilogue;
+ *   6. the down GEMV, adding into x.
+ * A GEMV slot holds one K-segment (up to 2048 elements) of one weight row; a warp dots it with
+ * the bf16 inputs held in shared memory and stores one partial per (row, segment, batch row);
+ * the epilogue sums a row's segments in order. Data other blocks wrote in this launch is read
+ * with ld.global.cg (L2), never through L1.
+ *
+ * Key decision: the persistent grid replaces kernel boundaries by barriers, which alone would
+ * save little; what pays is that the weight stream does not stop at them. The arithmetic is
+ * the fast path's (fp32 accumulation of bf16 products, bf16 rounding at the same points as the
+ * kernel-per-op step), in an order fixed by the grid size, so outputs are deterministic for a
+ * given device and batch, not batch-invariant. */
+#include "kernels.h"
+#include "cu_common.cuh"
+#include "mbar.cuh"
+#include "pdl.cuh"
+
+#include "attn_decode_core.cuh"
+
+#define MG_CWARPS 8 /* consumer warps */
+#define MG_CTHREADS (MG_CWARPS * 32)
+#define MG_THREADS (MG_CTHREADS + 32) /* + the producer warp */
+#define MG_SLOT 4096                  /* bytes per ring slot */
+#define MG_SEG (MG_SLOT / 2)          /* elements per slot at most */
+#define MG_MIN_SLOTS 16
+#define MG_MAX_SLOTS 48
+
+enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE };
+
+/* What the host computed for a launch: the shared-memory carve-up and the attention split. */
+struct mg_plan {
+	int nslot;
+	unsigned a_off;  /* bf16 GEMV inputs (T, kmax) */
+	unsigned ps_off; /* per-(row, segment) partial dots; also the attention merge area */
+	unsigned red_off;
+	unsigned bar_off; /* 2 * nslot mbarriers */
+	int nz;           /* attention splits per (row, KV head) */
+	float qscale;
+};
+
+/* The largest segment (in elements) that divides K: slots never straddle two rows. */
+__host__ __device__ __forceinline__ int mg_seg(int K)
+{
+	int s = MG_SEG;
+	while (s > 256 && K % s != 0)
+		s >>= 1;
+	return s;
+}
+
+/* One GEMV phase of one block: rows of W (N, K) grouped in units of rpu rows. */
+struct mg_phase {
+	const uint16_t *W;
+	int K, seg, nseg;
+	int u0, u1, rpu;
+	int kind, half, ffn; /* kind: the phase; half: head_dim / 2 (q/k/v pairs); ffn: gate/up */
+};
+
+__host__ __device__ __forceinline__ int mg_units(int kind, int hidden, int ffn, struct ds_k_dims d)
+{
+	switch (kind) {
+	case MG_QKV:
+		return (d.n_head + 2 * d.n_kv) * d.head_dim / 2;
+	case MG_GU:
+		return ffn;
+	default:
+		return hidden;
+	}
+}
+
+/* Block b's share [u0, u1) of n units over nb blocks (balanced: sizes differ by at most 1). */
+__host__ __device__ __forceinline__ void mg_share(int n, int b, int nb, int *u0, int *u1)
+{
+	*u0 = (int)((long long)n * b / nb);
+	*u1 = (int)((long long)n * (b + 1) / nb);
+}
+
+__device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a,
+                                                       const struct ds_k_mega_layer &L, int kind)
+{
+	struct mg_phase p;
+	int qd = a.d.n_head * a.d.head_dim;
+	p.kind = kind;
+	p.half = a.d.head_dim / 2;
+	p.ffn = a.ffn;
+	p.rpu = kind == MG_QKV || kind == MG_GU ? 2 : 1;
+	switch (kind) {
+	case MG_QKV:
+		p.W = L.wqkv;
+		p.K = a.hidden;
+		break;
+	case MG_O:
+		p.W = L.wo;
+		p.K = qd;
+		break;
+	case MG_GU:
+		p.W = L.w_gu;
+		p.K = a.hidden;
+		break;
+	default:
+		p.W = L.w_down;
+		p.K = a.ffn;
+		break;
+	}
+	p.seg = mg_seg(p.K);
+	p.nseg = p.K / p.seg;
+	mg_share(mg_units(kind, a.hidden, a.ffn, a.d), (int)blockIdx.x, (int)gridDim.x, &p.u0,
+	         &p.u1);
+	return p;
+}
+
+/* The weight row of the block's local row r: q/k/v rows pair (i, i + half) within a head,
+ * gate/up rows pair (j, ffn + j). */
+__device__ __forceinline__ int mg_row(const struct mg_phase &p, int r)
+{
+	int u = p.u0 + r / p.rpu, mem = r % p.rpu;
+	if (p.kind == MG_QKV)
+		return (u / p.half) * 2 * p.half + u % p.half + mem * p.half;
+	if (p.kind == MG_GU)
+		return u + mem * p.ffn;
+	return u;
+}
+
+/* ---- synchronization ---- */
+
+/* The consumer warps only (the producer never joins). */
+__device__ __forceinline__ void mg_csync(void)
+{
+	asm volatile("bar.sync 1, %0;\n" ::"n"(MG_CTHREADS) : "memory");
+}
+
+__device__ __forceinline__ unsigned mg_ld_acquire(const unsigned *p)
+{
+	unsigned v;
+	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+/* Grid-wide barrier of the consumer warps: bar[0] counts arrivals, bar[1] is the generation.
+ * The last block to arrive resets the count and bumps the generation; the others spin on it.
+ * Watchdog: traps after ~4 s (a barrier lasts microseconds), failing the launch, not hanging. */
+__device__ __forceinline__ void mg_grid_sync(unsigned *bar)
+{
+	mg_csync();
+	if (threadIdx.x == 0) {
+		unsigned gen = mg_ld_acquire(bar + 1);
+		__threadfence();
+		if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+			atomicExch(bar, 0u);
+			__threadfence();
+			atomicAdd(bar + 1, 1u);
+		} else {
+			uint64_t t0 = 0;
+			for (unsigned n = 1; mg_ld_acquire(bar + 1) == gen; n++) {
+				if ((n & 1023u) == 0) {
+					uint64_t t;
+					asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+					if (t0 == 0)
+						t0 = t;
+					else if (t - t0 > 4000000000ull)
+						__trap();
+				}
+			}
+		}
+		__threadfence();
+	}
+	mg_csync();
+}
+
+/* ---- the producer: the block's weight rows, in consumption order ---- */
+
+__device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar)
+{
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+	             " [%0], [%1], %2, [%3];\n" ::"r"(dst),
+	             "l"(src), "r"(bytes), "r"(bar)
+	             : "memory");
+}
+
+__device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
+                           unsigned full, unsigned empty)
+{
+	unsigned it = 0;
+	for (int l = 0; l < a.n_layer; l++) {
+		struct ds_k_mega_layer L = a.layers[l];
+		for (int kind = 0; kind < MG_NPHASE; kind++) {
+			struct mg_phase p = mg_phase_of(a, L, kind);
+			int rows = (p.u1 - p.u0) * p.rpu;
+			unsigned bytes = (unsigned)p.seg * 2;
+			for (int r = 0; r < rows; r++) {
+				const uint16_t *src = p.W + (size_t)mg_row(p, r) * p.K;
+				for (int s = 0; s < p.nseg; s++, it++) {
+					unsigned slot = it % (unsigned)pl.nslot;
+					mbar_wait(empty + 8 * slot,
+					          ((it / (unsigned)pl.nslot) & 1u) ^ 1u);
+					mbar_expect_tx(full + 8 * slot, bytes);
+					mg_bulk(ring + slot * MG_SLOT, src + (size_t)s * p.seg,
+					        bytes, full + 8 * slot);
+				}
+			}
+		}
+	}
+}
+
+/* ---- consumer phases ---- */
+
+__device__ __forceinline__ void mg_unpack(uint4 v, float (&f)[8])
+{
+	dattn_unpack(v, f);
+}
+
+/* Sum over the consumer threads, the same fixed tree in every block (red: MG_CWARPS floats). */
+__device__ __forceinline__ float mg_csum(float v, float *red)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	int warp = threadIdx.x >> 5;
+	if ((threadIdx.x & 31) == 0)
+		red[warp] = v;
+	mg_csync();
+	float s = 0.0f;
+#pragma unroll
+	for (int w = 0; w < MG_CWARPS; w++)
+		s += red[w];
+	mg_csync(); /* red is free again */
+	return s;
+}
+
+/* A (M, n) bf16 = RMSNorm(x rows) * w, as the rmsnorm kernel computes it. */
+template <int M>
+__device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_t *A, float *red)
+{
+	int n = a.hidden;
+	for (int m = 0; m < M; m++) {
+		const float *xr = a.x + (size_t)m * n;
+		float ss = 0.0f;
+		for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
+			float4 v = __ldcg((const float4 *)(xr + i));
+			ss = __fmaf_rn(v.x, v.x, ss);
+			ss = __fmaf_rn(v.y, v.y, ss);
+			ss = __fmaf_rn(v.z, v.z, ss);
+			ss = __fmaf_rn(v.w, v.w, ss);
+		}
+		ss = mg_csum(ss, red);
+		float inv = 1.0f / sqrtf(ss / (float)n + a.rms_eps);
+		for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
+			float4 v = __ldcg((const float4 *)(xr + i));
+			uint2 wv = __ldg((const uint2 *)(w + i));
+			float xs[4] = {v.x, v.y, v.z, v.w};
+			unsigned wp[2] = {wv.x, wv.y};
+			uint16_t o[4];
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				unsigned wb = (wp[k / 2] >> (16 * (k % 2))) & 0xffffu;
+				o[k] = ds_f32_to_bf16(
+				    __fmul_rn(__fmul_rn(xs[k], inv), ds_bf16_to_f32(wb)));
+			}
+			*(uint2 *)(A + (size_t)m * n + i) =
+			    make_uint2(o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
+		}
+	}
+	mg_csync();
+}
+
+/* A (M, n) = src (M, n) bf16, written by other blocks in this launch. */
+template <int M> __device__ void mg_copy_in(const uint16_t *src, int n, uint16_t *A)
+{
+	int n8 = M * n / 8;
+	for (int i = threadIdx.x; i < n8; i += MG_CTHREADS)
+		((uint4 *)A)[i] = __ldcg((const uint4 *)src + i);
+	mg_csync();
+}
+
+/* The GEMV of phase p over the ring: slot item q = (local row q / nseg, segment q % nseg) goes
+ * to warp q % MG_CWARPS; ps[(r * nseg + s) * M + m] = dot of that segment with A row m. it is
+ * the running slot count, the same as the producer's. */
+template <int M>
+__device__ void mg_gemv(const struct mg_phase &p, const struct mg_plan &pl, const uint16_t *A,
+                        float *ps, unsigned char *smem, unsigned full, unsigned empty, unsigned &it)
+{
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int items = (p.u1 - p.u0) * p.rpu * p.nseg;
+	int nu = p.seg / 256; /* 16-byte chunks per lane */
+	for (int q = warp; q < items; q += MG_CWARPS) {
+		unsigned gi = it + (unsigned)q, slot = gi % (unsigned)pl.nslot;
+		int s = q % p.nseg;
+		mbar_wait(full + 8 * slot, (gi / (unsigned)pl.nslot) & 1u);
+		const uint4 *w = (const uint4 *)(smem + (size_t)slot * MG_SLOT);
+		const uint4 *a = (const uint4 *)A + (size_t)s * (p.seg / 8);
+		float acc[M];
+#pragma unroll
+		for (int m = 0; m < M; m++)
+			acc[m] = 0.0f;
+#pragma unroll 8
+		for (int u = 0; u < nu; u++) {
+			float wf[8];
+			mg_unpack(w[u * 32 + lane], wf);
+#pragma unroll
+			for (int m = 0; m < M; m++) {
+				float af[8];
+				mg_unpack(a[(size_t)m * (p.K / 8) + u * 32 + lane], af);
+#pragma unroll
+				for (int i = 0; i < 8; i++)
+					acc[m] = fmaf(wf[i], af[i], acc[m]);
+			}
+		}
+#pragma unroll
+		for (int m = 0; m < M; m++)
+			for (int o = 16; o > 0; o >>= 1)
+				acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
+		__syncwarp();
+		if (lane == 0) {
+			mbar_arrive(empty + 8 * slot);
+#pragma unroll
+			for (int m = 0; m < M; m++)
+				ps[(size_t)q * M + m] = acc[m];
+		}
+	}
+	it += (unsigned)items;
+	mg_csync();
+}
+
+/* The full dot of local row r with A row m: its segments summed in order. */
+template <int M>
+__device__ __forceinline__ float mg_dot(const float *ps, const struct mg_phase &p, int r, int m)
+{
+	float v = 0.0f;
+	for (int s = 0; s < p.nseg; s++)
+		v += ps[((size_t)r * p.nseg + s) * M + m];
+	return v;
+}
+
+/* q/k/v epilogue: RoPE on q and k pairs, q to a.q, K/V of this position into layer l's cache
+ * (padding rows: q zeros, no K/V). The expressions of ds_k_qkv_rope. */
+template <int M>
+__device__ void mg_qkv_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps,
+                           uint16_t *kv)
+{
+	struct ds_k_dims d = a.d;
+	int D = d.head_dim, half = p.half, np = p.u1 - p.u0;
+	size_t hs = (size_t)d.block_size * D; /* one head's block */
+	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
+		int k = i % np, m = i / np, u = p.u0 + k;
+		int h = u / half, j = u % half;
+		float x1 = mg_dot<M>(ps, p, 2 * k, m), x2 = mg_dot<M>(ps, p, 2 * k + 1, m);
+		int pos = __ldg(a.tm.pos + m);
+		uint16_t *dst;
+		if (h < d.n_head) {
+			dst = a.q + ((size_t)m * d.n_head + h) * D;
+		} else if (pos < 0) {
+			continue;
+		} else {
+			int blk = __ldg(a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m)) +
+			                pos / d.block_size);
+			dst = kv + (size_t)blk * 2 * d.n_kv * hs +
+			      (size_t)(pos % d.block_size) * D +
+			      (size_t)(h - d.n_head) * hs; /* V heads follow K heads: n_kv + vh */
+		}
+		if (h >= d.n_head + d.n_kv) { /* V */
+			dst[j] = ds_f32_to_bf16(x1);
+			dst[j + half] = ds_f32_to_bf16(x2);
+		} else if (pos < 0) {
+			dst[j] = 0;
+			dst[j + half] = 0;
+		} else {
+			const float *c = a.rope_cs + (size_t)pos * half * 2;
+			float co = __ldg(c + 2 * j), si = __ldg(c + 2 * j + 1);
+			dst[j] = ds_f32_to_bf16(__fsub_rn(__fmul_rn(x1, co), __fmul_rn(x2, si)));
+			dst[j + half] =
+			    ds_f32_to_bf16(__fadd_rn(__fmul_rn(x2, co), __fmul_rn(x1, si)));
+		}
+	}
+}
+
+/* x[m][row] += the row's dot (o and down). */
+template <int M>
+__device__ void mg_residual_out(const struct ds_k_mega &a, const struct mg_phase &p,
+                                const float *ps)
+{
+	int np = p.u1 - p.u0;
+	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
+		int r = i % np, m = i / np;
+		float *xp = a.x + (size_t)m * a.hidden + p.u0 + r;
+		*xp = __ldcg(xp) + mg_dot<M>(ps, p, r, m);
+	}
+}
+
+/* act[m][j] = bf16(silu(gate) * up), as ds_k_silu_mul. */
+template <int M>
+__device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps)
+{
+	int np = p.u1 - p.u0;
+	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
+		int k = i % np, m = i / np;
+		float g = mg_dot<M>(ps, p, 2 * k, m), u = mg_dot<M>(ps, p, 2 * k + 1, m);
+		float s = __fdiv_rn(g, 1.0f + expf(-g));
+		a.act[(size_t)m * a.ffn + p.u0 + k] = ds_f32_to_bf16(__fmul_rn(s, u));
+	}
+}
+
+/* Attention items (row, KV head, split) of layer cache kv, strided over the grid; every split
+ * writes its partials (m, l, acc) for the KV head's G query heads. */
+template <int M, int D, int G>
+__device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
+                             const uint16_t *kv, float *sh)
+{
+	typedef dattn_shape<D, G> S;
+	constexpr int PB = MG_CWARPS * S::U * S::PPS;
+	struct ds_k_dims d = a.d;
+	int nz = pl.nz, items = M * d.n_kv * nz;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int slot = lane / S::LP, sub = lane % S::LP;
+	float *sh_m = sh, *sh_l = sh + MG_CWARPS * G, *sh_acc = sh + 2 * MG_CWARPS * G;
+	for (int item = blockIdx.x; item < items; item += gridDim.x) {
+		int m = item / (d.n_kv * nz), kh = (item / nz) % d.n_kv, z = item % nz;
+		int pos = __ldg(a.tm.pos + m);
+		if (pos < 0)
+			continue;
+		int len = pos + 1, chunk, nsu;
+		dattn_split(len, nz, PB, &chunk, &nsu);
+		if (z >= nsu)
+			continue;
+		int lo = z * chunk, hi = min(lo + chunk, len);
+		float qr[G][8];
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			uint4 qq =
+			    __ldcg((const uint4 *)(a.q + ((size_t)m * d.n_head + kh * G + g) * D +
+			                           sub * 8));
+			dattn_unpack(qq, qr[g]);
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				qr[g][i] *= pl.qscale;
+		}
+		struct dattn_src src;
+		src.bs = d.block_size;
+		src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
+		src.D = D;
+		src.hi = hi;
+		src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
+		src.vstride = (size_t)d.n_kv * d.block_size * D;
+		src.kv = kv + (size_t)kh * d.block_size * D + sub * 8;
+		src.bt = a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m));
+		float mm[G], ll[G], acc[G][8];
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			mm[g] = -INFINITY;
+			ll[g] = 0.0f;
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				acc[g][i] = 0.0f;
+		}
+		int base0 = lo + warp * S::U * S::PPS + slot;
+		uint4 ka[S::U], va[S::U];
+		for (int b = base0; b - slot < hi; b += PB) {
+			dattn_load<S::U, S::PPS, true>(src, b, ka, va);
+			dattn_step<D, G>(ka, va, b, hi, qr, mm, ll, acc);
+		}
+		dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
+		mg_csync();
+		for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS) {
+			int g = i / D, k = i % D;
+			float M_ = -INFINITY;
+#pragma unroll
+			for (int w = 0; w < MG_CWARPS; w++)
+				M_ = fmaxf(M_, sh_m[w * G + g]);
+			float L_ = 0.0f, A_ = 0.0f;
+#pragma unroll
+			for (int w = 0; w < MG_CWARPS; w++) {
+				float mw = sh_m[w * G + g];
+				float e = mw == -INFINITY ? 0.0f : exp2f(mw - M_);
+				L_ = fmaf(sh_l[w * G + g], e, L_);
+				A_ = fmaf(sh_acc[(w * G + g) * D + k], e, A_);
+			}
+			float *dst = a.part + (((size_t)m * d.n_head + kh * G + g) * nz + z) *
+			                          (size_t)(D + 2);
+			dst[2 + k] = A_;
+			if (k == 0) {
+				dst[0] = M_;
+				dst[1] = L_;
+			}
+		}
+		mg_csync();
+	}
+}
+
+/* The attention output (M, n_head * D) bf16 from the partials (padding rows: zeros). */
+template <int M, int D, int G>
+__device__ void mg_attn_merge(const struct ds_k_mega &a, const struct mg_plan &pl)
+{
+	typedef dattn_shape<D, G> S;
+	constexpr int PB = MG_CWARPS * S::U * S::PPS;
+	struct ds_k_dims d = a.d;
+	int total = M * d.n_head * D;
+	size_t prow = (size_t)D + 2;
+	for (int e = blockIdx.x * MG_CTHREADS + threadIdx.x; e < total;
+	     e += gridDim.x * MG_CTHREADS) {
+		int m = e / (d.n_head * D), h = (e / D) % d.n_head, k = e % D;
+		int pos = __ldg(a.tm.pos + m);
+		if (pos < 0) {
+			a.att[e] = 0;
+			continue;
+		}
+		int chunk, nsu;
+		dattn_split(pos + 1, pl.nz, PB, &chunk, &nsu);
+		a.att[e] = ds_f32_to_bf16(dattn_merge_dim(
+		    a.part + ((size_t)m * d.n_head + h) * pl.nz * prow, nsu, prow, k));
+	}
+}
+
+template <int M, int D, int G>
+__global__ void __launch_bounds__(MG_THREADS, 1)
+    mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
+{
+	extern __shared__ __align__(1024) unsigned char smem[];
+	unsigned ring = (unsigned)__cvta_generic_to_shared(smem);
+	unsigned full = ring + pl.bar_off, empty = full + 8 * pl.nslot;
+	uint16_t *A = (uint16_t *)(smem + pl.a_off);
+	float *ps = (float *)(smem + pl.ps_off), *red = (float *)(smem + pl.red_off);
+	if (threadIdx.x == 0) {
+		for (int s = 0; s < pl.nslot; s++) {
+			mbar_init(full + 8 * s, 1);
+			mbar_init(empty + 8 * s, 1);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+	}
+	__syncthreads();
+	if (threadIdx.x >= MG_CTHREADS) {
+		if (threadIdx.x == MG_CTHREADS)
+			mg_produce(a, pl, ring, full, empty);
+		return;
+	}
+	unsigned it = 0;
+	int qd = a.d.n_head * a.d.head_dim;
+	for (int l = 0; l < a.n_layer; l++) {
+		struct ds_k_mega_layer L = a.layers[l];
+		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
+
+		struct mg_phase p = mg_phase_of(a, L, MG_QKV);
+		mg_norm_in<M>(a, L.attn_norm, A, red);
+		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
+		mg_qkv_out<M>(a, p, ps, kv);
+		mg_grid_sync(a.bar);
+
+		mg_attention<M, D, G>(a, pl, kv, ps);
+		mg_grid_sync(a.bar);
+		mg_attn_merge<M, D, G>(a, pl);
+		mg_grid_sync(a.bar);
+
+		p = mg_phase_of(a, L, MG_O);
+		mg_copy_in<M>(a.att, qd, A);
+		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
+		mg_residual_out<M>(a, p, ps);
+		mg_grid_sync(a.bar);
+
+		p = mg_phase_of(a, L, MG_GU);
+		mg_norm_in<M>(a, L.ffn_norm, A, red);
+		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
+		mg_silu_out<M>(a, p, ps);
+		mg_grid_sync(a.bar);
+
+		p = mg_phase_of(a, L, MG_DOWN);
+		mg_copy_in<M>(a.act, a.ffn, A);
+		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
+		mg_residual_out<M>(a, p, ps);
+		if (l + 1 < a.n_layer) /* the kernel's end orders the last layer's writes */
+			mg_grid_sync(a.bar);
+	}
+}
+
+/* ---- host ---- */
+
+extern "C" int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn)
+{
+	int G = d.n_kv > 0 ? d.n_head / d.n_kv : 0;
+	int qd = d.n_head * d.head_dim;
+	bool dims = (d.head_dim == 64 || d.head_dim == 128) && d.n_kv * G == d.n_head &&
+	            (G == 1 || G == 2 || G == 4 || G == 8);
+	return dims && hidden % 256 == 0 && ffn % 256 == 0 && qd % 256 == 0 &&
+	       (d.n_head + 2 * d.n_kv) * d.head_dim % 2 == 0;
+}
+
+typedef void (*mg_fn)(struct ds_k_mega, struct mg_plan);
+
+static mg_fn mg_pick(int T, int D, int G)
+{
+#define MG_CASE(m, dd, g)                                                                          \
+	if (T == m && D == dd && G == g)                                                           \
+		return mega_kernel<m, dd, g>;
+#define MG_M(m)                                                                                    \
+	MG_CASE(m, 64, 1)                                                                          \
+	MG_CASE(m, 64, 2)                                                                          \
+	MG_CASE(m, 64, 4)                                                                          \
+	MG_CASE(m, 64, 8)                                                                          \
+	MG_CASE(m, 128, 1)                                                                         \
+	MG_CASE(m, 128, 2)                                                                         \
+	MG_CASE(m, 128, 4)                                                                         \
+	MG_CASE(m, 128, 8)
+	MG_M(1)
+	MG_M(2)
+	MG_M(4)
+#undef MG_M
+#undef MG_CASE
+	return NULL;
+}
+
+/* Rows of the largest share of a phase times its segments (the partial dots per batch row). */
+static int mg_max_items(int kind, const struct ds_k_mega *a, int nb)
+{
+	int n = mg_units(kind, a->hidden, a->ffn, a->d);
+	int K = kind == MG_O ? a->d.n_head * a->d.head_dim : kind == MG_DOWN ? a->ffn : a->hidden;
+	int rpu = kind == MG_QKV || kind == MG_GU ? 2 : 1;
+	return (n + nb - 1) / nb * rpu * (K / mg_seg(K));
+}
+
+static size_t mg_align(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_blocks,
+                                        cudaStream_t st)
+{
+	if (!a || T <= 0)
+		return T == 0 ? cudaSuccess : cudaErrorInvalidValue;
+	struct ds_k_dims d = a->d;
+	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar)
+		return cudaErrorInvalidValue;
+	int D = d.head_dim, G = d.n_head / d.n_kv, qd = d.n_head * D;
+	mg_fn fn = mg_pick(T, D, G);
+	if (!fn)
+		return cudaErrorInvalidValue;
+	struct mg_plan pl;
+	/* attention: about one item per block, within the partial buffer */
+	int nz = n_blocks / (T * d.n_kv);
+	nz = nz < 1 ? 1 : nz > DS_K_ATTN_DECODE_MAX_SPLIT ? DS_K_ATTN_DECODE_MAX_SPLIT : nz;
+	while (nz > 1 && (size_t)T * d.n_head * (D + 2) * nz > a->part_floats)
+		nz--;
+	if ((size_t)T * d.n_head * (D + 2) * nz > a->part_floats)
+		return cudaErrorInvalidValue;
+	pl.nz = nz;
+	pl.qscale = 1.4426950408889634f / sqrtf((float)D);
+	/* shared memory: ring | A | partial dots (or the attention merge area) | reduction |
+	 * mbarriers */
+	int kmax = a->hidden > a->ffn ? a->hidden : a->ffn;
+	kmax = kmax > qd ? kmax : qd;
+	size_t a_bytes = (size_t)T * kmax * 2;
+	size_t ps_floats = 0;
+	for (int k = 0; k < MG_NPHASE; k++) {
+		size_t n = (size_t)mg_max_items(k, a, n_blocks) * T;
+		ps_floats = n > ps_floats ? n : ps_floats;
+	}
+	size_t attn_floats = (size_t)2 * MG_CWARPS * G + (size_t)MG_CWARPS * G * D;
+	ps_floats = ps_floats > attn_floats ? ps_floats : attn_floats;
+	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + MG_CWARPS * 4;
+	int dev = 0, optin = 0;
+	cudaError_t e = cudaGetDevice(&dev);
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+	if (e != cudaSuccess)
+		return e;
+	long room = (long)optin - (long)rest - 1024; /* slack: the static 1024 alignment */
+	int nslot = (int)(room / (MG_SLOT + 16));
+	nslot = nslot > MG_MAX_SLOTS ? MG_MAX_SLOTS : nslot;
+	if (nslot < MG_MIN_SLOTS)
+		return cudaErrorInvalidValue;
+	pl.nslot = nslot;
+	size_t off = (size_t)nslot * MG_SLOT;
+	pl.a_off = (unsigned)off;
+	off += mg_align(a_bytes, 16);
+	pl.ps_off = (unsigned)off;
+	off += mg_align(ps_floats * 4, 16);
+	pl.red_off = (unsigned)off;
+	off += MG_CWARPS * 4;
+	off = mg_align(off, 8);
+	pl.bar_off = (unsigned)off;
+	off += (size_t)16 * nslot;
+	if ((e = ds_allow_smem(fn, off)) != cudaSuccess)
+		return e;
+	return ds_launch_attrs(fn, dim3((unsigned)n_blocks), dim3(MG_THREADS), off, st, 0, 1, 1, *a,
+	                       pl);
+}
