@@ -115,6 +115,7 @@ struct ds_cuda_fast {
 	bool mega, mega_ok, mega_tune;
 	struct ds_k_mega_layer *mega_layers;
 	unsigned *mega_bar;
+	unsigned long long *mega_trace; /* not owned: set by a bench to trace the fused kernel */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };
@@ -254,6 +255,9 @@ struct ds_cuda_path_ops {
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */
 extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
 
+/* Whether pass p may run the fused decode layers: the model qualifies (mega_ok), every row is
+ * its sequence's only query, and it has 1, 2 or 4 rows. */
+bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p);
 /* The fast path's fused decode layers (fastpath/cuda_fast.c): when enabled and the pass qualifies,
  * launches ds_k_mega_decode for every layer and sets *done; else leaves *done false. */
 enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,

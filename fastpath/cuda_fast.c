@@ -750,14 +750,18 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	return DS_OK;
 }
 
+bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p)
+{
+	return c->fast.mega_ok && pass_one_row_per_seq(p) && (p->T == 1 || p->T == 2 || p->T == 4);
+}
+
 enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,
                                  struct ds_err *err)
 {
 	const struct ds_cuda_fast *f = &c->fast;
 	const struct ds_model_config *cfg = &c->cfg;
-	int T = p->T;
 	*done = false;
-	if (!f->mega || !f->mega_ok || !pass_one_row_per_seq(p) || (T != 1 && T != 2 && T != 4))
+	if (!f->mega || !ds_cuda_fast_mega_fits(c, p))
 		return DS_OK;
 	struct ds_k_mega a = {
 	    .layers = f->mega_layers,
@@ -777,8 +781,9 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .part = c->part,
 	    .part_floats = c->part_floats,
 	    .bar = f->mega_bar,
+	    .trace = f->mega_trace,
 	};
-	DS_CUDA_TRY(ds_k_mega_decode(&a, T, c->n_sm, c->stream), err);
+	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);
 	*done = true;
 	return DS_OK;
 }

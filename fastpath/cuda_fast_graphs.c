@@ -54,7 +54,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
 		f->graph_ms[bi][i] = INFINITY;
 		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0) ||
-		    (sc->stage && !f->stage_tune) || (sc->mega && !(f->mega_ok && f->mega_tune)))
+		    (sc->stage && !f->stage_tune) || (sc->mega && !(f->mega_tune && ds_cuda_fast_mega_fits(c, pb))))
 			continue;
 		f->skinny = sc->skinny;
 		f->pdl = sc->pdl;

@@ -320,7 +320,11 @@ struct ds_k_mega {
 	float *part;           /* attention partials, part_floats of them */
 	size_t part_floats;
 	unsigned *bar;         /* 2 words, zero before the first launch; left ready for the next */
+	/* NULL, or (n_blocks, n_layer, DS_K_MEGA_STAMPS) %globaltimer stamps (ns) that thread 0 of
+	 * each block takes at the end of each phase of each layer (bench: where the time goes) */
+	unsigned long long *trace;
 };
+#define DS_K_MEGA_STAMPS 12
 
 /* All n_layer transformer layers of a decode pass of T = 1, 2 or 4 rows (one query per
  * sequence; pos < 0: a padding row, no KV write, zero attention output) in one persistent

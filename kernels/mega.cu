@@ -528,6 +528,16 @@ __device__ void mg_attn_merge(const struct ds_k_mega &a, const struct mg_plan &p
 	}
 }
 
+/* Stamp k of layer l (DS_K_MEGA_STAMPS per layer) when tracing. */
+__device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k)
+{
+	if (a.trace && threadIdx.x == 0) {
+		unsigned long long t;
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		a.trace[((size_t)blockIdx.x * a.n_layer + l) * DS_K_MEGA_STAMPS + k] = t;
+	}
+}
+
 template <int M, int D, int G>
 __global__ void __launch_bounds__(MG_THREADS, 1)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
@@ -556,36 +566,48 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
+		mg_stamp(a, l, 0);
 
 		struct mg_phase p = mg_phase_of(a, L, MG_QKV);
 		mg_norm_in<M>(a, L.attn_norm, A, red);
+		mg_stamp(a, l, 1);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, kv);
+		mg_stamp(a, l, 2);
 		mg_grid_sync(a.bar);
+		mg_stamp(a, l, 3);
 
 		mg_attention<M, D, G>(a, pl, kv, ps);
+		mg_stamp(a, l, 4);
 		mg_grid_sync(a.bar);
 		mg_attn_merge<M, D, G>(a, pl);
 		mg_grid_sync(a.bar);
+		mg_stamp(a, l, 5);
 
 		p = mg_phase_of(a, L, MG_O);
 		mg_copy_in<M>(a.att, qd, A);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
+		mg_stamp(a, l, 6);
 		mg_grid_sync(a.bar);
+		mg_stamp(a, l, 7);
 
 		p = mg_phase_of(a, L, MG_GU);
 		mg_norm_in<M>(a, L.ffn_norm, A, red);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps);
+		mg_stamp(a, l, 8);
 		mg_grid_sync(a.bar);
+		mg_stamp(a, l, 9);
 
 		p = mg_phase_of(a, L, MG_DOWN);
 		mg_copy_in<M>(a.act, a.ffn, A);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
+		mg_stamp(a, l, 10);
 		if (l + 1 < a.n_layer) /* the kernel's end orders the last layer's writes */
 			mg_grid_sync(a.bar);
+		mg_stamp(a, l, 11);
 	}
 }
 

@@ -452,7 +452,7 @@ static bool want(int argc, char **argv, const char *s)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn attnref decode verify profile ablate e2e]\n");
+		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn attnref decode verify profile ablate mega e2e]\n");
 		return 2;
 	}
 	struct bench b;
@@ -498,6 +498,8 @@ int main(int argc, char **argv)
 		rc = bench_profile(&b);
 	if (!rc && want(argc, argv, "ablate"))
 		rc = bench_ablate(&b);
+	if (!rc && want(argc, argv, "mega"))
+		rc = bench_mega(&b);
 	ds_backend_free(&b.be);
 	if (!rc && want(argc, argv, "e2e"))
 		rc = bench_e2e(&b);

@@ -1,0 +1,132 @@
+/* bench_gpu_mega.c - the fused decode layers (kernels/mega.cu) against the kernel-per-op step in
+ * the same call (both replayed from CUDA graphs), and where the fused kernel's time goes: the
+ * durations between the %globaltimer stamps each block takes at the end of each phase. */
+#include "bench_gpu.h"
+
+/* What happens between stamp k and stamp k + 1 of a layer (mega.cu's kernel body). */
+static const char *const phase_names[DS_K_MEGA_STAMPS - 1] = {
+    "norm (q/k/v input)",        "q/k/v GEMV + RoPE, K/V",   "barrier", "attention",
+    "barrier + merge + barrier", "o GEMV + residual",        "barrier",
+    "norm + gate/up GEMV + SiLU", "barrier", "down GEMV + residual", "barrier"};
+
+/* Mean duration (us) of each phase over blocks and layers, and the mean over layers of the
+ * slowest block's, from a trace of nb blocks and nl layers; *total_us: first stamp to last. */
+static void trace_phases(const unsigned long long *tr, int nb, int nl, double *mean_us,
+                         double *max_us, double *total_us)
+{
+	unsigned long long t0 = ~0ull, t1 = 0;
+	for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++) {
+		double sum = 0, sum_max = 0;
+		for (int l = 0; l < nl; l++) {
+			double mx = 0;
+			for (int b = 0; b < nb; b++) {
+				const unsigned long long *s = tr + ((size_t)b * nl + l) * DS_K_MEGA_STAMPS;
+				double d = (double)(s[k + 1] - s[k]) * 1e-3;
+				sum += d;
+				mx = d > mx ? d : mx;
+			}
+			sum_max += mx;
+		}
+		mean_us[k] = sum / ((double)nb * nl);
+		max_us[k] = sum_max / nl;
+	}
+	for (int b = 0; b < nb; b++) {
+		const unsigned long long *s0 = tr + (size_t)b * nl * DS_K_MEGA_STAMPS;
+		const unsigned long long *s1 = s0 + (size_t)(nl - 1) * DS_K_MEGA_STAMPS;
+		t0 = s0[0] < t0 ? s0[0] : t0;
+		t1 = s1[DS_K_MEGA_STAMPS - 1] > t1 ? s1[DS_K_MEGA_STAMPS - 1] : t1;
+	}
+	*total_us = (double)(t1 - t0) * 1e-3;
+}
+
+int bench_mega(struct bench *b)
+{
+	struct ds_cuda_ctx *c = b->c;
+	struct ds_cuda_fast *f = &c->fast;
+	const struct ds_model_config *cfg = &b->m->cfg;
+	if (!f->mega_ok) {
+		printf("mega: the model does not qualify for the fused decode layers\n");
+		return 0;
+	}
+	int nl = cfg->n_layer, nb = c->n_sm, ctx = 512, batches[] = {1, 2, 4};
+	size_t n_stamps = (size_t)nb * nl * DS_K_MEGA_STAMPS;
+	unsigned long long *dtr = NULL, *tr = malloc(n_stamps * sizeof(*tr));
+	if (!tr || cudaMalloc((void **)&dtr, n_stamps * sizeof(*dtr)) != cudaSuccess) {
+		free(tr);
+		return 1;
+	}
+	FILE *js = json_open(b->out, "mega");
+	if (!js) {
+		cudaFree(dtr);
+		free(tr);
+		return 1;
+	}
+	fprintf(js,
+	        "{\"bench\": \"mega\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
+	        "\"device\": \"%s\", \"ctx\": %d, \"blocks\": %d, \"points\": [\n",
+	        b->dev, ctx, nb);
+	printf("fused decode layers vs kernel per op, llama3-8b, ctx %d, %d blocks (graph replays, "
+	       "median)\n",
+	       ctx, nb);
+	bool tune0 = f->graph_tune, mega0 = f->mega, mtune0 = f->mega_tune;
+	int rc = 0;
+	for (size_t i = 0; i < DS_ARRAY_LEN(batches) && rc == 0; i++) {
+		int B = batches[i];
+		double t_op = 0, t_mega = 0, total = 0;
+		double mean_us[DS_K_MEGA_STAMPS - 1], max_us[DS_K_MEGA_STAMPS - 1];
+		/* the kernel-per-op step, tuned over its own configurations */
+		ds_cuda_fast_graphs_reset(c);
+		f->graph_tune = true;
+		f->mega_tune = false;
+		f->mega = false;
+		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_op);
+		/* the fused layers (the rest of the step: PDL, GEMV or skinny head) */
+		ds_cuda_fast_graphs_reset(c);
+		f->graph_tune = false;
+		f->mega = true;
+		if (rc == 0)
+			rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_mega);
+		/* traced (a graph of its own: the trace pointer is a kernel argument) */
+		ds_cuda_fast_graphs_reset(c);
+		f->mega_trace = dtr;
+		double t_tr = 0;
+		if (rc == 0)
+			rc = decode_time(b, DS_PATH_FAST, B, ctx, 3, &t_tr);
+		f->mega_trace = NULL;
+		if (rc == 0 && cudaMemcpy(tr, dtr, n_stamps * sizeof(*tr), cudaMemcpyDeviceToHost) !=
+		                   cudaSuccess)
+			rc = 1;
+		if (rc != 0)
+			break;
+		trace_phases(tr, nb, nl, mean_us, max_us, &total);
+		double roof = ((double)decode_weight_bytes(cfg, B) + (double)kv_bytes(cfg, B, ctx + 1)) /
+		              b->copy_bw;
+		printf("batch %d: fused %.3f ms (%.1f%% of roofline), kernel per op %.3f ms (%.1f%%): "
+		       "fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
+		       B, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
+		       t_mega / t_op, t_tr * 1e3, total * 1e-3);
+		printf("  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
+		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
+			printf("  %-28s %10.2f %10.2f\n", phase_names[k], mean_us[k], max_us[k]);
+		fprintf(js,
+		        "%s  {\"batch\": %d, \"fused_ms\": %.4f, \"per_op_ms\": %.4f, "
+		        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
+		        "\"phases\": [",
+		        i ? ",\n" : "", B, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
+		        total);
+		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
+			fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
+			        k ? ", " : "", phase_names[k], mean_us[k], max_us[k]);
+		fprintf(js, "]}");
+		fflush(stdout);
+	}
+	fprintf(js, "\n]}\n");
+	fclose(js);
+	f->graph_tune = tune0;
+	f->mega = mega0;
+	f->mega_tune = mtune0;
+	ds_cuda_fast_graphs_reset(c);
+	cudaFree(dtr);
+	free(tr);
+	return rc;
+}
