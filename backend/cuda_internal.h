@@ -111,10 +111,12 @@ struct ds_cuda_fast {
 	/* decode passes of 1, 2 or 4 rows run every layer in one persistent kernel (ds_k_mega_decode)
 	 * when mega is set and the model qualifies (mega_ok: no q/k/v bias or q/k norm, supported
 	 * dims); DS_FAST_MEGA=1 sets it, unset leaves it to the graph tuning (mega_tune), 0 rules it
-	 * out. mega_layers: the kernel's layer table on the device; mega_bar: its barrier words. */
+	 * out. mega_layers: the kernel's layer table on the device; mega_bar: its barrier count;
+	 * mega_cnt: its attention split counters (DS_K_MEGA_MAX_T * n_kv_head). */
 	bool mega, mega_ok, mega_tune;
 	struct ds_k_mega_layer *mega_layers;
-	unsigned *mega_bar;
+	unsigned long long *mega_bar;
+	unsigned *mega_cnt;
 	unsigned long long *mega_trace; /* not owned: set by a bench to trace the fused kernel */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */

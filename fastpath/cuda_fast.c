@@ -742,10 +742,15 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	if (e == cudaSuccess)
 		e = cudaMemcpy(f->mega_layers, hl, n * sizeof(*hl), cudaMemcpyHostToDevice);
 	free(hl);
+	size_t n_cnt = (size_t)DS_K_MEGA_MAX_T * cfg->n_kv_head;
 	if (e == cudaSuccess)
-		e = cudaMalloc((void **)&f->mega_bar, 2 * sizeof(unsigned));
+		e = cudaMalloc((void **)&f->mega_bar, sizeof(*f->mega_bar));
 	if (e == cudaSuccess)
-		e = cudaMemset(f->mega_bar, 0, 2 * sizeof(unsigned));
+		e = cudaMemset(f->mega_bar, 0, sizeof(*f->mega_bar));
+	if (e == cudaSuccess)
+		e = cudaMalloc((void **)&f->mega_cnt, n_cnt * sizeof(unsigned));
+	if (e == cudaSuccess)
+		e = cudaMemset(f->mega_cnt, 0, n_cnt * sizeof(unsigned));
 	DS_CUDA_TRY(e, err);
 	return DS_OK;
 }
@@ -781,6 +786,7 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .part = c->part,
 	    .part_floats = c->part_floats,
 	    .bar = f->mega_bar,
+	    .cnt = f->mega_cnt,
 	    .trace = f->mega_trace,
 	};
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);
@@ -843,6 +849,8 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 		cudaFree(f->mega_layers);
 	if (f->mega_bar)
 		cudaFree(f->mega_bar);
+	if (f->mega_cnt)
+		cudaFree(f->mega_cnt);
 	if (f->lt)
 		cublasLtDestroy(f->lt);
 	memset(f, 0, sizeof(*f));

@@ -319,17 +319,20 @@ struct ds_k_mega {
 	uint16_t *act;         /* (T, ffn) scratch */
 	float *part;           /* attention partials, part_floats of them */
 	size_t part_floats;
-	unsigned *bar;         /* 2 words, zero before the first launch; left ready for the next */
+	unsigned long long *bar; /* barrier count: zero before the first launch, left ready */
+	unsigned *cnt;         /* (T, n_kv) attention split counters: zero, left zero */
 	/* NULL, or (n_blocks, n_layer, DS_K_MEGA_STAMPS) %globaltimer stamps (ns) that thread 0 of
 	 * each block takes at the end of each phase of each layer (bench: where the time goes) */
 	unsigned long long *trace;
 };
 #define DS_K_MEGA_STAMPS 12
+#define DS_K_MEGA_MAX_T 4
 
 /* All n_layer transformer layers of a decode pass of T = 1, 2 or 4 rows (one query per
  * sequence; pos < 0: a padding row, no KV write, zero attention output) in one persistent
  * cooperative kernel of n_blocks blocks (at most one per SM): per layer, RMSNorm + the q/k/v
- * GEMV + RoPE and the K/V write, flash-decoding attention, its merge, the o GEMV + residual,
+ * GEMV + RoPE and the K/V write, flash-decoding attention (its last split merges), the o GEMV +
+ * residual,
  * RMSNorm + the gate/up GEMV + SiLU*mul, the down GEMV + residual, separated by grid-wide
  * barriers, while one warp per block streams the block's rows of every weight matrix, layer
  * after layer, into a ring of shared-memory slots with bulk async copies, so weights keep

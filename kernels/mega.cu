@@ -16,11 +16,11 @@
  *   1. RMSNorm of x (every block computes it into shared memory) and the q/k/v GEMV over the
  *      block's (i, i + head_dim/2) row pairs, so RoPE happens in the epilogue, which writes q
  *      and this position's K/V into the paged cache;
- *   2. flash-decoding attention: items (row, KV head, split), every split writes partials;
- *   3. the merge of the partials into the attention output (bf16);
- *   4. the o GEMV, whose epilogue adds into the residual stream x;
- *   5. RMSNorm and the gate/up GEMV over (gate j, up j) row pairs, SiLU*mul in the epilogue;
- *   6. the down GEMV, adding into x.
+ *   2. flash-decoding attention: items (row, KV head, split); the last split of a (row, KV
+ *      head) to finish merges the partials (a counter), so no merge phase follows;
+ *   3. the o GEMV, whose epilogue adds into the residual stream x;
+ *   4. RMSNorm and the gate/up GEMV over (gate j, up j) row pairs, SiLU*mul in the epilogue;
+ *   5. the down GEMV, adding into x.
  * A GEMV slot holds one K-segment (up to 2048 elements) of one weight row; a warp dots it with
  * the bf16 inputs held in shared memory and stores one partial per (row, segment, batch row);
  * the epilogue sums a row's segments in order. Data other blocks wrote in this launch is read
@@ -52,7 +52,7 @@ enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE };
 struct mg_plan {
 	int nslot;
 	unsigned a_off;  /* bf16 GEMV inputs (T, kmax) */
-	unsigned ps_off; /* per-(row, segment) partial dots; also the attention merge area */
+	unsigned ps_off; /* per-(row, segment) partial dots; also the attention's merge area */
 	unsigned red_off;
 	unsigned bar_off; /* 2 * nslot mbarriers */
 	int nz;           /* attention splits per (row, KV head) */
@@ -149,37 +149,35 @@ __device__ __forceinline__ void mg_csync(void)
 	asm volatile("bar.sync 1, %0;\n" ::"n"(MG_CTHREADS) : "memory");
 }
 
-__device__ __forceinline__ unsigned mg_ld_acquire(const unsigned *p)
+__device__ __forceinline__ unsigned long long mg_ld_acquire(const unsigned long long *p)
 {
-	unsigned v;
-	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+	unsigned long long v;
+	asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
 	return v;
 }
 
-/* Grid-wide barrier of the consumer warps: bar[0] counts arrivals, bar[1] is the generation.
- * The last block to arrive resets the count and bumps the generation; the others spin on it.
- * Watchdog: traps after ~4 s (a barrier lasts microseconds), failing the launch, not hanging. */
-__device__ __forceinline__ void mg_grid_sync(unsigned *bar)
+/* Grid-wide barrier of the consumer warps on one 64-bit counter that only grows: a block's
+ * arrival returns the count before it, so the barrier it is in ends when the count reaches the
+ * next multiple of the grid size (every launch adds whole barriers: the count stays a multiple
+ * between launches, and 2^64 arrivals never wrap). One atomic per block and a spin on an
+ * acquire load. Watchdog: traps after ~4 s (a barrier lasts microseconds), failing the launch
+ * instead of hanging it. */
+__device__ __forceinline__ void mg_grid_sync(unsigned long long *bar)
 {
 	mg_csync();
 	if (threadIdx.x == 0) {
-		unsigned gen = mg_ld_acquire(bar + 1);
+		unsigned long long nb = gridDim.x;
 		__threadfence();
-		if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-			atomicExch(bar, 0u);
-			__threadfence();
-			atomicAdd(bar + 1, 1u);
-		} else {
-			uint64_t t0 = 0;
-			for (unsigned n = 1; mg_ld_acquire(bar + 1) == gen; n++) {
-				if ((n & 1023u) == 0) {
-					uint64_t t;
-					asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-					if (t0 == 0)
-						t0 = t;
-					else if (t - t0 > 4000000000ull)
-						__trap();
-				}
+		unsigned long long target = (atomicAdd(bar, 1ull) / nb + 1) * nb;
+		uint64_t t0 = 0;
+		for (unsigned n = 1; (long long)(mg_ld_acquire(bar) - target) < 0; n++) {
+			if ((n & 1023u) == 0) {
+				uint64_t t;
+				asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+				if (t0 == 0)
+					t0 = t;
+				else if (t - t0 > 4000000000ull)
+					__trap();
 			}
 		}
 		__threadfence();
@@ -197,27 +195,29 @@ __device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned 
 	             : "memory");
 }
 
+/* The producer warp: its lanes take the block's slot items of each phase in turns of 32 (item q
+ * = segment q % nseg of local row q / nseg; slot (it + q) % nslot), so per-item bookkeeping is
+ * spread over the warp and copies are issued 32 at a time. */
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
                            unsigned full, unsigned empty)
 {
-	unsigned it = 0;
+	unsigned it = 0, ns = (unsigned)pl.nslot;
+	int lane = threadIdx.x & 31;
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		for (int kind = 0; kind < MG_NPHASE; kind++) {
 			struct mg_phase p = mg_phase_of(a, L, kind);
-			int rows = (p.u1 - p.u0) * p.rpu;
+			int items = (p.u1 - p.u0) * p.rpu * p.nseg;
 			unsigned bytes = (unsigned)p.seg * 2;
-			for (int r = 0; r < rows; r++) {
-				const uint16_t *src = p.W + (size_t)mg_row(p, r) * p.K;
-				for (int s = 0; s < p.nseg; s++, it++) {
-					unsigned slot = it % (unsigned)pl.nslot;
-					mbar_wait(empty + 8 * slot,
-					          ((it / (unsigned)pl.nslot) & 1u) ^ 1u);
-					mbar_expect_tx(full + 8 * slot, bytes);
-					mg_bulk(ring + slot * MG_SLOT, src + (size_t)s * p.seg,
-					        bytes, full + 8 * slot);
-				}
+			for (int q = lane; q < items; q += 32) {
+				unsigned gi = it + (unsigned)q, slot = gi % ns;
+				const uint16_t *src = p.W + (size_t)mg_row(p, q / p.nseg) * p.K +
+				                      (size_t)(q % p.nseg) * p.seg;
+				mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
+				mbar_expect_tx(full + 8 * slot, bytes);
+				mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
 			}
+			it += (unsigned)items;
 		}
 	}
 }
@@ -418,8 +418,10 @@ __device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p,
 	}
 }
 
-/* Attention items (row, KV head, split) of layer cache kv, strided over the grid; every split
- * writes its partials (m, l, acc) for the KV head's G query heads. */
+/* Attention items (row, KV head, split) of layer cache kv, strided over the grid. A row with one
+ * split writes its output; otherwise every split writes its partials (m, l, acc) for the KV
+ * head's G query heads, counts itself in, and the last one merges them (counters return to
+ * zero), so no barrier and merge phase follow. */
 template <int M, int D, int G>
 __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
                              const uint16_t *kv, float *sh)
@@ -434,8 +436,14 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 	for (int item = blockIdx.x; item < items; item += gridDim.x) {
 		int m = item / (d.n_kv * nz), kh = (item / nz) % d.n_kv, z = item % nz;
 		int pos = __ldg(a.tm.pos + m);
-		if (pos < 0)
+		size_t h0 = (size_t)m * d.n_head + (size_t)kh * G, prow = (size_t)D + 2;
+		uint16_t *o = a.att + h0 * D; /* this KV head's G query heads */
+		if (pos < 0) {                /* a padding row: zero output */
+			if (z == 0)
+				for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
+					o[i] = 0;
 			continue;
+		}
 		int len = pos + 1, chunk, nsu;
 		dattn_split(len, nz, PB, &chunk, &nsu);
 		if (z >= nsu)
@@ -492,39 +500,38 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 				L_ = fmaf(sh_l[w * G + g], e, L_);
 				A_ = fmaf(sh_acc[(w * G + g) * D + k], e, A_);
 			}
-			float *dst = a.part + (((size_t)m * d.n_head + kh * G + g) * nz + z) *
-			                          (size_t)(D + 2);
+			if (nsu == 1) {
+				o[i] = ds_f32_to_bf16(A_ / L_);
+				continue;
+			}
+			float *dst = a.part + ((h0 + g) * nz + z) * prow;
 			dst[2 + k] = A_;
 			if (k == 0) {
 				dst[0] = M_;
 				dst[1] = L_;
 			}
 		}
-		mg_csync();
-	}
-}
-
-/* The attention output (M, n_head * D) bf16 from the partials (padding rows: zeros). */
-template <int M, int D, int G>
-__device__ void mg_attn_merge(const struct ds_k_mega &a, const struct mg_plan &pl)
-{
-	typedef dattn_shape<D, G> S;
-	constexpr int PB = MG_CWARPS * S::U * S::PPS;
-	struct ds_k_dims d = a.d;
-	int total = M * d.n_head * D;
-	size_t prow = (size_t)D + 2;
-	for (int e = blockIdx.x * MG_CTHREADS + threadIdx.x; e < total;
-	     e += gridDim.x * MG_CTHREADS) {
-		int m = e / (d.n_head * D), h = (e / D) % d.n_head, k = e % D;
-		int pos = __ldg(a.tm.pos + m);
-		if (pos < 0) {
-			a.att[e] = 0;
-			continue;
+		if (nsu > 1) {
+			/* the last split of (row, KV head) to finish merges them all */
+			__threadfence();
+			mg_csync();
+			if (threadIdx.x == 0) {
+				unsigned *cnt = a.cnt + (size_t)m * d.n_kv + kh;
+				bool last = atomicAdd(cnt, 1u) == (unsigned)nsu - 1;
+				if (last)
+					*cnt =
+					    0; /* no other block touches it again in this phase */
+				sh_l[0] = last ? 1.0f : 0.0f;
+			}
+			mg_csync();
+			if (sh_l[0] != 0.0f) {
+				__threadfence();
+				for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
+					o[i] = ds_f32_to_bf16(dattn_merge_dim(
+					    a.part + (h0 + i / D) * nz * prow, nsu, prow, i % D));
+			}
 		}
-		int chunk, nsu;
-		dattn_split(pos + 1, pl.nz, PB, &chunk, &nsu);
-		a.att[e] = ds_f32_to_bf16(dattn_merge_dim(
-		    a.part + ((size_t)m * d.n_head + h) * pl.nz * prow, nsu, prow, k));
+		mg_csync();
 	}
 }
 
@@ -579,8 +586,6 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 
 		mg_attention<M, D, G>(a, pl, kv, ps);
 		mg_stamp(a, l, 4);
-		mg_grid_sync(a.bar);
-		mg_attn_merge<M, D, G>(a, pl);
 		mg_grid_sync(a.bar);
 		mg_stamp(a, l, 5);
 
@@ -667,7 +672,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (!a || T <= 0)
 		return T == 0 ? cudaSuccess : cudaErrorInvalidValue;
 	struct ds_k_dims d = a->d;
-	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar)
+	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar ||
+	    !a->cnt || T > DS_K_MEGA_MAX_T)
 		return cudaErrorInvalidValue;
 	int D = d.head_dim, G = d.n_head / d.n_kv, qd = d.n_head * D;
 	mg_fn fn = mg_pick(T, D, G);

@@ -4,10 +4,17 @@
 #include "bench_gpu.h"
 
 /* What happens between stamp k and stamp k + 1 of a layer (mega.cu's kernel body). */
-static const char *const phase_names[DS_K_MEGA_STAMPS - 1] = {
-    "norm (q/k/v input)",        "q/k/v GEMV + RoPE, K/V",   "barrier", "attention",
-    "barrier + merge + barrier", "o GEMV + residual",        "barrier",
-    "norm + gate/up GEMV + SiLU", "barrier", "down GEMV + residual", "barrier"};
+static const char *const phase_names[DS_K_MEGA_STAMPS - 1] = {"norm (q/k/v input)",
+                                                              "q/k/v GEMV + RoPE, K/V",
+                                                              "barrier",
+                                                              "attention",
+                                                              "barrier",
+                                                              "o GEMV + residual",
+                                                              "barrier",
+                                                              "norm + gate/up GEMV + SiLU",
+                                                              "barrier",
+                                                              "down GEMV + residual",
+                                                              "barrier"};
 
 /* Mean duration (us) of each phase over blocks and layers, and the mean over layers of the
  * slowest block's, from a trace of nb blocks and nl layers; *total_us: first stamp to last. */
@@ -20,7 +27,8 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
 		for (int l = 0; l < nl; l++) {
 			double mx = 0;
 			for (int b = 0; b < nb; b++) {
-				const unsigned long long *s = tr + ((size_t)b * nl + l) * DS_K_MEGA_STAMPS;
+				const unsigned long long *s =
+				    tr + ((size_t)b * nl + l) * DS_K_MEGA_STAMPS;
 				double d = (double)(s[k + 1] - s[k]) * 1e-3;
 				sum += d;
 				mx = d > mx ? d : mx;
@@ -93,18 +101,20 @@ int bench_mega(struct bench *b)
 		if (rc == 0)
 			rc = decode_time(b, DS_PATH_FAST, B, ctx, 3, &t_tr);
 		f->mega_trace = NULL;
-		if (rc == 0 && cudaMemcpy(tr, dtr, n_stamps * sizeof(*tr), cudaMemcpyDeviceToHost) !=
-		                   cudaSuccess)
+		if (rc == 0 && cudaMemcpy(tr, dtr, n_stamps * sizeof(*tr),
+		                          cudaMemcpyDeviceToHost) != cudaSuccess)
 			rc = 1;
 		if (rc != 0)
 			break;
 		trace_phases(tr, nb, nl, mean_us, max_us, &total);
-		double roof = ((double)decode_weight_bytes(cfg, B) + (double)kv_bytes(cfg, B, ctx + 1)) /
-		              b->copy_bw;
-		printf("batch %d: fused %.3f ms (%.1f%% of roofline), kernel per op %.3f ms (%.1f%%): "
-		       "fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
-		       B, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
-		       t_mega / t_op, t_tr * 1e3, total * 1e-3);
+		double roof =
+		    ((double)decode_weight_bytes(cfg, B) + (double)kv_bytes(cfg, B, ctx + 1)) /
+		    b->copy_bw;
+		printf(
+		    "batch %d: fused %.3f ms (%.1f%% of roofline), kernel per op %.3f ms (%.1f%%): "
+		    "fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
+		    B, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
+		    t_mega / t_op, t_tr * 1e3, total * 1e-3);
 		printf("  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
 		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
 			printf("  %-28s %10.2f %10.2f\n", phase_names[k], mean_us[k], max_us[k]);

@@ -466,7 +466,7 @@ static void test_graph_tune(void **state)
 
 /* The fused decode layers (ds_k_mega_decode) against the kernel-per-op step on the same KV:
  * batches of 1, 2, 3 (padded to 4) and 4 rows, on "small" (head_dim 64, GQA 2, K of 512 and
- * 1536: segments of 512) and llama3-8b (head_dim 128, GQA 4, 32 layers: 191 grid barriers a pass):
+ * 1536: segments of 512) and llama3-8b (head_dim 128, GQA 4, 32 layers: 159 grid barriers a pass):
  * logits within the fast path's tolerance of each other (a wrong row, rotation or K/V write
  * moves them by the logits' own scale; greedy agreement is printed, not asserted: two close
  * logits may swap), and eager, captured and
