@@ -43,7 +43,8 @@
 #define MG_THREADS (MG_CTHREADS + 32) /* + the producer warp */
 #define MG_SLOT 4096                  /* bytes per ring slot */
 #define MG_SEG (MG_SLOT / 2)          /* elements per slot at most */
-#define MG_MIN_SLOTS 16
+#define MG_PLANES 16                  /* producer lanes issuing copies */
+#define MG_MIN_SLOTS 16               /* >= MG_PLANES */
 #define MG_MAX_SLOTS 48
 
 enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE };
@@ -195,9 +196,11 @@ __device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned 
 	             : "memory");
 }
 
-/* The producer warp: its lanes take the block's slot items of each phase in turns of 32 (item q
- * = segment q % nseg of local row q / nseg; slot (it + q) % nslot), so per-item bookkeeping is
- * spread over the warp and copies are issued 32 at a time. */
+/* The producer warp: its first MG_PLANES lanes take the block's slot items of each phase in
+ * turns (item q = segment q % nseg of local row q / nseg, slot (it + q) % nslot), so per-item
+ * bookkeeping is spread over lanes and copies are issued MG_PLANES at a time. The lanes
+ * reconverge after every turn: the items they wait for at once then span fewer than nslot
+ * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
                            unsigned full, unsigned empty)
 {
@@ -209,13 +212,18 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 			struct mg_phase p = mg_phase_of(a, L, kind);
 			int items = (p.u1 - p.u0) * p.rpu * p.nseg;
 			unsigned bytes = (unsigned)p.seg * 2;
-			for (int q = lane; q < items; q += 32) {
-				unsigned gi = it + (unsigned)q, slot = gi % ns;
-				const uint16_t *src = p.W + (size_t)mg_row(p, q / p.nseg) * p.K +
-				                      (size_t)(q % p.nseg) * p.seg;
-				mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
-				mbar_expect_tx(full + 8 * slot, bytes);
-				mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
+			for (int q0 = 0; q0 < items; q0 += MG_PLANES) {
+				int q = q0 + lane;
+				if (lane < MG_PLANES && q < items) {
+					unsigned gi = it + (unsigned)q, slot = gi % ns;
+					const uint16_t *src = p.W +
+					                      (size_t)mg_row(p, q / p.nseg) * p.K +
+					                      (size_t)(q % p.nseg) * p.seg;
+					mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
+					mbar_expect_tx(full + 8 * slot, bytes);
+					mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
+				}
+				__syncwarp();
 			}
 			it += (unsigned)items;
 		}
@@ -563,9 +571,8 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 	}
 	__syncthreads();
-	if (threadIdx.x >= MG_CTHREADS) {
-		if (threadIdx.x == MG_CTHREADS)
-			mg_produce(a, pl, ring, full, empty);
+	if (threadIdx.x >= MG_CTHREADS) { /* the producer warp */
+		mg_produce(a, pl, ring, full, empty);
 		return;
 	}
 	unsigned it = 0;
