@@ -254,37 +254,69 @@ __device__ __forceinline__ float mg_csum(float v, float *red)
 	return s;
 }
 
-/* A (M, n) bf16 = RMSNorm(x rows) * w, as the rmsnorm kernel computes it. */
+#define MG_NORM_REGS 8
+
+/* Ar[i .. i + 4) = bf16(u * inv * w[i ..]) */
+__device__ __forceinline__ void mg_norm_store(float4 u, const uint16_t *w, float inv, uint16_t *Ar,
+                                              int i)
+{
+	uint2 wv = __ldg((const uint2 *)(w + i));
+	float xs[4] = {u.x, u.y, u.z, u.w};
+	unsigned wp[2] = {wv.x, wv.y};
+	uint16_t o[4];
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		unsigned wb = (wp[k / 2] >> (16 * (k % 2))) & 0xffffu;
+		o[k] = ds_f32_to_bf16(__fmul_rn(__fmul_rn(xs[k], inv), ds_bf16_to_f32(wb)));
+	}
+	*(uint2 *)(Ar + i) = make_uint2(o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
+}
+
+/* A (M, n) bf16 = RMSNorm(x rows) * w, as the rmsnorm kernel computes it. A row of up to
+ * MG_NORM_REGS * 4 * MG_CTHREADS floats is read once (kept in registers for the second pass);
+ * longer rows are read twice. */
 template <int M>
 __device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_t *A, float *red)
 {
 	int n = a.hidden;
+	bool regs = n <= MG_NORM_REGS * 4 * MG_CTHREADS;
 	for (int m = 0; m < M; m++) {
 		const float *xr = a.x + (size_t)m * n;
+		float4 v[MG_NORM_REGS];
 		float ss = 0.0f;
-		for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
-			float4 v = __ldcg((const float4 *)(xr + i));
-			ss = __fmaf_rn(v.x, v.x, ss);
-			ss = __fmaf_rn(v.y, v.y, ss);
-			ss = __fmaf_rn(v.z, v.z, ss);
-			ss = __fmaf_rn(v.w, v.w, ss);
+#pragma unroll
+		for (int j = 0; j < MG_NORM_REGS; j++) {
+			int i = (threadIdx.x + j * MG_CTHREADS) * 4;
+			v[j] = i < n ? __ldcg((const float4 *)(xr + i)) : make_float4(0, 0, 0, 0);
+		}
+#pragma unroll
+		for (int j = 0; j < MG_NORM_REGS; j++) {
+			ss = __fmaf_rn(v[j].x, v[j].x, ss);
+			ss = __fmaf_rn(v[j].y, v[j].y, ss);
+			ss = __fmaf_rn(v[j].z, v[j].z, ss);
+			ss = __fmaf_rn(v[j].w, v[j].w, ss);
+		}
+		for (int i = (threadIdx.x + MG_NORM_REGS * MG_CTHREADS) * 4; i < n;
+		     i += MG_CTHREADS * 4) {
+			float4 u = __ldcg((const float4 *)(xr + i));
+			ss = __fmaf_rn(u.x, u.x, ss);
+			ss = __fmaf_rn(u.y, u.y, ss);
+			ss = __fmaf_rn(u.z, u.z, ss);
+			ss = __fmaf_rn(u.w, u.w, ss);
 		}
 		ss = mg_csum(ss, red);
 		float inv = 1.0f / sqrtf(ss / (float)n + a.rms_eps);
-		for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
-			float4 v = __ldcg((const float4 *)(xr + i));
-			uint2 wv = __ldg((const uint2 *)(w + i));
-			float xs[4] = {v.x, v.y, v.z, v.w};
-			unsigned wp[2] = {wv.x, wv.y};
-			uint16_t o[4];
+		uint16_t *Ar = A + (size_t)m * n;
+		if (regs) {
 #pragma unroll
-			for (int k = 0; k < 4; k++) {
-				unsigned wb = (wp[k / 2] >> (16 * (k % 2))) & 0xffffu;
-				o[k] = ds_f32_to_bf16(
-				    __fmul_rn(__fmul_rn(xs[k], inv), ds_bf16_to_f32(wb)));
+			for (int j = 0; j < MG_NORM_REGS; j++) {
+				int i = (threadIdx.x + j * MG_CTHREADS) * 4;
+				if (i < n)
+					mg_norm_store(v[j], w, inv, Ar, i);
 			}
-			*(uint2 *)(A + (size_t)m * n + i) =
-			    make_uint2(o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
+		} else {
+			for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4)
+				mg_norm_store(__ldcg((const float4 *)(xr + i)), w, inv, Ar, i);
 		}
 	}
 	mg_csync();
@@ -430,9 +462,48 @@ __device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p,
  * split writes its output; otherwise every split writes its partials (m, l, acc) for the KV
  * head's G query heads, counts itself in, and the last one merges them (counters return to
  * zero), so no barrier and merge phase follow. */
+/* Merges the nsu split partials of G heads (base: head 0, split 0; rows of D + 2 floats: m, l,
+ * acc; split stride one row, head stride nz rows) into o (G, D) bf16: the splits' (m, l) are
+ * read at once into shared memory (sh: 2 G nsu floats), their weights e_z / L computed there,
+ * then each output sums its nsu independent loads (no chain of dependent L2 round trips). */
+template <int D, int G>
+__device__ void mg_merge_splits(const float *base, int nz, int nsu, uint16_t *o, float *sh)
+{
+	size_t prow = (size_t)D + 2;
+	float *wm = sh, *wl = sh + G * nsu;
+	for (int t = threadIdx.x; t < G * nsu; t += MG_CTHREADS) {
+		const float *pz = base + ((size_t)(t / nsu) * nz + t % nsu) * prow;
+		wm[t] = __ldcg(pz);
+		wl[t] = __ldcg(pz + 1);
+	}
+	mg_csync();
+	for (int g = threadIdx.x; g < G; g += MG_CTHREADS) {
+		float M = -INFINITY, L = 0.0f;
+		for (int z = 0; z < nsu; z++)
+			M = fmaxf(M, wm[g * nsu + z]);
+		for (int z = 0; z < nsu; z++) {
+			float mz = wm[g * nsu + z];
+			wm[g * nsu + z] = mz == -INFINITY ? 0.0f : exp2f(mz - M);
+			L = fmaf(wl[g * nsu + z], wm[g * nsu + z], L);
+		}
+		for (int z = 0; z < nsu; z++)
+			wm[g * nsu + z] /= L;
+	}
+	mg_csync();
+	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS) {
+		int g = i / D, k = i % D;
+		const float *pk = base + (size_t)g * nz * prow + 2 + k;
+		float A = 0.0f;
+#pragma unroll 4
+		for (int z = 0; z < nsu; z++)
+			A = fmaf(__ldcg(pk + (size_t)z * prow), wm[g * nsu + z], A);
+		o[i] = ds_f32_to_bf16(A);
+	}
+}
+
 template <int M, int D, int G>
 __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
-                             const uint16_t *kv, float *sh)
+                             const uint16_t *kv, float *sh, float *red)
 {
 	typedef dattn_shape<D, G> S;
 	constexpr int PB = MG_CWARPS * S::U * S::PPS;
@@ -526,17 +597,14 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 			if (threadIdx.x == 0) {
 				unsigned *cnt = a.cnt + (size_t)m * d.n_kv + kh;
 				bool last = atomicAdd(cnt, 1u) == (unsigned)nsu - 1;
-				if (last)
-					*cnt =
-					    0; /* no other block touches it again in this phase */
-				sh_l[0] = last ? 1.0f : 0.0f;
+				if (last) /* no other block touches it again in this phase */
+					*cnt = 0;
+				red[0] = last ? 1.0f : 0.0f;
 			}
 			mg_csync();
-			if (sh_l[0] != 0.0f) {
+			if (red[0] != 0.0f) {
 				__threadfence();
-				for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
-					o[i] = ds_f32_to_bf16(dattn_merge_dim(
-					    a.part + (h0 + i / D) * nz * prow, nsu, prow, i % D));
+				mg_merge_splits<D, G>(a.part + h0 * nz * prow, nz, nsu, o, sh);
 			}
 		}
 		mg_csync();
@@ -591,7 +659,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_grid_sync(a.bar);
 		mg_stamp(a, l, 3);
 
-		mg_attention<M, D, G>(a, pl, kv, ps);
+		mg_attention<M, D, G>(a, pl, kv, ps, red);
 		mg_stamp(a, l, 4);
 		mg_grid_sync(a.bar);
 		mg_stamp(a, l, 5);

@@ -300,102 +300,7 @@ static void test_skinny_silu(void **state)
 
 /* ---- the backend's decode chain with and without programmatic dependent launch ---- */
 
-#define BS 16
-
-static void fwd_ok(struct ds_backend *be, enum ds_path path, struct ds_fwd_seq *s, int n,
-                   float *logits, struct ds_fwd_row *rows)
-{
-	struct ds_fwd_batch b = {path, s, n, rows, logits};
-	struct ds_err err;
-	if (ds_backend_forward(be, &b, &err) != DS_OK)
-		fail_msg("forward: %s", err.msg);
-}
-
-/* A CUDA backend on a deferred model of preset (weights seed model_seed) whose B_max sequences
- * hold a prompt of L tokens (token i of the prompts: ds_hash3(ha, hb, i) % vocab), already run
- * through the reference path: ready for decode steps of up to B_max rows. */
-struct decode_fix {
-	struct ds_model *m;
-	struct ds_backend be;
-	struct ds_cuda_ctx *c;
-	int B_max, L, nb, V;
-	int32_t *tok, *blk;      /* (B_max, L + 1) tokens, (B_max, nb) block tables */
-	struct ds_fwd_seq *ss;   /* (B_max) */
-	struct ds_fwd_row *rows; /* (B_max * L) */
-	size_t rowb;             /* bytes of one row of logits */
-	float *lg0, *lg;         /* (B_max, V) logits: the baseline and the run compared to it */
-};
-
-static void decode_fix_init(struct decode_fix *f, const char *preset, uint64_t model_seed,
-                            uint64_t ha, uint64_t hb, int B_max, int L)
-{
-	struct ds_err err;
-	memset(f, 0, sizeof(*f));
-	f->m = model_deferred(preset, model_seed);
-	assert_non_null(f->m);
-	f->B_max = B_max;
-	f->L = L;
-	f->nb = (L + 1 + BS - 1) / BS;
-	if (ds_backend_cuda_init(&f->be, f->m, 0, &err) != DS_OK)
-		fail_msg("cuda init: %s", err.msg);
-	if (ds_backend_kv_init(&f->be, B_max * f->nb, BS, &err) != DS_OK)
-		fail_msg("kv init: %s", err.msg);
-	f->c = f->be.ctx;
-	f->V = f->m->cfg.vocab_size;
-	f->tok = malloc((size_t)B_max * (L + 1) * 4);
-	f->blk = malloc((size_t)B_max * f->nb * 4);
-	for (int i = 0; i < B_max * (L + 1); i++)
-		f->tok[i] = (int32_t)(ds_hash3(ha, hb, (uint64_t)i) % (uint64_t)f->V);
-	for (int i = 0; i < B_max * f->nb; i++)
-		f->blk[i] = i;
-	f->ss = calloc((size_t)B_max, sizeof(*f->ss));
-	f->rows = malloc((size_t)B_max * L * sizeof(*f->rows));
-	/* prompts of L tokens through the reference path fill the KV */
-	for (int i = 0; i < B_max; i++)
-		f->ss[i] = (struct ds_fwd_seq){f->tok + (size_t)i * (L + 1), L,     0,
-		                               f->blk + (size_t)i * f->nb,   f->nb, false,
-		                               {0.0f, 0, 1.0f, 1},           false};
-	fwd_ok(&f->be, DS_PATH_REF, f->ss, B_max, NULL, f->rows);
-	f->rowb = (size_t)f->V * 4;
-	f->lg0 = malloc((size_t)B_max * f->rowb);
-	f->lg = malloc((size_t)B_max * f->rowb);
-}
-
-/* ss[0 .. B) become one decode step: each sequence's token L at position L. */
-static void decode_fix_step(struct decode_fix *f, int B)
-{
-	int L = f->L;
-	for (int i = 0; i < B; i++)
-		f->ss[i] = (struct ds_fwd_seq){f->tok + (size_t)i * (L + 1) + L,
-		                               1,
-		                               L,
-		                               f->blk + (size_t)i * f->nb,
-		                               f->nb,
-		                               false,
-		                               {0.0f, 0, 1.0f, 1},
-		                               false};
-}
-
-/* reps fast forwards of the decode step of B rows, each with the bits of lg0 */
-static void decode_fix_expect_lg0(struct decode_fix *f, int B, int reps)
-{
-	for (int k = 0; k < reps; k++) {
-		fwd_ok(&f->be, DS_PATH_FAST, f->ss, B, f->lg, f->rows);
-		assert_memory_equal(f->lg0, f->lg, (size_t)B * f->rowb);
-	}
-}
-
-static void decode_fix_free(struct decode_fix *f)
-{
-	free(f->tok);
-	free(f->blk);
-	free(f->ss);
-	free(f->rows);
-	free(f->lg0);
-	free(f->lg);
-	ds_backend_free(&f->be);
-	ds_model_free(f->m);
-}
+#include "decode_fix.h"
 
 /* Decode graphs tuned over the step configurations: the first (tuning) call and the replays give
  * the same bits, every allowed configuration was timed, the kept one is the fastest, and its
@@ -462,73 +367,6 @@ static void test_graph_tune(void **state)
 		}
 	}
 	decode_fix_free(&f);
-}
-
-/* The fused decode layers (ds_k_mega_decode) against the kernel-per-op step on the same KV:
- * batches of 1, 2, 3 (padded to 4) and 4 rows, on "small" (head_dim 64, GQA 2, K of 512 and
- * 1536: segments of 512) and llama3-8b (head_dim 128, GQA 4, 32 layers: 159 grid barriers a pass):
- * logits within the fast path's tolerance of each other (a wrong row, rotation or K/V write
- * moves them by the logits' own scale; greedy agreement is printed, not asserted: two close
- * logits may swap), and eager, captured and
- * replayed runs of the fused kernel give the same bits. */
-static void mega_case(const char *preset, uint64_t seed)
-{
-	struct decode_fix f;
-	decode_fix_init(&f, preset, seed, 21, 22, 4, 45);
-	struct ds_cuda_ctx *c = f.c;
-	assert_true(c->fast.mega_ok);
-	c->fast.graph_tune = false;
-	float *lgm = malloc((size_t)f.B_max * f.rowb);
-	int32_t tok0[4];
-	for (int B = 1; B <= 4; B++) {
-		decode_fix_step(&f, B);
-		ds_cuda_fast_graphs_reset(c);
-		c->fast.mega = false;
-		fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
-		for (int i = 0; i < B; i++)
-			tok0[i] = f.rows[i].token;
-		ds_cuda_fast_graphs_reset(c);
-		c->fast.mega = true;
-		fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, lgm, f.rows);
-		double maxd = 0, sd = 0;
-		for (size_t i = 0; i < (size_t)B * f.V; i++) {
-			maxd = fmax(maxd, fabs((double)lgm[i] - f.lg0[i]));
-			sd += (double)f.lg0[i] * f.lg0[i];
-		}
-		sd = sqrt(sd / ((double)B * f.V));
-		int agree = 0;
-		for (int i = 0; i < B; i++)
-			agree += f.rows[i].token == tok0[i];
-		print_message("%s batch %d: fused layers vs kernel per op: max |dlogit| %.5f (logit "
-		              "sd %.3f), greedy tokens agree %d/%d\n",
-		              preset, B, maxd, sd, agree, B);
-		assert_true(sd > 0 && isfinite(sd));
-		assert_true(maxd < 0.05 * sd + 0.05); /* the twin tests' bound */
-		/* and against the reference path on the same step */
-		fwd_ok(&f.be, DS_PATH_REF, f.ss, B, f.lg, f.rows);
-		double maxr = 0;
-		for (size_t i = 0; i < (size_t)B * f.V; i++)
-			maxr = fmax(maxr, fabs((double)lgm[i] - f.lg[i]));
-		print_message("%s batch %d: fused layers vs reference path: max |dlogit| %.5f\n",
-		              preset, B, maxr);
-		assert_true(maxr < 0.05 * sd + 0.05);
-		/* captured, then replayed: the eager run's bits */
-		for (int k = 0; k < 2; k++) {
-			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
-			assert_memory_equal(lgm, f.lg, (size_t)B * f.rowb);
-		}
-		assert_non_null(c->fast.graph[B <= 1 ? 0 : B <= 2 ? 1 : 2]);
-	}
-	c->fast.mega = false;
-	free(lgm);
-	decode_fix_free(&f);
-}
-
-static void test_mega_decode(void **state)
-{
-	(void)state;
-	mega_case("small", 15);
-	mega_case("llama3-8b", 16);
 }
 
 /* The q/k/v epilogue fused into the tensor-core attention (fuse_qkv) gives the bits of
@@ -756,7 +594,7 @@ int main(void)
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
 	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_graph_tune),
-	    cmocka_unit_test(test_fused_qkv_bits),   cmocka_unit_test(test_mega_decode),
+	    cmocka_unit_test(test_fused_qkv_bits),
 	    cmocka_unit_test(test_skinny_silu),
 	    cmocka_unit_test(test_silu_decode_bits), cmocka_unit_test(test_rmsnorm_bits),
 	};
