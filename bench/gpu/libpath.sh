@@ -12,3 +12,11 @@ stage_libpath() {
 	fi
 	echo "$libs"
 }
+
+# stage_unpack STAGE: gunzips the executables stage.sh gzipped (bin/*.gz), in place.
+stage_unpack() {
+  for z in "$1"/bin/*.gz; do
+    [ -f "$z" ] || continue
+    gzip -d -f "$z" && chmod +x "${z%.gz}"
+  done
+}

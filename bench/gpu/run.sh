@@ -10,6 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
 mkdir -p "$out"
 . "$here/libpath.sh"
+stage_unpack "$here"
 libs=$(stage_libpath "$here")
 run() { LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 

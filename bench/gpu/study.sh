@@ -19,6 +19,7 @@ out=/tmp/ds-study
 rm -rf "$out"
 mkdir -p "$out"
 . "$(dirname "$0")/libpath.sh"
+stage_unpack "$stage"
 libs=$(stage_libpath "$stage")
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 common=(--backend "${STUDY_BACKEND:-cuda}" --server "$stage/bin/detserve" --bench "$stage/bin/detserve-bench"
