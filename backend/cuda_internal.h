@@ -118,7 +118,6 @@ struct ds_cuda_fast {
 	unsigned long long *mega_bar;
 	unsigned *mega_cnt;
 	unsigned long long *mega_trace; /* not owned: set by a bench to trace the fused kernel */
-	int mega_l2_ahead; /* ds_k_mega.l2_ahead (DS_FAST_MEGA_L2=n, default 4) */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

@@ -721,8 +721,6 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	const char *mg = getenv("DS_FAST_MEGA");
 	f->mega = mg && strcmp(mg, "1") == 0;
 	f->mega_tune = !(mg && strcmp(mg, "0") == 0);
-	const char *l2 = getenv("DS_FAST_MEGA_L2");
-	f->mega_l2_ahead = l2 ? DS_MAX(atoi(l2), 0) : 4;
 	f->mega_ok = ds_k_mega_supported(ds_cuda_dims(c), cfg->hidden, cfg->ffn);
 	for (int l = 0; l < cfg->n_layer && f->mega_ok; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
@@ -790,7 +788,6 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .bar = f->mega_bar,
 	    .cnt = f->mega_cnt,
 	    .trace = f->mega_trace,
-	    .l2_ahead = f->mega_l2_ahead,
 	};
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);
 	*done = true;

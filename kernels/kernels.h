@@ -321,8 +321,6 @@ struct ds_k_mega {
 	size_t part_floats;
 	unsigned long long *bar; /* barrier count: zero before the first launch, left ready */
 	unsigned *cnt;         /* (T, n_kv) attention split counters: zero, left zero */
-	int l2_ahead; /* the weight stream also prefetches into L2 this many turns of 16 slots (64
-	                 KB a block) ahead of its shared-memory ring; 0: no prefetch */
 	/* NULL, or (n_blocks, n_layer, DS_K_MEGA_STAMPS) %globaltimer stamps (ns) that thread 0 of
 	 * each block takes at the end of each phase of each layer (bench: where the time goes) */
 	unsigned long long *trace;

@@ -57,7 +57,6 @@ struct mg_plan {
 	unsigned red_off;
 	unsigned bar_off; /* 2 * nslot mbarriers */
 	int nz;           /* attention splits per (row, KV head) */
-	int l2_ahead;     /* turns of items the producer prefetches into L2 ahead of its copies */
 	float qscale;
 };
 
@@ -197,94 +196,37 @@ __device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned 
 	             : "memory");
 }
 
-/* A walk over the block's slot items in consumption order (layer, phase, item q = segment
- * q % nseg of local row q / nseg), MG_PLANES items a turn; phases without items are skipped. */
-struct mg_cursor {
-	int l, kind, items, q0;
-	struct mg_phase p;
-};
-
-__device__ __forceinline__ void mg_cursor_settle(const struct ds_k_mega &a, struct mg_cursor &c)
-{
-	for (; c.l < a.n_layer;
-	     c.kind = c.kind + 1 == MG_NPHASE ? 0 : c.kind + 1, c.l += c.kind == 0) {
-		c.p = mg_phase_of(a, a.layers[c.l], c.kind);
-		c.items = (c.p.u1 - c.p.u0) * c.p.rpu * c.p.nseg;
-		if (c.items > 0)
-			return;
-	}
-}
-
-__device__ __forceinline__ void mg_cursor_init(const struct ds_k_mega &a, struct mg_cursor &c)
-{
-	c.l = 0;
-	c.kind = 0;
-	c.q0 = 0;
-	mg_cursor_settle(a, c);
-}
-
-/* The next turn; *it (when given) counts the items of each phase left behind. */
-__device__ __forceinline__ void mg_cursor_next(const struct ds_k_mega &a, struct mg_cursor &c,
-                                               unsigned *it)
-{
-	c.q0 += MG_PLANES;
-	if (c.q0 < c.items)
-		return;
-	if (it)
-		*it += (unsigned)c.items;
-	c.q0 = 0;
-	c.kind = c.kind + 1 == MG_NPHASE ? 0 : c.kind + 1;
-	c.l += c.kind == 0;
-	mg_cursor_settle(a, c);
-}
-
-/* Lane's item of the cursor's turn: its weights, or NULL when the lane has none. */
-__device__ __forceinline__ const uint16_t *mg_cursor_src(const struct ds_k_mega &a,
-                                                         const struct mg_cursor &c, int lane)
-{
-	int q = c.q0 + lane;
-	if (c.l >= a.n_layer || lane >= MG_PLANES || q >= c.items)
-		return NULL;
-	return c.p.W + (size_t)mg_row(c.p, q / c.p.nseg) * c.p.K + (size_t)(q % c.p.nseg) * c.p.seg;
-}
-
-/* The producer warp: its first MG_PLANES lanes copy a turn of items into the ring at a time
- * (slot (it + q) % nslot), so per-item bookkeeping is spread over lanes. The lanes reconverge
- * after every turn: the items they wait for at once span fewer than nslot slots, so no lane
- * waits on a slot's barrier a round ahead of another (parity aliasing). With pl.l2_ahead > 0 a
- * second cursor that many turns ahead prefetches items into L2 (cp.async.bulk.prefetch), so
- * DRAM keeps streaming for that much longer when the ring is full and the consumers are held
- * up at a barrier or in attention. */
+/* The producer warp: its first MG_PLANES lanes take the block's slot items of each phase in
+ * turns (item q = segment q % nseg of local row q / nseg, slot (it + q) % nslot), so per-item
+ * bookkeeping is spread over lanes and copies are issued MG_PLANES at a time. The lanes
+ * reconverge after every turn: the items they wait for at once then span fewer than nslot
+ * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
                            unsigned full, unsigned empty)
 {
 	unsigned it = 0, ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31;
-	struct mg_cursor cp, pf;
-	mg_cursor_init(a, cp);
-	mg_cursor_init(a, pf);
-	for (int t = 0; t < pl.l2_ahead && pf.l < a.n_layer; t++)
-		mg_cursor_next(a, pf, NULL);
-	while (cp.l < a.n_layer) {
-		if (pl.l2_ahead > 0 && pf.l < a.n_layer) {
-			const uint16_t *src = mg_cursor_src(a, pf, lane);
-			if (src)
-				asm volatile(
-				    "cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src),
-				    "r"((unsigned)pf.p.seg * 2)
-				    : "memory");
-			mg_cursor_next(a, pf, NULL);
+	for (int l = 0; l < a.n_layer; l++) {
+		struct ds_k_mega_layer L = a.layers[l];
+		for (int kind = 0; kind < MG_NPHASE; kind++) {
+			struct mg_phase p = mg_phase_of(a, L, kind);
+			int items = (p.u1 - p.u0) * p.rpu * p.nseg;
+			unsigned bytes = (unsigned)p.seg * 2;
+			for (int q0 = 0; q0 < items; q0 += MG_PLANES) {
+				int q = q0 + lane;
+				if (lane < MG_PLANES && q < items) {
+					unsigned gi = it + (unsigned)q, slot = gi % ns;
+					const uint16_t *src = p.W +
+					                      (size_t)mg_row(p, q / p.nseg) * p.K +
+					                      (size_t)(q % p.nseg) * p.seg;
+					mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
+					mbar_expect_tx(full + 8 * slot, bytes);
+					mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
+				}
+				__syncwarp();
+			}
+			it += (unsigned)items;
 		}
-		const uint16_t *src = mg_cursor_src(a, cp, lane);
-		if (src) {
-			unsigned gi = it + (unsigned)(cp.q0 + lane), slot = gi % ns;
-			unsigned bytes = (unsigned)cp.p.seg * 2;
-			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
-			mbar_expect_tx(full + 8 * slot, bytes);
-			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
-		}
-		__syncwarp();
-		mg_cursor_next(a, cp, &it);
 	}
 }
 
@@ -789,7 +731,6 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if ((size_t)T * d.n_head * (D + 2) * nz > a->part_floats)
 		return cudaErrorInvalidValue;
 	pl.nz = nz;
-	pl.l2_ahead = a->l2_ahead < 0 ? 0 : a->l2_ahead;
 	pl.qscale = 1.4426950408889634f / sqrtf((float)D);
 	/* shared memory: ring | A | partial dots (or the attention merge area) | reduction |
 	 * mbarriers */

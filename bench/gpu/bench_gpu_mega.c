@@ -94,15 +94,6 @@ int bench_mega(struct bench *b)
 		f->mega = true;
 		if (rc == 0)
 			rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_mega);
-		/* the L2 prefetch distance of the weight stream (turns of 16 slots) */
-		int l2s[] = {0, 2, 4, 8, 16}, l2_0 = f->mega_l2_ahead;
-		double t_l2[DS_ARRAY_LEN(l2s)];
-		for (size_t k = 0; k < DS_ARRAY_LEN(l2s) && rc == 0; k++) {
-			ds_cuda_fast_graphs_reset(c);
-			f->mega_l2_ahead = l2s[k];
-			rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_l2[k]);
-		}
-		f->mega_l2_ahead = l2_0;
 		/* traced (a graph of its own: the trace pointer is a kernel argument) */
 		ds_cuda_fast_graphs_reset(c);
 		f->mega_trace = dtr;
@@ -124,10 +115,6 @@ int bench_mega(struct bench *b)
 		    "fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
 		    B, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
 		    t_mega / t_op, t_tr * 1e3, total * 1e-3);
-		printf("  L2 prefetch ahead (turns of 16 slots):");
-		for (size_t k = 0; k < DS_ARRAY_LEN(l2s); k++)
-			printf(" %d: %.3f ms", l2s[k], t_l2[k] * 1e3);
-		printf(" (default %d)\n", l2_0);
 		printf("  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
 		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
 			printf("  %-28s %10.2f %10.2f\n", phase_names[k], mean_us[k], max_us[k]);
@@ -140,10 +127,6 @@ int bench_mega(struct bench *b)
 		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
 			fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
 			        k ? ", " : "", phase_names[k], mean_us[k], max_us[k]);
-		fprintf(js, "], \"l2_ahead_default\": %d, \"l2_ahead_ms\": [", l2_0);
-		for (size_t k = 0; k < DS_ARRAY_LEN(l2s); k++)
-			fprintf(js, "%s{\"turns\": %d, \"ms\": %.4f}", k ? ", " : "", l2s[k],
-			        t_l2[k] * 1e3);
 		fprintf(js, "]}");
 		fflush(stdout);
 	}
