@@ -80,7 +80,8 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=
 	    DS_OK)
 		return rv;
-	DS_CUDA_TRY(ds_k_sample_pdl(c->logits, p->R, cfg->vocab_size, c->dm.sp, c->dm.out, pdl, st),
+	DS_CUDA_TRY(ds_k_sample_split_pdl(c->logits, p->R, cfg->vocab_size, c->dm.sp, c->dm.out,
+	                                  c->sample_ws, pdl, st),
 	            err);
 	return DS_OK;
 }
@@ -288,7 +289,8 @@ static void buffers_free(struct ds_cuda_ctx *c)
 {
 	void *dev[] = {c->kv,        c->x,      c->dlt,        c->big,    c->h,      c->q,
 	               c->att,       c->logits, c->part,       c->dm.ids, c->dm.pos, c->dm.seq,
-	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out, c->dm.aplan};
+	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out, c->dm.aplan,
+	               c->sample_ws};
 	for (size_t i = 0; i < DS_ARRAY_LEN(dev); i++)
 		if (dev[i])
 			cudaFree(dev[i]);
@@ -334,6 +336,8 @@ static enum ds_status cuda_kv_init(void *ctx, int n_blocks, int block_size, stru
 	DEV(c->att, (size_t)T * qd * sizeof(uint16_t));
 	DEV(c->logits, (size_t)R * cfg->vocab_size * sizeof(float));
 	DEV(c->part, PART_BYTES);
+	DEV(c->sample_ws, ds_k_sample_ws_bytes(R, cfg->vocab_size));
+	DS_CUDA_GOTO(cudaMemset(c->sample_ws, 0, ds_k_sample_ws_bytes(R, cfg->vocab_size)), err, rv);
 	size_t ti = (size_t)T * sizeof(int32_t);
 	DEV(c->dm.ids, ti);
 	DEV(c->dm.pos, ti);
@@ -366,6 +370,7 @@ fail:
 	c->kv = NULL;
 	c->x = c->dlt = c->big = c->part = c->logits = NULL;
 	c->h = c->q = c->att = NULL;
+	c->sample_ws = NULL;
 	return rv;
 }
 

@@ -197,6 +197,7 @@ struct ds_cuda_ctx {
 	uint16_t *att; /* (cap_tokens, q_dim) attention output */
 	float *logits; /* (cap_rows, vocab) */
 	float *part;   /* attention partials */
+	void *sample_ws; /* ds_k_sample_split_pdl's workspace for cap_rows rows (zeroed) */
 	size_t part_floats;
 	struct ds_cuda_meta hm, dm; /* host (pinned) and device */
 

@@ -163,18 +163,24 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
 	return s;
 }
 
-__global__ void __launch_bounds__(SMP_THREADS)
-    sample_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
-                  struct ds_k_sample_out *out)
-{
-	__shared__ struct smp_shared sh;
-	ds_grid_dep_wait(); /* no-op unless launched with PDL (the fast path's decode chain) */
-	int r = blockIdx.x, tid = threadIdx.x;
-	const float *L = logits + (size_t)r * vocab;
-	struct ds_k_sample_row P = sp[r];
+/* One block's share of a row: its range's top two and lowest-id maximum, the sum of
+ * exp(logit - m1) over the range with m1 the range's maximum, and (temperature without filters)
+ * its range's Gumbel-max. With the range the whole row this is the single-block sampler's
+ * first pass, in its order. */
+struct smp_part {
+	struct top2 t;
+	double se;
+	struct gbest gb;
+};
 
+__device__ struct smp_part sample_range(const float *L, int lo, int hi,
+                                        const struct ds_k_sample_row &P, bool gumbel,
+                                        struct smp_shared *sh)
+{
+	int tid = threadIdx.x;
+	struct smp_part pt;
 	struct top2 t = {-INFINITY, -INFINITY, 0x7fffffff};
-	for (int i = tid; i < vocab; i += SMP_THREADS) {
+	for (int i = lo + tid; i < hi; i += SMP_THREADS) {
 		float v = L[i];
 		if (v > t.m1) {
 			t.m2 = t.m1;
@@ -184,114 +190,209 @@ __global__ void __launch_bounds__(SMP_THREADS)
 			t.m2 = v;
 		}
 	}
-	t = block_top2(t, &sh);
+	pt.t = block_top2(t, sh);
+	double m1 = (double)pt.t.m1, se = 0.0;
+	for (int i = lo + tid; i < hi; i += SMP_THREADS)
+		se += exp((double)L[i] - m1);
+	pt.se = block_dsum(se, sh);
+	struct gbest b = {-INFINITY, 0x7fffffff};
+	if (gumbel) {
+		double inv_t = 1.0 / (double)P.temperature;
+		for (int i = lo + tid; i < hi; i += SMP_THREADS) {
+			double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
+			double g = (double)L[i] * inv_t - log(-log(u));
+			if (g > b.g) {
+				b.g = g;
+				b.id = i;
+			}
+		}
+		b = block_gbest(b, sh);
+	}
+	pt.gb = b;
+	return pt;
+}
+
+/* The row's token from its merged statistics (t, lse; gb: the Gumbel-max when gumbel), running
+ * the top-k / top-p search over the whole row when the row has filters; writes out. */
+__device__ void sample_finish(const float *L, int vocab, const struct ds_k_sample_row &P,
+                              struct top2 t, double lse, struct gbest gb, bool gumbel,
+                              struct ds_k_sample_out *out, struct smp_shared *sh)
+{
+	int tid = threadIdx.x;
 	if (t.id == 0x7fffffff)
 		t.id = 0;
 	double m1 = (double)t.m1;
-	double se = 0.0;
-	for (int i = tid; i < vocab; i += SMP_THREADS)
-		se += exp((double)L[i] - m1);
-	se = block_dsum(se, &sh);
-	double lse = m1 + log(se);
-
 	int tok = t.id;
-	if (P.temperature > 0.0f) {
+	if (gumbel) {
+		tok = gb.id == 0x7fffffff ? t.id : gb.id;
+	} else if (P.temperature > 0.0f) {
 		double inv_t = 1.0 / (double)P.temperature;
 		bool has_k = P.top_k > 0 && P.top_k < vocab;
 		bool has_p = P.top_p < 1.0f;
-		if (!has_k && !has_p) {
-			struct gbest b = {-INFINITY, 0x7fffffff};
-			for (int i = tid; i < vocab; i += SMP_THREADS) {
-				double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
-				double g = (double)L[i] * inv_t - log(-log(u));
-				if (g > b.g) {
-					b.g = g;
-					b.id = i;
-				}
-			}
-			b = block_gbest(b, &sh);
-			tok = b.id == 0x7fffffff ? t.id : b.id;
-		} else {
-			/* top-k: the k-th largest key tk; take_k of the ties at tk, in id order */
-			uint32_t tk = 0;
-			long long take_k = vocab;
-			if (has_k) {
-				for (int bit = 31; bit >= 0; bit--) {
-					uint32_t cand = tk | (1u << bit);
-					long long n = 0;
-					for (int i = tid; i < vocab; i += SMP_THREADS)
-						n += fkey(L[i]) >= cand;
-					if (block_count(n, &sh) >= P.top_k)
-						tk = cand;
-				}
-				long long gt = 0;
+		/* top-k: the k-th largest key tk; take_k of the ties at tk, in id order */
+		uint32_t tk = 0;
+		long long take_k = vocab;
+		if (has_k) {
+			for (int bit = 31; bit >= 0; bit--) {
+				uint32_t cand = tk | (1u << bit);
+				long long n = 0;
 				for (int i = tid; i < vocab; i += SMP_THREADS)
-					gt += fkey(L[i]) > tk;
-				take_k = P.top_k - block_count(gt, &sh);
+					n += fkey(L[i]) >= cand;
+				if (block_count(n, sh) >= P.top_k)
+					tk = cand;
 			}
-			/* top-p: the largest key v whose upper mass reaches top_p of the total */
-			uint32_t v = tk;
-			long long take = take_k;
-			if (has_p) {
-				double z = mass_ge(L, vocab, 0, has_k, tk, take_k, m1, inv_t, &sh);
-				double target = (double)P.top_p * z;
-				v = 0;
-				for (int bit = 31; bit >= 0; bit--) {
-					uint32_t cand = v | (1u << bit);
-					if (mass_ge(L, vocab, cand, has_k, tk, take_k, m1, inv_t,
-					            &sh) >= target)
-						v = cand;
-				}
-				double above = v == 0xffffffffu
-				                   ? 0.0
-				                   : mass_ge(L, vocab, v + 1, has_k, tk, take_k, m1,
-				                             inv_t, &sh);
-				long long avail;
-				if (has_k && v == tk) {
-					avail = take_k;
-				} else {
-					long long n = 0;
-					for (int i = tid; i < vocab; i += SMP_THREADS)
-						n += fkey(L[i]) == v;
-					avail = block_count(n, &sh);
-				}
-				double ev = exp(((double)fkey_val(v) - m1) * inv_t);
-				double need = ceil((target - above) / ev);
-				take = need < 1.0 ? 1 : (long long)need;
-				if (take > avail)
-					take = avail;
-			}
-			/* Gumbel-max over {key > v} and the first `take` ids with key == v */
-			int per = (vocab + SMP_THREADS - 1) / SMP_THREADS;
-			int lo = tid * per, hi = min(lo + per, vocab);
-			long long ties = 0;
-			for (int i = lo; i < hi; i++)
-				ties += fkey(L[i]) == v;
-			long long rank = block_excl_scan(ties, &sh);
-			struct gbest b = {-INFINITY, 0x7fffffff};
-			for (int i = lo; i < hi; i++) {
-				uint32_t k = fkey(L[i]);
-				bool in = k > v;
-				if (k == v)
-					in = rank++ < take;
-				if (!in)
-					continue;
-				double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
-				double g = (double)L[i] * inv_t - log(-log(u));
-				if (g > b.g) {
-					b.g = g;
-					b.id = i;
-				}
-			}
-			b = block_gbest(b, &sh);
-			tok = b.id == 0x7fffffff ? t.id : b.id;
+			long long gt = 0;
+			for (int i = tid; i < vocab; i += SMP_THREADS)
+				gt += fkey(L[i]) > tk;
+			take_k = P.top_k - block_count(gt, sh);
 		}
+		/* top-p: the largest key v whose upper mass reaches top_p of the total */
+		uint32_t v = tk;
+		long long take = take_k;
+		if (has_p) {
+			double z = mass_ge(L, vocab, 0, has_k, tk, take_k, m1, inv_t, sh);
+			double target = (double)P.top_p * z;
+			v = 0;
+			for (int bit = 31; bit >= 0; bit--) {
+				uint32_t cand = v | (1u << bit);
+				if (mass_ge(L, vocab, cand, has_k, tk, take_k, m1, inv_t, sh) >=
+				    target)
+					v = cand;
+			}
+			double above = v == 0xffffffffu ? 0.0
+			                                : mass_ge(L, vocab, v + 1, has_k, tk,
+			                                          take_k, m1, inv_t, sh);
+			long long avail;
+			if (has_k && v == tk) {
+				avail = take_k;
+			} else {
+				long long n = 0;
+				for (int i = tid; i < vocab; i += SMP_THREADS)
+					n += fkey(L[i]) == v;
+				avail = block_count(n, sh);
+			}
+			double ev = exp(((double)fkey_val(v) - m1) * inv_t);
+			double need = ceil((target - above) / ev);
+			take = need < 1.0 ? 1 : (long long)need;
+			if (take > avail)
+				take = avail;
+		}
+		/* Gumbel-max over {key > v} and the first `take` ids with key == v */
+		int per = (vocab + SMP_THREADS - 1) / SMP_THREADS;
+		int lo = tid * per, hi = min(lo + per, vocab);
+		long long ties = 0;
+		for (int i = lo; i < hi; i++)
+			ties += fkey(L[i]) == v;
+		long long rank = block_excl_scan(ties, sh);
+		struct gbest b = {-INFINITY, 0x7fffffff};
+		for (int i = lo; i < hi; i++) {
+			uint32_t k = fkey(L[i]);
+			bool in = k > v;
+			if (k == v)
+				in = rank++ < take;
+			if (!in)
+				continue;
+			double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
+			double g = (double)L[i] * inv_t - log(-log(u));
+			if (g > b.g) {
+				b.g = g;
+				b.id = i;
+			}
+		}
+		b = block_gbest(b, sh);
+		tok = b.id == 0x7fffffff ? t.id : b.id;
 	}
 	if (tid == 0) {
-		out[r].token = tok;
-		out[r].logprob = (float)((double)L[tok] - lse);
-		out[r].margin = vocab > 1 ? t.m1 - t.m2 : INFINITY;
+		out->token = tok;
+		out->logprob = (float)((double)L[tok] - lse);
+		out->margin = vocab > 1 ? t.m1 - t.m2 : INFINITY;
 	}
+}
+
+/* Row blockIdx.x over gridDim.y blocks: with one, the whole row in this block; with more, each
+ * block's range's statistics go to part, the last block of the row to finish (cnt, left zero)
+ * merges them in range order (fixed: the same bits whichever block is last) and finishes. The
+ * block count depends on the vocabulary only (ds_k_sample_split_blocks), never on the batch. */
+__global__ void __launch_bounds__(SMP_THREADS)
+    sample_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
+                  struct ds_k_sample_out *out, struct smp_part *part, unsigned *cnt)
+{
+	__shared__ struct smp_shared sh;
+	__shared__ struct smp_part merged;
+	__shared__ bool last;
+	ds_grid_dep_wait(); /* no-op unless launched with PDL (the fast path's decode chain) */
+	int r = blockIdx.x, b = blockIdx.y, nb = gridDim.y;
+	const float *L = logits + (size_t)r * vocab;
+	struct ds_k_sample_row P = sp[r];
+	bool gumbel =
+	    P.temperature > 0.0f && !(P.top_k > 0 && P.top_k < vocab) && !(P.top_p < 1.0f);
+	int chunk = (vocab + nb - 1) / nb, lo = min(b * chunk, vocab), hi = min(lo + chunk, vocab);
+	struct smp_part pt = sample_range(L, lo, hi, P, gumbel, &sh);
+	if (nb > 1) {
+		if (threadIdx.x == 0) {
+			part[(size_t)r * nb + b] = pt;
+			__threadfence();
+			last = atomicAdd(cnt + r, 1u) == (unsigned)nb - 1;
+			if (last)
+				cnt[r] = 0; /* the row's other blocks are done with it */
+		}
+		__syncthreads();
+		if (!last)
+			return;
+		if (threadIdx.x == 0) {
+			__threadfence();
+			const volatile struct smp_part *pp = part + (size_t)r * nb;
+			struct smp_part m;
+			m.t.m1 = pp[0].t.m1;
+			m.t.m2 = pp[0].t.m2;
+			m.t.id = pp[0].t.id;
+			m.gb.g = pp[0].gb.g;
+			m.gb.id = pp[0].gb.id;
+			for (int k = 1; k < nb; k++) {
+				struct top2 tk = {pp[k].t.m1, pp[k].t.m2, pp[k].t.id};
+				struct gbest gk = {pp[k].gb.g, pp[k].gb.id};
+				m.t = top2_merge(m.t, tk);
+				m.gb = gbest_merge(m.gb, gk);
+			}
+			double m1 = (double)m.t.m1, se = 0.0;
+			for (int k = 0; k < nb; k++) /* ranges whose maximum is -inf hold nothing */
+				if (pp[k].t.m1 != -INFINITY)
+					se += pp[k].se * exp((double)pp[k].t.m1 - m1);
+			m.se = se;
+			merged = m;
+		}
+		__syncthreads();
+		pt = merged;
+	}
+	sample_finish(L, vocab, P, pt.t, (double)pt.t.m1 + log(pt.se), pt.gb, gumbel, out + r, &sh);
+}
+
+extern "C" int ds_k_sample_split_blocks(int vocab)
+{
+	int nb = vocab / 4096;
+	return nb < 1 ? 1 : nb > DS_K_SAMPLE_MAX_SPLIT ? DS_K_SAMPLE_MAX_SPLIT : nb;
+}
+
+extern "C" size_t ds_k_sample_ws_bytes(int n_rows, int vocab)
+{
+	return (size_t)n_rows *
+	       (ds_k_sample_split_blocks(vocab) * sizeof(struct smp_part) + sizeof(unsigned));
+}
+
+extern "C" cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab,
+                                             const struct ds_k_sample_row *sp,
+                                             struct ds_k_sample_out *out, void *ws, int pdl,
+                                             cudaStream_t st)
+{
+	if (n_rows <= 0)
+		return cudaSuccess;
+	int nb = ds_k_sample_split_blocks(vocab);
+	if (nb > 1 && (!ws || (uintptr_t)ws % 16 != 0))
+		return cudaErrorInvalidValue;
+	struct smp_part *part = (struct smp_part *)ws;
+	unsigned *cnt = nb > 1 ? (unsigned *)(part + (size_t)n_rows * nb) : NULL;
+	return ds_launch(sample_kernel, dim3(n_rows, nb), dim3(SMP_THREADS), 0, st, pdl, logits,
+	                 vocab, sp, out, part, cnt);
 }
 
 extern "C" cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
@@ -300,8 +401,8 @@ extern "C" cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int voca
 {
 	if (n_rows <= 0)
 		return cudaSuccess;
-	return ds_launch(sample_kernel, dim3(n_rows), dim3(SMP_THREADS), 0, st, pdl, logits, vocab,
-	                 sp, out);
+	return ds_launch(sample_kernel, dim3(n_rows, 1), dim3(SMP_THREADS), 0, st, pdl, logits,
+	                 vocab, sp, out, (struct smp_part *)NULL, (unsigned *)NULL);
 }
 
 extern "C" cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,

@@ -523,6 +523,32 @@ static void sample_case(int vocab)
 	CK(ds_k_sample(dL, R, vocab, dsp, dout, 0));
 	from_dev(out, dout, on);
 	dev_check_guard(dout, on);
+	/* the split sampler (ranges of a row in several blocks), twice on one workspace: the
+	 * same tokens and margins as the single-block one, logprobs within rounding, and its
+	 * counters back at zero (the second run's results equal the first's) */
+	size_t wsb = ds_k_sample_ws_bytes(R, vocab);
+	void *ws = NULL;
+	CK(cudaMalloc(&ws, wsb));
+	CK(cudaMemset(ws, 0, wsb));
+	struct ds_k_sample_out *dsplit = dev_alloc_guarded(on), *split = malloc(on),
+	                       *split2 = malloc(on);
+	for (int run = 0; run < 2; run++) {
+		CK(ds_k_sample_split_pdl(dL, R, vocab, dsp, dsplit, ws, 0, 0));
+		from_dev(run ? split2 : split, dsplit, on);
+	}
+	dev_check_guard(dsplit, on);
+	assert_memory_equal(split, split2, on);
+	for (int r = 0; r < R; r++) {
+		assert_int_equal(split[r].token, out[r].token);
+		assert_true(split[r].margin == out[r].margin);
+		assert_true(fabsf(split[r].logprob - out[r].logprob) < 1e-5f);
+	}
+	print_message("sample vocab %d: split over %d blocks, same tokens and margins\n", vocab,
+	              ds_k_sample_split_blocks(vocab));
+	cudaFree(ws);
+	cudaFree(dsplit);
+	free(split);
+	free(split2);
 	void *scratch = malloc(ds_sample_scratch_size(vocab));
 	for (int r = 0; r < R; r++) {
 		struct ds_sample_params p = {sp[r].temperature, sp[r].top_k, sp[r].top_p,
