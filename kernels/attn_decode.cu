@@ -47,18 +47,8 @@ __device__ __forceinline__ void dattn_block_merge(float *sh_m, float *sh_l, floa
 	/* merge the warps: every block range holds at least one position, so M is finite */
 	for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
 		int g = i / D, k = i % D;
-		float M = -INFINITY;
-#pragma unroll
-		for (int w = 0; w < DA_WARPS; w++)
-			M = fmaxf(M, sh_m[w * G + g]);
-		float L = 0.0f, A = 0.0f;
-#pragma unroll
-		for (int w = 0; w < DA_WARPS; w++) {
-			float mw = sh_m[w * G + g];
-			float e = mw == -INFINITY ? 0.0f : exp2f(mw - M);
-			L = fmaf(sh_l[w * G + g], e, L);
-			A = fmaf(sh_acc[(w * G + g) * D + k], e, A);
-		}
+		float M, L, A;
+		dattn_warps_merge<D, G, DA_WARPS>(sh_m, sh_l, sh_acc, g, k, &M, &L, &A);
 		if (nsu == 1) {
 			o[i] = ds_f32_to_bf16(A / L);
 		} else {
@@ -133,34 +123,12 @@ __global__ void __launch_bounds__(DA_THREADS)
 	int slot = lane / S::LP, sub = lane % S::LP;
 
 	float qr[G][8];
-#pragma unroll
-	for (int g = 0; g < G; g++) {
-		uint4 qq = __ldg(
-		    (const uint4 *)(q + ((size_t)t * d.n_head + (size_t)kh * G + g) * D + sub * 8));
-		dattn_unpack(qq, qr[g]);
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			qr[g][i] *= qscale;
-	}
-	struct dattn_src src;
-	src.bs = d.block_size;
-	src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
-	src.D = D;
-	src.hi = hi;
-	src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
-	src.vstride = (size_t)d.n_kv * d.block_size * D;
-	src.kv = kv + (size_t)kh * d.block_size * D + sub * 8;
-	src.bt = tm.bt + tm.bt_off[sq];
+	dattn_load_q<D, G>(q + ((size_t)t * d.n_head + (size_t)kh * G) * D, sub, qscale, qr);
+	struct dattn_src src = dattn_src_of<D>(d, kv + (size_t)kh * d.block_size * D + sub * 8, hi,
+	                                       tm.bt + tm.bt_off[sq]);
 
 	float m[G], l[G], acc[G][8];
-#pragma unroll
-	for (int g = 0; g < G; g++) {
-		m[g] = -INFINITY;
-		l[g] = 0.0f;
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			acc[g][i] = 0.0f;
-	}
+	dattn_state_init<G>(m, l, acc);
 	/* iteration it covers [lo + it * PB, + PB); this lane's step u of it is position
 	 * base0 + it * PB + u * PPS */
 	int base0 = lo + warp * S::U * S::PPS + slot;
@@ -265,15 +233,8 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	if (z >= nsu)
 		return;
 	int lo = z * chunk, hi = min(lo + chunk, len);
-	struct dattn_src src;
-	src.bs = d.block_size;
-	src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
-	src.D = D;
-	src.hi = hi;
-	src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
-	src.vstride = (size_t)d.n_kv * d.block_size * D;
-	src.kv = kv + (size_t)kh * d.block_size * D;
-	src.bt = tm.bt + boff;
+	struct dattn_src src =
+	    dattn_src_of<D>(d, kv + (size_t)kh * d.block_size * D, hi, tm.bt + boff);
 	int nst = (hi - lo + Q::P - 1) / Q::P;
 	/* the first STAGES - 1 stages go out before q is read */
 #pragma unroll
@@ -285,24 +246,9 @@ __global__ void __launch_bounds__(DA_THREADS, dattn_pipe<D, G>::MINB)
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int slot = lane / S::LP, sub = lane % S::LP;
 	float qr[G][8];
-#pragma unroll
-	for (int g = 0; g < G; g++) {
-		uint4 qq = __ldg(
-		    (const uint4 *)(q + ((size_t)t * d.n_head + (size_t)kh * G + g) * D + sub * 8));
-		dattn_unpack(qq, qr[g]);
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			qr[g][i] *= qscale;
-	}
+	dattn_load_q<D, G>(q + ((size_t)t * d.n_head + (size_t)kh * G) * D, sub, qscale, qr);
 	float m[G], l[G], acc[G][8];
-#pragma unroll
-	for (int g = 0; g < G; g++) {
-		m[g] = -INFINITY;
-		l[g] = 0.0f;
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			acc[g][i] = 0.0f;
-	}
+	dattn_state_init<G>(m, l, acc);
 	/* this lane's step u of stage it: index pi0 + u * PPS, position lo + it * P + that */
 	int pi0 = warp * S::U * S::PPS + slot;
 	for (int it = 0; it < nst; it++) {

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernels.h" /* struct ds_k_dims */
+
 #define DA_WARPS 4
 #define DA_THREADS (DA_WARPS * 32)
 #define DA_LOG2E 1.4426950408889634f
@@ -51,6 +53,54 @@ struct dattn_src {
 	size_t vstride;       /* elements from K to V */
 	int bs, shift, D, hi; /* shift: log2(bs) when bs is a power of two, else -1 */
 };
+
+/* The K/V source of a block: kv already at its KV head (and the lane's dims), positions below
+ * hi, the row's block table bt; the cache layout of d (head_dim D). */
+template <int D>
+__device__ __forceinline__ struct dattn_src
+dattn_src_of(const struct ds_k_dims &d, const uint16_t *kv, int hi, const int32_t *bt)
+{
+	struct dattn_src s;
+	s.bs = d.block_size;
+	s.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
+	s.D = D;
+	s.hi = hi;
+	s.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
+	s.vstride = (size_t)d.n_kv * d.block_size * D;
+	s.kv = kv;
+	s.bt = bt;
+	return s;
+}
+
+/* This lane's 8 dims (sub) of the G query heads at q (head 0 of the KV head's group), fp32,
+ * times qscale; CG: read through L2 (q written earlier in the same launch). */
+template <int D, int G, bool CG = false>
+__device__ __forceinline__ void dattn_load_q(const uint16_t *q, int sub, float qscale,
+                                             float (&qr)[G][8])
+{
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		const uint4 *p = (const uint4 *)(q + (size_t)g * D + sub * 8);
+		dattn_unpack(CG ? __ldcg(p) : __ldg(p), qr[g]);
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			qr[g][i] *= qscale;
+	}
+}
+
+/* An empty online-softmax state. */
+template <int G>
+__device__ __forceinline__ void dattn_state_init(float (&m)[G], float (&l)[G], float (&acc)[G][8])
+{
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		m[g] = -INFINITY;
+		l[g] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			acc[g][i] = 0.0f;
+	}
+}
 
 /* Loads U steps of this lane's K and V (positions base + u * PPS; zeros past hi). */
 template <int U, int PPS, bool CG = false>
@@ -208,6 +258,30 @@ __device__ __forceinline__ void dattn_lane_merge(float (&m)[G], float (&l)[G], f
 			}
 		}
 	}
+}
+
+/* Head g's state at dim k merged over NW warps' states in shared memory (dattn_lane_merge's
+ * layout), in warp order: the maximum *M, and *L, *A rescaled to it. */
+template <int D, int G, int NW>
+__device__ __forceinline__ void dattn_warps_merge(const float *sh_m, const float *sh_l,
+                                                  const float *sh_acc, int g, int k, float *M,
+                                                  float *L, float *A)
+{
+	float m = -INFINITY;
+#pragma unroll
+	for (int w = 0; w < NW; w++)
+		m = fmaxf(m, sh_m[w * G + g]);
+	float l = 0.0f, a = 0.0f;
+#pragma unroll
+	for (int w = 0; w < NW; w++) {
+		float mw = sh_m[w * G + g];
+		float e = mw == -INFINITY ? 0.0f : exp2f(mw - m);
+		l = fmaf(sh_l[w * G + g], e, l);
+		a = fmaf(sh_acc[(w * G + g) * D + k], e, a);
+	}
+	*M = m;
+	*L = l;
+	*A = a;
 }
 
 #endif

@@ -156,15 +156,7 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	 * variant), so it is read before the wait */
 	int p = tm.pos[t], sq = tm.seq[t];
 	int nsu = 0, lo = 0, nst = 0;
-	struct dattn_src src;
-	src.bs = d.block_size;
-	src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
-	src.D = D;
-	src.hi = 0;
-	src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
-	src.vstride = (size_t)d.n_kv * d.block_size * D;
-	src.kv = kv + (size_t)kh * d.block_size * D;
-	src.bt = tm.bt;
+	struct dattn_src src = dattn_src_of<D>(d, kv + (size_t)kh * d.block_size * D, 0, tm.bt);
 	if (p >= 0) {
 		int chunk;
 		dattn_split(p + 1, nz, Q::P, &chunk, &nsu);

@@ -7,20 +7,10 @@
  * path picks this kernel or cuBLASLt by M. */
 #include "kernels.h"
 
+#include "attn_decode_core.cuh" /* dattn_unpack: 8 bf16 of a uint4 to fp32 */
+
 #define GEMV_WARPS 8
 #define GEMV_UNROLL 4
-
-__device__ __forceinline__ void unpack8(uint4 v, float *f)
-{
-	f[0] = __uint_as_float(v.x << 16);
-	f[1] = __uint_as_float(v.x & 0xffff0000u);
-	f[2] = __uint_as_float(v.y << 16);
-	f[3] = __uint_as_float(v.y & 0xffff0000u);
-	f[4] = __uint_as_float(v.z << 16);
-	f[5] = __uint_as_float(v.z & 0xffff0000u);
-	f[6] = __uint_as_float(v.w << 16);
-	f[7] = __uint_as_float(v.w & 0xffff0000u);
-}
 
 template <int M>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
@@ -48,11 +38,12 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
 			if (k + u * 32 >= K8)
 				break;
 			float wf[8];
-			unpack8(wv[u], wf);
+			dattn_unpack(wv[u], wf);
 #pragma unroll
 			for (int m = 0; m < M; m++) {
 				float af[8];
-				unpack8(__ldg((const uint4 *)(A + (size_t)m * K) + k + u * 32), af);
+				dattn_unpack(__ldg((const uint4 *)(A + (size_t)m * K) + k + u * 32),
+				             af);
 #pragma unroll
 				for (int i = 0; i < 8; i++)
 					acc[m] = fmaf(wf[i], af[i], acc[m]);

@@ -6,14 +6,25 @@
 
 #include <stdint.h>
 
+/* A spin loop's watchdog, called every so many polls: traps once ~4 s have passed since its
+ * first call (t0 starts at 0; a legitimate wait lasts microseconds), so a synchronization bug
+ * fails the launch with an error instead of hanging a test or benchmark run. */
+__device__ __forceinline__ void ds_spin_watchdog(uint64_t &t0)
+{
+	uint64_t t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	if (t0 == 0)
+		t0 = t;
+	else if (t - t0 > 4000000000ull)
+		__trap();
+}
+
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
 {
 	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 
-/* Waits for the phase of parity `parity` of bar. A watchdog traps after ~4 s of waiting (a
- * legitimate wait lasts microseconds): a pipeline bug then fails the launch with an error
- * instead of hanging a test or benchmark run. */
+/* Waits for the phase of parity `parity` of bar (with the watchdog). */
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
 {
 	unsigned ok;
@@ -29,14 +40,8 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
 		             : "memory");
 		if (ok)
 			return;
-		if ((n & 4095u) == 0) {
-			uint64_t t;
-			asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-			if (t0 == 0)
-				t0 = t;
-			else if (t - t0 > 4000000000ull)
-				__trap();
-		}
+		if ((n & 4095u) == 0)
+			ds_spin_watchdog(t0);
 	}
 }
 

@@ -161,8 +161,7 @@ __device__ __forceinline__ unsigned long long mg_ld_acquire(const unsigned long 
  * arrival returns the count before it, so the barrier it is in ends when the count reaches the
  * next multiple of the grid size (every launch adds whole barriers: the count stays a multiple
  * between launches, and 2^64 arrivals never wrap). One atomic per block and a spin on an
- * acquire load. Watchdog: traps after ~4 s (a barrier lasts microseconds), failing the launch
- * instead of hanging it. */
+ * acquire load, under mbar.cuh's watchdog. */
 __device__ __forceinline__ void mg_grid_sync(unsigned long long *bar)
 {
 	mg_csync();
@@ -171,16 +170,9 @@ __device__ __forceinline__ void mg_grid_sync(unsigned long long *bar)
 		__threadfence();
 		unsigned long long target = (atomicAdd(bar, 1ull) / nb + 1) * nb;
 		uint64_t t0 = 0;
-		for (unsigned n = 1; (long long)(mg_ld_acquire(bar) - target) < 0; n++) {
-			if ((n & 1023u) == 0) {
-				uint64_t t;
-				asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-				if (t0 == 0)
-					t0 = t;
-				else if (t - t0 > 4000000000ull)
-					__trap();
-			}
-		}
+		for (unsigned n = 1; (long long)(mg_ld_acquire(bar) - target) < 0; n++)
+			if ((n & 1023u) == 0)
+				ds_spin_watchdog(t0);
 		__threadfence();
 	}
 	mg_csync();
@@ -497,34 +489,13 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 			continue;
 		int lo = z * chunk, hi = min(lo + chunk, len);
 		float qr[G][8];
-#pragma unroll
-		for (int g = 0; g < G; g++) {
-			uint4 qq =
-			    __ldcg((const uint4 *)(a.q + ((size_t)m * d.n_head + kh * G + g) * D +
-			                           sub * 8));
-			dattn_unpack(qq, qr[g]);
-#pragma unroll
-			for (int i = 0; i < 8; i++)
-				qr[g][i] *= pl.qscale;
-		}
-		struct dattn_src src;
-		src.bs = d.block_size;
-		src.shift = (d.block_size & (d.block_size - 1)) == 0 ? __ffs(d.block_size) - 1 : -1;
-		src.D = D;
-		src.hi = hi;
-		src.blk_stride = (size_t)2 * d.n_kv * d.block_size * D;
-		src.vstride = (size_t)d.n_kv * d.block_size * D;
-		src.kv = kv + (size_t)kh * d.block_size * D + sub * 8;
-		src.bt = a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m));
+		dattn_load_q<D, G, true>(a.q + ((size_t)m * d.n_head + kh * G) * D, sub, pl.qscale,
+		                         qr);
+		struct dattn_src src =
+		    dattn_src_of<D>(d, kv + (size_t)kh * d.block_size * D + sub * 8, hi,
+		                    a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m)));
 		float mm[G], ll[G], acc[G][8];
-#pragma unroll
-		for (int g = 0; g < G; g++) {
-			mm[g] = -INFINITY;
-			ll[g] = 0.0f;
-#pragma unroll
-			for (int i = 0; i < 8; i++)
-				acc[g][i] = 0.0f;
-		}
+		dattn_state_init<G>(mm, ll, acc);
 		int base0 = lo + warp * S::U * S::PPS + slot;
 		uint4 ka[S::U], va[S::U];
 		for (int b = base0; b - slot < hi; b += PB) {
@@ -535,18 +506,8 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 		mg_csync();
 		for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS) {
 			int g = i / D, k = i % D;
-			float M_ = -INFINITY;
-#pragma unroll
-			for (int w = 0; w < MG_CWARPS; w++)
-				M_ = fmaxf(M_, sh_m[w * G + g]);
-			float L_ = 0.0f, A_ = 0.0f;
-#pragma unroll
-			for (int w = 0; w < MG_CWARPS; w++) {
-				float mw = sh_m[w * G + g];
-				float e = mw == -INFINITY ? 0.0f : exp2f(mw - M_);
-				L_ = fmaf(sh_l[w * G + g], e, L_);
-				A_ = fmaf(sh_acc[(w * G + g) * D + k], e, A_);
-			}
+			float M_, L_, A_;
+			dattn_warps_merge<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, g, k, &M_, &L_, &A_);
 			if (nsu == 1) {
 				o[i] = ds_f32_to_bf16(A_ / L_);
 				continue;
@@ -589,6 +550,14 @@ __device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k
 	}
 }
 
+/* Stamp k, the grid barrier, stamp k + 1: the end of a phase. */
+__device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, int k)
+{
+	mg_stamp(a, l, k);
+	mg_grid_sync(a.bar);
+	mg_stamp(a, l, k + 1);
+}
+
 template <int M, int D, int G>
 __global__ void __launch_bounds__(MG_THREADS, 1)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
@@ -623,30 +592,22 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_stamp(a, l, 1);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, kv);
-		mg_stamp(a, l, 2);
-		mg_grid_sync(a.bar);
-		mg_stamp(a, l, 3);
+		mg_phase_sync(a, l, 2);
 
 		mg_attention<M, D, G>(a, pl, kv, ps, red);
-		mg_stamp(a, l, 4);
-		mg_grid_sync(a.bar);
-		mg_stamp(a, l, 5);
+		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O);
 		mg_copy_in<M>(a.att, qd, A);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
-		mg_stamp(a, l, 6);
-		mg_grid_sync(a.bar);
-		mg_stamp(a, l, 7);
+		mg_phase_sync(a, l, 6);
 
 		p = mg_phase_of(a, L, MG_GU);
 		mg_norm_in<M>(a, L.ffn_norm, A, red);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps);
-		mg_stamp(a, l, 8);
-		mg_grid_sync(a.bar);
-		mg_stamp(a, l, 9);
+		mg_phase_sync(a, l, 8);
 
 		p = mg_phase_of(a, L, MG_DOWN);
 		mg_copy_in<M>(a.act, a.ffn, A);

@@ -53,6 +53,19 @@ __device__ __forceinline__ struct gbest gbest_merge(struct gbest a, struct gbest
 	return (b.g > a.g || (b.g == a.g && b.id < a.id)) ? b : a;
 }
 
+/* Id i's Gumbel-perturbed logit (noise from ds_sample_key), kept in b when it is the larger;
+ * ids come in increasing order per thread, so ties keep the lowest. */
+__device__ __forceinline__ void gumbel_take(struct gbest *b, const float *L, int i,
+                                            const struct ds_k_sample_row &P, double inv_t)
+{
+	double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
+	double g = (double)L[i] * inv_t - log(-log(u));
+	if (g > b->g) {
+		b->g = g;
+		b->id = i;
+	}
+}
+
 struct smp_shared {
 	struct top2 t2[SMP_WARPS];
 	struct gbest gb[SMP_WARPS];
@@ -199,12 +212,7 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 	if (gumbel) {
 		double inv_t = 1.0 / (double)P.temperature;
 		for (int i = lo + tid; i < hi; i += SMP_THREADS) {
-			double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
-			double g = (double)L[i] * inv_t - log(-log(u));
-			if (g > b.g) {
-				b.g = g;
-				b.id = i;
-			}
+			gumbel_take(&b, L, i, P, inv_t);
 		}
 		b = block_gbest(b, sh);
 	}
@@ -292,12 +300,7 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 				in = rank++ < take;
 			if (!in)
 				continue;
-			double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
-			double g = (double)L[i] * inv_t - log(-log(u));
-			if (g > b.g) {
-				b.g = g;
-				b.id = i;
-			}
+			gumbel_take(&b, L, i, P, inv_t);
 		}
 		b = block_gbest(b, sh);
 		tok = b.id == 0x7fffffff ? t.id : b.id;
