@@ -13,9 +13,10 @@
  * waits for the grid, only for free slots, so while the block's consumer warps sit at a grid
  * barrier or run attention, the ring fills with the next GEMM's weights: DRAM keeps streaming.
  * The eight consumer warps run the phases of a layer, separated by grid-wide barriers:
- *   1. RMSNorm of x (every block computes it into shared memory) and the q/k/v GEMV over the
- *      block's (i, i + head_dim/2) row pairs, so RoPE happens in the epilogue, which writes q
- *      and this position's K/V into the paged cache;
+ *   1. RMSNorm of x (every block computes x * w into shared memory and applies the row's 1 / rms
+ *      to the dot products, so the GEMV need not wait for the reduction) and the q/k/v GEMV over
+ * the block's (i, i + head_dim/2) row pairs, so RoPE happens in the epilogue, which writes q and
+ * this position's K/V into the paged cache;
  *   2. flash-decoding attention: items (row, KV head, split); the last split of a (row, KV
  *      head) to finish merges the partials (a counter), so no merge phase follows;
  *   3. the o GEMV, whose epilogue adds into the residual stream x;
@@ -28,9 +29,9 @@
  *
  * Key decision: the persistent grid replaces kernel boundaries by barriers, which alone would
  * save little; what pays is that the weight stream does not stop at them. The arithmetic is
- * the fast path's (fp32 accumulation of bf16 products, bf16 rounding at the same points as the
- * kernel-per-op step), in an order fixed by the grid size, so outputs are deterministic for a
- * given device and batch, not batch-invariant. */
+ * the fast path's (fp32 accumulation of bf16 products, bf16 rounding at the kernel-per-op step's
+ * points except that RMSNorm's scale comes after the GEMV), in an order fixed by the grid size,
+ * so outputs are deterministic for a given device and batch, not batch-invariant. */
 #include "kernels.h"
 #include "cu_common.cuh"
 #include "mbar.cuh"
@@ -229,24 +230,10 @@ __device__ __forceinline__ void mg_unpack(uint4 v, float (&f)[8])
 	dattn_unpack(v, f);
 }
 
-/* Sum over the consumer threads, the same fixed tree in every block (red: MG_CWARPS floats). */
-__device__ __forceinline__ float mg_csum(float v, float *red)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	int warp = threadIdx.x >> 5;
-	if ((threadIdx.x & 31) == 0)
-		red[warp] = v;
-	mg_csync();
-	float s = 0.0f;
-#pragma unroll
-	for (int w = 0; w < MG_CWARPS; w++)
-		s += red[w];
-	mg_csync(); /* red is free again */
-	return s;
-}
-
-/* A (M, n) bf16 = RMSNorm(x rows) * w, as the rmsnorm kernel computes it. */
+/* The GEMV input of an RMSNorm phase in one pass over x: A (M, n) bf16 = x * w, and each warp's
+ * part of each row's sum of squares in red[m * MG_CWARPS + warp]. The 1 / rms factor is a
+ * scalar per row, so it is applied to the dot products in the epilogue (mg_norm_scale) instead
+ * of before the bf16 rounding: the GEMV need not wait for the reduction. */
 template <int M>
 __device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_t *A, float *red)
 {
@@ -256,15 +243,6 @@ __device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_
 		float ss = 0.0f;
 		for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
 			float4 v = __ldcg((const float4 *)(xr + i));
-			ss = __fmaf_rn(v.x, v.x, ss);
-			ss = __fmaf_rn(v.y, v.y, ss);
-			ss = __fmaf_rn(v.z, v.z, ss);
-			ss = __fmaf_rn(v.w, v.w, ss);
-		}
-		ss = mg_csum(ss, red);
-		float inv = 1.0f / sqrtf(ss / (float)n + a.rms_eps);
-		for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
-			float4 v = __ldcg((const float4 *)(xr + i));
 			uint2 wv = __ldg((const uint2 *)(w + i));
 			float xs[4] = {v.x, v.y, v.z, v.w};
 			unsigned wp[2] = {wv.x, wv.y};
@@ -272,14 +250,28 @@ __device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_
 #pragma unroll
 			for (int k = 0; k < 4; k++) {
 				unsigned wb = (wp[k / 2] >> (16 * (k % 2))) & 0xffffu;
-				o[k] = ds_f32_to_bf16(
-				    __fmul_rn(__fmul_rn(xs[k], inv), ds_bf16_to_f32(wb)));
+				ss = __fmaf_rn(xs[k], xs[k], ss);
+				o[k] = ds_f32_to_bf16(__fmul_rn(xs[k], ds_bf16_to_f32(wb)));
 			}
 			*(uint2 *)(A + (size_t)m * n + i) =
 			    make_uint2(o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
 		}
+		for (int o = 16; o > 0; o >>= 1)
+			ss += __shfl_xor_sync(0xffffffffu, ss, o);
+		if ((threadIdx.x & 31) == 0)
+			red[m * MG_CWARPS + (threadIdx.x >> 5)] = ss;
 	}
 	mg_csync();
+}
+
+/* Row m's 1 / rms from mg_norm_in's partial sums (the same fixed order in every block). */
+__device__ __forceinline__ float mg_norm_scale(const struct ds_k_mega &a, const float *red, int m)
+{
+	float ss = 0.0f;
+#pragma unroll
+	for (int w = 0; w < MG_CWARPS; w++)
+		ss += red[m * MG_CWARPS + w];
+	return 1.0f / sqrtf(ss / (float)a.hidden + a.rms_eps);
 }
 
 /* A (M, n) = src (M, n) bf16, written by other blocks in this launch. */
@@ -354,7 +346,7 @@ __device__ __forceinline__ float mg_dot(const float *ps, const struct mg_phase &
  * (padding rows: q zeros, no K/V). The expressions of ds_k_qkv_rope. */
 template <int M>
 __device__ void mg_qkv_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps,
-                           uint16_t *kv)
+                           const float *red, uint16_t *kv)
 {
 	struct ds_k_dims d = a.d;
 	int D = d.head_dim, half = p.half, np = p.u1 - p.u0;
@@ -362,7 +354,9 @@ __device__ void mg_qkv_out(const struct ds_k_mega &a, const struct mg_phase &p, 
 	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
 		int k = i % np, m = i / np, u = p.u0 + k;
 		int h = u / half, j = u % half;
-		float x1 = mg_dot<M>(ps, p, 2 * k, m), x2 = mg_dot<M>(ps, p, 2 * k + 1, m);
+		float sc = mg_norm_scale(a, red, m);
+		float x1 = __fmul_rn(mg_dot<M>(ps, p, 2 * k, m), sc);
+		float x2 = __fmul_rn(mg_dot<M>(ps, p, 2 * k + 1, m), sc);
 		int pos = __ldg(a.tm.pos + m);
 		uint16_t *dst;
 		if (h < d.n_head) {
@@ -407,12 +401,15 @@ __device__ void mg_residual_out(const struct ds_k_mega &a, const struct mg_phase
 
 /* act[m][j] = bf16(silu(gate) * up), as ds_k_silu_mul. */
 template <int M>
-__device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps)
+__device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps,
+                            const float *red)
 {
 	int np = p.u1 - p.u0;
 	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
 		int k = i % np, m = i / np;
-		float g = mg_dot<M>(ps, p, 2 * k, m), u = mg_dot<M>(ps, p, 2 * k + 1, m);
+		float sc = mg_norm_scale(a, red, m);
+		float g = __fmul_rn(mg_dot<M>(ps, p, 2 * k, m), sc);
+		float u = __fmul_rn(mg_dot<M>(ps, p, 2 * k + 1, m), sc);
 		float s = __fdiv_rn(g, 1.0f + expf(-g));
 		a.act[(size_t)m * a.ffn + p.u0 + k] = ds_f32_to_bf16(__fmul_rn(s, u));
 	}
@@ -591,7 +588,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_norm_in<M>(a, L.attn_norm, A, red);
 		mg_stamp(a, l, 1);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
-		mg_qkv_out<M>(a, p, ps, kv);
+		mg_qkv_out<M>(a, p, ps, red, kv);
 		mg_phase_sync(a, l, 2);
 
 		mg_attention<M, D, G>(a, pl, kv, ps, red);
@@ -606,7 +603,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		p = mg_phase_of(a, L, MG_GU);
 		mg_norm_in<M>(a, L.ffn_norm, A, red);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
-		mg_silu_out<M>(a, p, ps);
+		mg_silu_out<M>(a, p, ps, red);
 		mg_phase_sync(a, l, 8);
 
 		p = mg_phase_of(a, L, MG_DOWN);
@@ -705,7 +702,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	}
 	size_t attn_floats = (size_t)2 * MG_CWARPS * G + (size_t)MG_CWARPS * G * D;
 	ps_floats = ps_floats > attn_floats ? ps_floats : attn_floats;
-	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + MG_CWARPS * 4;
+	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
+	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + red_bytes;
 	int dev = 0, optin = 0;
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e == cudaSuccess)
@@ -724,7 +722,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	pl.ps_off = (unsigned)off;
 	off += mg_align(ps_floats * 4, 16);
 	pl.red_off = (unsigned)off;
-	off += MG_CWARPS * 4;
+	off += red_bytes;
 	off = mg_align(off, 8);
 	pl.bar_off = (unsigned)off;
 	off += (size_t)16 * nslot;
