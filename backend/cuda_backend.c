@@ -18,6 +18,19 @@
 
 /* ---- pass execution ---- */
 
+cudaError_t ds_cuda_sample(struct ds_cuda_ctx *c, bool fast, int R, int pdl)
+{
+	/* the fast path spreads a row of a small batch over several blocks (on the H200, batch 1:
+	 * 0.010 vs 0.058 ms, batch 8: 0.041 vs 0.058; batch 32 slower, 0.084 vs 0.060:
+	 * bench/results/gpu-20261129-c60b03e); the reference path keeps one block per row, so its
+	 * logprobs stay the same bits at every batch size */
+	int V = c->cfg.vocab_size, nb = ds_k_sample_split_blocks(V);
+	if (fast && nb > 1 && R * nb <= 2 * c->n_sm)
+		return ds_k_sample_split_pdl(c->logits, R, V, c->dm.sp, c->dm.out, c->sample_ws,
+		                             pdl, c->stream);
+	return ds_k_sample_pdl(c->logits, R, V, c->dm.sp, c->dm.out, pdl, c->stream);
+}
+
 enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
                                 const struct ds_cuda_pass *p, int n_split, struct ds_err *err)
 {
@@ -74,25 +87,13 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, all_layers ? NULL : c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
-	                             cfg->rms_eps, c->h, pdl, st),
+	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, all_layers ? NULL : c->dlt, c->dm.out_tok, c->out_norm,
+	                             p->R, H, cfg->rms_eps, c->h, pdl, st),
 	            err);
 	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=
 	    DS_OK)
 		return rv;
-	/* the fast path spreads a row of a small batch over several blocks (on the H200, batch 1:
-	 * 0.010 vs 0.058 ms, batch 8: 0.041 vs 0.058; batch 32 slower, 0.084 vs 0.060:
-	 * bench/results/gpu-20261129-c60b03e); the reference path keeps one block per row, so its
-	 * logprobs stay the same bits at every batch size */
-	int nb = ds_k_sample_split_blocks(cfg->vocab_size);
-	if (ops == &ds_cuda_fast_ops && nb > 1 && p->R * nb <= 2 * c->n_sm)
-		DS_CUDA_TRY(ds_k_sample_split_pdl(c->logits, p->R, cfg->vocab_size, c->dm.sp,
-		                                  c->dm.out, c->sample_ws, pdl, st),
-		            err);
-	else
-		DS_CUDA_TRY(ds_k_sample_pdl(c->logits, p->R, cfg->vocab_size, c->dm.sp, c->dm.out,
-		                            pdl, st),
-		            err);
+	DS_CUDA_TRY(ds_cuda_sample(c, ops == &ds_cuda_fast_ops, p->R, pdl), err);
 	return DS_OK;
 }
 
@@ -297,10 +298,10 @@ static enum ds_status cuda_forward(void *ctx, const struct ds_fwd_batch *b, stru
 
 static void buffers_free(struct ds_cuda_ctx *c)
 {
-	void *dev[] = {c->kv,        c->x,      c->dlt,        c->big,    c->h,      c->q,
-	               c->att,       c->logits, c->part,       c->dm.ids, c->dm.pos, c->dm.seq,
-	               c->dm.bt_off, c->dm.bt,  c->dm.out_tok, c->dm.sp,  c->dm.out, c->dm.aplan,
-	               c->sample_ws};
+	void *dev[] = {c->kv,     c->x,      c->dlt,       c->big,      c->h,
+	               c->q,      c->att,    c->logits,    c->part,     c->dm.ids,
+	               c->dm.pos, c->dm.seq, c->dm.bt_off, c->dm.bt,    c->dm.out_tok,
+	               c->dm.sp,  c->dm.out, c->dm.aplan,  c->sample_ws};
 	for (size_t i = 0; i < DS_ARRAY_LEN(dev); i++)
 		if (dev[i])
 			cudaFree(dev[i]);
@@ -346,8 +347,9 @@ static enum ds_status cuda_kv_init(void *ctx, int n_blocks, int block_size, stru
 	DEV(c->att, (size_t)T * qd * sizeof(uint16_t));
 	DEV(c->logits, (size_t)R * cfg->vocab_size * sizeof(float));
 	DEV(c->part, PART_BYTES);
-	DEV(c->sample_ws, ds_k_sample_ws_bytes(R, cfg->vocab_size));
-	DS_CUDA_GOTO(cudaMemset(c->sample_ws, 0, ds_k_sample_ws_bytes(R, cfg->vocab_size)), err, rv);
+	size_t ws_bytes = ds_k_sample_ws_bytes(R, cfg->vocab_size);
+	DEV(c->sample_ws, ws_bytes);
+	DS_CUDA_GOTO(cudaMemset(c->sample_ws, 0, ws_bytes), err, rv);
 	size_t ti = (size_t)T * sizeof(int32_t);
 	DEV(c->dm.ids, ti);
 	DEV(c->dm.pos, ti);

@@ -266,6 +266,11 @@ bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pa
 enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,
                                  struct ds_err *err);
 
+/* Samples the pass's R rows of c->logits into c->dm.out on c->stream (backend/cuda_backend.c):
+ * on the fast path (fast) a small batch spreads each row over several blocks
+ * (ds_k_sample_split_pdl), else one block per row. pdl: as for the *_pdl launchers. */
+cudaError_t ds_cuda_sample(struct ds_cuda_ctx *c, bool fast, int R, int pdl);
+
 /* Runs the layers, final norm, lm_head and sampling for the pass whose metadata is already on
  * the device (backend/cuda_backend.c). Launches only: capturable. */
 enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,

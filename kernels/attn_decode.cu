@@ -45,21 +45,8 @@ __device__ __forceinline__ void dattn_block_merge(float *sh_m, float *sh_l, floa
 {
 	__syncthreads();
 	/* merge the warps: every block range holds at least one position, so M is finite */
-	for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
-		int g = i / D, k = i % D;
-		float M, L, A;
-		dattn_warps_merge<D, G, DA_WARPS>(sh_m, sh_l, sh_acc, g, k, &M, &L, &A);
-		if (nsu == 1) {
-			o[i] = ds_f32_to_bf16(A / L);
-		} else {
-			float *dst = part + ((h0 + g) * nz + z) * (size_t)(D + 2);
-			dst[2 + k] = A;
-			if (k == 0) {
-				dst[0] = M;
-				dst[1] = L;
-			}
-		}
-	}
+	for (int i = threadIdx.x; i < G * D; i += DA_THREADS)
+		dattn_store_merged<D, G, DA_WARPS>(sh_m, sh_l, sh_acc, i, nsu, z, nz, part, h0, o);
 	if (nsu == 1 || !cnt)
 		return;
 	/* fused merge: publish this block's partials, count, and let the last block merge */

@@ -9,7 +9,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels.h" /* struct ds_k_dims */
+#include "cu_common.cuh" /* ds_f32_to_bf16 */
+#include "kernels.h"    /* struct ds_k_dims */
 
 #define DA_WARPS 4
 #define DA_THREADS (DA_WARPS * 32)
@@ -282,6 +283,29 @@ __device__ __forceinline__ void dattn_warps_merge(const float *sh_m, const float
 	*M = m;
 	*L = l;
 	*A = a;
+}
+
+/* Output element i (head g = i / D, dim k) of a block's state merged over its NW warps: the bf16
+ * output o[i] when the row has one split (nsu == 1), else this split's (z of nz) partials for
+ * head h0 + g in part (rows of D + 2 floats: m, l, acc). */
+template <int D, int G, int NW>
+__device__ __forceinline__ void dattn_store_merged(const float *sh_m, const float *sh_l,
+                                                   const float *sh_acc, int i, int nsu, int z,
+                                                   int nz, float *part, size_t h0, uint16_t *o)
+{
+	int g = i / D, k = i % D;
+	float M, L, A;
+	dattn_warps_merge<D, G, NW>(sh_m, sh_l, sh_acc, g, k, &M, &L, &A);
+	if (nsu == 1) {
+		o[i] = ds_f32_to_bf16(A / L);
+		return;
+	}
+	float *dst = part + ((h0 + g) * nz + z) * (size_t)(D + 2);
+	dst[2 + k] = A;
+	if (k == 0) {
+		dst[0] = M;
+		dst[1] = L;
+	}
 }
 
 #endif

@@ -78,6 +78,18 @@ struct mg_phase {
 	int kind, half, ffn; /* kind: the phase; half: head_dim / 2 (q/k/v pairs); ffn: gate/up */
 };
 
+/* The reduction length K of a phase's weights, and its rows per unit (q/k/v and gate/up pair
+ * two rows). */
+__host__ __device__ __forceinline__ int mg_k(int kind, int hidden, int ffn, struct ds_k_dims d)
+{
+	return kind == MG_O ? d.n_head * d.head_dim : kind == MG_DOWN ? ffn : hidden;
+}
+
+__host__ __device__ __forceinline__ int mg_rpu(int kind)
+{
+	return kind == MG_QKV || kind == MG_GU ? 2 : 1;
+}
+
 __host__ __device__ __forceinline__ int mg_units(int kind, int hidden, int ffn, struct ds_k_dims d)
 {
 	switch (kind) {
@@ -101,29 +113,12 @@ __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a
                                                        const struct ds_k_mega_layer &L, int kind)
 {
 	struct mg_phase p;
-	int qd = a.d.n_head * a.d.head_dim;
 	p.kind = kind;
 	p.half = a.d.head_dim / 2;
 	p.ffn = a.ffn;
-	p.rpu = kind == MG_QKV || kind == MG_GU ? 2 : 1;
-	switch (kind) {
-	case MG_QKV:
-		p.W = L.wqkv;
-		p.K = a.hidden;
-		break;
-	case MG_O:
-		p.W = L.wo;
-		p.K = qd;
-		break;
-	case MG_GU:
-		p.W = L.w_gu;
-		p.K = a.hidden;
-		break;
-	default:
-		p.W = L.w_down;
-		p.K = a.ffn;
-		break;
-	}
+	p.rpu = mg_rpu(kind);
+	p.W = kind == MG_QKV ? L.wqkv : kind == MG_O ? L.wo : kind == MG_GU ? L.w_gu : L.w_down;
+	p.K = mg_k(kind, a.hidden, a.ffn, a.d);
 	p.seg = mg_seg(p.K);
 	p.nseg = p.K / p.seg;
 	mg_share(mg_units(kind, a.hidden, a.ffn, a.d), (int)blockIdx.x, (int)gridDim.x, &p.u0,
@@ -225,11 +220,6 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 
 /* ---- consumer phases ---- */
 
-__device__ __forceinline__ void mg_unpack(uint4 v, float (&f)[8])
-{
-	dattn_unpack(v, f);
-}
-
 /* The GEMV input of an RMSNorm phase in one pass over x: A (M, n) bf16 = x * w, and each warp's
  * part of each row's sum of squares in red[m * MG_CWARPS + warp]. The 1 / rms factor is a
  * scalar per row, so it is applied to the dot products in the epilogue (mg_norm_scale) instead
@@ -306,11 +296,11 @@ __device__ void mg_gemv(const struct mg_phase &p, const struct mg_plan &pl, cons
 #pragma unroll 8
 		for (int u = 0; u < nu; u++) {
 			float wf[8];
-			mg_unpack(w[u * 32 + lane], wf);
+			dattn_unpack(w[u * 32 + lane], wf);
 #pragma unroll
 			for (int m = 0; m < M; m++) {
 				float af[8];
-				mg_unpack(a[(size_t)m * (p.K / 8) + u * 32 + lane], af);
+				dattn_unpack(a[(size_t)m * (p.K / 8) + u * 32 + lane], af);
 #pragma unroll
 				for (int i = 0; i < 8; i++)
 					acc[m] = fmaf(wf[i], af[i], acc[m]);
@@ -415,10 +405,6 @@ __device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p,
 	}
 }
 
-/* Attention items (row, KV head, split) of layer cache kv, strided over the grid. A row with one
- * split writes its output; otherwise every split writes its partials (m, l, acc) for the KV
- * head's G query heads, counts itself in, and the last one merges them (counters return to
- * zero), so no barrier and merge phase follow. */
 /* Merges the nsu split partials of G heads (base: head 0, split 0; rows of D + 2 floats: m, l,
  * acc; split stride one row, head stride nz rows) into o (G, D) bf16: the splits' (m, l) are
  * read at once into shared memory (sh: 2 G nsu floats), their weights e_z / L computed there,
@@ -458,6 +444,10 @@ __device__ void mg_merge_splits(const float *base, int nz, int nsu, uint16_t *o,
 	}
 }
 
+/* Attention items (row, KV head, split) of layer cache kv, strided over the grid. A row with one
+ * split writes its output; otherwise every split writes its partials (m, l, acc) for the KV
+ * head's G query heads, counts itself in, and the last one merges them (counters return to
+ * zero), so no barrier and merge phase follow. */
 template <int M, int D, int G>
 __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
                              const uint16_t *kv, float *sh, float *red)
@@ -501,21 +491,9 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 		}
 		dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
 		mg_csync();
-		for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS) {
-			int g = i / D, k = i % D;
-			float M_, L_, A_;
-			dattn_warps_merge<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, g, k, &M_, &L_, &A_);
-			if (nsu == 1) {
-				o[i] = ds_f32_to_bf16(A_ / L_);
-				continue;
-			}
-			float *dst = a.part + ((h0 + g) * nz + z) * prow;
-			dst[2 + k] = A_;
-			if (k == 0) {
-				dst[0] = M_;
-				dst[1] = L_;
-			}
-		}
+		for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
+			dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, nsu, z, nz, a.part,
+			                                    h0, o);
 		if (nsu > 1) {
 			/* the last split of (row, KV head) to finish merges them all */
 			__threadfence();
@@ -656,10 +634,8 @@ static mg_fn mg_pick(int T, int D, int G)
 /* Rows of the largest share of a phase times its segments (the partial dots per batch row). */
 static int mg_max_items(int kind, const struct ds_k_mega *a, int nb)
 {
-	int n = mg_units(kind, a->hidden, a->ffn, a->d);
-	int K = kind == MG_O ? a->d.n_head * a->d.head_dim : kind == MG_DOWN ? a->ffn : a->hidden;
-	int rpu = kind == MG_QKV || kind == MG_GU ? 2 : 1;
-	return (n + nb - 1) / nb * rpu * (K / mg_seg(K));
+	int n = mg_units(kind, a->hidden, a->ffn, a->d), K = mg_k(kind, a->hidden, a->ffn, a->d);
+	return (n + nb - 1) / nb * mg_rpu(kind) * (K / mg_seg(K));
 }
 
 static size_t mg_align(size_t v, size_t a)
@@ -689,7 +665,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if ((size_t)T * d.n_head * (D + 2) * nz > a->part_floats)
 		return cudaErrorInvalidValue;
 	pl.nz = nz;
-	pl.qscale = 1.4426950408889634f / sqrtf((float)D);
+	pl.qscale = DA_LOG2E / sqrtf((float)D);
 	/* shared memory: ring | A | partial dots (or the attention merge area) | reduction |
 	 * mbarriers */
 	int kmax = a->hidden > a->ffn ? a->hidden : a->ffn;

@@ -251,12 +251,7 @@ static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
 	                        st)));
 	PROF_OP(pr, PROF_LM_HEAD,
 	        PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, c->lm_head, c->logits, B, V, H, &err)));
-	/* as the backend samples on the fast path */
-	bool split = B * ds_k_sample_split_blocks(V) <= 2 * c->n_sm;
-	PROF_OP(pr, PROF_SAMPLE,
-	        CK(split ? ds_k_sample_split_pdl(c->logits, B, V, c->dm.sp, c->dm.out, c->sample_ws,
-	                                         0, st)
-	                 : ds_k_sample(c->logits, B, V, c->dm.sp, c->dm.out, st)));
+	PROF_OP(pr, PROF_SAMPLE, CK(ds_cuda_sample(c, true, B, 0)));
 	CK(cudaStreamSynchronize(st));
 	memset(pr->bytes, 0, sizeof(pr->bytes));
 	pr->bytes[PROF_EMBED] = (2.0 + 4.0) * B * H;
@@ -551,12 +546,7 @@ static int abl_launch(struct bench *b, int B, int mask)
 		if (ds_cuda_fast_ops.gemm(c, c->h, c->lm_head, c->logits, B, cfg->vocab_size, H,
 		                          &err) != DS_OK)
 			return 1;
-		if (B * ds_k_sample_split_blocks(cfg->vocab_size) <= 2 * c->n_sm)
-			CK(ds_k_sample_split_pdl(c->logits, B, cfg->vocab_size, c->dm.sp, c->dm.out,
-			                         c->sample_ws, pdl, st));
-		else
-			CK(ds_k_sample_pdl(c->logits, B, cfg->vocab_size, c->dm.sp, c->dm.out, pdl,
-			                   st));
+		CK(ds_cuda_sample(c, true, B, pdl));
 	}
 	return 0;
 }
