@@ -103,6 +103,15 @@ __device__ __forceinline__ void dattn_state_init(float (&m)[G], float (&l)[G], f
 	}
 }
 
+/* Where position pos's K sits, in elements from s.kv (its V is s.vstride further). */
+__device__ __forceinline__ size_t dattn_kv_off(const struct dattn_src &s, int pos)
+{
+	/* a power-of-two block size (the usual case) avoids integer division */
+	int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
+	int blk = __ldg(s.bt + bi);
+	return (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
+}
+
 /* Loads U steps of this lane's K and V (positions base + u * PPS; zeros past hi). */
 template <int U, int PPS, bool CG = false>
 __device__ __forceinline__ void dattn_load(const struct dattn_src &s, int base, uint4 (&k)[U],
@@ -112,11 +121,7 @@ __device__ __forceinline__ void dattn_load(const struct dattn_src &s, int base, 
 	for (int u = 0; u < U; u++) {
 		int pos = base + u * PPS;
 		if (pos < s.hi) {
-			/* a power-of-two block size (the usual case) avoids integer division */
-			int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
-			int blk = __ldg(s.bt + bi);
-			const uint16_t *r =
-			    s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
+			const uint16_t *r = s.kv + dattn_kv_off(s, pos);
 			k[u] = CG ? __ldcg((const uint4 *)r) : __ldg((const uint4 *)r);
 			v[u] = CG ? __ldcg((const uint4 *)(r + s.vstride))
 			          : __ldg((const uint4 *)(r + s.vstride));

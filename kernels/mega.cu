@@ -56,6 +56,7 @@ struct mg_plan {
 	unsigned a_off;  /* bf16 GEMV inputs (T, kmax) */
 	unsigned ps_off; /* per-(row, segment) partial dots; also the attention's merge area */
 	unsigned red_off;
+	unsigned row_off; /* per batch row: the K/V write offset (long long), the position (int) */
 	unsigned bar_off; /* 2 * nslot mbarriers */
 	int nz;           /* attention splits per (row, KV head) */
 	float qscale;
@@ -334,9 +335,31 @@ __device__ __forceinline__ float mg_dot(const float *ps, const struct mg_phase &
 
 /* q/k/v epilogue: RoPE on q and k pairs, q to a.q, K/V of this position into layer l's cache
  * (padding rows: q zeros, no K/V). The expressions of ds_k_qkv_rope. */
+/* Per batch row, once per launch (positions and block tables hold for the whole pass): where
+ * this position's K/V goes in a layer's cache (kvo, elements; -1 for a padding row) and the
+ * position, so no layer's q/k/v epilogue walks position -> block table -> block again. */
+template <int M>
+__device__ void mg_rows_init(const struct ds_k_mega &a, long long *kvo, int *rpos)
+{
+	struct ds_k_dims d = a.d;
+	for (int m = threadIdx.x; m < M; m += MG_CTHREADS) {
+		int pos = __ldg(a.tm.pos + m);
+		long long o = -1;
+		if (pos >= 0) {
+			int blk = __ldg(a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m)) +
+			                pos / d.block_size);
+			o = (long long)blk * 2 * d.n_kv * d.block_size * d.head_dim +
+			    (long long)(pos % d.block_size) * d.head_dim;
+		}
+		kvo[m] = o;
+		rpos[m] = pos;
+	}
+	mg_csync();
+}
+
 template <int M>
 __device__ void mg_qkv_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps,
-                           const float *red, uint16_t *kv)
+                           const float *red, const long long *kvo, const int *rpos, uint16_t *kv)
 {
 	struct ds_k_dims d = a.d;
 	int D = d.head_dim, half = p.half, np = p.u1 - p.u0;
@@ -347,18 +370,14 @@ __device__ void mg_qkv_out(const struct ds_k_mega &a, const struct mg_phase &p, 
 		float sc = mg_norm_scale(a, red, m);
 		float x1 = __fmul_rn(mg_dot<M>(ps, p, 2 * k, m), sc);
 		float x2 = __fmul_rn(mg_dot<M>(ps, p, 2 * k + 1, m), sc);
-		int pos = __ldg(a.tm.pos + m);
+		int pos = rpos[m];
 		uint16_t *dst;
 		if (h < d.n_head) {
 			dst = a.q + ((size_t)m * d.n_head + h) * D;
 		} else if (pos < 0) {
 			continue;
-		} else {
-			int blk = __ldg(a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m)) +
-			                pos / d.block_size);
-			dst = kv + (size_t)blk * 2 * d.n_kv * hs +
-			      (size_t)(pos % d.block_size) * D +
-			      (size_t)(h - d.n_head) * hs; /* V heads follow K heads: n_kv + vh */
+		} else { /* V heads follow K heads: n_kv + vh */
+			dst = kv + kvo[m] + (size_t)(h - d.n_head) * hs;
 		}
 		if (h >= d.n_head + d.n_kv) { /* V */
 			dst[j] = ds_f32_to_bf16(x1);
@@ -444,73 +463,161 @@ __device__ void mg_merge_splits(const float *base, int nz, int nsu, uint16_t *o,
 	}
 }
 
-/* Attention items (row, KV head, split) of layer cache kv, strided over the grid. A row with one
- * split writes its output; otherwise every split writes its partials (m, l, acc) for the KV
- * head's G query heads, counts itself in, and the last one merges them (counters return to
- * zero), so no barrier and merge phase follow. */
+/* One attention item (row m, KV head kh, split z) of a launch: the same in every layer, so a
+ * block works out its first item once (mg_att_of) and, in each layer, loads the item's K/V of
+ * earlier positions before the q/k/v -> attention barrier (mg_att_load_old): only q and this
+ * position's K/V, which the q/k/v phase writes, are read after it. */
+template <int D, int G> struct mg_att {
+	static constexpr int U = dattn_shape<D, G>::U;
+	int m, kh, z; /* m < 0: no item */
+	int pos;      /* the row's position (< 0: a padding row) */
+	int nsu, lo, hi, base0;
+	const int32_t *bt;   /* the row's block table */
+	long long off[U];    /* this lane's first-iteration K offsets in a layer's cache (-1: none) */
+};
+
 template <int M, int D, int G>
-__device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
-                             const uint16_t *kv, float *sh, float *red)
+__device__ struct mg_att<D, G> mg_att_of(const struct ds_k_mega &a, const struct mg_plan &pl,
+                                         int item)
 {
 	typedef dattn_shape<D, G> S;
 	constexpr int PB = MG_CWARPS * S::U * S::PPS;
 	struct ds_k_dims d = a.d;
-	int nz = pl.nz, items = M * d.n_kv * nz;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int slot = lane / S::LP, sub = lane % S::LP;
+	struct mg_att<D, G> t;
+	t.m = -1;
+	t.nsu = 0;
+#pragma unroll
+	for (int u = 0; u < S::U; u++)
+		t.off[u] = -1;
+	if (item >= M * d.n_kv * pl.nz)
+		return t;
+	t.m = item / (d.n_kv * pl.nz);
+	t.kh = (item / pl.nz) % d.n_kv;
+	t.z = item % pl.nz;
+	t.pos = __ldg(a.tm.pos + t.m);
+	if (t.pos < 0)
+		return t;
+	int len = t.pos + 1, chunk;
+	dattn_split(len, pl.nz, PB, &chunk, &t.nsu);
+	t.lo = t.z * chunk;
+	t.hi = min(t.lo + chunk, len);
+	t.base0 = t.lo + warp * S::U * S::PPS + slot;
+	t.bt = a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + t.m));
+	if (t.z >= t.nsu)
+		return t;
+	struct dattn_src src = dattn_src_of<D>(d, a.kv, t.hi, t.bt);
+#pragma unroll
+	for (int u = 0; u < S::U; u++) {
+		int p = t.base0 + u * S::PPS;
+		if (p < t.hi)
+			t.off[u] = (long long)t.kh * d.block_size * D + sub * 8 + (long long)dattn_kv_off(src, p);
+	}
+	return t;
+}
+
+/* The item's first-iteration K/V at positions before pos (written by earlier passes); zeros
+ * elsewhere. */
+template <int D, int G>
+__device__ __forceinline__ void mg_att_load_old(const struct mg_att<D, G> &t, const uint16_t *kv,
+                                                size_t vstride,
+                                                uint4 (&k)[dattn_shape<D, G>::U],
+                                                uint4 (&v)[dattn_shape<D, G>::U])
+{
+	typedef dattn_shape<D, G> S;
+#pragma unroll
+	for (int u = 0; u < S::U; u++) {
+		bool old = t.off[u] >= 0 && t.base0 + u * S::PPS < t.pos;
+		k[u] = old ? __ldcg((const uint4 *)(kv + t.off[u])) : make_uint4(0, 0, 0, 0);
+		v[u] = old ? __ldcg((const uint4 *)(kv + t.off[u] + vstride)) : make_uint4(0, 0, 0, 0);
+	}
+}
+
+/* Runs item t of layer cache kv, its first iteration's K/V of earlier positions already in k, v.
+ * A row with one split writes its output; otherwise every split writes its partials (m, l, acc)
+ * for the KV head's G query heads, counts itself in, and the last one merges them (counters
+ * return to zero), so no barrier and merge phase follow. */
+template <int D, int G>
+__device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
+                           const struct mg_att<D, G> &t, const uint16_t *kv,
+                           uint4 (&ka)[dattn_shape<D, G>::U], uint4 (&va)[dattn_shape<D, G>::U],
+                           float *sh, float *red)
+{
+	typedef dattn_shape<D, G> S;
+	constexpr int PB = MG_CWARPS * S::U * S::PPS;
+	struct ds_k_dims d = a.d;
+	int sub = (threadIdx.x & 31) % S::LP, slot = (threadIdx.x & 31) / S::LP;
 	float *sh_m = sh, *sh_l = sh + MG_CWARPS * G, *sh_acc = sh + 2 * MG_CWARPS * G;
-	for (int item = blockIdx.x; item < items; item += gridDim.x) {
-		int m = item / (d.n_kv * nz), kh = (item / nz) % d.n_kv, z = item % nz;
-		int pos = __ldg(a.tm.pos + m);
-		size_t h0 = (size_t)m * d.n_head + (size_t)kh * G, prow = (size_t)D + 2;
-		uint16_t *o = a.att + h0 * D; /* this KV head's G query heads */
-		if (pos < 0) {                /* a padding row: zero output */
-			if (z == 0)
-				for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
-					o[i] = 0;
-			continue;
+	size_t h0 = (size_t)t.m * d.n_head + (size_t)t.kh * G, prow = (size_t)D + 2;
+	size_t vstride = (size_t)d.n_kv * d.block_size * D;
+	uint16_t *o = a.att + h0 * D; /* this KV head's G query heads */
+	if (t.pos < 0) {              /* a padding row: zero output */
+		if (t.z == 0)
+			for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
+				o[i] = 0;
+		return;
+	}
+	if (t.z >= t.nsu)
+		return;
+#pragma unroll
+	for (int u = 0; u < S::U; u++)
+		if (t.off[u] >= 0 && t.base0 + u * S::PPS == t.pos) { /* written this phase */
+			ka[u] = __ldcg((const uint4 *)(kv + t.off[u]));
+			va[u] = __ldcg((const uint4 *)(kv + t.off[u] + vstride));
 		}
-		int len = pos + 1, chunk, nsu;
-		dattn_split(len, nz, PB, &chunk, &nsu);
-		if (z >= nsu)
-			continue;
-		int lo = z * chunk, hi = min(lo + chunk, len);
-		float qr[G][8];
-		dattn_load_q<D, G, true>(a.q + ((size_t)m * d.n_head + kh * G) * D, sub, pl.qscale,
-		                         qr);
-		struct dattn_src src =
-		    dattn_src_of<D>(d, kv + (size_t)kh * d.block_size * D + sub * 8, hi,
-		                    a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m)));
-		float mm[G], ll[G], acc[G][8];
-		dattn_state_init<G>(mm, ll, acc);
-		int base0 = lo + warp * S::U * S::PPS + slot;
-		uint4 ka[S::U], va[S::U];
-		for (int b = base0; b - slot < hi; b += PB) {
-			dattn_load<S::U, S::PPS, true>(src, b, ka, va);
-			dattn_step<D, G>(ka, va, b, hi, qr, mm, ll, acc);
-		}
-		dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
+	float qr[G][8];
+	dattn_load_q<D, G, true>(a.q + h0 * D, sub, pl.qscale, qr);
+	float mm[G], ll[G], acc[G][8];
+	dattn_state_init<G>(mm, ll, acc);
+	dattn_step<D, G>(ka, va, t.base0, t.hi, qr, mm, ll, acc);
+	struct dattn_src src =
+	    dattn_src_of<D>(d, kv + (size_t)t.kh * d.block_size * D + sub * 8, t.hi, t.bt);
+	for (int b = t.base0 + PB; b - slot < t.hi; b += PB) { /* further iterations */
+		dattn_load<S::U, S::PPS, true>(src, b, ka, va);
+		dattn_step<D, G>(ka, va, b, t.hi, qr, mm, ll, acc);
+	}
+	dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
+	mg_csync();
+	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
+		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz, a.part,
+		                                    h0, o);
+	if (t.nsu > 1) {
+		/* the last split of (row, KV head) to finish merges them all */
+		__threadfence();
 		mg_csync();
-		for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
-			dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, nsu, z, nz, a.part,
-			                                    h0, o);
-		if (nsu > 1) {
-			/* the last split of (row, KV head) to finish merges them all */
-			__threadfence();
-			mg_csync();
-			if (threadIdx.x == 0) {
-				unsigned *cnt = a.cnt + (size_t)m * d.n_kv + kh;
-				bool last = atomicAdd(cnt, 1u) == (unsigned)nsu - 1;
-				if (last) /* no other block touches it again in this phase */
-					*cnt = 0;
-				red[0] = last ? 1.0f : 0.0f;
-			}
-			mg_csync();
-			if (red[0] != 0.0f) {
-				__threadfence();
-				mg_merge_splits<D, G>(a.part + h0 * nz * prow, nz, nsu, o, sh);
-			}
+		if (threadIdx.x == 0) {
+			unsigned *cnt = a.cnt + (size_t)t.m * d.n_kv + t.kh;
+			bool last = atomicAdd(cnt, 1u) == (unsigned)t.nsu - 1;
+			if (last) /* no other block touches it again in this phase */
+				*cnt = 0;
+			red[0] = last ? 1.0f : 0.0f;
 		}
+		mg_csync();
+		if (red[0] != 0.0f) {
+			__threadfence();
+			mg_merge_splits<D, G>(a.part + h0 * pl.nz * prow, pl.nz, t.nsu, o, sh);
+		}
+	}
+}
+
+/* The attention items of layer cache kv, strided over the grid: the block's first item is mine
+ * (ka, va loaded before the barrier), any further one is worked out here. */
+template <int M, int D, int G>
+__device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
+                             const struct mg_att<D, G> &mine, const uint16_t *kv,
+                             uint4 (&ka)[dattn_shape<D, G>::U], uint4 (&va)[dattn_shape<D, G>::U],
+                             float *sh, float *red)
+{
+	if (mine.m < 0)
+		return;
+	mg_att_run<D, G>(a, pl, mine, kv, ka, va, sh, red);
+	mg_csync();
+	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
+	for (int item = blockIdx.x + gridDim.x; item < M * a.d.n_kv * pl.nz; item += gridDim.x) {
+		struct mg_att<D, G> t = mg_att_of<M, D, G>(a, pl, item);
+		mg_att_load_old<D, G>(t, kv, vstride, ka, va);
+		mg_att_run<D, G>(a, pl, t, kv, ka, va, sh, red);
 		mg_csync();
 	}
 }
@@ -542,6 +649,8 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	unsigned full = ring + pl.bar_off, empty = full + 8 * pl.nslot;
 	uint16_t *A = (uint16_t *)(smem + pl.a_off);
 	float *ps = (float *)(smem + pl.ps_off), *red = (float *)(smem + pl.red_off);
+	long long *kvo = (long long *)(smem + pl.row_off);
+	int *rpos = (int *)(kvo + M);
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < pl.nslot; s++) {
 			mbar_init(full + 8 * s, 1);
@@ -557,6 +666,10 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	unsigned it = 0;
 	int qd = a.d.n_head * a.d.head_dim;
+	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * D;
+	mg_rows_init<M>(a, kvo, rpos);
+	const struct mg_att<D, G> mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
+	uint4 ka[dattn_shape<D, G>::U], va[dattn_shape<D, G>::U];
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
@@ -566,10 +679,11 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_norm_in<M>(a, L.attn_norm, A, red);
 		mg_stamp(a, l, 1);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
-		mg_qkv_out<M>(a, p, ps, red, kv);
+		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
+		mg_att_load_old<D, G>(mine, kv, vstride, ka, va); /* in flight across the barrier */
 		mg_phase_sync(a, l, 2);
 
-		mg_attention<M, D, G>(a, pl, kv, ps, red);
+		mg_attention<M, D, G>(a, pl, mine, kv, ka, va, ps, red);
 		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O);
@@ -679,7 +793,9 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	size_t attn_floats = (size_t)2 * MG_CWARPS * G + (size_t)MG_CWARPS * G * D;
 	ps_floats = ps_floats > attn_floats ? ps_floats : attn_floats;
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
-	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + red_bytes;
+	size_t row_bytes = (size_t)T * (8 + 4);
+	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + mg_align(red_bytes, 8) +
+	              mg_align(row_bytes, 8);
 	int dev = 0, optin = 0;
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e == cudaSuccess)
@@ -698,8 +814,9 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	pl.ps_off = (unsigned)off;
 	off += mg_align(ps_floats * 4, 16);
 	pl.red_off = (unsigned)off;
-	off += red_bytes;
-	off = mg_align(off, 8);
+	off = mg_align(off + red_bytes, 8);
+	pl.row_off = (unsigned)off;
+	off = mg_align(off + row_bytes, 8);
 	pl.bar_off = (unsigned)off;
 	off += (size_t)16 * nslot;
 	if ((e = ds_allow_smem(fn, off)) != cudaSuccess)
