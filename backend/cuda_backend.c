@@ -46,11 +46,15 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	int pdl = ops == &ds_cuda_fast_ops && c->fast.pdl;
 
 	DS_CUDA_TRY(ds_k_embed(c->tok_embd, c->dm.ids, T, H, c->x, st), err);
-	/* the fast path may run every layer in one kernel, which adds into x in place */
-	bool all_layers = false;
-	if (ops == &ds_cuda_fast_ops && (rv = ds_cuda_fast_mega(c, p, &all_layers, err)) != DS_OK)
+	/* the fast path may run every layer, the final norm and the LM head in one kernel */
+	bool fused = false;
+	if (ops == &ds_cuda_fast_ops && (rv = ds_cuda_fast_mega(c, p, &fused, err)) != DS_OK)
 		return rv;
-	for (int l = 0; l < cfg->n_layer && !all_layers; l++) {
+	if (fused) {
+		DS_CUDA_TRY(ds_cuda_sample(c, true, p->R, pdl), err);
+		return DS_OK;
+	}
+	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
 		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
@@ -87,7 +91,7 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, all_layers ? NULL : c->dlt, c->dm.out_tok, c->out_norm,
+	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm,
 	                             p->R, H, cfg->rms_eps, c->h, pdl, st),
 	            err);
 	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=

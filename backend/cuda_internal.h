@@ -262,7 +262,8 @@ extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
  * its sequence's only query, and it has 1, 2 or 4 rows. */
 bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p);
 /* The fast path's fused decode layers (fastpath/cuda_fast.c): when enabled and the pass qualifies,
- * launches ds_k_mega_decode for every layer and sets *done; else leaves *done false. */
+ * launches ds_k_mega_decode for every layer, the final RMSNorm and the LM head (the logits) and
+ * sets *done; else leaves *done false. */
 enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,
                                  struct ds_err *err);
 

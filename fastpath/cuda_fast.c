@@ -787,6 +787,10 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .part_floats = c->part_floats,
 	    .bar = f->mega_bar,
 	    .cnt = f->mega_cnt,
+	    .out_norm = c->out_norm,
+	    .lm_head = c->lm_head,
+	    .vocab = cfg->vocab_size,
+	    .logits = c->logits,
 	    .trace = f->mega_trace,
 	};
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);

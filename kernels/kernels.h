@@ -335,6 +335,10 @@ struct ds_k_mega {
 	size_t part_floats;
 	unsigned long long *bar; /* barrier count: zero before the first launch, left ready */
 	unsigned *cnt;         /* (T, n_kv) attention split counters: zero, left zero */
+	const uint16_t *out_norm; /* the final RMSNorm's weights (hidden) */
+	const uint16_t *lm_head;  /* (vocab, hidden) */
+	int vocab;
+	float *logits;            /* (T, vocab) out */
 	/* NULL, or (n_blocks, n_layer, DS_K_MEGA_STAMPS) %globaltimer stamps (ns) that thread 0 of
 	 * each block takes at the end of each phase of each layer (bench: where the time goes) */
 	unsigned long long *trace;
@@ -343,14 +347,14 @@ struct ds_k_mega {
 #define DS_K_MEGA_MAX_T 4
 
 /* All n_layer transformer layers of a decode pass of T = 1, 2 or 4 rows (one query per
- * sequence; pos < 0: a padding row, no KV write, zero attention output) in one persistent
- * cooperative kernel of n_blocks blocks (at most one per SM): per layer, RMSNorm + the q/k/v
- * GEMV + RoPE and the K/V write, flash-decoding attention (its last split merges), the o GEMV +
- * residual,
- * RMSNorm + the gate/up GEMV + SiLU*mul, the down GEMV + residual, separated by grid-wide
- * barriers, while one warp per block streams the block's rows of every weight matrix, layer
- * after layer, into a ring of shared-memory slots with bulk async copies, so weights keep
- * flowing across the barriers and the small phases. Fast path: sums run in an order fixed by
+ * sequence; pos < 0: a padding row, no KV write, zero attention output), then the final RMSNorm
+ * and the LM head (fp32 logits of every row), in one persistent cooperative kernel of n_blocks
+ * blocks (at most one per SM): per layer, RMSNorm + the q/k/v GEMV + RoPE and the K/V write,
+ * flash-decoding attention (its last split merges), the o GEMV + residual, RMSNorm + the
+ * gate/up GEMV + SiLU*mul, the down GEMV + residual, separated by grid-wide barriers, while
+ * one warp per block streams the block's rows of every weight matrix, layer after layer, into
+ * a ring of shared-memory slots with bulk async copies, so weights keep flowing across the
+ * barriers and the small phases. Fast path: sums run in an order fixed by
  * the grid, not the reference's. Needs no bias and no q/k norm (the caller checks),
  * ds_k_mega_supported(d, hidden, ffn) and x's rows updated in place (no separate delta). */
 int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn);

@@ -48,7 +48,7 @@
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES */
 #define MG_MAX_SLOTS 48
 
-enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE };
+enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE, MG_HEAD = MG_NPHASE /* after the layers */ };
 
 /* What the host computed for a launch: the shared-memory carve-up and the attention split. */
 struct mg_plan {
@@ -59,6 +59,7 @@ struct mg_plan {
 	unsigned row_off; /* per batch row: the K/V write offset (long long), the position (int) */
 	unsigned bar_off; /* 2 * nslot mbarriers */
 	int nz;           /* attention splits per (row, KV head) */
+	int head_rows;    /* LM head rows per chunk (the partial-dot area's capacity) */
 	float qscale;
 };
 
@@ -81,9 +82,9 @@ struct mg_phase {
 
 /* The reduction length K of a phase's weights, and its rows per unit (q/k/v and gate/up pair
  * two rows). */
-__host__ __device__ __forceinline__ int mg_k(int kind, int hidden, int ffn, struct ds_k_dims d)
+__host__ __device__ __forceinline__ int mg_k(int kind, const struct ds_k_mega &a)
 {
-	return kind == MG_O ? d.n_head * d.head_dim : kind == MG_DOWN ? ffn : hidden;
+	return kind == MG_O ? a.d.n_head * a.d.head_dim : kind == MG_DOWN ? a.ffn : a.hidden;
 }
 
 __host__ __device__ __forceinline__ int mg_rpu(int kind)
@@ -91,15 +92,17 @@ __host__ __device__ __forceinline__ int mg_rpu(int kind)
 	return kind == MG_QKV || kind == MG_GU ? 2 : 1;
 }
 
-__host__ __device__ __forceinline__ int mg_units(int kind, int hidden, int ffn, struct ds_k_dims d)
+__host__ __device__ __forceinline__ int mg_units(int kind, const struct ds_k_mega &a)
 {
 	switch (kind) {
 	case MG_QKV:
-		return (d.n_head + 2 * d.n_kv) * d.head_dim / 2;
+		return (a.d.n_head + 2 * a.d.n_kv) * a.d.head_dim / 2;
 	case MG_GU:
-		return ffn;
+		return a.ffn;
+	case MG_HEAD:
+		return a.vocab;
 	default:
-		return hidden;
+		return a.hidden;
 	}
 }
 
@@ -118,12 +121,15 @@ __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a
 	p.half = a.d.head_dim / 2;
 	p.ffn = a.ffn;
 	p.rpu = mg_rpu(kind);
-	p.W = kind == MG_QKV ? L.wqkv : kind == MG_O ? L.wo : kind == MG_GU ? L.w_gu : L.w_down;
-	p.K = mg_k(kind, a.hidden, a.ffn, a.d);
+	p.W = kind == MG_QKV ? L.wqkv
+	      : kind == MG_O ? L.wo
+	      : kind == MG_GU ? L.w_gu
+	      : kind == MG_DOWN ? L.w_down
+	                      : a.lm_head;
+	p.K = mg_k(kind, a);
 	p.seg = mg_seg(p.K);
 	p.nseg = p.K / p.seg;
-	mg_share(mg_units(kind, a.hidden, a.ffn, a.d), (int)blockIdx.x, (int)gridDim.x, &p.u0,
-	         &p.u1);
+	mg_share(mg_units(kind, a), (int)blockIdx.x, (int)gridDim.x, &p.u0, &p.u1);
 	return p;
 }
 
@@ -190,33 +196,38 @@ __device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned 
  * bookkeeping is spread over lanes and copies are issued MG_PLANES at a time. The lanes
  * reconverge after every turn: the items they wait for at once then span fewer than nslot
  * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
+__device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl,
+                                 unsigned ring, unsigned full, unsigned empty, unsigned &it)
+{
+	unsigned ns = (unsigned)pl.nslot;
+	int lane = threadIdx.x & 31;
+	int items = (p.u1 - p.u0) * p.rpu * p.nseg;
+	unsigned bytes = (unsigned)p.seg * 2;
+	for (int q0 = 0; q0 < items; q0 += MG_PLANES) {
+		int q = q0 + lane;
+		if (lane < MG_PLANES && q < items) {
+			unsigned gi = it + (unsigned)q, slot = gi % ns;
+			const uint16_t *src =
+			    p.W + (size_t)mg_row(p, q / p.nseg) * p.K + (size_t)(q % p.nseg) * p.seg;
+			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
+			mbar_expect_tx(full + 8 * slot, bytes);
+			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
+		}
+		__syncwarp();
+	}
+	it += (unsigned)items;
+}
+
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
                            unsigned full, unsigned empty)
 {
-	unsigned it = 0, ns = (unsigned)pl.nslot;
-	int lane = threadIdx.x & 31;
+	unsigned it = 0;
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
-		for (int kind = 0; kind < MG_NPHASE; kind++) {
-			struct mg_phase p = mg_phase_of(a, L, kind);
-			int items = (p.u1 - p.u0) * p.rpu * p.nseg;
-			unsigned bytes = (unsigned)p.seg * 2;
-			for (int q0 = 0; q0 < items; q0 += MG_PLANES) {
-				int q = q0 + lane;
-				if (lane < MG_PLANES && q < items) {
-					unsigned gi = it + (unsigned)q, slot = gi % ns;
-					const uint16_t *src = p.W +
-					                      (size_t)mg_row(p, q / p.nseg) * p.K +
-					                      (size_t)(q % p.nseg) * p.seg;
-					mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
-					mbar_expect_tx(full + 8 * slot, bytes);
-					mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
-				}
-				__syncwarp();
-			}
-			it += (unsigned)items;
-		}
+		for (int kind = 0; kind < MG_NPHASE; kind++)
+			mg_produce_phase(mg_phase_of(a, L, kind), pl, ring, full, empty, it);
 	}
+	mg_produce_phase(mg_phase_of(a, a.layers[0], MG_HEAD), pl, ring, full, empty, it);
 }
 
 /* ---- consumer phases ---- */
@@ -421,6 +432,19 @@ __device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p,
 		float u = __fmul_rn(mg_dot<M>(ps, p, 2 * k + 1, m), sc);
 		float s = __fdiv_rn(g, 1.0f + expf(-g));
 		a.act[(size_t)m * a.ffn + p.u0 + k] = ds_f32_to_bf16(__fmul_rn(s, u));
+	}
+}
+
+/* logits[m][row] = the row's dot, scaled by row m's 1 / rms (the final RMSNorm). */
+template <int M>
+__device__ void mg_head_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps,
+                            const float *red)
+{
+	int np = p.u1 - p.u0;
+	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
+		int r = i % np, m = i / np;
+		a.logits[(size_t)m * a.vocab + p.u0 + r] =
+		    __fmul_rn(mg_dot<M>(ps, p, r, m), mg_norm_scale(a, red, m));
 	}
 }
 
@@ -641,7 +665,7 @@ __device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, 
 }
 
 template <int M, int D, int G>
-__global__ void __launch_bounds__(MG_THREADS, 1)
+__global__ void __maxnreg__(224)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
 {
 	extern __shared__ __align__(1024) unsigned char smem[];
@@ -703,9 +727,20 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
 		mg_stamp(a, l, 10);
-		if (l + 1 < a.n_layer) /* the kernel's end orders the last layer's writes */
-			mg_grid_sync(a.bar);
+		mg_grid_sync(a.bar);
 		mg_stamp(a, l, 11);
+	}
+
+	/* the final RMSNorm and the LM head, in chunks of head_rows rows (the partial-dot area) */
+	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD);
+	mg_norm_in<M>(a, a.out_norm, A, red);
+	for (int u = p.u0; u < p.u1; u += pl.head_rows) {
+		struct mg_phase c = p;
+		c.u0 = u;
+		c.u1 = min(u + pl.head_rows, p.u1);
+		mg_gemv<M>(c, pl, A, ps, smem, full, empty, it);
+		mg_head_out<M>(a, c, ps, red);
+		mg_csync();
 	}
 }
 
@@ -748,7 +783,7 @@ static mg_fn mg_pick(int T, int D, int G)
 /* Rows of the largest share of a phase times its segments (the partial dots per batch row). */
 static int mg_max_items(int kind, const struct ds_k_mega *a, int nb)
 {
-	int n = mg_units(kind, a->hidden, a->ffn, a->d), K = mg_k(kind, a->hidden, a->ffn, a->d);
+	int n = mg_units(kind, *a), K = mg_k(kind, *a);
 	return (n + nb - 1) / nb * mg_rpu(kind) * (K / mg_seg(K));
 }
 
@@ -764,7 +799,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 		return T == 0 ? cudaSuccess : cudaErrorInvalidValue;
 	struct ds_k_dims d = a->d;
 	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar ||
-	    !a->cnt || T > DS_K_MEGA_MAX_T)
+	    !a->cnt || T > DS_K_MEGA_MAX_T || !a->out_norm || !a->lm_head || !a->logits ||
+	    a->vocab < 1)
 		return cudaErrorInvalidValue;
 	int D = d.head_dim, G = d.n_head / d.n_kv, qd = d.n_head * D;
 	mg_fn fn = mg_pick(T, D, G);
@@ -792,6 +828,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	}
 	size_t attn_floats = (size_t)2 * MG_CWARPS * G + (size_t)MG_CWARPS * G * D;
 	ps_floats = ps_floats > attn_floats ? ps_floats : attn_floats;
+	pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
 	size_t row_bytes = (size_t)T * (8 + 4);
 	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + mg_align(red_bytes, 8) +

@@ -88,7 +88,7 @@ int bench_mega(struct bench *b)
 		f->mega_tune = false;
 		f->mega = false;
 		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_op);
-		/* the fused layers (the rest of the step: PDL, GEMV or skinny head) */
+		/* the fused layers and LM head (the rest of the step: the embedding, sampling) */
 		ds_cuda_fast_graphs_reset(c);
 		f->graph_tune = false;
 		f->mega = true;
