@@ -488,33 +488,26 @@ __device__ void mg_merge_splits(const float *base, int nz, int nsu, uint16_t *o,
 }
 
 /* One attention item (row m, KV head kh, split z) of a launch: the same in every layer, so a
- * block works out its first item once (mg_att_of) and, in each layer, loads the item's K/V of
- * earlier positions before the q/k/v -> attention barrier (mg_att_load_old): only q and this
- * position's K/V, which the q/k/v phase writes, are read after it. */
-template <int D, int G> struct mg_att {
-	static constexpr int U = dattn_shape<D, G>::U;
+ * block works out its first item once (mg_att_of, kept in shared memory, and each lane's K
+ * offsets, mg_att_offs) and, in each layer, loads the item's K/V of earlier positions before the
+ * q/k/v -> attention barrier (mg_att_load_old): only q and this position's K/V, which the q/k/v
+ * phase writes, are read after it. */
+struct mg_att {
 	int m, kh, z; /* m < 0: no item */
 	int pos;      /* the row's position (< 0: a padding row) */
-	int nsu, lo, hi, base0;
-	const int32_t *bt;   /* the row's block table */
-	long long off[U];    /* this lane's first-iteration K offsets in a layer's cache (-1: none) */
+	int nsu, lo, hi;
+	const int32_t *bt; /* the row's block table */
 };
+#define MG_NO_OFF 0xffffffffu
 
 template <int M, int D, int G>
-__device__ struct mg_att<D, G> mg_att_of(const struct ds_k_mega &a, const struct mg_plan &pl,
-                                         int item)
+__device__ struct mg_att mg_att_of(const struct ds_k_mega &a, const struct mg_plan &pl, int item)
 {
-	typedef dattn_shape<D, G> S;
-	constexpr int PB = MG_CWARPS * S::U * S::PPS;
+	constexpr int PB = MG_CWARPS * dattn_shape<D, G>::U * dattn_shape<D, G>::PPS;
 	struct ds_k_dims d = a.d;
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int slot = lane / S::LP, sub = lane % S::LP;
-	struct mg_att<D, G> t;
+	struct mg_att t;
 	t.m = -1;
 	t.nsu = 0;
-#pragma unroll
-	for (int u = 0; u < S::U; u++)
-		t.off[u] = -1;
 	if (item >= M * d.n_kv * pl.nz)
 		return t;
 	t.m = item / (d.n_kv * pl.nz);
@@ -527,34 +520,55 @@ __device__ struct mg_att<D, G> mg_att_of(const struct ds_k_mega &a, const struct
 	dattn_split(len, pl.nz, PB, &chunk, &t.nsu);
 	t.lo = t.z * chunk;
 	t.hi = min(t.lo + chunk, len);
-	t.base0 = t.lo + warp * S::U * S::PPS + slot;
 	t.bt = a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + t.m));
-	if (t.z >= t.nsu)
-		return t;
-	struct dattn_src src = dattn_src_of<D>(d, a.kv, t.hi, t.bt);
+	return t;
+}
+
+/* The lane's first position of item t. */
+template <int D, int G> __device__ __forceinline__ int mg_att_base(const struct mg_att &t)
+{
+	typedef dattn_shape<D, G> S;
+	return t.lo + (int)(threadIdx.x >> 5) * S::U * S::PPS + (int)(threadIdx.x & 31) / S::LP;
+}
+
+/* This lane's first-iteration K offsets of item t in a layer's cache, in 16-byte units
+ * (MG_NO_OFF past hi; the host keeps a layer's cache under 2^32 units). */
+template <int D, int G>
+__device__ void mg_att_offs(const struct ds_k_mega &a, const struct mg_att &t,
+                            unsigned (&off)[dattn_shape<D, G>::U])
+{
+	typedef dattn_shape<D, G> S;
+	int base0 = mg_att_base<D, G>(t), sub = (threadIdx.x & 31) % S::LP;
+	bool any = t.m >= 0 && t.pos >= 0 && t.z < t.nsu;
+	struct dattn_src src = dattn_src_of<D>(a.d, a.kv, t.hi, t.bt);
 #pragma unroll
 	for (int u = 0; u < S::U; u++) {
-		int p = t.base0 + u * S::PPS;
-		if (p < t.hi)
-			t.off[u] = (long long)t.kh * d.block_size * D + sub * 8 + (long long)dattn_kv_off(src, p);
+		int p = base0 + u * S::PPS;
+		off[u] = MG_NO_OFF;
+		if (any && p < t.hi)
+			off[u] = (unsigned)(((size_t)t.kh * a.d.block_size * D + sub * 8 +
+			                     dattn_kv_off(src, p)) /
+			                    8);
 	}
-	return t;
 }
 
 /* The item's first-iteration K/V at positions before pos (written by earlier passes); zeros
  * elsewhere. */
 template <int D, int G>
-__device__ __forceinline__ void mg_att_load_old(const struct mg_att<D, G> &t, const uint16_t *kv,
-                                                size_t vstride,
+__device__ __forceinline__ void mg_att_load_old(const struct mg_att &t,
+                                                const unsigned (&off)[dattn_shape<D, G>::U],
+                                                const uint16_t *kv, size_t vstride,
                                                 uint4 (&k)[dattn_shape<D, G>::U],
                                                 uint4 (&v)[dattn_shape<D, G>::U])
 {
 	typedef dattn_shape<D, G> S;
+	int base0 = mg_att_base<D, G>(t);
+	const uint4 *kq = (const uint4 *)kv, *vq = (const uint4 *)(kv + vstride);
 #pragma unroll
 	for (int u = 0; u < S::U; u++) {
-		bool old = t.off[u] >= 0 && t.base0 + u * S::PPS < t.pos;
-		k[u] = old ? __ldcg((const uint4 *)(kv + t.off[u])) : make_uint4(0, 0, 0, 0);
-		v[u] = old ? __ldcg((const uint4 *)(kv + t.off[u] + vstride)) : make_uint4(0, 0, 0, 0);
+		bool old = off[u] != MG_NO_OFF && base0 + u * S::PPS < t.pos;
+		k[u] = old ? __ldcg(kq + off[u]) : make_uint4(0, 0, 0, 0);
+		v[u] = old ? __ldcg(vq + off[u]) : make_uint4(0, 0, 0, 0);
 	}
 }
 
@@ -564,9 +578,9 @@ __device__ __forceinline__ void mg_att_load_old(const struct mg_att<D, G> &t, co
  * return to zero), so no barrier and merge phase follow. */
 template <int D, int G>
 __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
-                           const struct mg_att<D, G> &t, const uint16_t *kv,
-                           uint4 (&ka)[dattn_shape<D, G>::U], uint4 (&va)[dattn_shape<D, G>::U],
-                           float *sh, float *red)
+                           const struct mg_att &t, const unsigned (&off)[dattn_shape<D, G>::U],
+                           const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
+                           uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red)
 {
 	typedef dattn_shape<D, G> S;
 	constexpr int PB = MG_CWARPS * S::U * S::PPS;
@@ -584,20 +598,21 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 	}
 	if (t.z >= t.nsu)
 		return;
+	int base0 = mg_att_base<D, G>(t);
 #pragma unroll
 	for (int u = 0; u < S::U; u++)
-		if (t.off[u] >= 0 && t.base0 + u * S::PPS == t.pos) { /* written this phase */
-			ka[u] = __ldcg((const uint4 *)(kv + t.off[u]));
-			va[u] = __ldcg((const uint4 *)(kv + t.off[u] + vstride));
+		if (off[u] != MG_NO_OFF && base0 + u * S::PPS == t.pos) { /* written this phase */
+			ka[u] = __ldcg((const uint4 *)kv + off[u]);
+			va[u] = __ldcg((const uint4 *)(kv + vstride) + off[u]);
 		}
 	float qr[G][8];
 	dattn_load_q<D, G, true>(a.q + h0 * D, sub, pl.qscale, qr);
 	float mm[G], ll[G], acc[G][8];
 	dattn_state_init<G>(mm, ll, acc);
-	dattn_step<D, G>(ka, va, t.base0, t.hi, qr, mm, ll, acc);
+	dattn_step<D, G>(ka, va, base0, t.hi, qr, mm, ll, acc);
 	struct dattn_src src =
 	    dattn_src_of<D>(d, kv + (size_t)t.kh * d.block_size * D + sub * 8, t.hi, t.bt);
-	for (int b = t.base0 + PB; b - slot < t.hi; b += PB) { /* further iterations */
+	for (int b = base0 + PB; b - slot < t.hi; b += PB) { /* further iterations */
 		dattn_load<S::U, S::PPS, true>(src, b, ka, va);
 		dattn_step<D, G>(ka, va, b, t.hi, qr, mm, ll, acc);
 	}
@@ -629,19 +644,21 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
  * (ka, va loaded before the barrier), any further one is worked out here. */
 template <int M, int D, int G>
 __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
-                             const struct mg_att<D, G> &mine, const uint16_t *kv,
-                             uint4 (&ka)[dattn_shape<D, G>::U], uint4 (&va)[dattn_shape<D, G>::U],
-                             float *sh, float *red)
+                             const struct mg_att &mine, const unsigned (&off)[dattn_shape<D, G>::U],
+                             const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
+                             uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red)
 {
 	if (mine.m < 0)
 		return;
-	mg_att_run<D, G>(a, pl, mine, kv, ka, va, sh, red);
+	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red);
 	mg_csync();
 	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
 	for (int item = blockIdx.x + gridDim.x; item < M * a.d.n_kv * pl.nz; item += gridDim.x) {
-		struct mg_att<D, G> t = mg_att_of<M, D, G>(a, pl, item);
-		mg_att_load_old<D, G>(t, kv, vstride, ka, va);
-		mg_att_run<D, G>(a, pl, t, kv, ka, va, sh, red);
+		struct mg_att t = mg_att_of<M, D, G>(a, pl, item);
+		unsigned o[dattn_shape<D, G>::U];
+		mg_att_offs<D, G>(a, t, o);
+		mg_att_load_old<D, G>(t, o, kv, vstride, ka, va);
+		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red);
 		mg_csync();
 	}
 }
@@ -665,7 +682,7 @@ __device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, 
 }
 
 template <int M, int D, int G>
-__global__ void __maxnreg__(224)
+__global__ void __launch_bounds__(MG_THREADS, 1)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
 {
 	extern __shared__ __align__(1024) unsigned char smem[];
@@ -691,8 +708,12 @@ __global__ void __maxnreg__(224)
 	unsigned it = 0;
 	int qd = a.d.n_head * a.d.head_dim;
 	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * D;
-	mg_rows_init<M>(a, kvo, rpos);
-	const struct mg_att<D, G> mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
+	struct mg_att *mine = (struct mg_att *)(rpos + M); /* 8-byte aligned by the host */
+	if (threadIdx.x == 0)
+		*mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
+	mg_rows_init<M>(a, kvo, rpos); /* syncs the consumer warps */
+	unsigned off[dattn_shape<D, G>::U];
+	mg_att_offs<D, G>(a, *mine, off);
 	uint4 ka[dattn_shape<D, G>::U], va[dattn_shape<D, G>::U];
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
@@ -704,10 +725,10 @@ __global__ void __maxnreg__(224)
 		mg_stamp(a, l, 1);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
-		mg_att_load_old<D, G>(mine, kv, vstride, ka, va); /* in flight across the barrier */
+		mg_att_load_old<D, G>(*mine, off, kv, vstride, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
 
-		mg_attention<M, D, G>(a, pl, mine, kv, ka, va, ps, red);
+		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, ps, red);
 		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O);
@@ -799,6 +820,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 		return T == 0 ? cudaSuccess : cudaErrorInvalidValue;
 	struct ds_k_dims d = a->d;
 	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar ||
+	    a->kv_layer_elems / 8 >= MG_NO_OFF || /* mg_att_offs's 16-byte units */
 	    !a->cnt || T > DS_K_MEGA_MAX_T || !a->out_norm || !a->lm_head || !a->logits ||
 	    a->vocab < 1)
 		return cudaErrorInvalidValue;
@@ -830,7 +852,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	ps_floats = ps_floats > attn_floats ? ps_floats : attn_floats;
 	pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
-	size_t row_bytes = (size_t)T * (8 + 4);
+	size_t row_bytes = (size_t)T * (8 + 4) + 8 + sizeof(struct mg_att); /* + the item */
 	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + mg_align(red_bytes, 8) +
 	              mg_align(row_bytes, 8);
 	int dev = 0, optin = 0;
