@@ -56,7 +56,7 @@ struct mg_plan {
 	unsigned a_off;  /* bf16 GEMV inputs (T, kmax) */
 	unsigned ps_off; /* per-(row, segment) partial dots; also the attention's merge area */
 	unsigned red_off;
-	unsigned row_off; /* per batch row: the K/V write offset (long long), the position (int) */
+	unsigned row_off; /* the first attention item; per batch row: K/V write offset, position */
 	unsigned bar_off; /* 2 * nslot mbarriers */
 	int nz;           /* attention splits per (row, KV head) */
 	int head_rows;    /* LM head rows per chunk (the partial-dot area's capacity) */
@@ -499,6 +499,7 @@ struct mg_att {
 	const int32_t *bt; /* the row's block table */
 };
 #define MG_NO_OFF 0xffffffffu
+#define MG_ATT_BYTES ((sizeof(struct mg_att) + 15) / 16 * 16)
 
 template <int M, int D, int G>
 __device__ struct mg_att mg_att_of(const struct ds_k_mega &a, const struct mg_plan &pl, int item)
@@ -690,7 +691,9 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	unsigned full = ring + pl.bar_off, empty = full + 8 * pl.nslot;
 	uint16_t *A = (uint16_t *)(smem + pl.a_off);
 	float *ps = (float *)(smem + pl.ps_off), *red = (float *)(smem + pl.red_off);
-	long long *kvo = (long long *)(smem + pl.row_off);
+	/* the block's first attention item, then per batch row the K/V write offset and position */
+	struct mg_att *mine = (struct mg_att *)(smem + pl.row_off);
+	long long *kvo = (long long *)(smem + pl.row_off + MG_ATT_BYTES);
 	int *rpos = (int *)(kvo + M);
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < pl.nslot; s++) {
@@ -708,7 +711,6 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	unsigned it = 0;
 	int qd = a.d.n_head * a.d.head_dim;
 	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * D;
-	struct mg_att *mine = (struct mg_att *)(rpos + M); /* 8-byte aligned by the host */
 	if (threadIdx.x == 0)
 		*mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
 	mg_rows_init<M>(a, kvo, rpos); /* syncs the consumer warps */
@@ -852,7 +854,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	ps_floats = ps_floats > attn_floats ? ps_floats : attn_floats;
 	pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
-	size_t row_bytes = (size_t)T * (8 + 4) + 8 + sizeof(struct mg_att); /* + the item */
+	size_t row_bytes = MG_ATT_BYTES + (size_t)T * (8 + 4);
 	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + mg_align(red_bytes, 8) +
 	              mg_align(row_bytes, 8);
 	int dev = 0, optin = 0;
