@@ -46,15 +46,15 @@
 #define MG_SEG (MG_SLOT / 2)          /* elements per slot at most */
 #define MG_PLANES 16                  /* producer lanes issuing copies */
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES */
-#define MG_MAX_SLOTS 48
+#define MG_MAX_SLOTS 64
 
 enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE, MG_HEAD = MG_NPHASE /* after the layers */ };
 
 /* What the host computed for a launch: the shared-memory carve-up and the attention split. */
 struct mg_plan {
 	int nslot;
-	unsigned a_off;  /* bf16 GEMV inputs (T, kmax) */
-	unsigned ps_off; /* per-(row, segment) partial dots; also the attention's merge area */
+	unsigned a_off;  /* bf16 GEMV inputs (T, kmax); between phases, attention's merge area */
+	unsigned ps_off; /* per-(row, segment) partial dots */
 	unsigned red_off;
 	unsigned row_off; /* the first attention item; per batch row: K/V write offset, position */
 	unsigned bar_off; /* 2 * nslot mbarriers */
@@ -730,7 +730,8 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_att_load_old<D, G>(*mine, off, kv, vstride, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
 
-		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, ps, red);
+		/* attention's merge area: A, idle until the o phase copies its input in */
+		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red);
 		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O);
@@ -840,8 +841,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 		return cudaErrorInvalidValue;
 	pl.nz = nz;
 	pl.qscale = DA_LOG2E / sqrtf((float)D);
-	/* shared memory: ring | A | partial dots (or the attention merge area) | reduction |
-	 * mbarriers */
+	/* shared memory: ring | A (or the attention merge area) | partial dots | reduction | the
+	 * attention item and row offsets | mbarriers */
 	int kmax = a->hidden > a->ffn ? a->hidden : a->ffn;
 	kmax = kmax > qd ? kmax : qd;
 	size_t a_bytes = (size_t)T * kmax * 2;
@@ -850,8 +851,11 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 		size_t n = (size_t)mg_max_items(k, a, n_blocks) * T;
 		ps_floats = n > ps_floats ? n : ps_floats;
 	}
+	/* attention merges in A's area: the warps' states, then the splits' weights */
 	size_t attn_floats = (size_t)2 * MG_CWARPS * G + (size_t)MG_CWARPS * G * D;
-	ps_floats = ps_floats > attn_floats ? ps_floats : attn_floats;
+	size_t merge_floats = (size_t)2 * G * DS_K_ATTN_DECODE_MAX_SPLIT;
+	attn_floats = attn_floats > merge_floats ? attn_floats : merge_floats;
+	a_bytes = a_bytes > attn_floats * 4 ? a_bytes : attn_floats * 4;
 	pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
 	size_t row_bytes = MG_ATT_BYTES + (size_t)T * (8 + 4);
