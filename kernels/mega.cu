@@ -160,27 +160,20 @@ __device__ __forceinline__ unsigned long long mg_ld_acquire(const unsigned long 
 	return v;
 }
 
-/* Grid-wide barrier of the consumer warps on one 64-bit counter that only grows: every launch
- * adds whole barriers, so the count is a multiple of the grid size between launches (2^64
- * arrivals never wrap), and a block's k-th barrier of a launch ends when the count reaches the
- * launch's starting multiple + k grid sizes. Thread 0 keeps that target (*target: the start,
- * mg_bar_start, before the block's first arrival; each barrier adds the grid size), so an
- * arrival is a release reduction that returns nothing (no round trip before the spin) and the
- * spin is on an acquire load, under mbar.cuh's watchdog. */
-__device__ __forceinline__ unsigned long long mg_bar_start(const unsigned long long *bar)
-{
-	return mg_ld_acquire(bar) / gridDim.x * gridDim.x;
-}
-
-__device__ __forceinline__ void mg_grid_sync(unsigned long long *bar, unsigned long long *target)
+/* Grid-wide barrier of the consumer warps on one 64-bit counter that only grows: a block's
+ * arrival returns the count before it, so the barrier it is in ends when the count reaches the
+ * next multiple of the grid size (every launch adds whole barriers: the count stays a multiple
+ * between launches, and 2^64 arrivals never wrap). One atomic per block and a spin on an
+ * acquire load, under mbar.cuh's watchdog. */
+__device__ __forceinline__ void mg_grid_sync(unsigned long long *bar)
 {
 	mg_csync();
 	if (threadIdx.x == 0) {
+		unsigned long long nb = gridDim.x;
 		__threadfence();
-		asm volatile("red.release.gpu.global.add.u64 [%0], 1;\n" ::"l"(bar) : "memory");
-		*target += gridDim.x;
+		unsigned long long target = (atomicAdd(bar, 1ull) / nb + 1) * nb;
 		uint64_t t0 = 0;
-		for (unsigned n = 1; (long long)(mg_ld_acquire(bar) - *target) < 0; n++)
+		for (unsigned n = 1; (long long)(mg_ld_acquire(bar) - target) < 0; n++)
 			if ((n & 1023u) == 0)
 				ds_spin_watchdog(t0);
 		__threadfence();
@@ -682,11 +675,10 @@ __device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k
 }
 
 /* Stamp k, the grid barrier, stamp k + 1: the end of a phase. */
-__device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, int k,
-                                              unsigned long long *target)
+__device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, int k)
 {
 	mg_stamp(a, l, k);
-	mg_grid_sync(a.bar, target);
+	mg_grid_sync(a.bar);
 	mg_stamp(a, l, k + 1);
 }
 
@@ -718,7 +710,6 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	unsigned it = 0;
 	int qd = a.d.n_head * a.d.head_dim;
-	unsigned long long bar_t = threadIdx.x == 0 ? mg_bar_start(a.bar) : 0; /* thread 0's */
 	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * D;
 	if (threadIdx.x == 0)
 		*mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
@@ -737,30 +728,30 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
 		mg_att_load_old<D, G>(*mine, off, kv, vstride, ka, va); /* across the barrier */
-		mg_phase_sync(a, l, 2, &bar_t);
+		mg_phase_sync(a, l, 2);
 
 		/* attention's merge area: A, idle until the o phase copies its input in */
 		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red);
-		mg_phase_sync(a, l, 4, &bar_t);
+		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O);
 		mg_copy_in<M>(a.att, qd, A);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
-		mg_phase_sync(a, l, 6, &bar_t);
+		mg_phase_sync(a, l, 6);
 
 		p = mg_phase_of(a, L, MG_GU);
 		mg_norm_in<M>(a, L.ffn_norm, A, red);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps, red);
-		mg_phase_sync(a, l, 8, &bar_t);
+		mg_phase_sync(a, l, 8);
 
 		p = mg_phase_of(a, L, MG_DOWN);
 		mg_copy_in<M>(a.act, a.ffn, A);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
 		mg_stamp(a, l, 10);
-		mg_grid_sync(a.bar, &bar_t);
+		mg_grid_sync(a.bar);
 		mg_stamp(a, l, 11);
 	}
 
