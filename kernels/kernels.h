@@ -333,7 +333,8 @@ struct ds_k_mega {
 	uint16_t *act;         /* (T, ffn) scratch */
 	float *part;           /* attention partials, part_floats of them */
 	size_t part_floats;
-	unsigned long long *bar; /* barrier count: zero before the first launch, left ready */
+	unsigned long long *bar; /* barrier count: zero before the first launch, left ready; every
+	                          * launch on one counter uses the same n_blocks */
 	unsigned *cnt;         /* (T, n_kv) attention split counters: zero, left zero */
 	const uint16_t *out_norm; /* the final RMSNorm's weights (hidden) */
 	const uint16_t *lm_head;  /* (vocab, hidden) */

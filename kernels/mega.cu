@@ -449,41 +449,47 @@ __device__ void mg_head_out(const struct ds_k_mega &a, const struct mg_phase &p,
 }
 
 /* Merges the nsu split partials of G heads (base: head 0, split 0; rows of D + 2 floats: m, l,
- * acc; split stride one row, head stride nz rows) into o (G, D) bf16: the splits' (m, l) are
- * read at once into shared memory (sh: 2 G nsu floats), their weights e_z / L computed there,
- * then each output sums its nsu independent loads (no chain of dependent L2 round trips). */
+ * acc; split stride one row, head stride nz rows) into o (G, D) bf16. Each output issues the
+ * (m, l, acc) loads of up to MG_MERGE splits at once (one L2 round trip for up to MG_MERGE
+ * splits, not one for the weights and one for the accumulators) and combines them in split
+ * order, rescaling its running sums when a later group raises the maximum. */
+#define MG_MERGE 16
 template <int D, int G>
-__device__ void mg_merge_splits(const float *base, int nz, int nsu, uint16_t *o, float *sh)
+__device__ void mg_merge_splits(const float *base, int nz, int nsu, uint16_t *o)
 {
 	size_t prow = (size_t)D + 2;
-	float *wm = sh, *wl = sh + G * nsu;
-	for (int t = threadIdx.x; t < G * nsu; t += MG_CTHREADS) {
-		const float *pz = base + ((size_t)(t / nsu) * nz + t % nsu) * prow;
-		wm[t] = __ldcg(pz);
-		wl[t] = __ldcg(pz + 1);
-	}
-	mg_csync();
-	for (int g = threadIdx.x; g < G; g += MG_CTHREADS) {
-		float M = -INFINITY, L = 0.0f;
-		for (int z = 0; z < nsu; z++)
-			M = fmaxf(M, wm[g * nsu + z]);
-		for (int z = 0; z < nsu; z++) {
-			float mz = wm[g * nsu + z];
-			wm[g * nsu + z] = mz == -INFINITY ? 0.0f : exp2f(mz - M);
-			L = fmaf(wl[g * nsu + z], wm[g * nsu + z], L);
-		}
-		for (int z = 0; z < nsu; z++)
-			wm[g * nsu + z] /= L;
-	}
-	mg_csync();
 	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS) {
 		int g = i / D, k = i % D;
-		const float *pk = base + (size_t)g * nz * prow + 2 + k;
-		float A = 0.0f;
-#pragma unroll 4
-		for (int z = 0; z < nsu; z++)
-			A = fmaf(__ldcg(pk + (size_t)z * prow), wm[g * nsu + z], A);
-		o[i] = ds_f32_to_bf16(A);
+		const float *pg = base + (size_t)g * nz * prow;
+		float M = -INFINITY, L = 0.0f, A = 0.0f;
+		for (int z0 = 0; z0 < nsu; z0 += MG_MERGE) {
+			float m[MG_MERGE], l[MG_MERGE], acc[MG_MERGE];
+#pragma unroll
+			for (int j = 0; j < MG_MERGE; j++) {
+				const float *pz = pg + (size_t)(z0 + j) * prow;
+				bool in = z0 + j < nsu;
+				m[j] = in ? __ldcg(pz) : -INFINITY;
+				l[j] = in ? __ldcg(pz + 1) : 0.0f;
+				acc[j] = in ? __ldcg(pz + 2 + k) : 0.0f;
+			}
+			float Mn = M;
+#pragma unroll
+			for (int j = 0; j < MG_MERGE; j++)
+				Mn = fmaxf(Mn, m[j]);
+			if (Mn == -INFINITY)
+				continue;
+			float r = M == -INFINITY ? 0.0f : exp2f(M - Mn);
+			L *= r;
+			A *= r;
+#pragma unroll
+			for (int j = 0; j < MG_MERGE; j++) {
+				float e = m[j] == -INFINITY ? 0.0f : exp2f(m[j] - Mn);
+				L = fmaf(l[j], e, L);
+				A = fmaf(acc[j], e, A);
+			}
+			M = Mn;
+		}
+		o[i] = ds_f32_to_bf16(A / L);
 	}
 }
 
@@ -636,7 +642,7 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 		mg_csync();
 		if (red[0] != 0.0f) {
 			__threadfence();
-			mg_merge_splits<D, G>(a.part + h0 * pl.nz * prow, pl.nz, t.nsu, o, sh);
+			mg_merge_splits<D, G>(a.part + h0 * pl.nz * prow, pl.nz, t.nsu, o);
 		}
 	}
 }
@@ -851,10 +857,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 		size_t n = (size_t)mg_max_items(k, a, n_blocks) * T;
 		ps_floats = n > ps_floats ? n : ps_floats;
 	}
-	/* attention merges in A's area: the warps' states, then the splits' weights */
+	/* attention merges its warps' states in A's area */
 	size_t attn_floats = (size_t)2 * MG_CWARPS * G + (size_t)MG_CWARPS * G * D;
-	size_t merge_floats = (size_t)2 * G * DS_K_ATTN_DECODE_MAX_SPLIT;
-	attn_floats = attn_floats > merge_floats ? attn_floats : merge_floats;
 	a_bytes = a_bytes > attn_floats * 4 ? a_bytes : attn_floats * 4;
 	pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
