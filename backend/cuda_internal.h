@@ -112,10 +112,8 @@ struct ds_cuda_fast {
 	 * when mega is set and the model qualifies (mega_ok: no q/k/v bias or q/k norm, supported
 	 * dims); DS_FAST_MEGA=1 sets it, unset leaves it to the graph tuning (mega_tune), 0 rules it
 	 * out. mega_layers: the kernel's layer table on the device; mega_bar: its barrier count;
-	 * mega_cnt: its attention split counters (DS_K_MEGA_MAX_T * n_kv_head), then its row-claim
-	 * counters (n_layer * 4). mega_dyn: rows claimed as blocks stream (DS_FAST_MEGA_DYN=0: equal
-	 * fixed shares). */
-	bool mega, mega_ok, mega_tune, mega_dyn;
+	 * mega_cnt: its attention split counters (DS_K_MEGA_MAX_T * n_kv_head). */
+	bool mega, mega_ok, mega_tune;
 	struct ds_k_mega_layer *mega_layers;
 	unsigned long long *mega_bar;
 	unsigned *mega_cnt;

@@ -721,8 +721,6 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	const char *mg = getenv("DS_FAST_MEGA");
 	f->mega = mg && strcmp(mg, "1") == 0;
 	f->mega_tune = !(mg && strcmp(mg, "0") == 0);
-	const char *dyn = getenv("DS_FAST_MEGA_DYN");
-	f->mega_dyn = !(dyn && strcmp(dyn, "0") == 0);
 	f->mega_ok = ds_k_mega_supported(ds_cuda_dims(c), cfg->hidden, cfg->ffn);
 	for (int l = 0; l < cfg->n_layer && f->mega_ok; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
@@ -744,8 +742,7 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	if (e == cudaSuccess)
 		e = cudaMemcpy(f->mega_layers, hl, n * sizeof(*hl), cudaMemcpyHostToDevice);
 	free(hl);
-	/* the attention split counters, then the row-claim counters */
-	size_t n_cnt = (size_t)DS_K_MEGA_MAX_T * cfg->n_kv_head + n * 4;
+	size_t n_cnt = (size_t)DS_K_MEGA_MAX_T * cfg->n_kv_head;
 	if (e == cudaSuccess)
 		e = cudaMalloc((void **)&f->mega_bar, sizeof(*f->mega_bar));
 	if (e == cudaSuccess)
@@ -794,8 +791,6 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .lm_head = c->lm_head,
 	    .vocab = cfg->vocab_size,
 	    .logits = c->logits,
-	    .dyn = f->mega_dyn,
-	    .claim = f->mega_cnt + (size_t)DS_K_MEGA_MAX_T * cfg->n_kv_head,
 	    .trace = f->mega_trace,
 	};
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);

@@ -340,11 +340,6 @@ struct ds_k_mega {
 	const uint16_t *lm_head;  /* (vocab, hidden) */
 	int vocab;
 	float *logits;            /* (T, vocab) out */
-	/* dyn != 0: each GEMV phase's rows are claimed by the blocks as they stream (claims of
-	 * about 16 slots), so a block that streams faster takes more of them, instead of a fixed
-	 * equal share; claim: (n_layer * 4) counters, zero, left zero */
-	int dyn;
-	unsigned *claim;
 	/* NULL, or (n_blocks, n_layer, DS_K_MEGA_STAMPS) %globaltimer stamps (ns) that thread 0 of
 	 * each block takes at the end of each phase of each layer (bench: where the time goes) */
 	unsigned long long *trace;

@@ -39,8 +39,6 @@
 
 #include "attn_decode_core.cuh"
 
-#include <limits.h>
-
 #define MG_CWARPS 8 /* consumer warps */
 #define MG_CTHREADS (MG_CWARPS * 32)
 #define MG_THREADS (MG_CTHREADS + 32) /* + the producer warp */
@@ -62,12 +60,6 @@ struct mg_plan {
 	unsigned bar_off; /* 2 * nslot mbarriers */
 	int nz;           /* attention splits per (row, KV head) */
 	int head_rows;    /* LM head rows per chunk (the partial-dot area's capacity) */
-	/* dynamic shares (a.dyn): units per claim and the most units a block takes, per kind; the
-	 * slots' end markers (meta_off: nslot ints), the two claimed-unit lists (list_off: 2 * lcap
-	 * ints) and their two "free again" mbarriers (lfree_off) */
-	int ch[MG_NPHASE], cap[MG_NPHASE];
-	unsigned meta_off, list_off, lfree_off;
-	int lcap;
 	float qscale;
 };
 
@@ -86,11 +78,6 @@ struct mg_phase {
 	int K, seg, nseg;
 	int u0, u1, rpu;
 	int kind, half, ffn; /* kind: the phase; half: head_dim / 2 (q/k/v pairs); ffn: gate/up */
-	/* dynamic shares: the block's units are list[0, nu), claimed from *claim (units in all, ch
-	 * a claim, at most cap); static: [u0, u1) and nu = u1 - u0 */
-	int dyn, nu, units, ch, cap;
-	unsigned *claim;
-	int *list;
 };
 
 /* The reduction length K of a phase's weights, and its rows per unit (q/k/v and gate/up pair
@@ -143,43 +130,14 @@ __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a
 	p.seg = mg_seg(p.K);
 	p.nseg = p.K / p.seg;
 	mg_share(mg_units(kind, a), (int)blockIdx.x, (int)gridDim.x, &p.u0, &p.u1);
-	p.nu = p.u1 - p.u0;
-	p.dyn = 0;
 	return p;
-}
-
-/* Phase kind of layer l with dynamic shares when a.dyn (not the LM head): claims on counter
- * l * MG_NPHASE + kind, the unit list in buffer ph & 1 of the lists. */
-__device__ __forceinline__ struct mg_phase mg_phase_at(const struct ds_k_mega &a,
-                                                       const struct mg_plan &pl,
-                                                       const struct ds_k_mega_layer &L, int l,
-                                                       int kind, unsigned char *smem)
-{
-	struct mg_phase p = mg_phase_of(a, L, kind);
-	if (a.dyn && kind < MG_NPHASE) {
-		int ph = l * MG_NPHASE + kind;
-		p.dyn = 1;
-		p.units = mg_units(kind, a);
-		p.ch = pl.ch[kind];
-		p.cap = pl.cap[kind];
-		p.claim = a.claim + ph;
-		p.list = (int *)(smem + pl.list_off) + (ph & 1) * pl.lcap;
-		p.u0 = p.u1 = p.nu = 0; /* known once the phase's slots end */
-	}
-	return p;
-}
-
-/* The unit of the block's local unit k. */
-__device__ __forceinline__ int mg_unit(const struct mg_phase &p, int k)
-{
-	return p.dyn ? p.list[k] : p.u0 + k;
 }
 
 /* The weight row of the block's local row r: q/k/v rows pair (i, i + half) within a head,
  * gate/up rows pair (j, ffn + j). */
 __device__ __forceinline__ int mg_row(const struct mg_phase &p, int r)
 {
-	int u = mg_unit(p, r / p.rpu), mem = r % p.rpu;
+	int u = p.u0 + r / p.rpu, mem = r % p.rpu;
 	if (p.kind == MG_QKV)
 		return (u / p.half) * 2 * p.half + u % p.half + mem * p.half;
 	if (p.kind == MG_GU)
@@ -260,75 +218,14 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 	it += (unsigned)items;
 }
 
-/* A phase with dynamic shares: lane 0 claims ch units at a time (the next claim in flight
- * while this one's copies are issued) until the units run out or the block holds cap; the
- * lanes list the units and issue their slot items as mg_produce_phase does; then MG_CWARPS
- * end markers follow, one per consumer warp, carrying the item count. The list buffer is
- * reused two phases on, once the consumers have finished with it (lfree). */
-__device__ void mg_produce_dyn(struct mg_phase &p, const struct mg_plan &pl, unsigned ring,
-                               unsigned full, unsigned empty, unsigned lfree, int ph, int *meta,
-                               unsigned &it)
-{
-	unsigned ns = (unsigned)pl.nslot;
-	int lane = threadIdx.x & 31, per = p.rpu * p.nseg;
-	unsigned bytes = (unsigned)p.seg * 2;
-	mbar_wait(lfree + 8 * (ph & 1), ((unsigned)(ph >> 1) & 1u) ^ 1u);
-	unsigned c = lane == 0 ? atomicAdd(p.claim, (unsigned)p.ch) : 0u;
-	c = __shfl_sync(0xffffffffu, c, 0);
-	int nloc = 0;
-	while ((int)c < p.units && nloc + p.ch <= p.cap) {
-		int n = min(p.ch, p.units - (int)c);
-		bool more = nloc + n + p.ch <= p.cap;
-		unsigned nx = 0;
-		if (lane == 0 && more)
-			nx = atomicAdd(p.claim, (unsigned)p.ch); /* lands while the copies go out */
-		if (lane < n)
-			p.list[nloc + lane] = (int)c + lane;
-		__syncwarp();
-		int q1 = (nloc + n) * per;
-		for (int q0 = nloc * per; q0 < q1; q0 += MG_PLANES) {
-			int q = q0 + lane;
-			if (lane < MG_PLANES && q < q1) {
-				unsigned gi = it + (unsigned)q, slot = gi % ns;
-				const uint16_t *src = p.W + (size_t)mg_row(p, q / p.nseg) * p.K +
-				                      (size_t)(q % p.nseg) * p.seg;
-				mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
-				meta[slot] = 0;
-				mbar_expect_tx(full + 8 * slot, bytes);
-				mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
-			}
-			__syncwarp();
-		}
-		nloc += n;
-		c = more ? __shfl_sync(0xffffffffu, nx, 0) : (unsigned)p.units;
-	}
-	int items = nloc * per;
-	if (lane < MG_CWARPS) {
-		unsigned gi = it + (unsigned)(items + lane), slot = gi % ns;
-		mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
-		meta[slot] = -(items + 1);
-		__threadfence_block();
-		mbar_arrive(full + 8 * slot);
-	}
-	__syncwarp();
-	it += (unsigned)(items + MG_CWARPS);
-}
-
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
-                           unsigned full, unsigned empty, unsigned char *smem)
+                           unsigned full, unsigned empty)
 {
-	unsigned it = 0, lfree = (unsigned)__cvta_generic_to_shared(smem + pl.lfree_off);
-	int *meta = (int *)(smem + pl.meta_off);
+	unsigned it = 0;
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
-		for (int kind = 0; kind < MG_NPHASE; kind++) {
-			struct mg_phase p = mg_phase_at(a, pl, L, l, kind, smem);
-			if (p.dyn)
-				mg_produce_dyn(p, pl, ring, full, empty, lfree, l * MG_NPHASE + kind,
-				               meta, it);
-			else
-				mg_produce_phase(p, pl, ring, full, empty, it);
-		}
+		for (int kind = 0; kind < MG_NPHASE; kind++)
+			mg_produce_phase(mg_phase_of(a, L, kind), pl, ring, full, empty, it);
 	}
 	mg_produce_phase(mg_phase_of(a, a.layers[0], MG_HEAD), pl, ring, full, empty, it);
 }
@@ -390,27 +287,18 @@ template <int M> __device__ void mg_copy_in(const uint16_t *src, int n, uint16_t
 
 /* The GEMV of phase p over the ring: slot item q = (local row q / nseg, segment q % nseg) goes
  * to warp q % MG_CWARPS; ps[(r * nseg + s) * M + m] = dot of that segment with A row m. it is
- * the running slot count, the same as the producer's. With dynamic shares the items run until
- * each warp meets its end marker, which sets p.nu. */
+ * the running slot count, the same as the producer's. */
 template <int M>
-__device__ void mg_gemv(struct mg_phase &p, const struct mg_plan &pl, const uint16_t *A,
+__device__ void mg_gemv(const struct mg_phase &p, const struct mg_plan &pl, const uint16_t *A,
                         float *ps, unsigned char *smem, unsigned full, unsigned empty, unsigned &it)
 {
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int items = p.dyn ? INT_MAX : p.nu * p.rpu * p.nseg;
+	int items = (p.u1 - p.u0) * p.rpu * p.nseg;
 	int nu = p.seg / 256; /* 16-byte chunks per lane */
-	const volatile int *meta = (const volatile int *)(smem + pl.meta_off);
 	for (int q = warp; q < items; q += MG_CWARPS) {
 		unsigned gi = it + (unsigned)q, slot = gi % (unsigned)pl.nslot;
 		int s = q % p.nseg;
 		mbar_wait(full + 8 * slot, (gi / (unsigned)pl.nslot) & 1u);
-		if (p.dyn && meta[slot] < 0) { /* the end: every warp meets one marker */
-			items = -meta[slot] - 1;
-			__syncwarp();
-			if (lane == 0)
-				mbar_arrive(empty + 8 * slot);
-			break;
-		}
 		const uint4 *w = (const uint4 *)(smem + (size_t)slot * MG_SLOT);
 		const uint4 *a = (const uint4 *)A + (size_t)s * (p.seg / 8);
 		float acc[M];
@@ -442,12 +330,7 @@ __device__ void mg_gemv(struct mg_phase &p, const struct mg_plan &pl, const uint
 				ps[(size_t)q * M + m] = acc[m];
 		}
 	}
-	if (p.dyn) {
-		it += (unsigned)(items + MG_CWARPS);
-		p.nu = items / (p.rpu * p.nseg);
-	} else {
-		it += (unsigned)items;
-	}
+	it += (unsigned)items;
 	mg_csync();
 }
 
@@ -490,10 +373,10 @@ __device__ void mg_qkv_out(const struct ds_k_mega &a, const struct mg_phase &p, 
                            const float *red, const long long *kvo, const int *rpos, uint16_t *kv)
 {
 	struct ds_k_dims d = a.d;
-	int D = d.head_dim, half = p.half, np = p.nu;
+	int D = d.head_dim, half = p.half, np = p.u1 - p.u0;
 	size_t hs = (size_t)d.block_size * D; /* one head's block */
 	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
-		int k = i % np, m = i / np, u = mg_unit(p, k);
+		int k = i % np, m = i / np, u = p.u0 + k;
 		int h = u / half, j = u % half;
 		float sc = mg_norm_scale(a, red, m);
 		float x1 = __fmul_rn(mg_dot<M>(ps, p, 2 * k, m), sc);
@@ -528,10 +411,10 @@ template <int M>
 __device__ void mg_residual_out(const struct ds_k_mega &a, const struct mg_phase &p,
                                 const float *ps)
 {
-	int np = p.nu;
+	int np = p.u1 - p.u0;
 	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
 		int r = i % np, m = i / np;
-		float *xp = a.x + (size_t)m * a.hidden + mg_unit(p, r);
+		float *xp = a.x + (size_t)m * a.hidden + p.u0 + r;
 		*xp = __ldcg(xp) + mg_dot<M>(ps, p, r, m);
 	}
 }
@@ -541,14 +424,14 @@ template <int M>
 __device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps,
                             const float *red)
 {
-	int np = p.nu;
+	int np = p.u1 - p.u0;
 	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
 		int k = i % np, m = i / np;
 		float sc = mg_norm_scale(a, red, m);
 		float g = __fmul_rn(mg_dot<M>(ps, p, 2 * k, m), sc);
 		float u = __fmul_rn(mg_dot<M>(ps, p, 2 * k + 1, m), sc);
 		float s = __fdiv_rn(g, 1.0f + expf(-g));
-		a.act[(size_t)m * a.ffn + mg_unit(p, k)] = ds_f32_to_bf16(__fmul_rn(s, u));
+		a.act[(size_t)m * a.ffn + p.u0 + k] = ds_f32_to_bf16(__fmul_rn(s, u));
 	}
 }
 
@@ -557,7 +440,7 @@ template <int M>
 __device__ void mg_head_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps,
                             const float *red)
 {
-	int np = p.nu;
+	int np = p.u1 - p.u0;
 	for (int i = threadIdx.x; i < np * M; i += MG_CTHREADS) {
 		int r = i % np, m = i / np;
 		a.logits[(size_t)m * a.vocab + p.u0 + r] =
@@ -805,24 +688,6 @@ __device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, 
 	mg_stamp(a, l, k + 1);
 }
 
-/* After phase p's epilogue: with dynamic shares, its unit list may be reused (the producer
- * waits for this two phases on). */
-__device__ __forceinline__ void mg_list_done(const struct mg_phase &p, unsigned lfree, int ph)
-{
-	mg_csync();
-	if (p.dyn && threadIdx.x == 0)
-		mbar_arrive(lfree + 8 * (ph & 1));
-}
-
-/* After the barrier that ends phase ph: every producer made its last claim on it before its
- * consumers passed the end markers, so block 0 returns the counter to zero for the next
- * launch. */
-__device__ __forceinline__ void mg_claim_reset(const struct ds_k_mega &a, int ph)
-{
-	if (a.dyn && blockIdx.x == 0 && threadIdx.x == 0)
-		a.claim[ph] = 0;
-}
-
 template <int M, int D, int G>
 __global__ void __launch_bounds__(MG_THREADS, 1)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
@@ -836,20 +701,17 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	struct mg_att *mine = (struct mg_att *)(smem + pl.row_off);
 	long long *kvo = (long long *)(smem + pl.row_off + MG_ATT_BYTES);
 	int *rpos = (int *)(kvo + M);
-	unsigned lfree = ring + pl.lfree_off;
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < pl.nslot; s++) {
 			mbar_init(full + 8 * s, 1);
 			mbar_init(empty + 8 * s, 1);
 		}
-		mbar_init(lfree, 1);
-		mbar_init(lfree + 8, 1);
 		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 	}
 	__syncthreads();
 	if (threadIdx.x >= MG_CTHREADS) { /* the producer warp */
-		mg_produce(a, pl, ring, full, empty, smem);
+		mg_produce(a, pl, ring, full, empty);
 		return;
 	}
 	unsigned it = 0;
@@ -866,46 +728,37 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
 		mg_stamp(a, l, 0);
 
-		int ph = l * MG_NPHASE;
-		struct mg_phase p = mg_phase_at(a, pl, L, l, MG_QKV, smem);
+		struct mg_phase p = mg_phase_of(a, L, MG_QKV);
 		mg_norm_in<M>(a, L.attn_norm, A, red);
 		mg_stamp(a, l, 1);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
-		mg_list_done(p, lfree, ph + MG_QKV);
 		mg_att_load_old<D, G>(*mine, off, kv, vstride, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
-		mg_claim_reset(a, ph + MG_QKV);
 
 		/* attention's merge area: A, idle until the o phase copies its input in */
 		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red);
 		mg_phase_sync(a, l, 4);
 
-		p = mg_phase_at(a, pl, L, l, MG_O, smem);
+		p = mg_phase_of(a, L, MG_O);
 		mg_copy_in<M>(a.att, qd, A);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
-		mg_list_done(p, lfree, ph + MG_O);
 		mg_phase_sync(a, l, 6);
-		mg_claim_reset(a, ph + MG_O);
 
-		p = mg_phase_at(a, pl, L, l, MG_GU, smem);
+		p = mg_phase_of(a, L, MG_GU);
 		mg_norm_in<M>(a, L.ffn_norm, A, red);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps, red);
-		mg_list_done(p, lfree, ph + MG_GU);
 		mg_phase_sync(a, l, 8);
-		mg_claim_reset(a, ph + MG_GU);
 
-		p = mg_phase_at(a, pl, L, l, MG_DOWN, smem);
+		p = mg_phase_of(a, L, MG_DOWN);
 		mg_copy_in<M>(a.act, a.ffn, A);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
-		mg_list_done(p, lfree, ph + MG_DOWN);
 		mg_stamp(a, l, 10);
 		mg_grid_sync(a.bar);
 		mg_stamp(a, l, 11);
-		mg_claim_reset(a, ph + MG_DOWN);
 	}
 
 	/* the final RMSNorm and the LM head, in chunks of head_rows rows (the partial-dot area) */
@@ -915,7 +768,6 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		struct mg_phase c = p;
 		c.u0 = u;
 		c.u1 = min(u + pl.head_rows, p.u1);
-		c.nu = c.u1 - c.u0;
 		mg_gemv<M>(c, pl, A, ps, smem, full, empty, it);
 		mg_head_out<M>(a, c, ps, red);
 		mg_csync();
@@ -979,7 +831,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar ||
 	    a->kv_layer_elems / 8 >= MG_NO_OFF || /* mg_att_offs's 16-byte units */
 	    !a->cnt || T > DS_K_MEGA_MAX_T || !a->out_norm || !a->lm_head || !a->logits ||
-	    a->vocab < 1 || (a->dyn && !a->claim))
+	    a->vocab < 1)
 		return cudaErrorInvalidValue;
 	int D = d.head_dim, G = d.n_head / d.n_kv, qd = d.n_head * D;
 	mg_fn fn = mg_pick(T, D, G);
@@ -1000,19 +852,9 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	int kmax = a->hidden > a->ffn ? a->hidden : a->ffn;
 	kmax = kmax > qd ? kmax : qd;
 	size_t a_bytes = (size_t)T * kmax * 2;
-	/* dynamic shares: claims of about 16 slots; a block takes at most twice its fair share
-	 * (+ a claim), so the partial dots and unit lists are bounded and the others take the rest */
 	size_t ps_floats = 0;
-	pl.lcap = 0;
 	for (int k = 0; k < MG_NPHASE; k++) {
-		int units = mg_units(k, *a), K = mg_k(k, *a), per = mg_rpu(k) * (K / mg_seg(K));
-		int ch = 16 / per, fair = (units + n_blocks - 1) / n_blocks;
-		pl.ch[k] = ch < 1 ? 1 : ch > 32 ? 32 : ch;
-		pl.cap[k] = 2 * fair + pl.ch[k] < units ? 2 * fair + pl.ch[k] : units;
-		pl.lcap = pl.cap[k] > pl.lcap ? pl.cap[k] : pl.lcap;
 		size_t n = (size_t)mg_max_items(k, a, n_blocks) * T;
-		size_t nd = (size_t)pl.cap[k] * per * T;
-		n = nd > n ? nd : n;
 		ps_floats = n > ps_floats ? n : ps_floats;
 	}
 	/* attention merges its warps' states in A's area */
@@ -1021,9 +863,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
 	size_t row_bytes = MG_ATT_BYTES + (size_t)T * (8 + 4);
-	size_t list_bytes = (size_t)2 * pl.lcap * 4;
 	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + mg_align(red_bytes, 8) +
-	              mg_align(row_bytes, 8) + mg_align(list_bytes, 8) + 16 /* lfree */;
+	              mg_align(row_bytes, 8);
 	int dev = 0, optin = 0;
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e == cudaSuccess)
@@ -1031,7 +872,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (e != cudaSuccess)
 		return e;
 	long room = (long)optin - (long)rest - 1024; /* slack: the static 1024 alignment */
-	int nslot = (int)(room / (MG_SLOT + 16 + 4)); /* + 2 mbarriers and a marker a slot */
+	int nslot = (int)(room / (MG_SLOT + 16));
 	nslot = nslot > MG_MAX_SLOTS ? MG_MAX_SLOTS : nslot;
 	if (nslot < MG_MIN_SLOTS)
 		return cudaErrorInvalidValue;
@@ -1045,14 +886,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	off = mg_align(off + red_bytes, 8);
 	pl.row_off = (unsigned)off;
 	off = mg_align(off + row_bytes, 8);
-	pl.list_off = (unsigned)off;
-	off = mg_align(off + list_bytes, 8);
-	pl.lfree_off = (unsigned)off;
-	off += 16;
 	pl.bar_off = (unsigned)off;
 	off += (size_t)16 * nslot;
-	pl.meta_off = (unsigned)off;
-	off += (size_t)4 * nslot;
 	if ((e = ds_allow_smem(fn, off)) != cudaSuccess)
 		return e;
 	return ds_launch_attrs(fn, dim3((unsigned)n_blocks), dim3(MG_THREADS), off, st, 0, 1, 1, *a,

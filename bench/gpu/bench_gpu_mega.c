@@ -76,7 +76,7 @@ int bench_mega(struct bench *b)
 	printf("fused decode layers vs kernel per op, llama3-8b, ctx %d, %d blocks (graph replays, "
 	       "median)\n",
 	       ctx, nb);
-	bool tune0 = f->graph_tune, mega0 = f->mega, mtune0 = f->mega_tune, dyn0 = f->mega_dyn;
+	bool tune0 = f->graph_tune, mega0 = f->mega, mtune0 = f->mega_tune;
 	int rc = 0;
 	for (size_t i = 0; i < DS_ARRAY_LEN(batches) && rc == 0; i++) {
 		int B = batches[i];
@@ -92,12 +92,6 @@ int bench_mega(struct bench *b)
 		ds_cuda_fast_graphs_reset(c);
 		f->graph_tune = false;
 		f->mega = true;
-		f->mega_dyn = false; /* equal fixed shares, then rows claimed as blocks stream */
-		double t_fixed = 0;
-		if (rc == 0)
-			rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_fixed);
-		ds_cuda_fast_graphs_reset(c);
-		f->mega_dyn = dyn0;
 		if (rc == 0)
 			rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_mega);
 		/* traced (a graph of its own: the trace pointer is a kernel argument) */
@@ -118,19 +112,18 @@ int bench_mega(struct bench *b)
 		    b->copy_bw;
 		printf(
 		    "batch %d: fused %.3f ms (%.1f%% of roofline), kernel per op %.3f ms (%.1f%%): "
-		    "fused/per-op %.3f; fused with equal fixed shares %.3f ms (claimed/fixed %.3f); "
-		    "traced step %.3f ms, fused kernel %.3f ms\n",
+		    "fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
 		    B, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
-		    t_mega / t_op, t_fixed * 1e3, t_mega / t_fixed, t_tr * 1e3, total * 1e-3);
+		    t_mega / t_op, t_tr * 1e3, total * 1e-3);
 		printf("  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
 		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
 			printf("  %-28s %10.2f %10.2f\n", phase_names[k], mean_us[k], max_us[k]);
 		fprintf(js,
-		        "%s  {\"batch\": %d, \"fused_ms\": %.4f, \"fused_fixed_shares_ms\": %.4f, "
-		        "\"per_op_ms\": %.4f, \"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, "
-		        "\"kernel_us\": %.1f, \"phases\": [",
-		        i ? ",\n" : "", B, t_mega * 1e3, t_fixed * 1e3, t_op * 1e3, roof * 1e3,
-		        t_mega / t_op, total);
+		        "%s  {\"batch\": %d, \"fused_ms\": %.4f, \"per_op_ms\": %.4f, "
+		        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
+		        "\"phases\": [",
+		        i ? ",\n" : "", B, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
+		        total);
 		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
 			fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
 			        k ? ", " : "", phase_names[k], mean_us[k], max_us[k]);
@@ -142,7 +135,6 @@ int bench_mega(struct bench *b)
 	f->graph_tune = tune0;
 	f->mega = mega0;
 	f->mega_tune = mtune0;
-	f->mega_dyn = dyn0;
 	ds_cuda_fast_graphs_reset(c);
 	cudaFree(dtr);
 	free(tr);
