@@ -45,7 +45,7 @@
 #define MG_SLOT 4096                  /* bytes per ring slot */
 #define MG_SEG (MG_SLOT / 2)          /* elements per slot at most */
 #define MG_PLANES 16                  /* producer lanes issuing copies */
-#define MG_MIN_SLOTS 16               /* >= MG_PLANES */
+#define MG_MIN_SLOTS 16               /* >= MG_PLANES, a multiple of MG_CWARPS */
 #define MG_MAX_SLOTS 64
 
 enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE, MG_HEAD = MG_NPHASE /* after the layers */ };
@@ -874,6 +874,12 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	long room = (long)optin - (long)rest - 1024; /* slack: the static 1024 alignment */
 	int nslot = (int)(room / (MG_SLOT + 16));
 	nslot = nslot > MG_MAX_SLOTS ? MG_MAX_SLOTS : nslot;
+	/* a multiple of the consumer warps: slot item gi - nslot (the slot's previous round) is
+	 * then the same warp's earlier item, so a warp never waits on a slot's full barrier while
+	 * the round before is still in flight, when the parity would pass a phase early (the
+	 * producer would then refill the slot under a copy: a corrupt tx count, a trap). Across
+	 * phases the consumers' sync at each phase's end does the same. */
+	nslot = nslot / MG_CWARPS * MG_CWARPS;
 	if (nslot < MG_MIN_SLOTS)
 		return cudaErrorInvalidValue;
 	pl.nslot = nslot;
