@@ -1,5 +1,5 @@
 /* mega.cu - the fast path's fused decode layers: every transformer layer of a decode pass of 1, 2
- * or 4 rows in one persistent kernel.
+ * or 4 rows, then the final RMSNorm and the LM head, in one persistent kernel.
  *
  * Why: a decode step at small batch is bound by reading the weights, yet the captured graph of
  * ~7 kernels per layer leaves DRAM idle at every kernel boundary (ramp-up, tail, launch latency)
@@ -17,11 +17,16 @@
  *      to the dot products, so the GEMV need not wait for the reduction) and the q/k/v GEMV over
  * the block's (i, i + head_dim/2) row pairs, so RoPE happens in the epilogue, which writes q and
  * this position's K/V into the paged cache;
- *   2. flash-decoding attention: items (row, KV head, split); the last split of a (row, KV
- *      head) to finish merges the partials (a counter), so no merge phase follows;
+ *   2. flash-decoding attention: items (row, KV head, split), the same in every layer, so a block
+ *      works its first item out once per launch and loads the item's K/V of earlier positions
+ *      before the barrier that starts this phase (only q and the new position's K/V come after
+ *      it); the last split of a (row, KV head) to finish merges the partials (a counter), so no
+ *      merge phase follows;
  *   3. the o GEMV, whose epilogue adds into the residual stream x;
  *   4. RMSNorm and the gate/up GEMV over (gate j, up j) row pairs, SiLU*mul in the epilogue;
- *   5. the down GEMV, adding into x.
+ *   5. the down GEMV, adding into x;
+ * and after the last layer, RMSNorm and the LM head GEMV (fp32 logits), whose rows the producer
+ * streams during the last layer's barriers.
  * A GEMV slot holds one K-segment (up to 2048 elements) of one weight row; a warp dots it with
  * the bf16 inputs held in shared memory and stores one partial per (row, segment, batch row);
  * the epilogue sums a row's segments in order. Data other blocks wrote in this launch is read
