@@ -91,8 +91,8 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm,
-	                             p->R, H, cfg->rms_eps, c->h, pdl, st),
+	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
+	                             cfg->rms_eps, c->h, pdl, st),
 	            err);
 	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=
 	    DS_OK)

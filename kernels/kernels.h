@@ -339,7 +339,7 @@ struct ds_k_mega {
 	const uint16_t *out_norm; /* the final RMSNorm's weights (hidden) */
 	const uint16_t *lm_head;  /* (vocab, hidden) */
 	int vocab;
-	float *logits;            /* (T, vocab) out */
+	float *logits; /* (T, vocab) out */
 	/* NULL, or (n_blocks, n_layer, DS_K_MEGA_STAMPS) %globaltimer stamps (ns) that thread 0 of
 	 * each block takes at the end of each phase of each layer (bench: where the time goes) */
 	unsigned long long *trace;

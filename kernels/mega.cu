@@ -126,11 +126,11 @@ __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a
 	p.half = a.d.head_dim / 2;
 	p.ffn = a.ffn;
 	p.rpu = mg_rpu(kind);
-	p.W = kind == MG_QKV ? L.wqkv
-	      : kind == MG_O ? L.wo
-	      : kind == MG_GU ? L.w_gu
+	p.W = kind == MG_QKV    ? L.wqkv
+	      : kind == MG_O    ? L.wo
+	      : kind == MG_GU   ? L.w_gu
 	      : kind == MG_DOWN ? L.w_down
-	                      : a.lm_head;
+	                        : a.lm_head;
 	p.K = mg_k(kind, a);
 	p.seg = mg_seg(p.K);
 	p.nseg = p.K / p.seg;
@@ -201,8 +201,8 @@ __device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned 
  * bookkeeping is spread over lanes and copies are issued MG_PLANES at a time. The lanes
  * reconverge after every turn: the items they wait for at once then span fewer than nslot
  * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
-__device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl,
-                                 unsigned ring, unsigned full, unsigned empty, unsigned &it)
+__device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl, unsigned ring,
+                                 unsigned full, unsigned empty, unsigned &it)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31;
@@ -212,8 +212,8 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 		int q = q0 + lane;
 		if (lane < MG_PLANES && q < items) {
 			unsigned gi = it + (unsigned)q, slot = gi % ns;
-			const uint16_t *src =
-			    p.W + (size_t)mg_row(p, q / p.nseg) * p.K + (size_t)(q % p.nseg) * p.seg;
+			const uint16_t *src = p.W + (size_t)mg_row(p, q / p.nseg) * p.K +
+			                      (size_t)(q % p.nseg) * p.seg;
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
 			mbar_expect_tx(full + 8 * slot, bytes);
 			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
@@ -354,8 +354,7 @@ __device__ __forceinline__ float mg_dot(const float *ps, const struct mg_phase &
 /* Per batch row, once per launch (positions and block tables hold for the whole pass): where
  * this position's K/V goes in a layer's cache (kvo, elements; -1 for a padding row) and the
  * position, so no layer's q/k/v epilogue walks position -> block table -> block again. */
-template <int M>
-__device__ void mg_rows_init(const struct ds_k_mega &a, long long *kvo, int *rpos)
+template <int M> __device__ void mg_rows_init(const struct ds_k_mega &a, long long *kvo, int *rpos)
 {
 	struct ds_k_dims d = a.d;
 	for (int m = threadIdx.x; m < M; m += MG_CTHREADS) {
@@ -567,11 +566,10 @@ __device__ void mg_att_offs(const struct ds_k_mega &a, const struct mg_att &t,
 /* The item's first-iteration K/V at positions before pos (written by earlier passes); zeros
  * elsewhere. */
 template <int D, int G>
-__device__ __forceinline__ void mg_att_load_old(const struct mg_att &t,
-                                                const unsigned (&off)[dattn_shape<D, G>::U],
-                                                const uint16_t *kv, size_t vstride,
-                                                uint4 (&k)[dattn_shape<D, G>::U],
-                                                uint4 (&v)[dattn_shape<D, G>::U])
+__device__ __forceinline__ void
+mg_att_load_old(const struct mg_att &t, const unsigned (&off)[dattn_shape<D, G>::U],
+                const uint16_t *kv, size_t vstride, uint4 (&k)[dattn_shape<D, G>::U],
+                uint4 (&v)[dattn_shape<D, G>::U])
 {
 	typedef dattn_shape<D, G> S;
 	int base0 = mg_att_base<D, G>(t);
@@ -631,8 +629,8 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 	dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
 	mg_csync();
 	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
-		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz, a.part,
-		                                    h0, o);
+		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz,
+		                                    a.part, h0, o);
 	if (t.nsu > 1) {
 		/* the last split of (row, KV head) to finish merges them all */
 		__threadfence();
