@@ -259,7 +259,8 @@ extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c *
 extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
 
 /* Whether pass p may run the fused decode layers: the model qualifies (mega_ok), every row is
- * its sequence's only query, and it has 1, 2 or 4 rows. */
+ * its sequence's only query, it has 1, 2 or 4 rows, and a layer's cache is under 2^35
+ * elements. */
 bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p);
 /* The fast path's fused decode layers (fastpath/cuda_fast.c): when enabled and the pass qualifies,
  * launches ds_k_mega_decode for every layer, the final RMSNorm and the LM head (the logits) and
