@@ -31,8 +31,11 @@ cudaError_t ds_cuda_sample(struct ds_cuda_ctx *c, bool fast, int R, int pdl)
 	return ds_k_sample_pdl(c->logits, R, V, c->dm.sp, c->dm.out, pdl, c->stream);
 }
 
-enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
-                                const struct ds_cuda_pass *p, int n_split, struct ds_err *err)
+/* Every layer of pass p, kernel by kernel, then the final norm of the output rows and the LM
+ * head into c->logits. */
+static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
+                                  const struct ds_cuda_pass *p, int n_split, int pdl,
+                                  struct ds_err *err)
 {
 	const struct ds_model_config *cfg = &c->cfg;
 	int T = p->T, H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg);
@@ -41,19 +44,6 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
 	enum ds_status rv;
-	/* the fast path may chain its kernels with programmatic dependent launch (DS_CUDA_PDL=0: off);
-	 * the embedding follows the metadata copies and is launched plainly */
-	int pdl = ops == &ds_cuda_fast_ops && c->fast.pdl;
-
-	DS_CUDA_TRY(ds_k_embed(c->tok_embd, c->dm.ids, T, H, c->x, st), err);
-	/* the fast path may run every layer, the final norm and the LM head in one kernel */
-	bool fused = false;
-	if (ops == &ds_cuda_fast_ops && (rv = ds_cuda_fast_mega(c, p, &fused, err)) != DS_OK)
-		return rv;
-	if (fused) {
-		DS_CUDA_TRY(ds_cuda_sample(c, true, p->R, pdl), err);
-		return DS_OK;
-	}
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
@@ -94,10 +84,26 @@ enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path
 	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
 	                             cfg->rms_eps, c->h, pdl, st),
 	            err);
-	if ((rv = ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err)) !=
-	    DS_OK)
+	return ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err);
+}
+
+enum ds_status ds_cuda_pass_run(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
+                                const struct ds_cuda_pass *p, int n_split, struct ds_err *err)
+{
+	enum ds_status rv;
+	bool fast = ops == &ds_cuda_fast_ops;
+	/* the fast path may chain its kernels with programmatic dependent launch (DS_CUDA_PDL=0:
+	 * off); the embedding follows the metadata copies and is launched plainly */
+	int pdl = fast && c->fast.pdl;
+
+	DS_CUDA_TRY(ds_k_embed(c->tok_embd, c->dm.ids, p->T, c->cfg.hidden, c->x, c->stream), err);
+	/* the fast path may run every layer, the final norm and the LM head in one kernel */
+	bool fused = false;
+	if (fast && (rv = ds_cuda_fast_mega(c, p, &fused, err)) != DS_OK)
 		return rv;
-	DS_CUDA_TRY(ds_cuda_sample(c, ops == &ds_cuda_fast_ops, p->R, pdl), err);
+	if (!fused && (rv = pass_layers(c, ops, p, n_split, pdl, err)) != DS_OK)
+		return rv;
+	DS_CUDA_TRY(ds_cuda_sample(c, fast, p->R, pdl), err);
 	return DS_OK;
 }
 
