@@ -349,29 +349,32 @@ __device__ __forceinline__ float mg_dot(const float *ps, const struct mg_phase &
 	return v;
 }
 
-/* q/k/v epilogue: RoPE on q and k pairs, q to a.q, K/V of this position into layer l's cache
- * (padding rows: q zeros, no K/V). The expressions of ds_k_qkv_rope. */
+/* Batch row m's block table. */
+__device__ __forceinline__ const int32_t *mg_bt(const struct ds_k_mega &a, int m)
+{
+	return a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m));
+}
+
 /* Per batch row, once per launch (positions and block tables hold for the whole pass): where
  * this position's K/V goes in a layer's cache (kvo, elements; -1 for a padding row) and the
  * position, so no layer's q/k/v epilogue walks position -> block table -> block again. */
-template <int M> __device__ void mg_rows_init(const struct ds_k_mega &a, long long *kvo, int *rpos)
+template <int M, int D>
+__device__ void mg_rows_init(const struct ds_k_mega &a, long long *kvo, int *rpos)
 {
-	struct ds_k_dims d = a.d;
 	for (int m = threadIdx.x; m < M; m += MG_CTHREADS) {
 		int pos = __ldg(a.tm.pos + m);
 		long long o = -1;
-		if (pos >= 0) {
-			int blk = __ldg(a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m)) +
-			                pos / d.block_size);
-			o = (long long)blk * 2 * d.n_kv * d.block_size * d.head_dim +
-			    (long long)(pos % d.block_size) * d.head_dim;
-		}
+		if (pos >= 0)
+			o = (long long)dattn_kv_off(
+			    dattn_src_of<D>(a.d, a.kv, pos + 1, mg_bt(a, m)), pos);
 		kvo[m] = o;
 		rpos[m] = pos;
 	}
 	mg_csync();
 }
 
+/* q/k/v epilogue: RoPE on q and k pairs, q to a.q, K/V of this position into layer l's cache
+ * (padding rows: q zeros, no K/V). The expressions of ds_k_qkv_rope. */
 template <int M>
 __device__ void mg_qkv_out(const struct ds_k_mega &a, const struct mg_phase &p, const float *ps,
                            const float *red, const long long *kvo, const int *rpos, uint16_t *kv)
@@ -531,7 +534,7 @@ __device__ struct mg_att mg_att_of(const struct ds_k_mega &a, const struct mg_pl
 	dattn_split(len, pl.nz, PB, &chunk, &t.nsu);
 	t.lo = t.z * chunk;
 	t.hi = min(t.lo + chunk, len);
-	t.bt = a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + t.m));
+	t.bt = mg_bt(a, t.m);
 	return t;
 }
 
@@ -563,17 +566,23 @@ __device__ void mg_att_offs(const struct ds_k_mega &a, const struct mg_att &t,
 	}
 }
 
+/* Elements from a K block to its V block in a layer's cache. */
+__device__ __forceinline__ size_t mg_vstride(const struct ds_k_mega &a)
+{
+	return (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
+}
+
 /* The item's first-iteration K/V at positions before pos (written by earlier passes); zeros
  * elsewhere. */
 template <int D, int G>
 __device__ __forceinline__ void
-mg_att_load_old(const struct mg_att &t, const unsigned (&off)[dattn_shape<D, G>::U],
-                const uint16_t *kv, size_t vstride, uint4 (&k)[dattn_shape<D, G>::U],
-                uint4 (&v)[dattn_shape<D, G>::U])
+mg_att_load_old(const struct ds_k_mega &a, const struct mg_att &t,
+                const unsigned (&off)[dattn_shape<D, G>::U], const uint16_t *kv,
+                uint4 (&k)[dattn_shape<D, G>::U], uint4 (&v)[dattn_shape<D, G>::U])
 {
 	typedef dattn_shape<D, G> S;
 	int base0 = mg_att_base<D, G>(t);
-	const uint4 *kq = (const uint4 *)kv, *vq = (const uint4 *)(kv + vstride);
+	const uint4 *kq = (const uint4 *)kv, *vq = (const uint4 *)(kv + mg_vstride(a));
 #pragma unroll
 	for (int u = 0; u < S::U; u++) {
 		bool old = off[u] != MG_NO_OFF && base0 + u * S::PPS < t.pos;
@@ -598,7 +607,7 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 	int sub = (threadIdx.x & 31) % S::LP, slot = (threadIdx.x & 31) / S::LP;
 	float *sh_m = sh, *sh_l = sh + MG_CWARPS * G, *sh_acc = sh + 2 * MG_CWARPS * G;
 	size_t h0 = (size_t)t.m * d.n_head + (size_t)t.kh * G, prow = (size_t)D + 2;
-	size_t vstride = (size_t)d.n_kv * d.block_size * D;
+	size_t vstride = mg_vstride(a);
 	uint16_t *o = a.att + h0 * D; /* this KV head's G query heads */
 	if (t.pos < 0) {              /* a padding row: zero output */
 		if (t.z == 0)
@@ -662,12 +671,11 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 		return;
 	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red);
 	mg_csync();
-	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
 	for (int item = blockIdx.x + gridDim.x; item < M * a.d.n_kv * pl.nz; item += gridDim.x) {
 		struct mg_att t = mg_att_of<M, D, G>(a, pl, item);
 		unsigned o[dattn_shape<D, G>::U];
 		mg_att_offs<D, G>(a, t, o);
-		mg_att_load_old<D, G>(t, o, kv, vstride, ka, va);
+		mg_att_load_old<D, G>(a, t, o, kv, ka, va);
 		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red);
 		mg_csync();
 	}
@@ -719,10 +727,9 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	unsigned it = 0;
 	int qd = a.d.n_head * a.d.head_dim;
-	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * D;
 	if (threadIdx.x == 0)
 		*mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
-	mg_rows_init<M>(a, kvo, rpos); /* syncs the consumer warps */
+	mg_rows_init<M, D>(a, kvo, rpos); /* syncs the consumer warps */
 	unsigned off[dattn_shape<D, G>::U];
 	mg_att_offs<D, G>(a, *mine, off);
 	uint4 ka[dattn_shape<D, G>::U], va[dattn_shape<D, G>::U];
@@ -736,7 +743,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_stamp(a, l, 1);
 		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
-		mg_att_load_old<D, G>(*mine, off, kv, vstride, ka, va); /* across the barrier */
+		mg_att_load_old<D, G>(a, *mine, off, kv, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
 
 		/* attention's merge area: A, idle until the o phase copies its input in */
