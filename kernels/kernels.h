@@ -345,9 +345,9 @@ struct ds_k_mega {
 	unsigned long long *trace;
 };
 #define DS_K_MEGA_STAMPS 12
-#define DS_K_MEGA_MAX_T 4
+#define DS_K_MEGA_MAX_T 8
 
-/* All n_layer transformer layers of a decode pass of T = 1, 2 or 4 rows (one query per
+/* All n_layer transformer layers of a decode pass of T = 1, 2, 4 or 8 rows (one query per
  * sequence; pos < 0: a padding row, no KV write, zero attention output), then the final RMSNorm
  * and the LM head (fp32 logits of every row), in one persistent cooperative kernel of n_blocks
  * blocks (at most one per SM): per layer, RMSNorm + the q/k/v GEMV + RoPE and the K/V write,
@@ -357,7 +357,8 @@ struct ds_k_mega {
  * a ring of shared-memory slots with bulk async copies, so weights keep flowing across the
  * barriers and the small phases. Fast path: sums run in an order fixed by
  * the grid, not the reference's. Needs no bias and no q/k norm (the caller checks),
- * ds_k_mega_supported(d, hidden, ffn) and x's rows updated in place (no separate delta). */
+ * ds_k_mega_supported(d, hidden, ffn) and x's rows updated in place (no separate delta). At 8
+ * rows the GEMVs run on tensor cores. */
 int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn);
 cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_blocks, cudaStream_t st);
 

@@ -43,6 +43,7 @@
 #include "pdl.cuh"
 
 #include "attn_decode_core.cuh"
+#include "mma_prims.cuh"
 
 #define MG_CWARPS 8 /* consumer warps */
 #define MG_CTHREADS (MG_CWARPS * 32)
@@ -52,6 +53,16 @@
 #define MG_PLANES 16                  /* producer lanes issuing copies */
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES, a multiple of MG_CWARPS */
 #define MG_MAX_SLOTS 64
+
+/* From MG_TC_M batch rows up, the GEMVs run on tensor cores (mma.sync m16n8k16): a slot then
+ * holds a tile of 16 weight rows by MG_TK columns, one bulk copy of MG_TROWB bytes per row. The
+ * even rows sit at 0, MG_TROWB, ... and the odd rows 64 bytes past the even half, so the eight
+ * lanes of a 16-byte shared load's phase (rows g and g + 1) hit different banks. */
+#define MG_TC_M 8
+#define MG_TK 128
+#define MG_TROWB (MG_TK * 2)
+#define MG_TODD (8 * MG_TROWB + 64)
+#define MG_TSLOT (MG_TODD + 8 * MG_TROWB)
 
 enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE, MG_HEAD = MG_NPHASE /* after the layers */ };
 
@@ -77,13 +88,26 @@ __host__ __device__ __forceinline__ int mg_seg(int K)
 	return s;
 }
 
-/* One GEMV phase of one block: rows of W (N, K) grouped in units of rpu rows. */
+/* One GEMV phase of one block: rows of W (N, K) grouped in units of rpu rows. In tensor-core
+ * mode seg is MG_TK and nseg the K parts a row tile is split into (mg_tc_parts): the partial
+ * dots per row either way. */
 struct mg_phase {
 	const uint16_t *W;
 	int K, seg, nseg;
 	int u0, u1, rpu;
 	int kind, half, ffn; /* kind: the phase; half: head_dim / 2 (q/k/v pairs); ffn: gate/up */
+	bool tc;
 };
+
+/* Tensor-core mode: the K parts P of each of a block's nt row tiles, so that about eight (tile,
+ * part) units keep the eight consumer warps busy; P divides the nk slots of a row. */
+__host__ __device__ __forceinline__ int mg_tc_parts(int nt, int nk)
+{
+	int P = nt <= 1 ? 8 : nt == 2 ? 4 : nt <= 4 ? 2 : 1;
+	while (P > 1 && nk % P != 0)
+		P >>= 1;
+	return P;
+}
 
 /* The reduction length K of a phase's weights, and its rows per unit (q/k/v and gate/up pair
  * two rows). */
@@ -118,8 +142,18 @@ __host__ __device__ __forceinline__ void mg_share(int n, int b, int nb, int *u0,
 	*u1 = (int)((long long)n * (b + 1) / nb);
 }
 
+/* Rows [u0, u1) of phase p (its partial-dot split follows the row count in tensor-core mode). */
+__device__ __forceinline__ void mg_phase_rows(struct mg_phase &p, int u0, int u1)
+{
+	p.u0 = u0;
+	p.u1 = u1;
+	if (p.tc)
+		p.nseg = mg_tc_parts(((u1 - u0) * p.rpu + 15) / 16, p.K / MG_TK);
+}
+
 __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a,
-                                                       const struct ds_k_mega_layer &L, int kind)
+                                                       const struct ds_k_mega_layer &L, int kind,
+                                                       bool tc)
 {
 	struct mg_phase p;
 	p.kind = kind;
@@ -132,9 +166,12 @@ __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a
 	      : kind == MG_DOWN ? L.w_down
 	                        : a.lm_head;
 	p.K = mg_k(kind, a);
-	p.seg = mg_seg(p.K);
+	p.tc = tc;
+	p.seg = tc ? MG_TK : mg_seg(p.K);
 	p.nseg = p.K / p.seg;
-	mg_share(mg_units(kind, a), (int)blockIdx.x, (int)gridDim.x, &p.u0, &p.u1);
+	int u0, u1;
+	mg_share(mg_units(kind, a), (int)blockIdx.x, (int)gridDim.x, &u0, &u1);
+	mg_phase_rows(p, u0, u1);
 	return p;
 }
 
@@ -148,6 +185,38 @@ __device__ __forceinline__ int mg_row(const struct mg_phase &p, int r)
 	if (p.kind == MG_GU)
 		return u + mem * p.ffn;
 	return u;
+}
+
+/* Tensor-core mode: a block's rows of a phase in nt tiles of 16 (the last one partial), each split
+ * into P K parts: nu (tile, part) units, in ng groups of eight (one per consumer warp; units past
+ * nu are empty). A group's slot items run k-slot by k-slot, warp by warp: item
+ * (j * 8 + w) of a group is k-slot j of warp w's unit, so every phase's item count is a multiple
+ * of 8 and a slot's rounds all belong to one warp. */
+struct mg_tc {
+	int nrows, P, nu, ng, kpu; /* kpu: slots per unit */
+};
+
+__device__ __forceinline__ struct mg_tc mg_tc_of(const struct mg_phase &p)
+{
+	struct mg_tc s;
+	s.nrows = (p.u1 - p.u0) * p.rpu;
+	s.P = p.nseg;
+	s.nu = (s.nrows + 15) / 16 * s.P;
+	s.ng = (s.nu + 7) / 8;
+	s.kpu = p.K / MG_TK / s.P;
+	return s;
+}
+
+/* The local row of row i of tile T: paired phases put a unit's first row at i < 8 and its second
+ * at i + 8, so one lane's accumulators hold both rows of a pair (mma rows g and g + 8). */
+__device__ __forceinline__ int mg_tc_lrow(const struct mg_phase &p, int T, int i)
+{
+	return p.rpu == 2 ? 2 * (8 * T + (i & 7)) + (i >> 3) : 16 * T + i;
+}
+
+__device__ __forceinline__ unsigned mg_tc_rowpos(int i)
+{
+	return (unsigned)((i & 1) * MG_TODD + (i >> 1) * MG_TROWB);
 }
 
 /* ---- synchronization ---- */
@@ -223,19 +292,76 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 	it += (unsigned)items;
 }
 
+/* Tensor-core mode: two slot items per turn, one per half warp, each lane copying one row of its
+ * item's tile (rows past the block's share and empty units copy nothing; the half's first lane
+ * expects the bytes of the rows that do). */
+__device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_plan &pl,
+                                    unsigned ring, unsigned full, unsigned empty, unsigned &it)
+{
+	struct mg_tc s = mg_tc_of(p);
+	unsigned ns = (unsigned)pl.nslot;
+	int lane = threadIdx.x & 31, i = lane & 15, h = lane >> 4;
+	int items = s.ng * s.kpu * 8;
+	for (int q0 = 0; q0 < items; q0 += 2) {
+		int q = q0 + h; /* items is even */
+		int r = q % (8 * s.kpu), unit = q / (8 * s.kpu) * 8 + (r & 7);
+		int T = unit / s.P, kslot = unit % s.P * s.kpu + (r >> 3);
+		int lr = mg_tc_lrow(p, T, i);
+		bool v = unit < s.nu && lr < s.nrows;
+		unsigned rows = __popc((__ballot_sync(0xffffffffu, v) >> (16 * h)) & 0xffffu);
+		unsigned gi = it + (unsigned)q, slot = gi % ns, fb = full + 8 * slot;
+		if (i == 0) {
+			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
+			mbar_expect_tx(fb, rows * MG_TROWB);
+		}
+		__syncwarp();
+		if (v)
+			mg_bulk(ring + slot * MG_TSLOT + mg_tc_rowpos(i),
+			        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)kslot * MG_TK, MG_TROWB, fb);
+		__syncwarp();
+	}
+	it += (unsigned)items;
+}
+
+template <int M>
+__device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p,
+                                                const struct mg_plan &pl, unsigned ring,
+                                                unsigned full, unsigned empty, unsigned &it)
+{
+	if (M >= MG_TC_M)
+		mg_produce_phase_tc(p, pl, ring, full, empty, it);
+	else
+		mg_produce_phase(p, pl, ring, full, empty, it);
+}
+
+template <int M>
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
                            unsigned full, unsigned empty)
 {
+	constexpr bool TC = M >= MG_TC_M;
 	unsigned it = 0;
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		for (int kind = 0; kind < MG_NPHASE; kind++)
-			mg_produce_phase(mg_phase_of(a, L, kind), pl, ring, full, empty, it);
+			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it);
 	}
-	mg_produce_phase(mg_phase_of(a, a.layers[0], MG_HEAD), pl, ring, full, empty, it);
+	/* the LM head in the consumers' chunks */
+	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
+	int u1 = p.u1;
+	for (int u = p.u0; u < u1; u += pl.head_rows) {
+		mg_phase_rows(p, u, min(u + pl.head_rows, u1));
+		mg_produce_rows<M>(p, pl, ring, full, empty, it);
+	}
 }
 
 /* ---- consumer phases ---- */
+
+/* The row stride (elements) of the GEMV input A for K columns: tensor-core mode pads a row by 64
+ * bytes, so the lanes of rows g and g + 1 reading the same columns hit different banks. */
+template <int M> __host__ __device__ __forceinline__ int mg_astride(int K)
+{
+	return M >= MG_TC_M ? K + 32 : K;
+}
 
 /* The GEMV input of an RMSNorm phase in one pass over x: A (M, n) bf16 = x * w, and each warp's
  * part of each row's sum of squares in red[m * MG_CWARPS + warp]. The 1 / rms factor is a
@@ -247,6 +373,7 @@ __device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_
 	int n = a.hidden;
 	for (int m = 0; m < M; m++) {
 		const float *xr = a.x + (size_t)m * n;
+		uint16_t *Ar = A + (size_t)m * mg_astride<M>(n);
 		float ss = 0.0f;
 		for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
 			float4 v = __ldcg((const float4 *)(xr + i));
@@ -260,7 +387,7 @@ __device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_
 				ss = __fmaf_rn(xs[k], xs[k], ss);
 				o[k] = ds_f32_to_bf16(__fmul_rn(xs[k], ds_bf16_to_f32(wb)));
 			}
-			*(uint2 *)(A + (size_t)m * n + i) =
+			*(uint2 *)(Ar + i) =
 			    make_uint2(o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
 		}
 		for (int o = 16; o > 0; o >>= 1)
@@ -284,9 +411,10 @@ __device__ __forceinline__ float mg_norm_scale(const struct ds_k_mega &a, const 
 /* A (M, n) = src (M, n) bf16, written by other blocks in this launch. */
 template <int M> __device__ void mg_copy_in(const uint16_t *src, int n, uint16_t *A)
 {
-	int n8 = M * n / 8;
-	for (int i = threadIdx.x; i < n8; i += MG_CTHREADS)
-		((uint4 *)A)[i] = __ldcg((const uint4 *)src + i);
+	int n8 = n / 8;
+	for (int i = threadIdx.x; i < M * n8; i += MG_CTHREADS)
+		*(uint4 *)(A + (size_t)(i / n8) * mg_astride<M>(n) + i % n8 * 8) =
+		    __ldcg((const uint4 *)src + i);
 	mg_csync();
 }
 
@@ -337,6 +465,101 @@ __device__ void mg_gemv(const struct mg_phase &p, const struct mg_plan &pl, cons
 	}
 	it += (unsigned)items;
 	mg_csync();
+}
+
+template <bool GL> __device__ __forceinline__ uint4 mg_ld16(const uint16_t *p)
+{
+	if (GL)
+		return __ldcg((const uint4 *)p);
+	return *(const uint4 *)p;
+}
+
+/* The GEMV of phase p on tensor cores (M a multiple of 8): warp w runs unit 8 G + w of each group
+ * G (mg_tc), one m16n8k16 pair per 32 columns of a slot and 8 batch rows. The K order within a
+ * slot is permuted alike on both sides: lane (g, t) takes columns 8t .. 8t + 7 of each 32 from
+ * weight rows g and g + 8 and from input row g, 8t + {0..3} for the first mma and 8t + {4..7}
+ * for the second. The input B (M rows of stride bs) is in shared memory or, GL, in global memory
+ * written in this launch (read through L2). ps[(row * P + part) * M + m], as mg_dot reads. */
+template <int M, bool GL>
+__device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, const uint16_t *B,
+                           int bs, float *ps, unsigned char *smem, unsigned full, unsigned empty,
+                           unsigned &it)
+{
+	constexpr int NT = M / 8;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	struct mg_tc s = mg_tc_of(p);
+	unsigned ns = (unsigned)pl.nslot;
+	for (int G = 0; G < s.ng; G++) {
+		int unit = G * 8 + warp, T = unit / s.P, part = unit % s.P;
+		bool valid = unit < s.nu;
+		float acc[NT][4];
+#pragma unroll
+		for (int n = 0; n < NT; n++)
+			acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+		for (int j = 0; j < s.kpu; j++) {
+			unsigned gi = it + (unsigned)((G * s.kpu + j) * 8 + warp), slot = gi % ns;
+			const uint16_t *bp = B + (size_t)g * bs + (part * s.kpu + j) * MG_TK + 8 * t;
+			uint4 b[NT][4], w0[4], w1[4];
+			if (valid)
+#pragma unroll
+				for (int n = 0; n < NT; n++)
+#pragma unroll
+					for (int c = 0; c < 4; c++)
+						b[n][c] = mg_ld16<GL>(bp + (size_t)n * 8 * bs + c * 32);
+			mbar_wait(full + 8 * slot, (gi / ns) & 1u);
+			if (valid) {
+				const unsigned char *sl = smem + (size_t)slot * MG_TSLOT + t * 16;
+#pragma unroll
+				for (int c = 0; c < 4; c++) {
+					w0[c] = *(const uint4 *)(sl + mg_tc_rowpos(g) + c * 64);
+					w1[c] = *(const uint4 *)(sl + mg_tc_rowpos(g + 8) + c * 64);
+				}
+#pragma unroll
+				for (int c = 0; c < 4; c++) {
+					unsigned lo[4] = {w0[c].x, w1[c].x, w0[c].y, w1[c].y};
+					unsigned hi[4] = {w0[c].z, w1[c].z, w0[c].w, w1[c].w};
+#pragma unroll
+					for (int n = 0; n < NT; n++) {
+						mt_mma(acc[n], lo, b[n][c].x, b[n][c].y);
+						mt_mma(acc[n], hi, b[n][c].z, b[n][c].w);
+					}
+				}
+			}
+			__syncwarp();
+			if (lane == 0)
+				mbar_arrive(empty + 8 * slot);
+		}
+		if (!valid)
+			continue;
+#pragma unroll
+		for (int h = 0; h < 2; h++) { /* mma rows g and g + 8 */
+			int lr = mg_tc_lrow(p, T, g + 8 * h);
+			if (lr >= s.nrows)
+				continue;
+			float *o = ps + ((size_t)lr * s.P + part) * M + 2 * t;
+#pragma unroll
+			for (int n = 0; n < NT; n++) {
+				o[n * 8] = acc[n][2 * h];
+				o[n * 8 + 1] = acc[n][2 * h + 1];
+			}
+		}
+	}
+	it += (unsigned)(s.ng * s.kpu * 8);
+	mg_csync();
+}
+
+/* Phase p's GEMV over input B of K = p.K columns, row stride mg_astride<M>(K) (in global memory,
+ * GL, row stride K). */
+template <int M, bool GL>
+__device__ __forceinline__ void mg_gemv_any(const struct mg_phase &p, const struct mg_plan &pl,
+                                            const uint16_t *B, int K, float *ps,
+                                            unsigned char *smem, unsigned full, unsigned empty,
+                                            unsigned &it)
+{
+	if constexpr (M >= MG_TC_M)
+		mg_gemv_tc<M, GL>(p, pl, B, GL ? K : mg_astride<M>(K), ps, smem, full, empty, it);
+	else
+		mg_gemv<M>(p, pl, B, ps, smem, full, empty, it);
 }
 
 /* The full dot of local row r with A row m: its segments summed in order. */
@@ -703,6 +926,7 @@ template <int M, int D, int G>
 __global__ void __launch_bounds__(MG_THREADS, 1)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
 {
+	constexpr bool TC = M >= MG_TC_M;
 	extern __shared__ __align__(1024) unsigned char smem[];
 	unsigned ring = (unsigned)__cvta_generic_to_shared(smem);
 	unsigned full = ring + pl.bar_off, empty = full + 8 * pl.nslot;
@@ -722,7 +946,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	__syncthreads();
 	if (threadIdx.x >= MG_CTHREADS) { /* the producer warp */
-		mg_produce(a, pl, ring, full, empty);
+		mg_produce<M>(a, pl, ring, full, empty);
 		return;
 	}
 	unsigned it = 0;
@@ -738,10 +962,10 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
 		mg_stamp(a, l, 0);
 
-		struct mg_phase p = mg_phase_of(a, L, MG_QKV);
+		struct mg_phase p = mg_phase_of(a, L, MG_QKV, TC);
 		mg_norm_in<M>(a, L.attn_norm, A, red);
 		mg_stamp(a, l, 1);
-		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
 		mg_att_load_old<D, G>(a, *mine, off, kv, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
@@ -750,21 +974,27 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red);
 		mg_phase_sync(a, l, 4);
 
-		p = mg_phase_of(a, L, MG_O);
+		p = mg_phase_of(a, L, MG_O, TC);
 		mg_copy_in<M>(a.att, qd, A);
-		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, qd, ps, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
 		mg_phase_sync(a, l, 6);
 
-		p = mg_phase_of(a, L, MG_GU);
+		p = mg_phase_of(a, L, MG_GU, TC);
 		mg_norm_in<M>(a, L.ffn_norm, A, red);
-		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps, red);
 		mg_phase_sync(a, l, 8);
 
-		p = mg_phase_of(a, L, MG_DOWN);
-		mg_copy_in<M>(a.act, a.ffn, A);
-		mg_gemv<M>(p, pl, A, ps, smem, full, empty, it);
+		/* tensor-core mode reads the down projection's input from L2: M rows of ffn would
+		 * not fit in shared memory */
+		p = mg_phase_of(a, L, MG_DOWN, TC);
+		if (TC) {
+			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, ps, smem, full, empty, it);
+		} else {
+			mg_copy_in<M>(a.act, a.ffn, A);
+			mg_gemv_any<M, false>(p, pl, A, a.ffn, ps, smem, full, empty, it);
+		}
 		mg_residual_out<M>(a, p, ps);
 		mg_stamp(a, l, 10);
 		mg_grid_sync(a.bar);
@@ -772,14 +1002,13 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 
 	/* the final RMSNorm and the LM head, in chunks of head_rows rows (the partial-dot area) */
-	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD);
+	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
 	mg_norm_in<M>(a, a.out_norm, A, red);
-	for (int u = p.u0; u < p.u1; u += pl.head_rows) {
-		struct mg_phase c = p;
-		c.u0 = u;
-		c.u1 = min(u + pl.head_rows, p.u1);
-		mg_gemv<M>(c, pl, A, ps, smem, full, empty, it);
-		mg_head_out<M>(a, c, ps, red);
+	int u1 = p.u1;
+	for (int u = p.u0; u < u1; u += pl.head_rows) {
+		mg_phase_rows(p, u, min(u + pl.head_rows, u1));
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, smem, full, empty, it);
+		mg_head_out<M>(a, p, ps, red);
 		mg_csync();
 	}
 }
@@ -815,16 +1044,25 @@ static mg_fn mg_pick(int T, int D, int G)
 	MG_M(1)
 	MG_M(2)
 	MG_M(4)
+	MG_M(8)
 #undef MG_M
 #undef MG_CASE
 	return NULL;
 }
 
-/* Rows of the largest share of a phase times its segments (the partial dots per batch row). */
-static int mg_max_items(int kind, const struct ds_k_mega *a, int nb)
+/* Rows of the largest share of a phase times its segments (the partial dots per batch row); in
+ * tensor-core mode, rows times K parts for either share size. */
+static int mg_max_items(int kind, const struct ds_k_mega *a, int nb, bool tc)
 {
-	int n = mg_units(kind, *a), K = mg_k(kind, *a);
-	return (n + nb - 1) / nb * mg_rpu(kind) * (K / mg_seg(K));
+	int n = mg_units(kind, *a), K = mg_k(kind, *a), rpu = mg_rpu(kind);
+	if (!tc)
+		return (n + nb - 1) / nb * rpu * (K / mg_seg(K));
+	int most = 0;
+	for (int u = n / nb; u <= (n + nb - 1) / nb; u++) {
+		int rows = u * rpu, v = rows * mg_tc_parts((rows + 15) / 16, K / MG_TK);
+		most = v > most ? v : most;
+	}
+	return most;
 }
 
 static size_t mg_align(size_t v, size_t a)
@@ -859,18 +1097,26 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	pl.qscale = DA_LOG2E / sqrtf((float)D);
 	/* shared memory: ring | A (or the attention merge area) | partial dots | reduction | the
 	 * attention item and row offsets | mbarriers */
-	int kmax = a->hidden > a->ffn ? a->hidden : a->ffn;
-	kmax = kmax > qd ? kmax : qd;
-	size_t a_bytes = (size_t)T * kmax * 2;
-	size_t ps_floats = 0;
+	/* tensor-core mode reads the down projection's input from L2, not from A */
+	bool tc = T >= MG_TC_M;
+	unsigned slot_bytes = tc ? MG_TSLOT : MG_SLOT;
+	int kmax = a->hidden > qd ? a->hidden : qd;
+	kmax = tc || kmax > a->ffn ? kmax : a->ffn;
+	size_t a_bytes = (size_t)T * (tc ? mg_astride<MG_TC_M>(kmax) : kmax) * 2;
+	/* tensor-core mode: at least 128 rows, the most a head chunk's short last part can take
+	 * (fewer than 8 tiles times their K parts) */
+	size_t ps_floats = tc ? (size_t)128 * T : 0;
 	for (int k = 0; k < MG_NPHASE; k++) {
-		size_t n = (size_t)mg_max_items(k, a, n_blocks) * T;
+		size_t n = (size_t)mg_max_items(k, a, n_blocks, tc) * T;
 		ps_floats = n > ps_floats ? n : ps_floats;
 	}
 	/* attention merges its warps' states in A's area */
 	size_t attn_floats = (size_t)2 * MG_CWARPS * G + (size_t)MG_CWARPS * G * D;
 	a_bytes = a_bytes > attn_floats * 4 ? a_bytes : attn_floats * 4;
-	pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
+	if (tc) /* whole tiles of one K part (at least 8 tiles) */
+		pl.head_rows = (int)(ps_floats / T / 16 * 16);
+	else
+		pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
 	size_t row_bytes = MG_ATT_BYTES + (size_t)T * (8 + 4);
 	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + mg_align(red_bytes, 8) +
@@ -882,7 +1128,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (e != cudaSuccess)
 		return e;
 	long room = (long)optin - (long)rest - 1024; /* slack: the static 1024 alignment */
-	int nslot = (int)(room / (MG_SLOT + 16));
+	int nslot = (int)(room / (slot_bytes + 16));
 	nslot = nslot > MG_MAX_SLOTS ? MG_MAX_SLOTS : nslot;
 	/* a multiple of the consumer warps: slot item gi - nslot (the slot's previous round) is
 	 * then the same warp's earlier item, so a warp never waits on a slot's full barrier while
@@ -893,7 +1139,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (nslot < MG_MIN_SLOTS)
 		return cudaErrorInvalidValue;
 	pl.nslot = nslot;
-	size_t off = (size_t)nslot * MG_SLOT;
+	size_t off = (size_t)nslot * slot_bytes;
 	pl.a_off = (unsigned)off;
 	off += mg_align(a_bytes, 16);
 	pl.ps_off = (unsigned)off;

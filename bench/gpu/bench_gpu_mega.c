@@ -56,7 +56,7 @@ int bench_mega(struct bench *b)
 		printf("mega: the model does not qualify for the fused decode layers\n");
 		return 0;
 	}
-	int nl = cfg->n_layer, nb = c->n_sm, ctx = 512, batches[] = {1, 2, 4};
+	int nl = cfg->n_layer, nb = c->n_sm, ctx = 512, batches[] = {1, 2, 4, 8};
 	size_t n_stamps = (size_t)nb * nl * DS_K_MEGA_STAMPS;
 	unsigned long long *dtr = NULL, *tr = malloc(n_stamps * sizeof(*tr));
 	if (!tr || cudaMalloc((void **)&dtr, n_stamps * sizeof(*dtr)) != cudaSuccess) {
