@@ -54,15 +54,14 @@
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES, a multiple of MG_CWARPS */
 #define MG_MAX_SLOTS 64
 
-/* From MG_TC_M batch rows up, the GEMVs run on tensor cores (mma.sync m16n8k16): a slot then
- * holds a tile of 16 weight rows by MG_TK columns, one bulk copy of MG_TROWB bytes per row. The
- * even rows sit at 0, MG_TROWB, ... and the odd rows 64 bytes past the even half, so the eight
- * lanes of a 16-byte shared load's phase (rows g and g + 1) hit different banks. */
+/* From MG_TC_M batch rows up, the GEMVs run on tensor cores (mma.sync m16n8k16) over tiles of 16
+ * weight rows: 16 consecutive slots hold one K segment of a tile's rows, which all eight consumer
+ * warps read (warp w: the segment's w-th eighth of columns) and release (a slot's empty barrier
+ * then counts 8 arrivals). Slots sit MG_TSLOT bytes apart, so rows g and g + 1 (the lanes of one
+ * 16-byte load phase) hit different banks. */
 #define MG_TC_M 8
-#define MG_TK 128
-#define MG_TROWB (MG_TK * 2)
-#define MG_TODD (8 * MG_TROWB + 64)
-#define MG_TSLOT (MG_TODD + 8 * MG_TROWB)
+#define MG_TSLOT (MG_SLOT + 64)
+#define MG_TROWS 16
 
 enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE, MG_HEAD = MG_NPHASE /* after the layers */ };
 
@@ -73,6 +72,7 @@ struct mg_plan {
 	unsigned ps_off; /* per-(row, segment) partial dots */
 	unsigned red_off;
 	unsigned row_off; /* the first attention item; per batch row: K/V write offset, position */
+	unsigned scr_off; /* tensor-core mode: the warps' partial tiles, twice */
 	unsigned bar_off; /* 2 * nslot mbarriers */
 	int nz;           /* attention splits per (row, KV head) */
 	int head_rows;    /* LM head rows per chunk (the partial-dot area's capacity) */
@@ -88,26 +88,15 @@ __host__ __device__ __forceinline__ int mg_seg(int K)
 	return s;
 }
 
-/* One GEMV phase of one block: rows of W (N, K) grouped in units of rpu rows. In tensor-core
- * mode seg is MG_TK and nseg the K parts a row tile is split into (mg_tc_parts): the partial
- * dots per row either way. */
+/* One GEMV phase of one block: rows of W (N, K) grouped in units of rpu rows, in nseg segments of
+ * seg columns; parts: the partial dots per row (nseg, or 1 in tensor-core mode, whose warps sum
+ * theirs before storing). */
 struct mg_phase {
 	const uint16_t *W;
-	int K, seg, nseg;
+	int K, seg, nseg, parts;
 	int u0, u1, rpu;
 	int kind, half, ffn; /* kind: the phase; half: head_dim / 2 (q/k/v pairs); ffn: gate/up */
-	bool tc;
 };
-
-/* Tensor-core mode: the K parts P of each of a block's nt row tiles, so that about eight (tile,
- * part) units keep the eight consumer warps busy; P divides the nk slots of a row. */
-__host__ __device__ __forceinline__ int mg_tc_parts(int nt, int nk)
-{
-	int P = nt <= 1 ? 8 : nt == 2 ? 4 : nt <= 4 ? 2 : 1;
-	while (P > 1 && nk % P != 0)
-		P >>= 1;
-	return P;
-}
 
 /* The reduction length K of a phase's weights, and its rows per unit (q/k/v and gate/up pair
  * two rows). */
@@ -142,15 +131,6 @@ __host__ __device__ __forceinline__ void mg_share(int n, int b, int nb, int *u0,
 	*u1 = (int)((long long)n * (b + 1) / nb);
 }
 
-/* Rows [u0, u1) of phase p (its partial-dot split follows the row count in tensor-core mode). */
-__device__ __forceinline__ void mg_phase_rows(struct mg_phase &p, int u0, int u1)
-{
-	p.u0 = u0;
-	p.u1 = u1;
-	if (p.tc)
-		p.nseg = mg_tc_parts(((u1 - u0) * p.rpu + 15) / 16, p.K / MG_TK);
-}
-
 __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a,
                                                        const struct ds_k_mega_layer &L, int kind,
                                                        bool tc)
@@ -166,12 +146,10 @@ __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a
 	      : kind == MG_DOWN ? L.w_down
 	                        : a.lm_head;
 	p.K = mg_k(kind, a);
-	p.tc = tc;
-	p.seg = tc ? MG_TK : mg_seg(p.K);
+	p.seg = mg_seg(p.K);
 	p.nseg = p.K / p.seg;
-	int u0, u1;
-	mg_share(mg_units(kind, a), (int)blockIdx.x, (int)gridDim.x, &u0, &u1);
-	mg_phase_rows(p, u0, u1);
+	p.parts = tc ? 1 : p.nseg;
+	mg_share(mg_units(kind, a), (int)blockIdx.x, (int)gridDim.x, &p.u0, &p.u1);
 	return p;
 }
 
@@ -187,36 +165,18 @@ __device__ __forceinline__ int mg_row(const struct mg_phase &p, int r)
 	return u;
 }
 
-/* Tensor-core mode: a block's rows of a phase in nt tiles of 16 (the last one partial), each split
- * into P K parts: nu (tile, part) units, in ng groups of eight (one per consumer warp; units past
- * nu are empty). A group's slot items run k-slot by k-slot, warp by warp: item
- * (j * 8 + w) of a group is k-slot j of warp w's unit, so every phase's item count is a multiple
- * of 8 and a slot's rounds all belong to one warp. */
-struct mg_tc {
-	int nrows, P, nu, ng, kpu; /* kpu: slots per unit */
-};
-
-__device__ __forceinline__ struct mg_tc mg_tc_of(const struct mg_phase &p)
-{
-	struct mg_tc s;
-	s.nrows = (p.u1 - p.u0) * p.rpu;
-	s.P = p.nseg;
-	s.nu = (s.nrows + 15) / 16 * s.P;
-	s.ng = (s.nu + 7) / 8;
-	s.kpu = p.K / MG_TK / s.P;
-	return s;
-}
-
-/* The local row of row i of tile T: paired phases put a unit's first row at i < 8 and its second
- * at i + 8, so one lane's accumulators hold both rows of a pair (mma rows g and g + 8). */
+/* Tensor-core mode: row i of a block's tile T is local row mg_tc_lrow; paired phases put a unit's
+ * first row at i < 8 and its second at i + 8, so one lane's accumulators hold both rows of a pair
+ * (mma rows g and g + 8). Rows past the block's share are empty slots. */
 __device__ __forceinline__ int mg_tc_lrow(const struct mg_phase &p, int T, int i)
 {
 	return p.rpu == 2 ? 2 * (8 * T + (i & 7)) + (i >> 3) : 16 * T + i;
 }
 
-__device__ __forceinline__ unsigned mg_tc_rowpos(int i)
+/* Tensor-core mode: slot items of phase p (tile by tile, segment by segment, 16 rows each). */
+__device__ __forceinline__ int mg_tc_items(const struct mg_phase &p)
 {
-	return (unsigned)((i & 1) * MG_TODD + (i >> 1) * MG_TROWB);
+	return ((p.u1 - p.u0) * p.rpu + MG_TROWS - 1) / MG_TROWS * p.nseg * MG_TROWS;
 }
 
 /* ---- synchronization ---- */
@@ -292,32 +252,27 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 	it += (unsigned)items;
 }
 
-/* Tensor-core mode: two slot items per turn, one per half warp, each lane copying one row of its
- * item's tile (rows past the block's share and empty units copy nothing; the half's first lane
- * expects the bytes of the rows that do). */
+/* Tensor-core mode: one turn per (tile, segment), lane i copying row i's segment (an empty row:
+ * an arrival without bytes). */
 __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_plan &pl,
                                     unsigned ring, unsigned full, unsigned empty, unsigned &it)
 {
-	struct mg_tc s = mg_tc_of(p);
 	unsigned ns = (unsigned)pl.nslot;
-	int lane = threadIdx.x & 31, i = lane & 15, h = lane >> 4;
-	int items = s.ng * s.kpu * 8;
-	for (int q0 = 0; q0 < items; q0 += 2) {
-		int q = q0 + h; /* items is even */
-		int r = q % (8 * s.kpu), unit = q / (8 * s.kpu) * 8 + (r & 7);
-		int T = unit / s.P, kslot = unit % s.P * s.kpu + (r >> 3);
-		int lr = mg_tc_lrow(p, T, i);
-		bool v = unit < s.nu && lr < s.nrows;
-		unsigned rows = __popc((__ballot_sync(0xffffffffu, v) >> (16 * h)) & 0xffffu);
-		unsigned gi = it + (unsigned)q, slot = gi % ns, fb = full + 8 * slot;
-		if (i == 0) {
+	int lane = threadIdx.x & 31, nrows = (p.u1 - p.u0) * p.rpu, items = mg_tc_items(p);
+	unsigned bytes = (unsigned)p.seg * 2;
+	for (int q0 = 0; q0 < items; q0 += MG_TROWS) {
+		int grp = q0 / MG_TROWS, T = grp / p.nseg, sg = grp % p.nseg;
+		if (lane < MG_TROWS) {
+			int lr = mg_tc_lrow(p, T, lane);
+			bool v = lr < nrows;
+			unsigned gi = it + (unsigned)(q0 + lane), slot = gi % ns;
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
-			mbar_expect_tx(fb, rows * MG_TROWB);
+			mbar_expect_tx(full + 8 * slot, v ? bytes : 0u);
+			if (v)
+				mg_bulk(ring + slot * MG_TSLOT,
+				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg, bytes,
+				        full + 8 * slot);
 		}
-		__syncwarp();
-		if (v)
-			mg_bulk(ring + slot * MG_TSLOT + mg_tc_rowpos(i),
-			        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)kslot * MG_TK, MG_TROWB, fb);
 		__syncwarp();
 	}
 	it += (unsigned)items;
@@ -349,7 +304,8 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
 	int u1 = p.u1;
 	for (int u = p.u0; u < u1; u += pl.head_rows) {
-		mg_phase_rows(p, u, min(u + pl.head_rows, u1));
+		p.u0 = u;
+		p.u1 = min(u + pl.head_rows, u1);
 		mg_produce_rows<M>(p, pl, ring, full, empty, it);
 	}
 }
@@ -474,77 +430,85 @@ template <bool GL> __device__ __forceinline__ uint4 mg_ld16(const uint16_t *p)
 	return *(const uint4 *)p;
 }
 
-/* The GEMV of phase p on tensor cores (M a multiple of 8): warp w runs unit 8 G + w of each group
- * G (mg_tc), one m16n8k16 pair per 32 columns of a slot and 8 batch rows. The K order within a
- * slot is permuted alike on both sides: lane (g, t) takes columns 8t .. 8t + 7 of each 32 from
+/* The GEMV of phase p on tensor cores (M a multiple of 8): per 16-row tile and segment, warp w
+ * takes columns [w * seg / 8, (w + 1) * seg / 8) of the 16 slots, one m16n8k16 pair per 32 of
+ * them and 8 batch rows; lane (g, t) waits only for the slots of rows g and g + 8. The K order
+ * within 32 columns is permuted alike on both sides: lane (g, t) takes columns 8t .. 8t + 7 from
  * weight rows g and g + 8 and from input row g, 8t + {0..3} for the first mma and 8t + {4..7}
- * for the second. The input B (M rows of stride bs) is in shared memory or, GL, in global memory
- * written in this launch (read through L2). ps[(row * P + part) * M + m], as mg_dot reads. */
+ * for the second. The warps' partial tiles meet in scr (two buffers: one sync per tile) and are
+ * summed in warp order into ps[row * M + m]. The input B (M rows of stride bs) is in shared
+ * memory or, GL, in global memory written in this launch (read through L2). */
 template <int M, bool GL>
 __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, const uint16_t *B,
-                           int bs, float *ps, unsigned char *smem, unsigned full, unsigned empty,
-                           unsigned &it)
+                           int bs, float *ps, float *scr, unsigned char *smem, unsigned full,
+                           unsigned empty, unsigned &it)
 {
-	constexpr int NT = M / 8;
+	constexpr int NT = M / 8, TM = MG_TROWS * M;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	struct mg_tc s = mg_tc_of(p);
+	int nrows = (p.u1 - p.u0) * p.rpu, nt = (nrows + MG_TROWS - 1) / MG_TROWS;
+	int cw = p.seg / MG_CWARPS, nc = cw / 32; /* 1 .. 8 chunks of 32 columns */
 	unsigned ns = (unsigned)pl.nslot;
-	for (int G = 0; G < s.ng; G++) {
-		int unit = G * 8 + warp, T = unit / s.P, part = unit % s.P;
-		bool valid = unit < s.nu;
+	for (int T = 0; T < nt; T++) {
 		float acc[NT][4];
 #pragma unroll
 		for (int n = 0; n < NT; n++)
 			acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-		for (int j = 0; j < s.kpu; j++) {
-			unsigned gi = it + (unsigned)((G * s.kpu + j) * 8 + warp), slot = gi % ns;
-			const uint16_t *bp = B + (size_t)g * bs + (part * s.kpu + j) * MG_TK + 8 * t;
-			uint4 b[NT][4], w0[4], w1[4];
-			if (valid)
+		for (int sg = 0; sg < p.nseg; sg++) {
+			unsigned g0 = it + (unsigned)((T * p.nseg + sg) * MG_TROWS);
+			unsigned ga = g0 + (unsigned)g, gb = ga + 8;
+			int col = warp * cw + 8 * t;
+			const uint16_t *bp = B + (size_t)g * bs + (size_t)sg * p.seg + col;
+			uint4 b[8][NT];
 #pragma unroll
-				for (int n = 0; n < NT; n++)
+			for (int c = 0; c < 8; c++)
+				if (c < nc)
 #pragma unroll
-					for (int c = 0; c < 4; c++)
-						b[n][c] = mg_ld16<GL>(bp + (size_t)n * 8 * bs + c * 32);
-			mbar_wait(full + 8 * slot, (gi / ns) & 1u);
-			if (valid) {
-				const unsigned char *sl = smem + (size_t)slot * MG_TSLOT + t * 16;
+					for (int n = 0; n < NT; n++)
+						b[c][n] = mg_ld16<GL>(bp + (size_t)n * 8 * bs + c * 32);
+			mbar_wait(full + 8 * (ga % ns), (ga / ns) & 1u);
+			mbar_wait(full + 8 * (gb % ns), (gb / ns) & 1u);
+			__syncwarp();
+			const unsigned char *wa = smem + (size_t)(ga % ns) * MG_TSLOT + col * 2;
+			const unsigned char *wb = smem + (size_t)(gb % ns) * MG_TSLOT + col * 2;
 #pragma unroll
-				for (int c = 0; c < 4; c++) {
-					w0[c] = *(const uint4 *)(sl + mg_tc_rowpos(g) + c * 64);
-					w1[c] = *(const uint4 *)(sl + mg_tc_rowpos(g + 8) + c * 64);
-				}
+			for (int c = 0; c < 8; c++) {
+				if (c >= nc)
+					break;
+				uint4 x0 = *(const uint4 *)(wa + c * 64), x1 = *(const uint4 *)(wb + c * 64);
+				unsigned lo[4] = {x0.x, x1.x, x0.y, x1.y};
+				unsigned hi[4] = {x0.z, x1.z, x0.w, x1.w};
 #pragma unroll
-				for (int c = 0; c < 4; c++) {
-					unsigned lo[4] = {w0[c].x, w1[c].x, w0[c].y, w1[c].y};
-					unsigned hi[4] = {w0[c].z, w1[c].z, w0[c].w, w1[c].w};
-#pragma unroll
-					for (int n = 0; n < NT; n++) {
-						mt_mma(acc[n], lo, b[n][c].x, b[n][c].y);
-						mt_mma(acc[n], hi, b[n][c].z, b[n][c].w);
-					}
+				for (int n = 0; n < NT; n++) {
+					mt_mma(acc[n], lo, b[c][n].x, b[c][n].y);
+					mt_mma(acc[n], hi, b[c][n].z, b[c][n].w);
 				}
 			}
 			__syncwarp();
-			if (lane == 0)
-				mbar_arrive(empty + 8 * slot);
+			if (lane < MG_TROWS)
+				mbar_arrive(empty + 8 * ((g0 + (unsigned)lane) % ns));
 		}
-		if (!valid)
-			continue;
+		float *sc = scr + (T & 1) * MG_CWARPS * TM;
 #pragma unroll
-		for (int h = 0; h < 2; h++) { /* mma rows g and g + 8 */
-			int lr = mg_tc_lrow(p, T, g + 8 * h);
-			if (lr >= s.nrows)
-				continue;
-			float *o = ps + ((size_t)lr * s.P + part) * M + 2 * t;
+		for (int h = 0; h < 2; h++) /* mma rows g and g + 8 */
 #pragma unroll
 			for (int n = 0; n < NT; n++) {
-				o[n * 8] = acc[n][2 * h];
-				o[n * 8 + 1] = acc[n][2 * h + 1];
+				float *o = sc + (size_t)warp * TM + (g + 8 * h) * M + n * 8 + 2 * t;
+				o[0] = acc[n][2 * h];
+				o[1] = acc[n][2 * h + 1];
 			}
+		mg_csync();
+		for (int i = threadIdx.x; i < TM; i += MG_CTHREADS) {
+			int lr = mg_tc_lrow(p, T, i / M);
+			if (lr >= nrows)
+				continue;
+			float v = 0.0f;
+#pragma unroll
+			for (int w = 0; w < MG_CWARPS; w++)
+				v += sc[w * TM + i];
+			ps[(size_t)lr * M + i % M] = v;
 		}
 	}
-	it += (unsigned)(s.ng * s.kpu * 8);
+	it += (unsigned)mg_tc_items(p);
 	mg_csync();
 }
 
@@ -552,12 +516,13 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
  * GL, row stride K). */
 template <int M, bool GL>
 __device__ __forceinline__ void mg_gemv_any(const struct mg_phase &p, const struct mg_plan &pl,
-                                            const uint16_t *B, int K, float *ps,
+                                            const uint16_t *B, int K, float *ps, float *scr,
                                             unsigned char *smem, unsigned full, unsigned empty,
                                             unsigned &it)
 {
 	if constexpr (M >= MG_TC_M)
-		mg_gemv_tc<M, GL>(p, pl, B, GL ? K : mg_astride<M>(K), ps, smem, full, empty, it);
+		mg_gemv_tc<M, GL>(p, pl, B, GL ? K : mg_astride<M>(K), ps, scr, smem, full, empty,
+		                  it);
 	else
 		mg_gemv<M>(p, pl, B, ps, smem, full, empty, it);
 }
@@ -567,8 +532,8 @@ template <int M>
 __device__ __forceinline__ float mg_dot(const float *ps, const struct mg_phase &p, int r, int m)
 {
 	float v = 0.0f;
-	for (int s = 0; s < p.nseg; s++)
-		v += ps[((size_t)r * p.nseg + s) * M + m];
+	for (int s = 0; s < p.parts; s++)
+		v += ps[((size_t)r * p.parts + s) * M + m];
 	return v;
 }
 
@@ -932,6 +897,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	unsigned full = ring + pl.bar_off, empty = full + 8 * pl.nslot;
 	uint16_t *A = (uint16_t *)(smem + pl.a_off);
 	float *ps = (float *)(smem + pl.ps_off), *red = (float *)(smem + pl.red_off);
+	float *scr = (float *)(smem + pl.scr_off);
 	/* the block's first attention item, then per batch row the K/V write offset and position */
 	struct mg_att *mine = (struct mg_att *)(smem + pl.row_off);
 	long long *kvo = (long long *)(smem + pl.row_off + MG_ATT_BYTES);
@@ -939,7 +905,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < pl.nslot; s++) {
 			mbar_init(full + 8 * s, 1);
-			mbar_init(empty + 8 * s, 1);
+			mbar_init(empty + 8 * s, TC ? MG_CWARPS : 1); /* tensor cores: every warp */
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -965,7 +931,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		struct mg_phase p = mg_phase_of(a, L, MG_QKV, TC);
 		mg_norm_in<M>(a, L.attn_norm, A, red);
 		mg_stamp(a, l, 1);
-		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, scr, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
 		mg_att_load_old<D, G>(a, *mine, off, kv, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
@@ -976,13 +942,13 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 
 		p = mg_phase_of(a, L, MG_O, TC);
 		mg_copy_in<M>(a.att, qd, A);
-		mg_gemv_any<M, false>(p, pl, A, qd, ps, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, qd, ps, scr, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
 		mg_phase_sync(a, l, 6);
 
 		p = mg_phase_of(a, L, MG_GU, TC);
 		mg_norm_in<M>(a, L.ffn_norm, A, red);
-		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, scr, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps, red);
 		mg_phase_sync(a, l, 8);
 
@@ -990,10 +956,10 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		 * not fit in shared memory */
 		p = mg_phase_of(a, L, MG_DOWN, TC);
 		if (TC) {
-			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, ps, smem, full, empty, it);
+			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, ps, scr, smem, full, empty, it);
 		} else {
 			mg_copy_in<M>(a.act, a.ffn, A);
-			mg_gemv_any<M, false>(p, pl, A, a.ffn, ps, smem, full, empty, it);
+			mg_gemv_any<M, false>(p, pl, A, a.ffn, ps, scr, smem, full, empty, it);
 		}
 		mg_residual_out<M>(a, p, ps);
 		mg_stamp(a, l, 10);
@@ -1006,8 +972,9 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	mg_norm_in<M>(a, a.out_norm, A, red);
 	int u1 = p.u1;
 	for (int u = p.u0; u < u1; u += pl.head_rows) {
-		mg_phase_rows(p, u, min(u + pl.head_rows, u1));
-		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, smem, full, empty, it);
+		p.u0 = u;
+		p.u1 = min(u + pl.head_rows, u1);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, scr, smem, full, empty, it);
 		mg_head_out<M>(a, p, ps, red);
 		mg_csync();
 	}
@@ -1050,19 +1017,11 @@ static mg_fn mg_pick(int T, int D, int G)
 	return NULL;
 }
 
-/* Rows of the largest share of a phase times its segments (the partial dots per batch row); in
- * tensor-core mode, rows times K parts for either share size. */
+/* Rows of the largest share of a phase times its partial dots per row (one in tensor-core mode). */
 static int mg_max_items(int kind, const struct ds_k_mega *a, int nb, bool tc)
 {
-	int n = mg_units(kind, *a), K = mg_k(kind, *a), rpu = mg_rpu(kind);
-	if (!tc)
-		return (n + nb - 1) / nb * rpu * (K / mg_seg(K));
-	int most = 0;
-	for (int u = n / nb; u <= (n + nb - 1) / nb; u++) {
-		int rows = u * rpu, v = rows * mg_tc_parts((rows + 15) / 16, K / MG_TK);
-		most = v > most ? v : most;
-	}
-	return most;
+	int n = mg_units(kind, *a), K = mg_k(kind, *a);
+	return (n + nb - 1) / nb * mg_rpu(kind) * (tc ? 1 : K / mg_seg(K));
 }
 
 static size_t mg_align(size_t v, size_t a)
@@ -1100,12 +1059,11 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	/* tensor-core mode reads the down projection's input from L2, not from A */
 	bool tc = T >= MG_TC_M;
 	unsigned slot_bytes = tc ? MG_TSLOT : MG_SLOT;
+	size_t scr_bytes = tc ? (size_t)2 * MG_CWARPS * MG_TROWS * T * 4 : 0;
 	int kmax = a->hidden > qd ? a->hidden : qd;
 	kmax = tc || kmax > a->ffn ? kmax : a->ffn;
 	size_t a_bytes = (size_t)T * (tc ? mg_astride<MG_TC_M>(kmax) : kmax) * 2;
-	/* tensor-core mode: at least 128 rows, the most a head chunk's short last part can take
-	 * (fewer than 8 tiles times their K parts) */
-	size_t ps_floats = tc ? (size_t)128 * T : 0;
+	size_t ps_floats = tc ? (size_t)MG_TROWS * T : 0; /* a head chunk: at least a tile */
 	for (int k = 0; k < MG_NPHASE; k++) {
 		size_t n = (size_t)mg_max_items(k, a, n_blocks, tc) * T;
 		ps_floats = n > ps_floats ? n : ps_floats;
@@ -1113,14 +1071,14 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	/* attention merges its warps' states in A's area */
 	size_t attn_floats = (size_t)2 * MG_CWARPS * G + (size_t)MG_CWARPS * G * D;
 	a_bytes = a_bytes > attn_floats * 4 ? a_bytes : attn_floats * 4;
-	if (tc) /* whole tiles of one K part (at least 8 tiles) */
-		pl.head_rows = (int)(ps_floats / T / 16 * 16);
+	if (tc) /* whole tiles */
+		pl.head_rows = (int)(ps_floats / T / MG_TROWS * MG_TROWS);
 	else
 		pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
 	size_t row_bytes = MG_ATT_BYTES + (size_t)T * (8 + 4);
-	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + mg_align(red_bytes, 8) +
-	              mg_align(row_bytes, 8);
+	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + scr_bytes +
+	              mg_align(red_bytes, 8) + mg_align(row_bytes, 8);
 	int dev = 0, optin = 0;
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e == cudaSuccess)
@@ -1134,9 +1092,10 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	 * then the same warp's earlier item, so a warp never waits on a slot's full barrier while
 	 * the round before is still in flight, when the parity would pass a phase early (the
 	 * producer would then refill the slot under a copy: a corrupt tx count, a trap). Across
-	 * phases the consumers' sync at each phase's end does the same. */
+	 * phases the consumers' sync at each phase's end does the same. (Tensor-core mode: every
+	 * warp takes every slot; two tiles' groups of slots at least.) */
 	nslot = nslot / MG_CWARPS * MG_CWARPS;
-	if (nslot < MG_MIN_SLOTS)
+	if (nslot < (tc ? 2 * MG_TROWS : MG_MIN_SLOTS))
 		return cudaErrorInvalidValue;
 	pl.nslot = nslot;
 	size_t off = (size_t)nslot * slot_bytes;
@@ -1144,6 +1103,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	off += mg_align(a_bytes, 16);
 	pl.ps_off = (unsigned)off;
 	off += mg_align(ps_floats * 4, 16);
+	pl.scr_off = (unsigned)off;
+	off += scr_bytes;
 	pl.red_off = (unsigned)off;
 	off = mg_align(off + red_bytes, 8);
 	pl.row_off = (unsigned)off;
