@@ -327,29 +327,37 @@ template <int M>
 __device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_t *A, float *red)
 {
 	int n = a.hidden;
-	for (int m = 0; m < M; m++) {
-		const float *xr = a.x + (size_t)m * n;
-		uint16_t *Ar = A + (size_t)m * mg_astride<M>(n);
-		float ss = 0.0f;
-		for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
-			float4 v = __ldcg((const float4 *)(xr + i));
-			uint2 wv = __ldg((const uint2 *)(w + i));
-			float xs[4] = {v.x, v.y, v.z, v.w};
-			unsigned wp[2] = {wv.x, wv.y};
+	float ss[M];
+#pragma unroll
+	for (int m = 0; m < M; m++)
+		ss[m] = 0.0f;
+	for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
+		uint2 wv = __ldg((const uint2 *)(w + i));
+		float4 v[M]; /* every row's loads in flight at once */
+#pragma unroll
+		for (int m = 0; m < M; m++)
+			v[m] = __ldcg((const float4 *)(a.x + (size_t)m * n + i));
+		unsigned wp[2] = {wv.x, wv.y};
+#pragma unroll
+		for (int m = 0; m < M; m++) {
+			float xs[4] = {v[m].x, v[m].y, v[m].z, v[m].w};
 			uint16_t o[4];
 #pragma unroll
 			for (int k = 0; k < 4; k++) {
 				unsigned wb = (wp[k / 2] >> (16 * (k % 2))) & 0xffffu;
-				ss = __fmaf_rn(xs[k], xs[k], ss);
+				ss[m] = __fmaf_rn(xs[k], xs[k], ss[m]);
 				o[k] = ds_f32_to_bf16(__fmul_rn(xs[k], ds_bf16_to_f32(wb)));
 			}
-			*(uint2 *)(Ar + i) =
+			*(uint2 *)(A + (size_t)m * mg_astride<M>(n) + i) =
 			    make_uint2(o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
 		}
+	}
+#pragma unroll
+	for (int m = 0; m < M; m++) {
 		for (int o = 16; o > 0; o >>= 1)
-			ss += __shfl_xor_sync(0xffffffffu, ss, o);
+			ss[m] += __shfl_xor_sync(0xffffffffu, ss[m], o);
 		if ((threadIdx.x & 31) == 0)
-			red[m * MG_CWARPS + (threadIdx.x >> 5)] = ss;
+			red[m * MG_CWARPS + (threadIdx.x >> 5)] = ss[m];
 	}
 	mg_csync();
 }
@@ -367,10 +375,21 @@ __device__ __forceinline__ float mg_norm_scale(const struct ds_k_mega &a, const 
 /* A (M, n) = src (M, n) bf16, written by other blocks in this launch. */
 template <int M> __device__ void mg_copy_in(const uint16_t *src, int n, uint16_t *A)
 {
+	constexpr int B = M >= MG_TC_M ? 4 : 1; /* loads in flight per thread */
 	int n8 = n / 8;
-	for (int i = threadIdx.x; i < M * n8; i += MG_CTHREADS)
-		*(uint4 *)(A + (size_t)(i / n8) * mg_astride<M>(n) + i % n8 * 8) =
-		    __ldcg((const uint4 *)src + i);
+	for (int i0 = threadIdx.x; i0 < M * n8; i0 += B * MG_CTHREADS) {
+		uint4 v[B];
+#pragma unroll
+		for (int k = 0; k < B; k++)
+			if (i0 + k * MG_CTHREADS < M * n8)
+				v[k] = __ldcg((const uint4 *)src + i0 + k * MG_CTHREADS);
+#pragma unroll
+		for (int k = 0; k < B; k++) {
+			int i = i0 + k * MG_CTHREADS;
+			if (i < M * n8)
+				*(uint4 *)(A + (size_t)(i / n8) * mg_astride<M>(n) + i % n8 * 8) = v[k];
+		}
+	}
 	mg_csync();
 }
 
@@ -423,11 +442,17 @@ __device__ void mg_gemv(const struct mg_phase &p, const struct mg_plan &pl, cons
 	mg_csync();
 }
 
-template <bool GL> __device__ __forceinline__ uint4 mg_ld16(const uint16_t *p)
+/* Tensor-core mode, an input in global memory: rows 0 .. M - 1 of step (tile, segment) sg's
+ * columns of B (row stride bs) into stg (row stride seg + 32, the banks' padding) with cp.async,
+ * one commit group. */
+template <int M>
+__device__ __forceinline__ void mg_stage(const uint16_t *B, int bs, int seg, int sg, uint16_t *stg)
 {
-	if (GL)
-		return __ldcg((const uint4 *)p);
-	return *(const uint4 *)p;
+	int n8 = seg / 8;
+	for (int i = threadIdx.x; i < M * n8; i += MG_CTHREADS)
+		mt_cp16(stg + (size_t)(i / n8) * (seg + 32) + i % n8 * 8,
+		        B + (size_t)(i / n8) * bs + (size_t)sg * seg + i % n8 * 8, true);
+	mt_commit();
 }
 
 /* The GEMV of phase p on tensor cores (M a multiple of 8): per 16-row tile and segment, warp w
@@ -437,17 +462,22 @@ template <bool GL> __device__ __forceinline__ uint4 mg_ld16(const uint16_t *p)
  * weight rows g and g + 8 and from input row g, 8t + {0..3} for the first mma and 8t + {4..7}
  * for the second. The warps' partial tiles meet in scr (two buffers: one sync per tile) and are
  * summed in warp order into ps[row * M + m]. The input B (M rows of stride bs) is in shared
- * memory or, GL, in global memory written in this launch (read through L2). */
-template <int M, bool GL>
+ * memory or, ST, in global memory written in this launch: then each step's segment is staged
+ * into one of two buffers at stg with cp.async while the step before runs (one consumer sync a
+ * step). */
+template <int M, bool ST>
 __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, const uint16_t *B,
-                           int bs, float *ps, float *scr, unsigned char *smem, unsigned full,
-                           unsigned empty, unsigned &it)
+                           int bs, uint16_t *stg, float *ps, float *scr, unsigned char *smem,
+                           unsigned full, unsigned empty, unsigned &it)
 {
 	constexpr int NT = M / 8, TM = MG_TROWS * M;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	int nrows = (p.u1 - p.u0) * p.rpu, nt = (nrows + MG_TROWS - 1) / MG_TROWS;
 	int cw = p.seg / MG_CWARPS, nc = cw / 32; /* 1 .. 8 chunks of 32 columns */
 	unsigned ns = (unsigned)pl.nslot;
+	int sst = p.seg + 32, steps = nt * p.nseg;
+	if (ST && steps > 0)
+		mg_stage<M>(B, bs, p.seg, 0, stg);
 	for (int T = 0; T < nt; T++) {
 		float acc[NT][4];
 #pragma unroll
@@ -456,15 +486,25 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 		for (int sg = 0; sg < p.nseg; sg++) {
 			unsigned g0 = it + (unsigned)((T * p.nseg + sg) * MG_TROWS);
 			unsigned ga = g0 + (unsigned)g, gb = ga + 8;
-			int col = warp * cw + 8 * t;
+			int col = warp * cw + 8 * t, step = T * p.nseg + sg;
 			const uint16_t *bp = B + (size_t)g * bs + (size_t)sg * p.seg + col;
+			int bstr = bs;
+			if (ST) {
+				mt_wait<0>();
+				mg_csync(); /* the step's segment in; every warp past the step before */
+				if (step + 1 < steps)
+					mg_stage<M>(B, bs, p.seg, (step + 1) % p.nseg,
+					            stg + (size_t)((step + 1) & 1) * M * sst);
+				bp = stg + (size_t)(step & 1) * M * sst + (size_t)g * sst + col;
+				bstr = sst;
+			}
 			uint4 b[8][NT];
 #pragma unroll
 			for (int c = 0; c < 8; c++)
 				if (c < nc)
 #pragma unroll
 					for (int n = 0; n < NT; n++)
-						b[c][n] = mg_ld16<GL>(bp + (size_t)n * 8 * bs + c * 32);
+						b[c][n] = *(const uint4 *)(bp + (size_t)n * 8 * bstr + c * 32);
 			mbar_wait(full + 8 * (ga % ns), (ga / ns) & 1u);
 			mbar_wait(full + 8 * (gb % ns), (gb / ns) & 1u);
 			__syncwarp();
@@ -514,15 +554,15 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 
 /* Phase p's GEMV over input B of K = p.K columns, row stride mg_astride<M>(K) (in global memory,
  * GL, row stride K). */
-template <int M, bool GL>
+template <int M, bool ST>
 __device__ __forceinline__ void mg_gemv_any(const struct mg_phase &p, const struct mg_plan &pl,
-                                            const uint16_t *B, int K, float *ps, float *scr,
-                                            unsigned char *smem, unsigned full, unsigned empty,
-                                            unsigned &it)
+                                            const uint16_t *B, int K, uint16_t *stg, float *ps,
+                                            float *scr, unsigned char *smem, unsigned full,
+                                            unsigned empty, unsigned &it)
 {
 	if constexpr (M >= MG_TC_M)
-		mg_gemv_tc<M, GL>(p, pl, B, GL ? K : mg_astride<M>(K), ps, scr, smem, full, empty,
-		                  it);
+		mg_gemv_tc<M, ST>(p, pl, B, ST ? K : mg_astride<M>(K), stg, ps, scr, smem, full,
+		                  empty, it);
 	else
 		mg_gemv<M>(p, pl, B, ps, smem, full, empty, it);
 }
@@ -931,7 +971,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		struct mg_phase p = mg_phase_of(a, L, MG_QKV, TC);
 		mg_norm_in<M>(a, L.attn_norm, A, red);
 		mg_stamp(a, l, 1);
-		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, scr, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
 		mg_att_load_old<D, G>(a, *mine, off, kv, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
@@ -942,24 +982,24 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 
 		p = mg_phase_of(a, L, MG_O, TC);
 		mg_copy_in<M>(a.att, qd, A);
-		mg_gemv_any<M, false>(p, pl, A, qd, ps, scr, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, qd, A, ps, scr, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
 		mg_phase_sync(a, l, 6);
 
 		p = mg_phase_of(a, L, MG_GU, TC);
 		mg_norm_in<M>(a, L.ffn_norm, A, red);
-		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, scr, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps, red);
 		mg_phase_sync(a, l, 8);
 
-		/* tensor-core mode reads the down projection's input from L2: M rows of ffn would
-		 * not fit in shared memory */
+		/* tensor-core mode stages the down projection's input segment by segment in A: M
+		 * rows of ffn would not fit in shared memory */
 		p = mg_phase_of(a, L, MG_DOWN, TC);
 		if (TC) {
-			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, ps, scr, smem, full, empty, it);
+			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, A, ps, scr, smem, full, empty, it);
 		} else {
 			mg_copy_in<M>(a.act, a.ffn, A);
-			mg_gemv_any<M, false>(p, pl, A, a.ffn, ps, scr, smem, full, empty, it);
+			mg_gemv_any<M, false>(p, pl, A, a.ffn, A, ps, scr, smem, full, empty, it);
 		}
 		mg_residual_out<M>(a, p, ps);
 		mg_stamp(a, l, 10);
@@ -974,7 +1014,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	for (int u = p.u0; u < u1; u += pl.head_rows) {
 		p.u0 = u;
 		p.u1 = min(u + pl.head_rows, u1);
-		mg_gemv_any<M, false>(p, pl, A, a.hidden, ps, scr, smem, full, empty, it);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_head_out<M>(a, p, ps, red);
 		mg_csync();
 	}
@@ -1056,13 +1096,15 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	pl.qscale = DA_LOG2E / sqrtf((float)D);
 	/* shared memory: ring | A (or the attention merge area) | partial dots | reduction | the
 	 * attention item and row offsets | mbarriers */
-	/* tensor-core mode reads the down projection's input from L2, not from A */
+	/* tensor-core mode stages the down projection's input segment by segment (mg_stage) */
 	bool tc = T >= MG_TC_M;
 	unsigned slot_bytes = tc ? MG_TSLOT : MG_SLOT;
 	size_t scr_bytes = tc ? (size_t)2 * MG_CWARPS * MG_TROWS * T * 4 : 0;
 	int kmax = a->hidden > qd ? a->hidden : qd;
 	kmax = tc || kmax > a->ffn ? kmax : a->ffn;
 	size_t a_bytes = (size_t)T * (tc ? mg_astride<MG_TC_M>(kmax) : kmax) * 2;
+	size_t stage_bytes = (size_t)2 * T * (mg_seg(a->ffn) + 32) * 2; /* mg_stage's two buffers */
+	a_bytes = tc && stage_bytes > a_bytes ? stage_bytes : a_bytes;
 	size_t ps_floats = tc ? (size_t)MG_TROWS * T : 0; /* a head chunk: at least a tile */
 	for (int k = 0; k < MG_NPHASE; k++) {
 		size_t n = (size_t)mg_max_items(k, a, n_blocks, tc) * T;
