@@ -498,13 +498,6 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 				bp = stg + (size_t)(step & 1) * M * sst + (size_t)g * sst + col;
 				bstr = sst;
 			}
-			uint4 b[8][NT];
-#pragma unroll
-			for (int c = 0; c < 8; c++)
-				if (c < nc)
-#pragma unroll
-					for (int n = 0; n < NT; n++)
-						b[c][n] = *(const uint4 *)(bp + (size_t)n * 8 * bstr + c * 32);
 			mbar_wait(full + 8 * (ga % ns), (ga / ns) & 1u);
 			mbar_wait(full + 8 * (gb % ns), (gb / ns) & 1u);
 			__syncwarp();
@@ -519,8 +512,9 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 				unsigned hi[4] = {x0.z, x1.z, x0.w, x1.w};
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
-					mt_mma(acc[n], lo, b[c][n].x, b[c][n].y);
-					mt_mma(acc[n], hi, b[c][n].z, b[c][n].w);
+					uint4 b = *(const uint4 *)(bp + (size_t)n * 8 * bstr + c * 32);
+					mt_mma(acc[n], lo, b.x, b.y);
+					mt_mma(acc[n], hi, b.z, b.w);
 				}
 			}
 			__syncwarp();
