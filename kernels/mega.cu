@@ -131,9 +131,8 @@ __host__ __device__ __forceinline__ void mg_share(int n, int b, int nb, int *u0,
 	*u1 = (int)((long long)n * (b + 1) / nb);
 }
 
-__device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a,
-                                                       const struct ds_k_mega_layer &L, int kind,
-                                                       bool tc)
+__device__ __forceinline__ struct mg_phase
+mg_phase_of(const struct ds_k_mega &a, const struct ds_k_mega_layer &L, int kind, bool tc)
 {
 	struct mg_phase p;
 	p.kind = kind;
@@ -270,8 +269,8 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 			mbar_expect_tx(full + 8 * slot, v ? bytes : 0u);
 			if (v)
 				mg_bulk(ring + slot * MG_TSLOT,
-				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg, bytes,
-				        full + 8 * slot);
+				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg,
+				        bytes, full + 8 * slot);
 		}
 		__syncwarp();
 	}
@@ -279,9 +278,9 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 }
 
 template <int M>
-__device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p,
-                                                const struct mg_plan &pl, unsigned ring,
-                                                unsigned full, unsigned empty, unsigned &it)
+__device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p, const struct mg_plan &pl,
+                                                unsigned ring, unsigned full, unsigned empty,
+                                                unsigned &it)
 {
 	if (M >= MG_TC_M)
 		mg_produce_phase_tc(p, pl, ring, full, empty, it);
@@ -387,7 +386,8 @@ template <int M> __device__ void mg_copy_in(const uint16_t *src, int n, uint16_t
 		for (int k = 0; k < B; k++) {
 			int i = i0 + k * MG_CTHREADS;
 			if (i < M * n8)
-				*(uint4 *)(A + (size_t)(i / n8) * mg_astride<M>(n) + i % n8 * 8) = v[k];
+				*(uint4 *)(A + (size_t)(i / n8) * mg_astride<M>(n) + i % n8 * 8) =
+				    v[k];
 		}
 	}
 	mg_csync();
@@ -491,7 +491,8 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 			int bstr = bs;
 			if (ST) {
 				mt_wait<0>();
-				mg_csync(); /* the step's segment in; every warp past the step before */
+				mg_csync(); /* the step's segment in; every warp past the step
+				               before */
 				if (step + 1 < steps)
 					mg_stage<M>(B, bs, p.seg, (step + 1) % p.nseg,
 					            stg + (size_t)((step + 1) & 1) * M * sst);
@@ -507,12 +508,14 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 			for (int c = 0; c < 8; c++) {
 				if (c >= nc)
 					break;
-				uint4 x0 = *(const uint4 *)(wa + c * 64), x1 = *(const uint4 *)(wb + c * 64);
+				uint4 x0 = *(const uint4 *)(wa + c * 64),
+				      x1 = *(const uint4 *)(wb + c * 64);
 				unsigned lo[4] = {x0.x, x1.x, x0.y, x1.y};
 				unsigned hi[4] = {x0.z, x1.z, x0.w, x1.w};
 #pragma unroll
 				for (int n = 0; n < NT; n++) {
-					uint4 b = *(const uint4 *)(bp + (size_t)n * 8 * bstr + c * 32);
+					uint4 b =
+					    *(const uint4 *)(bp + (size_t)n * 8 * bstr + c * 32);
 					mt_mma(acc[n], lo, b.x, b.y);
 					mt_mma(acc[n], hi, b.z, b.w);
 				}
@@ -990,7 +993,8 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		 * rows of ffn would not fit in shared memory */
 		p = mg_phase_of(a, L, MG_DOWN, TC);
 		if (TC) {
-			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, A, ps, scr, smem, full, empty, it);
+			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, A, ps, scr, smem, full, empty,
+			                     it);
 		} else {
 			mg_copy_in<M>(a.act, a.ffn, A);
 			mg_gemv_any<M, false>(p, pl, A, a.ffn, A, ps, scr, smem, full, empty, it);

@@ -334,7 +334,8 @@ static void test_graph_tune(void **state)
 			for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++) {
 				float ms = c->fast.graph_ms[bi][i];
 				const struct ds_cuda_step_cfg *sc = &ds_cuda_fast_step_cfgs[i];
-				/* fused layers: only in buckets of 1, 2, 4 or 8 rows ("small" qualifies) */
+				/* fused layers: only in buckets of 1, 2, 4 or 8 rows ("small"
+				 * qualifies) */
 				bool allowed = (allow_skinny || !sc->skinny) &&
 				               (!sc->mega || (1 << bi) <= DS_K_MEGA_MAX_T);
 				assert_true(allowed ? isfinite(ms) && ms > 0 : !isfinite(ms));
