@@ -1,5 +1,5 @@
-/* mega.cu - the fast path's fused decode layers: every transformer layer of a decode pass of 1, 2
- * or 4 rows, then the final RMSNorm and the LM head, in one persistent kernel.
+/* mega.cu - the fast path's fused decode layers: every transformer layer of a decode pass of 1, 2,
+ * 4 or 8 rows, then the final RMSNorm and the LM head, in one persistent kernel.
  *
  * Why: a decode step at small batch is bound by reading the weights, yet the captured graph of
  * ~7 kernels per layer leaves DRAM idle at every kernel boundary (ramp-up, tail, launch latency)
@@ -29,8 +29,10 @@
  * streams during the last layer's barriers.
  * A GEMV slot holds one K-segment (up to 2048 elements) of one weight row; a warp dots it with
  * the bf16 inputs held in shared memory and stores one partial per (row, segment, batch row);
- * the epilogue sums a row's segments in order. Data other blocks wrote in this launch is read
- * with ld.global.cg (L2), never through L1.
+ * the epilogue sums a row's segments in order. At 8 rows the GEMVs run on tensor cores instead
+ * (mg_gemv_tc: 16 slots hold one segment of a 16-row tile, every warp takes an eighth of its
+ * columns). Data other blocks wrote in this launch is read with ld.global.cg or cp.async.cg
+ * (L2), never through L1.
  *
  * Key decision: the persistent grid replaces kernel boundaries by barriers, which alone would
  * save little; what pays is that the weight stream does not stop at them. The arithmetic is
