@@ -1169,8 +1169,9 @@ extern "C" int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn)
 	            (G == 1 || G == 2 || G == 4 || G == 8);
 	/* the first attention item's K/V comes through the ring: a cache block (one KV head's) fits
 	 * a slot, and attention's iterations (32, 64 or 128 positions) end on block boundaries */
-	bool blocks = d.block_size > 0 && d.block_size * d.head_dim * 2 <= MG_SLOT &&
-	              32 % d.block_size == 0;
+	bool blocks = d.block_size == 0 || /* not known yet: asked again per pass */
+	              (d.block_size > 0 && d.block_size * d.head_dim * 2 <= MG_SLOT &&
+	               32 % d.block_size == 0);
 	return dims && blocks && hidden % 256 == 0 && ffn % 256 == 0 && qd % 256 == 0 &&
 	       (d.n_head + 2 * d.n_kv) * d.head_dim % 2 == 0;
 }
@@ -1218,7 +1219,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (!a || T <= 0)
 		return T == 0 ? cudaSuccess : cudaErrorInvalidValue;
 	struct ds_k_dims d = a->d;
-	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar ||
+	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || d.block_size < 1 || n_blocks < 1 || !a->layers || !a->bar ||
 	    a->kv_layer_elems / 8 >= MG_NO_OFF || /* mg_att_offs's 16-byte units */
 	    !a->cnt || T > DS_K_MEGA_MAX_T || !a->out_norm || !a->lm_head || !a->logits ||
 	    a->vocab < 1)
