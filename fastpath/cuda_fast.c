@@ -760,7 +760,6 @@ bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pa
 {
 	/* the kernel addresses a layer's cache in 32-bit counts of 16-byte units */
 	return c->fast.mega_ok && pass_one_row_per_seq(p) &&
-	       ds_k_mega_supported(ds_cuda_dims(c), c->cfg.hidden, c->cfg.ffn) &&
 	       (p->T == 1 || p->T == 2 || p->T == 4 || p->T == 8) &&
 	       c->kv_layer_elems / 8 < UINT32_MAX;
 }

@@ -357,9 +357,8 @@ struct ds_k_mega {
  * a ring of shared-memory slots with bulk async copies, so weights keep flowing across the
  * barriers and the small phases. Fast path: sums run in an order fixed by
  * the grid, not the reference's. Needs no bias and no q/k norm (the caller checks),
- * ds_k_mega_supported(d, hidden, ffn) (among others: one KV head's cache block of at most 4 KB
- * and a block size dividing 32; d.block_size 0 passes as not known yet) and x's rows updated in
- * place (no separate delta). At 8 rows the GEMVs run on tensor cores. */
+ * ds_k_mega_supported(d, hidden, ffn) and x's rows updated in place (no separate delta). At 8
+ * rows the GEMVs run on tensor cores. */
 int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn);
 cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_blocks, cudaStream_t st);
 

@@ -18,10 +18,10 @@
  * the block's (i, i + head_dim/2) row pairs, so RoPE happens in the epilogue, which writes q and
  * this position's K/V into the paged cache;
  *   2. flash-decoding attention: items (row, KV head, split), the same in every layer, so a block
- *      works its first item out once per launch, and the producer streams the item's K/V cache
- *      blocks into the ring right after the q/k/v weights (only q and the new position's K/V are
- *      read from global memory after the barrier); the last split of a (row, KV head) to finish
- *      merges the partials (a counter), so no merge phase follows;
+ *      works its first item out once per launch and loads the item's K/V of earlier positions
+ *      before the barrier that starts this phase (only q and the new position's K/V come after
+ *      it); the last split of a (row, KV head) to finish merges the partials (a counter), so no
+ *      merge phase follows;
  *   3. the o GEMV, whose epilogue adds into the residual stream x;
  *   4. RMSNorm and the gate/up GEMV over (gate j, up j) row pairs, SiLU*mul in the epilogue;
  *   5. the down GEMV, adding into x;
@@ -288,6 +288,27 @@ __device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p, const 
 		mg_produce_phase_tc(p, pl, ring, full, empty, it);
 	else
 		mg_produce_phase(p, pl, ring, full, empty, it);
+}
+
+template <int M>
+__device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
+                           unsigned full, unsigned empty)
+{
+	constexpr bool TC = M >= MG_TC_M;
+	unsigned it = 0;
+	for (int l = 0; l < a.n_layer; l++) {
+		struct ds_k_mega_layer L = a.layers[l];
+		for (int kind = 0; kind < MG_NPHASE; kind++)
+			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it);
+	}
+	/* the LM head in the consumers' chunks */
+	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
+	int u1 = p.u1;
+	for (int u = p.u0; u < u1; u += pl.head_rows) {
+		p.u0 = u;
+		p.u1 = min(u + pl.head_rows, u1);
+		mg_produce_rows<M>(p, pl, ring, full, empty, it);
+	}
 }
 
 /* ---- consumer phases ---- */
@@ -707,11 +728,10 @@ __device__ void mg_merge_splits(const float *base, int nz, int nsu, uint16_t *o)
 }
 
 /* One attention item (row m, KV head kh, split z) of a launch: the same in every layer, so a
- * block works out its first item once (mg_att_of, kept in shared memory; the producer works out
- * its own copy) and the producer streams the item's K/V blocks into the ring after each layer's
- * q/k/v weights (mg_produce_kv): only q and this position's K/V, which the q/k/v phase writes,
- * are read from global memory after the barrier. Further items (more than one a block: over 16
- * rows at 8 KV heads) read the cache (mg_att_offs, mg_att_load_old, mg_att_run). */
+ * block works out its first item once (mg_att_of, kept in shared memory, and each lane's K
+ * offsets, mg_att_offs) and, in each layer, loads the item's K/V of earlier positions before the
+ * q/k/v -> attention barrier (mg_att_load_old): only q and this position's K/V, which the q/k/v
+ * phase writes, are read after it. */
 struct mg_att {
 	int m, kh, z; /* m < 0: no item */
 	int pos;      /* the row's position (< 0: a padding row) */
@@ -798,41 +818,6 @@ mg_att_load_old(const struct ds_k_mega &a, const struct mg_att &t,
 	}
 }
 
-/* The end of item t: the warps' states merged into the split's output (or its partials, the last
- * split to finish merging them all). */
-template <int D, int G>
-__device__ void mg_att_finish(const struct ds_k_mega &a, const struct mg_plan &pl,
-                              const struct mg_att &t, float (&mm)[G], float (&ll)[G],
-                              float (&acc)[G][8], float *sh, float *red)
-{
-	struct ds_k_dims d = a.d;
-	float *sh_m = sh, *sh_l = sh + MG_CWARPS * G, *sh_acc = sh + 2 * MG_CWARPS * G;
-	size_t h0 = (size_t)t.m * d.n_head + (size_t)t.kh * G, prow = (size_t)D + 2;
-	uint16_t *o = a.att + h0 * D;
-	dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
-	mg_csync();
-	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
-		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz,
-		                                    a.part, h0, o);
-	if (t.nsu > 1) {
-		/* the last split of (row, KV head) to finish merges them all */
-		__threadfence();
-		mg_csync();
-		if (threadIdx.x == 0) {
-			unsigned *cnt = a.cnt + (size_t)t.m * d.n_kv + t.kh;
-			bool last = atomicAdd(cnt, 1u) == (unsigned)t.nsu - 1;
-			if (last) /* no other block touches it again in this phase */
-				*cnt = 0;
-			red[0] = last ? 1.0f : 0.0f;
-		}
-		mg_csync();
-		if (red[0] != 0.0f) {
-			__threadfence();
-			mg_merge_splits<D, G>(a.part + h0 * pl.nz * prow, pl.nz, t.nsu, o);
-		}
-	}
-}
-
 /* Runs item t of layer cache kv, its first iteration's K/V of earlier positions already in k, v.
  * A row with one split writes its output; otherwise every split writes its partials (m, l, acc)
  * for the KV head's G query heads, counts itself in, and the last one merges them (counters
@@ -847,7 +832,8 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 	constexpr int PB = MG_CWARPS * S::U * S::PPS;
 	struct ds_k_dims d = a.d;
 	int sub = (threadIdx.x & 31) % S::LP, slot = (threadIdx.x & 31) / S::LP;
-	size_t h0 = (size_t)t.m * d.n_head + (size_t)t.kh * G;
+	float *sh_m = sh, *sh_l = sh + MG_CWARPS * G, *sh_acc = sh + 2 * MG_CWARPS * G;
+	size_t h0 = (size_t)t.m * d.n_head + (size_t)t.kh * G, prow = (size_t)D + 2;
 	size_t vstride = mg_vstride(a);
 	uint16_t *o = a.att + h0 * D; /* this KV head's G query heads */
 	if (t.pos < 0) {              /* a padding row: zero output */
@@ -876,146 +862,45 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 		dattn_load<S::U, S::PPS, true>(src, b, ka, va);
 		dattn_step<D, G>(ka, va, b, t.hi, qr, mm, ll, acc);
 	}
-	mg_att_finish<D, G>(a, pl, t, mm, ll, acc, sh, red);
-}
-
-/* ---- the first attention item's K/V through the ring ---- */
-
-/* Slot items of item t's K/V: a K and a V slot per cache block of [lo, hi) (the
- * block of this position too: its other positions were written by earlier passes). */
-__device__ __forceinline__ int mg_kv_items(const struct ds_k_mega &a, const struct mg_plan &pl,
-                                           const struct mg_att &t)
-{
-	if (t.m < 0 || t.pos < 0 || t.z >= t.nsu)
-		return 0;
-	int bs = a.d.block_size;
-	return 2 * ((t.hi - 1) / bs - t.lo / bs + 1);
-}
-
-/* The producer's part: after layer l's q/k/v weights, item t's K and V blocks of KV head kh,
- * one slot each (bs * D * 2 bytes, at most a slot), so they stream in during the q/k/v phase and
- * its barrier. */
-template <int D>
-__device__ void mg_produce_kv(const struct ds_k_mega &a, const struct mg_plan &pl,
-                              const struct mg_att &t, int l, unsigned ring, unsigned sb,
-                              unsigned full, unsigned empty, unsigned &it)
-{
-	int items = mg_kv_items(a, pl, t);
-	if (items == 0)
-		return;
-	int bs = a.d.block_size, b0 = t.lo / bs, lane = threadIdx.x & 31;
-	unsigned ns = (unsigned)pl.nslot, bytes = (unsigned)(bs * D * 2);
-	const uint16_t *kvh = a.kv + (size_t)l * a.kv_layer_elems + (size_t)t.kh * bs * D;
-	size_t bstride = 2 * mg_vstride(a);
-	for (int q0 = 0; q0 < items; q0 += MG_PLANES) {
-		int q = q0 + lane;
-		if (lane < MG_PLANES && q < items) {
-			size_t blk = (size_t)__ldg(t.bt + b0 + q / 2);
-			unsigned gi = it + (unsigned)q, slot = gi % ns;
-			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
-			mbar_expect_tx(full + 8 * slot, bytes);
-			mg_bulk(ring + slot * sb, kvh + blk * bstride + (q & 1) * mg_vstride(a), bytes,
-			        full + 8 * slot);
+	dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
+	mg_csync();
+	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
+		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz,
+		                                    a.part, h0, o);
+	if (t.nsu > 1) {
+		/* the last split of (row, KV head) to finish merges them all */
+		__threadfence();
+		mg_csync();
+		if (threadIdx.x == 0) {
+			unsigned *cnt = a.cnt + (size_t)t.m * d.n_kv + t.kh;
+			bool last = atomicAdd(cnt, 1u) == (unsigned)t.nsu - 1;
+			if (last) /* no other block touches it again in this phase */
+				*cnt = 0;
+			red[0] = last ? 1.0f : 0.0f;
 		}
-		__syncwarp();
-	}
-	it += (unsigned)items;
-}
-
-/* n arrivals on mbarrier bar. */
-__device__ __forceinline__ void mg_release(unsigned bar, unsigned n)
-{
-	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(n) : "memory");
-}
-
-/* Runs item t with its K/V from the ring (slot items it0, it0 + 1, ... : K and V of each cache
- * block); this position's K/V, written in the q/k/v phase, from layer cache kv (kvo: the rows'
- * write offsets). Every iteration of PB positions waits for its blocks' slots, and after it the
- * blocks wholly behind the next iteration are released (rel arrivals: the empty barriers'
- * count), so an item longer than the ring streams through it. */
-template <int D, int G, unsigned SB>
-__device__ void mg_att_run_ring(const struct ds_k_mega &a, const struct mg_plan &pl,
-                                const struct mg_att &t, const uint16_t *kv, const long long *kvo,
-                                const unsigned char *smem, unsigned full, unsigned empty,
-                                unsigned it0, unsigned rel, float *sh, float *red)
-{
-	typedef dattn_shape<D, G> S;
-	constexpr int PB = MG_CWARPS * S::U * S::PPS;
-	struct ds_k_dims d = a.d;
-	int sub = (threadIdx.x & 31) % S::LP, bs = d.block_size;
-	size_t h0 = (size_t)t.m * d.n_head + (size_t)t.kh * G, vstride = mg_vstride(a);
-	if (t.pos < 0) { /* a padding row: zero output */
-		if (t.z == 0)
-			for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
-				a.att[h0 * D + i] = 0;
-		return;
-	}
-	if (t.z >= t.nsu)
-		return;
-	unsigned ns = (unsigned)pl.nslot;
-	int b0 = t.lo / bs, nblk = (t.hi - 1) / bs - b0 + 1, base0 = mg_att_base<D, G>(t);
-	const uint16_t *knew = kv + kvo[t.m] + (size_t)t.kh * bs * D + sub * 8;
-	float qr[G][8];
-	dattn_load_q<D, G, true>(a.q + h0 * D, sub, pl.qscale, qr);
-	float mm[G], ll[G], acc[G][8];
-	dattn_state_init<G>(mm, ll, acc);
-	int nit = (t.hi - t.lo + PB - 1) / PB, done = 0;
-	for (int k = 0; k < nit; k++) {
-		int b = base0 + k * PB;
-		uint4 ka[S::U], va[S::U];
-#pragma unroll
-		for (int u = 0; u < S::U; u++) {
-			int p = b + u * S::PPS;
-			ka[u] = va[u] = make_uint4(0, 0, 0, 0);
-			if (p == t.pos) {
-				ka[u] = __ldcg((const uint4 *)knew);
-				va[u] = __ldcg((const uint4 *)(knew + vstride));
-			} else if (p < t.hi) {
-				unsigned gi = it0 + 2u * (unsigned)(p / bs - b0);
-				unsigned sk = gi % ns, sv = (gi + 1) % ns;
-				mbar_wait(full + 8 * sk, (gi / ns) & 1u);
-				mbar_wait(full + 8 * sv, ((gi + 1) / ns) & 1u);
-				size_t off = ((size_t)(p % bs) * D + sub * 8) * 2;
-				ka[u] = *(const uint4 *)(smem + (size_t)sk * SB + off);
-				va[u] = *(const uint4 *)(smem + (size_t)sv * SB + off);
-			}
+		mg_csync();
+		if (red[0] != 0.0f) {
+			__threadfence();
+			mg_merge_splits<D, G>(a.part + h0 * pl.nz * prow, pl.nz, t.nsu, o);
 		}
-		dattn_step<D, G>(ka, va, b, t.hi, qr, mm, ll, acc);
-		int upto = k + 1 < nit ? (t.lo + (k + 1) * PB) / bs - b0 : nblk;
-		mg_csync(); /* every lane done with the blocks behind the next iteration */
-		if (threadIdx.x == 0)
-			for (; done < upto; done++)
-				for (unsigned h = 0; h < 2; h++) {
-					/* a slot nobody read (a block holding only this position) must
-					 * still have landed before the producer may refill it */
-					unsigned gi = it0 + 2u * (unsigned)done + h;
-					mbar_wait(full + 8 * (gi % ns), (gi / ns) & 1u);
-					mg_release(empty + 8 * (gi % ns), rel);
-				}
-		done = upto;
 	}
-	mg_att_finish<D, G>(a, pl, t, mm, ll, acc, sh, red);
 }
 
-/* The attention items of layer cache kv, strided over the grid: the block's first item is mine,
- * its K/V through the ring (slot items from it on); any further one reads the cache. */
+/* The attention items of layer cache kv, strided over the grid: the block's first item is mine
+ * (ka, va loaded before the barrier), any further one is worked out here. */
 template <int M, int D, int G>
 __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
-                             const struct mg_att &mine, const uint16_t *kv, const long long *kvo,
-                             const unsigned char *smem, unsigned full, unsigned empty,
-                             unsigned &it, float *sh, float *red)
+                             const struct mg_att &mine, const unsigned (&off)[dattn_shape<D, G>::U],
+                             const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
+                             uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red)
 {
-	constexpr bool TC = M >= MG_TC_M;
 	if (mine.m < 0)
 		return;
-	mg_att_run_ring<D, G, TC ? MG_TSLOT : MG_SLOT>(a, pl, mine, kv, kvo, smem, full, empty, it,
-	                                              TC ? MG_CWARPS : 1, sh, red);
-	it += (unsigned)mg_kv_items(a, pl, mine);
+	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red);
 	mg_csync();
 	for (int item = blockIdx.x + gridDim.x; item < M * a.d.n_kv * pl.nz; item += gridDim.x) {
 		struct mg_att t = mg_att_of<M, D, G>(a, pl, item);
 		unsigned o[dattn_shape<D, G>::U];
-		uint4 ka[dattn_shape<D, G>::U], va[dattn_shape<D, G>::U];
 		mg_att_offs<D, G>(a, t, o);
 		mg_att_load_old<D, G>(a, t, o, kv, ka, va);
 		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red);
@@ -1039,34 +924,6 @@ __device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, 
 	mg_stamp(a, l, k);
 	mg_grid_sync(a.bar);
 	mg_stamp(a, l, k + 1);
-}
-
-/* The producer warp: every layer's weight rows of the block, phase by phase (after the q/k/v
- * weights, the first attention item's K/V blocks), then the LM head in the
- * consumers' chunks. */
-template <int M, int D, int G>
-__device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
-                           unsigned full, unsigned empty)
-{
-	constexpr bool TC = M >= MG_TC_M;
-	unsigned it = 0;
-	struct mg_att t = mg_att_of<M, D, G>(a, pl, blockIdx.x);
-	for (int l = 0; l < a.n_layer; l++) {
-		struct ds_k_mega_layer L = a.layers[l];
-		for (int kind = 0; kind < MG_NPHASE; kind++) {
-			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it);
-			if (kind == MG_QKV)
-				mg_produce_kv<D>(a, pl, t, l, ring, TC ? MG_TSLOT : MG_SLOT, full, empty,
-				                 it);
-		}
-	}
-	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
-	int u1 = p.u1;
-	for (int u = p.u0; u < u1; u += pl.head_rows) {
-		p.u0 = u;
-		p.u1 = min(u + pl.head_rows, u1);
-		mg_produce_rows<M>(p, pl, ring, full, empty, it);
-	}
 }
 
 template <int M, int D, int G>
@@ -1094,7 +951,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	__syncthreads();
 	if (threadIdx.x >= MG_CTHREADS) { /* the producer warp */
-		mg_produce<M, D, G>(a, pl, ring, full, empty);
+		mg_produce<M>(a, pl, ring, full, empty);
 		return;
 	}
 	unsigned it = 0;
@@ -1102,6 +959,9 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	if (threadIdx.x == 0)
 		*mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
 	mg_rows_init<M, D>(a, kvo, rpos); /* syncs the consumer warps */
+	unsigned off[dattn_shape<D, G>::U];
+	mg_att_offs<D, G>(a, *mine, off);
+	uint4 ka[dattn_shape<D, G>::U], va[dattn_shape<D, G>::U];
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
@@ -1112,10 +972,11 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_stamp(a, l, 1);
 		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
+		mg_att_load_old<D, G>(a, *mine, off, kv, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
 
 		/* attention's merge area: A, idle until the o phase copies its input in */
-		mg_attention<M, D, G>(a, pl, *mine, kv, kvo, smem, full, empty, it, (float *)A, red);
+		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red);
 		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O, TC);
@@ -1167,12 +1028,7 @@ extern "C" int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn)
 	int qd = d.n_head * d.head_dim;
 	bool dims = (d.head_dim == 64 || d.head_dim == 128) && d.n_kv * G == d.n_head &&
 	            (G == 1 || G == 2 || G == 4 || G == 8);
-	/* the first attention item's K/V comes through the ring: a cache block (one KV head's) fits
-	 * a slot, and attention's iterations (32, 64 or 128 positions) end on block boundaries */
-	bool blocks = d.block_size == 0 || /* not known yet: asked again per pass */
-	              (d.block_size > 0 && d.block_size * d.head_dim * 2 <= MG_SLOT &&
-	               32 % d.block_size == 0);
-	return dims && blocks && hidden % 256 == 0 && ffn % 256 == 0 && qd % 256 == 0 &&
+	return dims && hidden % 256 == 0 && ffn % 256 == 0 && qd % 256 == 0 &&
 	       (d.n_head + 2 * d.n_kv) * d.head_dim % 2 == 0;
 }
 
@@ -1219,7 +1075,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (!a || T <= 0)
 		return T == 0 ? cudaSuccess : cudaErrorInvalidValue;
 	struct ds_k_dims d = a->d;
-	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || d.block_size < 1 || n_blocks < 1 || !a->layers || !a->bar ||
+	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar ||
 	    a->kv_layer_elems / 8 >= MG_NO_OFF || /* mg_att_offs's 16-byte units */
 	    !a->cnt || T > DS_K_MEGA_MAX_T || !a->out_norm || !a->lm_head || !a->logits ||
 	    a->vocab < 1)
