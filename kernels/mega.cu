@@ -141,11 +141,11 @@ mg_phase_of(const struct ds_k_mega &a, const struct ds_k_mega_layer &L, int kind
 	p.half = a.d.head_dim / 2;
 	p.ffn = a.ffn;
 	p.rpu = mg_rpu(kind);
-	p.W = kind == MG_QKV    ? L.wqkv
-	      : kind == MG_O    ? L.wo
-	      : kind == MG_GU   ? L.w_gu
+	p.W = kind == MG_QKV ? L.wqkv
+	      : kind == MG_O ? L.wo
+	      : kind == MG_GU ? L.w_gu
 	      : kind == MG_DOWN ? L.w_down
-	                        : a.lm_head;
+	                      : a.lm_head;
 	p.K = mg_k(kind, a);
 	p.seg = mg_seg(p.K);
 	p.nseg = p.K / p.seg;
@@ -231,8 +231,8 @@ __device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned 
  * bookkeeping is spread over lanes and copies are issued MG_PLANES at a time. The lanes
  * reconverge after every turn: the items they wait for at once then span fewer than nslot
  * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
-__device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl, unsigned ring,
-                                 unsigned full, unsigned empty, unsigned &it)
+__device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl,
+                                 unsigned ring, unsigned full, unsigned empty, unsigned &it)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31;
@@ -242,8 +242,8 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 		int q = q0 + lane;
 		if (lane < MG_PLANES && q < items) {
 			unsigned gi = it + (unsigned)q, slot = gi % ns;
-			const uint16_t *src = p.W + (size_t)mg_row(p, q / p.nseg) * p.K +
-			                      (size_t)(q % p.nseg) * p.seg;
+			const uint16_t *src =
+			    p.W + (size_t)mg_row(p, q / p.nseg) * p.K + (size_t)(q % p.nseg) * p.seg;
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
 			mbar_expect_tx(full + 8 * slot, bytes);
 			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
@@ -576,24 +576,22 @@ __device__ __forceinline__ float mg_dot(const float *ps, const struct mg_phase &
 	return v;
 }
 
-/* Batch row m's block table. */
-__device__ __forceinline__ const int32_t *mg_bt(const struct ds_k_mega &a, int m)
-{
-	return a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m));
-}
-
 /* Per batch row, once per launch (positions and block tables hold for the whole pass): where
  * this position's K/V goes in a layer's cache (kvo, elements; -1 for a padding row) and the
  * position, so no layer's q/k/v epilogue walks position -> block table -> block again. */
-template <int M, int D>
+template <int M>
 __device__ void mg_rows_init(const struct ds_k_mega &a, long long *kvo, int *rpos)
 {
+	struct ds_k_dims d = a.d;
 	for (int m = threadIdx.x; m < M; m += MG_CTHREADS) {
 		int pos = __ldg(a.tm.pos + m);
 		long long o = -1;
-		if (pos >= 0)
-			o = (long long)dattn_kv_off(
-			    dattn_src_of<D>(a.d, a.kv, pos + 1, mg_bt(a, m)), pos);
+		if (pos >= 0) {
+			int blk = __ldg(a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m)) +
+			                pos / d.block_size);
+			o = (long long)blk * 2 * d.n_kv * d.block_size * d.head_dim +
+			    (long long)(pos % d.block_size) * d.head_dim;
+		}
 		kvo[m] = o;
 		rpos[m] = pos;
 	}
@@ -761,7 +759,7 @@ __device__ struct mg_att mg_att_of(const struct ds_k_mega &a, const struct mg_pl
 	dattn_split(len, pl.nz, PB, &chunk, &t.nsu);
 	t.lo = t.z * chunk;
 	t.hi = min(t.lo + chunk, len);
-	t.bt = mg_bt(a, t.m);
+	t.bt = a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + t.m));
 	return t;
 }
 
@@ -793,23 +791,18 @@ __device__ void mg_att_offs(const struct ds_k_mega &a, const struct mg_att &t,
 	}
 }
 
-/* Elements from a K block to its V block in a layer's cache. */
-__device__ __forceinline__ size_t mg_vstride(const struct ds_k_mega &a)
-{
-	return (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
-}
-
 /* The item's first-iteration K/V at positions before pos (written by earlier passes); zeros
  * elsewhere. */
 template <int D, int G>
-__device__ __forceinline__ void
-mg_att_load_old(const struct ds_k_mega &a, const struct mg_att &t,
-                const unsigned (&off)[dattn_shape<D, G>::U], const uint16_t *kv,
-                uint4 (&k)[dattn_shape<D, G>::U], uint4 (&v)[dattn_shape<D, G>::U])
+__device__ __forceinline__ void mg_att_load_old(const struct mg_att &t,
+                                                const unsigned (&off)[dattn_shape<D, G>::U],
+                                                const uint16_t *kv, size_t vstride,
+                                                uint4 (&k)[dattn_shape<D, G>::U],
+                                                uint4 (&v)[dattn_shape<D, G>::U])
 {
 	typedef dattn_shape<D, G> S;
 	int base0 = mg_att_base<D, G>(t);
-	const uint4 *kq = (const uint4 *)kv, *vq = (const uint4 *)(kv + mg_vstride(a));
+	const uint4 *kq = (const uint4 *)kv, *vq = (const uint4 *)(kv + vstride);
 #pragma unroll
 	for (int u = 0; u < S::U; u++) {
 		bool old = off[u] != MG_NO_OFF && base0 + u * S::PPS < t.pos;
@@ -834,7 +827,7 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 	int sub = (threadIdx.x & 31) % S::LP, slot = (threadIdx.x & 31) / S::LP;
 	float *sh_m = sh, *sh_l = sh + MG_CWARPS * G, *sh_acc = sh + 2 * MG_CWARPS * G;
 	size_t h0 = (size_t)t.m * d.n_head + (size_t)t.kh * G, prow = (size_t)D + 2;
-	size_t vstride = mg_vstride(a);
+	size_t vstride = (size_t)d.n_kv * d.block_size * D;
 	uint16_t *o = a.att + h0 * D; /* this KV head's G query heads */
 	if (t.pos < 0) {              /* a padding row: zero output */
 		if (t.z == 0)
@@ -865,8 +858,8 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 	dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
 	mg_csync();
 	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
-		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz,
-		                                    a.part, h0, o);
+		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz, a.part,
+		                                    h0, o);
 	if (t.nsu > 1) {
 		/* the last split of (row, KV head) to finish merges them all */
 		__threadfence();
@@ -898,11 +891,12 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 		return;
 	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red);
 	mg_csync();
+	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
 	for (int item = blockIdx.x + gridDim.x; item < M * a.d.n_kv * pl.nz; item += gridDim.x) {
 		struct mg_att t = mg_att_of<M, D, G>(a, pl, item);
 		unsigned o[dattn_shape<D, G>::U];
 		mg_att_offs<D, G>(a, t, o);
-		mg_att_load_old<D, G>(a, t, o, kv, ka, va);
+		mg_att_load_old<D, G>(t, o, kv, vstride, ka, va);
 		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red);
 		mg_csync();
 	}
@@ -956,9 +950,10 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	unsigned it = 0;
 	int qd = a.d.n_head * a.d.head_dim;
+	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * D;
 	if (threadIdx.x == 0)
 		*mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
-	mg_rows_init<M, D>(a, kvo, rpos); /* syncs the consumer warps */
+	mg_rows_init<M>(a, kvo, rpos); /* syncs the consumer warps */
 	unsigned off[dattn_shape<D, G>::U];
 	mg_att_offs<D, G>(a, *mine, off);
 	uint4 ka[dattn_shape<D, G>::U], va[dattn_shape<D, G>::U];
@@ -972,7 +967,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_stamp(a, l, 1);
 		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
-		mg_att_load_old<D, G>(a, *mine, off, kv, ka, va); /* across the barrier */
+		mg_att_load_old<D, G>(*mine, off, kv, vstride, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
 
 		/* attention's merge area: A, idle until the o phase copies its input in */
