@@ -493,8 +493,8 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 			int bstr = bs;
 			if (ST) {
 				mt_wait<0>();
-				mg_csync(); /* the step's segment in; every warp past the step
-				               before */
+				/* the step's segment in; every warp past the step before */
+				mg_csync();
 				if (step + 1 < steps)
 					mg_stage<M>(B, bs, p.seg, (step + 1) % p.nseg,
 					            stg + (size_t)((step + 1) & 1) * M * sst);
@@ -551,8 +551,8 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 	mg_csync();
 }
 
-/* Phase p's GEMV over input B of K = p.K columns, row stride mg_astride<M>(K) (in global memory,
- * GL, row stride K). */
+/* Phase p's GEMV over input B of K = p.K columns: in shared memory, row stride mg_astride<M>(K),
+ * or (ST, tensor-core mode) in global memory, row stride K, staged through stg. */
 template <int M, bool ST>
 __device__ __forceinline__ void mg_gemv_any(const struct mg_phase &p, const struct mg_plan &pl,
                                             const uint16_t *B, int K, uint16_t *stg, float *ps,
