@@ -576,6 +576,12 @@ __device__ __forceinline__ float mg_dot(const float *ps, const struct mg_phase &
 	return v;
 }
 
+/* Batch row m's block table. */
+__device__ __forceinline__ const int32_t *mg_bt(const struct ds_k_mega &a, int m)
+{
+	return a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m));
+}
+
 /* Per batch row, once per launch (positions and block tables hold for the whole pass): where
  * this position's K/V goes in a layer's cache (kvo, elements; -1 for a padding row) and the
  * position, so no layer's q/k/v epilogue walks position -> block table -> block again. */
@@ -587,8 +593,7 @@ __device__ void mg_rows_init(const struct ds_k_mega &a, long long *kvo, int *rpo
 		int pos = __ldg(a.tm.pos + m);
 		long long o = -1;
 		if (pos >= 0) {
-			int blk = __ldg(a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + m)) +
-			                pos / d.block_size);
+			int blk = __ldg(mg_bt(a, m) + pos / d.block_size);
 			o = (long long)blk * 2 * d.n_kv * d.block_size * d.head_dim +
 			    (long long)(pos % d.block_size) * d.head_dim;
 		}
@@ -759,7 +764,7 @@ __device__ struct mg_att mg_att_of(const struct ds_k_mega &a, const struct mg_pl
 	dattn_split(len, pl.nz, PB, &chunk, &t.nsu);
 	t.lo = t.z * chunk;
 	t.hi = min(t.lo + chunk, len);
-	t.bt = a.tm.bt + __ldg(a.tm.bt_off + __ldg(a.tm.seq + t.m));
+	t.bt = mg_bt(a, t.m);
 	return t;
 }
 
