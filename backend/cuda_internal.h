@@ -118,6 +118,10 @@ struct ds_cuda_fast {
 	unsigned long long *mega_bar;
 	unsigned *mega_cnt;
 	unsigned long long *mega_trace; /* not owned: set by a bench to trace the fused kernel */
+	/* the fused kernel's L2 hints (ds_k_mega's kv_prefetch and weights_evict_first;
+	 * DS_FAST_MEGA_KVPF=0|1|2, DS_FAST_MEGA_WEF=0|1) */
+	int mega_kvpf;
+	bool mega_wef;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

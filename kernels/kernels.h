@@ -343,6 +343,13 @@ struct ds_k_mega {
 	/* NULL, or (n_blocks, n_layer, DS_K_MEGA_STAMPS) %globaltimer stamps (ns) that thread 0 of
 	 * each block takes at the end of each phase of each layer (bench: where the time goes) */
 	unsigned long long *trace;
+	/* L2 traffic hints: kv_prefetch 0: none; 1: each block's producer warp prefetches its
+	 * attention items' K/V of earlier positions (past the first item's first iteration, which
+	 * the consumers load before the attention barrier) into L2 when it starts the layer's q/k/v
+	 * weights; 2: when it starts the previous layer's down weights. weights_evict_first: the
+	 * weight stream's copies carry an L2 evict-first policy (weights are read once a pass) */
+	int kv_prefetch;
+	bool weights_evict_first;
 };
 #define DS_K_MEGA_STAMPS 12
 #define DS_K_MEGA_MAX_T 8

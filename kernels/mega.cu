@@ -55,6 +55,8 @@
 #define MG_PLANES 16                  /* producer lanes issuing copies */
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES, a multiple of MG_CWARPS */
 #define MG_MAX_SLOTS 64
+#define MG_PF_PER_LANE 4 /* K/V blocks each of the producer's lanes MG_PLANES.. prefetches */
+#define MG_NO_OFF 0xffffffffu
 
 /* From MG_TC_M batch rows up, the GEMVs run on tensor cores (mma.sync m16n8k16) over tiles of 16
  * weight rows: 16 consecutive slots hold one K segment of a tile's rows, which all eight consumer
@@ -218,12 +220,25 @@ __device__ __forceinline__ void mg_grid_sync(unsigned long long *bar)
 
 /* ---- the producer: the block's weight rows, in consumption order ---- */
 
-__device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar)
+__device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,
+                                        unsigned long long pol)
 {
-	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-	             " [%0], [%1], %2, [%3];\n" ::"r"(dst),
-	             "l"(src), "r"(bytes), "r"(bar)
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+	             " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+	             "l"(src), "r"(bytes), "r"(bar), "l"(pol)
 	             : "memory");
+}
+
+/* The weight copies' L2 policy: evict first (weights are read once a pass, so they need not
+ * push out what attention reads again) or normal. */
+__device__ __forceinline__ unsigned long long mg_weight_policy(bool evict_first)
+{
+	unsigned long long pol;
+	if (evict_first)
+		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+	else
+		asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
+	return pol;
 }
 
 /* The producer warp: its first MG_PLANES lanes take the block's slot items of each phase in
@@ -232,7 +247,8 @@ __device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned 
  * reconverge after every turn: the items they wait for at once then span fewer than nslot
  * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
 __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl,
-                                 unsigned ring, unsigned full, unsigned empty, unsigned &it)
+                                 unsigned ring, unsigned full, unsigned empty, unsigned &it,
+                                 unsigned long long pol)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31;
@@ -246,7 +262,7 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 			    p.W + (size_t)mg_row(p, q / p.nseg) * p.K + (size_t)(q % p.nseg) * p.seg;
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
 			mbar_expect_tx(full + 8 * slot, bytes);
-			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot);
+			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot, pol);
 		}
 		__syncwarp();
 	}
@@ -256,7 +272,8 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 /* Tensor-core mode: one turn per (tile, segment), lane i copying row i's segment (an empty row:
  * an arrival without bytes). */
 __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_plan &pl,
-                                    unsigned ring, unsigned full, unsigned empty, unsigned &it)
+                                    unsigned ring, unsigned full, unsigned empty, unsigned &it,
+                                    unsigned long long pol)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31, nrows = (p.u1 - p.u0) * p.rpu, items = mg_tc_items(p);
@@ -272,7 +289,7 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 			if (v)
 				mg_bulk(ring + slot * MG_TSLOT,
 				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg,
-				        bytes, full + 8 * slot);
+				        bytes, full + 8 * slot, pol);
 		}
 		__syncwarp();
 	}
@@ -282,24 +299,52 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 template <int M>
 __device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p, const struct mg_plan &pl,
                                                 unsigned ring, unsigned full, unsigned empty,
-                                                unsigned &it)
+                                                unsigned &it, unsigned long long pol)
 {
 	if (M >= MG_TC_M)
-		mg_produce_phase_tc(p, pl, ring, full, empty, it);
+		mg_produce_phase_tc(p, pl, ring, full, empty, it, pol);
 	else
-		mg_produce_phase(p, pl, ring, full, empty, it);
+		mg_produce_phase(p, pl, ring, full, empty, it, pol);
 }
 
+/* Prefetches into L2 the K/V blocks at off (16-byte units from layer cache kv, MG_NO_OFF: none),
+ * bytes each. */
+__device__ __forceinline__ void mg_kv_prefetch(const uint16_t *kv,
+                                               const unsigned (&off)[MG_PF_PER_LANE],
+                                               unsigned bytes)
+{
+#pragma unroll
+	for (int k = 0; k < MG_PF_PER_LANE; k++)
+		if (off[k] != MG_NO_OFF)
+			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(
+			                 (const uint4 *)kv + off[k]),
+			             "r"(bytes)
+			             : "memory");
+}
+
+/* The producer warp: the block's weight rows of every phase of every layer, then the LM head's;
+ * lanes MG_PLANES and up prefetch the block's attention K/V (pf: their blocks, pf_bytes each)
+ * at the point a.kv_prefetch asks for. */
 template <int M>
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
-                           unsigned full, unsigned empty)
+                           unsigned full, unsigned empty, const unsigned (&pf)[MG_PF_PER_LANE],
+                           unsigned pf_bytes)
 {
 	constexpr bool TC = M >= MG_TC_M;
 	unsigned it = 0;
+	unsigned long long pol = mg_weight_policy(a.weights_evict_first);
+	if (a.kv_prefetch == 2)
+		mg_kv_prefetch(a.kv, pf, pf_bytes);
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
-		for (int kind = 0; kind < MG_NPHASE; kind++)
-			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it);
+		for (int kind = 0; kind < MG_NPHASE; kind++) {
+			if (a.kv_prefetch == 1 && kind == MG_QKV)
+				mg_kv_prefetch(a.kv + (size_t)l * a.kv_layer_elems, pf, pf_bytes);
+			if (a.kv_prefetch == 2 && kind == MG_DOWN && l + 1 < a.n_layer)
+				mg_kv_prefetch(a.kv + (size_t)(l + 1) * a.kv_layer_elems, pf, pf_bytes);
+			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it,
+			                   pol);
+		}
 	}
 	/* the LM head in the consumers' chunks */
 	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
@@ -307,7 +352,7 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 	for (int u = p.u0; u < u1; u += pl.head_rows) {
 		p.u0 = u;
 		p.u1 = min(u + pl.head_rows, u1);
-		mg_produce_rows<M>(p, pl, ring, full, empty, it);
+		mg_produce_rows<M>(p, pl, ring, full, empty, it, pol);
 	}
 }
 
@@ -741,7 +786,6 @@ struct mg_att {
 	int nsu, lo, hi;
 	const int32_t *bt; /* the row's block table */
 };
-#define MG_NO_OFF 0xffffffffu
 #define MG_ATT_BYTES ((sizeof(struct mg_att) + 15) / 16 * 16)
 
 template <int M, int D, int G>
@@ -813,6 +857,44 @@ __device__ __forceinline__ void mg_att_load_old(const struct mg_att &t,
 		bool old = off[u] != MG_NO_OFF && base0 + u * S::PPS < t.pos;
 		k[u] = old ? __ldcg(kq + off[u]) : make_uint4(0, 0, 0, 0);
 		v[u] = old ? __ldcg(vq + off[u]) : make_uint4(0, 0, 0, 0);
+	}
+}
+
+/* The K/V blocks (16-byte units from a layer's cache; MG_NO_OFF: none) this producer lane prefetches
+ * for its block's attention items: (cache block, K or V) pairs of positions before the row's own,
+ * past the first item's first iteration, dealt to lanes MG_PLANES.. in turns, at most
+ * MG_PF_PER_LANE each; *bytes: one block's K (or V) of a KV head. */
+template <int M, int D, int G>
+__device__ void mg_kv_prefetch_plan(const struct ds_k_mega &a, const struct mg_plan &pl,
+                                    unsigned (&off)[MG_PF_PER_LANE], unsigned *bytes)
+{
+	constexpr int PB = MG_CWARPS * dattn_shape<D, G>::U * dattn_shape<D, G>::PPS;
+	constexpr int NL = 32 - MG_PLANES, CAP = NL * MG_PF_PER_LANE;
+	struct ds_k_dims d = a.d;
+	int j = (int)(threadIdx.x & 31) - MG_PLANES, n = 0, bs = d.block_size;
+	size_t blk_stride = (size_t)2 * d.n_kv * bs * D, vstride = (size_t)d.n_kv * bs * D;
+	*bytes = (unsigned)(bs * D * 2);
+#pragma unroll
+	for (int k = 0; k < MG_PF_PER_LANE; k++)
+		off[k] = MG_NO_OFF;
+	if (j < 0 || a.kv_prefetch == 0)
+		return;
+	for (int item = blockIdx.x; item < M * d.n_kv * pl.nz && n < CAP; item += gridDim.x) {
+		struct mg_att t = mg_att_of<M, D, G>(a, pl, item);
+		if (t.m < 0 || t.pos < 0 || t.z >= t.nsu)
+			continue;
+		int lo = item == (int)blockIdx.x ? t.lo + PB : t.lo, hi = min(t.hi, t.pos);
+		for (int b = lo / bs; lo < hi && b <= (hi - 1) / bs && n < CAP; b++)
+			for (int h = 0; h < 2 && n < CAP; h++, n++) {
+				if (n % NL != j)
+					continue;
+				unsigned o = (unsigned)(((size_t)__ldg(t.bt + b) * blk_stride +
+				                         (size_t)t.kh * bs * D + h * vstride) /
+				                        8);
+#pragma unroll
+				for (int k = 0; k < MG_PF_PER_LANE; k++) /* registers, not local memory */
+					off[k] = k == n / NL ? o : off[k];
+			}
 	}
 }
 
@@ -950,7 +1032,9 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	__syncthreads();
 	if (threadIdx.x >= MG_CTHREADS) { /* the producer warp */
-		mg_produce<M>(a, pl, ring, full, empty);
+		unsigned pf[MG_PF_PER_LANE], pf_bytes;
+		mg_kv_prefetch_plan<M, D, G>(a, pl, pf, &pf_bytes);
+		mg_produce<M>(a, pl, ring, full, empty, pf, pf_bytes);
 		return;
 	}
 	unsigned it = 0;

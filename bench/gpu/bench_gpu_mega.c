@@ -47,6 +47,93 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
 	*total_us = (double)(t1 - t0) * 1e-3;
 }
 
+/* The L2 hint settings the bench times the fused kernel under (kernels.h, struct ds_k_mega). */
+static const struct {
+	int kvpf;
+	bool wef;
+} l2_cfgs[] = {{0, false}, {0, true}, {1, false}, {1, true}, {2, true}};
+
+/* One point: the kernel-per-op step (tuned), the fused step under the backend's L2 hints and
+ * under each of l2_cfgs, and a traced fused step; prints and writes its JSON (first: no comma
+ * before it). */
+static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
+                      unsigned long long *dtr, unsigned long long *tr)
+{
+	struct ds_cuda_ctx *c = b->c;
+	struct ds_cuda_fast *f = &c->fast;
+	const struct ds_model_config *cfg = &b->m->cfg;
+	int nl = cfg->n_layer, nb = c->n_sm;
+	size_t n_stamps = (size_t)nb * nl * DS_K_MEGA_STAMPS;
+	double t_op = 0, t_mega = 0, total = 0, t_l2[DS_ARRAY_LEN(l2_cfgs)];
+	double mean_us[DS_K_MEGA_STAMPS - 1], max_us[DS_K_MEGA_STAMPS - 1];
+	int kvpf0 = f->mega_kvpf;
+	bool wef0 = f->mega_wef;
+	/* the kernel-per-op step, tuned over its own configurations */
+	ds_cuda_fast_graphs_reset(c);
+	f->graph_tune = true;
+	f->mega_tune = false;
+	f->mega = false;
+	int rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_op);
+	/* the fused layers and LM head (the rest of the step: the embedding, sampling) */
+	ds_cuda_fast_graphs_reset(c);
+	f->graph_tune = false;
+	f->mega = true;
+	if (rc == 0)
+		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_mega);
+	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs) && rc == 0; i++) {
+		ds_cuda_fast_graphs_reset(c);
+		f->mega_kvpf = l2_cfgs[i].kvpf;
+		f->mega_wef = l2_cfgs[i].wef;
+		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_l2[i]);
+	}
+	f->mega_kvpf = kvpf0;
+	f->mega_wef = wef0;
+	/* traced (a graph of its own: the trace pointer is a kernel argument) */
+	ds_cuda_fast_graphs_reset(c);
+	f->mega_trace = dtr;
+	double t_tr = 0;
+	if (rc == 0)
+		rc = decode_time(b, DS_PATH_FAST, B, ctx, 3, &t_tr);
+	f->mega_trace = NULL;
+	if (rc == 0 &&
+	    cudaMemcpy(tr, dtr, n_stamps * sizeof(*tr), cudaMemcpyDeviceToHost) != cudaSuccess)
+		rc = 1;
+	if (rc != 0)
+		return rc;
+	trace_phases(tr, nb, nl, mean_us, max_us, &total);
+	double roof =
+	    ((double)decode_weight_bytes(cfg, B) + (double)kv_bytes(cfg, B, ctx + 1)) / b->copy_bw;
+	printf("batch %d, ctx %d: fused %.3f ms (%.1f%% of roofline), kernel per op %.3f ms "
+	       "(%.1f%%): fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
+	       B, ctx, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
+	       t_mega / t_op, t_tr * 1e3, total * 1e-3);
+	printf("  L2 hints (K/V prefetch 0 none, 1 at the layer's q/k/v, 2 a phase earlier; weights "
+	       "evict-first):");
+	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
+		printf(" kvpf%d/ef%d %.3f ms (%.3f)", l2_cfgs[i].kvpf, (int)l2_cfgs[i].wef,
+		       t_l2[i] * 1e3, t_l2[i] / t_l2[0]);
+	printf("\n  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
+	for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
+		printf("  %-28s %10.2f %10.2f\n", phase_names[k], mean_us[k], max_us[k]);
+	fprintf(js,
+	        "%s  {\"batch\": %d, \"ctx\": %d, \"fused_ms\": %.4f, \"per_op_ms\": %.4f, "
+	        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
+	        "\"kv_prefetch\": %d, \"weights_evict_first\": %s, \"l2_hints\": [",
+	        first ? "" : ",\n", B, ctx, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
+	        total, kvpf0, wef0 ? "true" : "false");
+	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
+		fprintf(js, "%s{\"kv_prefetch\": %d, \"weights_evict_first\": %s, \"ms\": %.4f}",
+		        i ? ", " : "", l2_cfgs[i].kvpf, l2_cfgs[i].wef ? "true" : "false",
+		        t_l2[i] * 1e3);
+	fprintf(js, "], \"phases\": [");
+	for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
+		fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
+		        k ? ", " : "", phase_names[k], mean_us[k], max_us[k]);
+	fprintf(js, "]}");
+	fflush(stdout);
+	return 0;
+}
+
 int bench_mega(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
@@ -56,7 +143,10 @@ int bench_mega(struct bench *b)
 		printf("mega: the model does not qualify for the fused decode layers\n");
 		return 0;
 	}
-	int nl = cfg->n_layer, nb = c->n_sm, ctx = 512, batches[] = {1, 2, 4, 8};
+	static const struct {
+		int ctx, batch;
+	} points[] = {{512, 1}, {512, 2}, {512, 4}, {512, 8}, {2048, 1}, {2048, 8}};
+	int nl = cfg->n_layer, nb = c->n_sm;
 	size_t n_stamps = (size_t)nb * nl * DS_K_MEGA_STAMPS;
 	unsigned long long *dtr = NULL, *tr = malloc(n_stamps * sizeof(*tr));
 	if (!tr || cudaMalloc((void **)&dtr, n_stamps * sizeof(*dtr)) != cudaSuccess) {
@@ -71,65 +161,14 @@ int bench_mega(struct bench *b)
 	}
 	fprintf(js,
 	        "{\"bench\": \"mega\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
-	        "\"device\": \"%s\", \"ctx\": %d, \"blocks\": %d, \"points\": [\n",
-	        b->dev, ctx, nb);
-	printf("fused decode layers vs kernel per op, llama3-8b, ctx %d, %d blocks (graph replays, "
-	       "median)\n",
-	       ctx, nb);
+	        "\"device\": \"%s\", \"blocks\": %d, \"points\": [\n",
+	        b->dev, nb);
+	printf("fused decode layers vs kernel per op, llama3-8b, %d blocks (graph replays, median)\n",
+	       nb);
 	bool tune0 = f->graph_tune, mega0 = f->mega, mtune0 = f->mega_tune;
 	int rc = 0;
-	for (size_t i = 0; i < DS_ARRAY_LEN(batches) && rc == 0; i++) {
-		int B = batches[i];
-		double t_op = 0, t_mega = 0, total = 0;
-		double mean_us[DS_K_MEGA_STAMPS - 1], max_us[DS_K_MEGA_STAMPS - 1];
-		/* the kernel-per-op step, tuned over its own configurations */
-		ds_cuda_fast_graphs_reset(c);
-		f->graph_tune = true;
-		f->mega_tune = false;
-		f->mega = false;
-		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_op);
-		/* the fused layers and LM head (the rest of the step: the embedding, sampling) */
-		ds_cuda_fast_graphs_reset(c);
-		f->graph_tune = false;
-		f->mega = true;
-		if (rc == 0)
-			rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_mega);
-		/* traced (a graph of its own: the trace pointer is a kernel argument) */
-		ds_cuda_fast_graphs_reset(c);
-		f->mega_trace = dtr;
-		double t_tr = 0;
-		if (rc == 0)
-			rc = decode_time(b, DS_PATH_FAST, B, ctx, 3, &t_tr);
-		f->mega_trace = NULL;
-		if (rc == 0 && cudaMemcpy(tr, dtr, n_stamps * sizeof(*tr),
-		                          cudaMemcpyDeviceToHost) != cudaSuccess)
-			rc = 1;
-		if (rc != 0)
-			break;
-		trace_phases(tr, nb, nl, mean_us, max_us, &total);
-		double roof =
-		    ((double)decode_weight_bytes(cfg, B) + (double)kv_bytes(cfg, B, ctx + 1)) /
-		    b->copy_bw;
-		printf(
-		    "batch %d: fused %.3f ms (%.1f%% of roofline), kernel per op %.3f ms (%.1f%%): "
-		    "fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
-		    B, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
-		    t_mega / t_op, t_tr * 1e3, total * 1e-3);
-		printf("  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
-		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
-			printf("  %-28s %10.2f %10.2f\n", phase_names[k], mean_us[k], max_us[k]);
-		fprintf(js,
-		        "%s  {\"batch\": %d, \"fused_ms\": %.4f, \"per_op_ms\": %.4f, "
-		        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
-		        "\"phases\": [",
-		        i ? ",\n" : "", B, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
-		        total);
-		for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
-			fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
-			        k ? ", " : "", phase_names[k], mean_us[k], max_us[k]);
-		fprintf(js, "]}");
-		fflush(stdout);
-	}
+	for (size_t i = 0; i < DS_ARRAY_LEN(points) && rc == 0; i++)
+		rc = mega_point(b, js, i == 0, points[i].batch, points[i].ctx, dtr, tr);
 	fprintf(js, "\n]}\n");
 	fclose(js);
 	f->graph_tune = tune0;
