@@ -122,6 +122,7 @@ struct ds_cuda_fast {
 	 * DS_FAST_MEGA_KVPF=0|1|2, DS_FAST_MEGA_WEF=0|1) */
 	int mega_kvpf;
 	bool mega_wef;
+	int mega_nz; /* its attention splits (ds_k_mega's attn_splits; DS_FAST_MEGA_NZ=n, 0: auto) */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

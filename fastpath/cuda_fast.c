@@ -724,9 +724,11 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->mega_tune = !(mg && strcmp(mg, "0") == 0);
 	f->mega_ok = ds_k_mega_supported(ds_cuda_dims(c), cfg->hidden, cfg->ffn);
 	const char *pf = getenv("DS_FAST_MEGA_KVPF");
-	f->mega_kvpf = pf ? DS_MAX(DS_MIN(atoi(pf), 2), 0) : 1;
+	f->mega_kvpf = pf ? DS_MAX(DS_MIN(atoi(pf), 2), 0) : 0;
 	const char *ef = getenv("DS_FAST_MEGA_WEF");
 	f->mega_wef = !(ef && strcmp(ef, "0") == 0);
+	const char *nz = getenv("DS_FAST_MEGA_NZ");
+	f->mega_nz = nz ? DS_MAX(DS_MIN(atoi(nz), DS_K_ATTN_DECODE_MAX_SPLIT), 0) : 0;
 	for (int l = 0; l < cfg->n_layer && f->mega_ok; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		f->mega_ok = !L->bqkv && !L->q_norm && !L->k_norm;
@@ -802,6 +804,7 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .trace = f->mega_trace,
 	    .kv_prefetch = f->mega_kvpf,
 	    .weights_evict_first = f->mega_wef,
+	    .attn_splits = f->mega_nz,
 	};
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);
 	*done = true;

@@ -347,9 +347,12 @@ struct ds_k_mega {
 	 * attention items' K/V of earlier positions (past the first item's first iteration, which
 	 * the consumers load before the attention barrier) into L2 when it starts the layer's q/k/v
 	 * weights; 2: when it starts the previous layer's down weights. weights_evict_first: the
-	 * weight stream's copies carry an L2 evict-first policy (weights are read once a pass) */
+	 * weight stream's copies carry an L2 evict-first policy (weights are read once a pass), else
+	 * no cache hint */
 	int kv_prefetch;
 	bool weights_evict_first;
+	/* attention splits per (row, KV head); 0: about one item per block (n_blocks / (T * n_kv)) */
+	int attn_splits;
 };
 #define DS_K_MEGA_STAMPS 12
 #define DS_K_MEGA_MAX_T 8

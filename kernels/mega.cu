@@ -220,25 +220,36 @@ __device__ __forceinline__ void mg_grid_sync(unsigned long long *bar)
 
 /* ---- the producer: the block's weight rows, in consumption order ---- */
 
+/* The weight copies' L2 cache hint: on, with policy pol (createpolicy), or off. */
+struct mg_hint {
+	unsigned long long pol;
+	bool on;
+};
+
+/* A bulk copy of bytes from src to shared dst, completing on mbarrier bar, under hint h. */
 __device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,
-                                        unsigned long long pol)
+                                        struct mg_hint h)
 {
-	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-	             " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
-	             "l"(src), "r"(bytes), "r"(bar), "l"(pol)
-	             : "memory");
+	if (h.on)
+		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+		             ".L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+		             "l"(src), "r"(bytes), "r"(bar), "l"(h.pol)
+		             : "memory");
+	else
+		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+		             " [%0], [%1], %2, [%3];\n" ::"r"(dst),
+		             "l"(src), "r"(bytes), "r"(bar)
+		             : "memory");
 }
 
-/* The weight copies' L2 policy: evict first (weights are read once a pass, so they need not
- * push out what attention reads again) or normal. */
-__device__ __forceinline__ unsigned long long mg_weight_policy(bool evict_first)
+/* The weight copies' hint: evict first (weights are read once a pass, so they need not push
+ * out what attention reads again), or none. */
+__device__ __forceinline__ struct mg_hint mg_weight_hint(bool evict_first)
 {
-	unsigned long long pol;
+	struct mg_hint h = {0, evict_first};
 	if (evict_first)
-		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-	else
-		asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
-	return pol;
+		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(h.pol));
+	return h;
 }
 
 /* The producer warp: its first MG_PLANES lanes take the block's slot items of each phase in
@@ -248,7 +259,7 @@ __device__ __forceinline__ unsigned long long mg_weight_policy(bool evict_first)
  * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
 __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl,
                                  unsigned ring, unsigned full, unsigned empty, unsigned &it,
-                                 unsigned long long pol)
+                                 struct mg_hint hint)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31;
@@ -262,7 +273,7 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 			    p.W + (size_t)mg_row(p, q / p.nseg) * p.K + (size_t)(q % p.nseg) * p.seg;
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
 			mbar_expect_tx(full + 8 * slot, bytes);
-			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot, pol);
+			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot, hint);
 		}
 		__syncwarp();
 	}
@@ -273,7 +284,7 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
  * an arrival without bytes). */
 __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_plan &pl,
                                     unsigned ring, unsigned full, unsigned empty, unsigned &it,
-                                    unsigned long long pol)
+                                    struct mg_hint hint)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31, nrows = (p.u1 - p.u0) * p.rpu, items = mg_tc_items(p);
@@ -289,7 +300,7 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 			if (v)
 				mg_bulk(ring + slot * MG_TSLOT,
 				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg,
-				        bytes, full + 8 * slot, pol);
+				        bytes, full + 8 * slot, hint);
 		}
 		__syncwarp();
 	}
@@ -299,12 +310,12 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 template <int M>
 __device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p, const struct mg_plan &pl,
                                                 unsigned ring, unsigned full, unsigned empty,
-                                                unsigned &it, unsigned long long pol)
+                                                unsigned &it, struct mg_hint hint)
 {
 	if (M >= MG_TC_M)
-		mg_produce_phase_tc(p, pl, ring, full, empty, it, pol);
+		mg_produce_phase_tc(p, pl, ring, full, empty, it, hint);
 	else
-		mg_produce_phase(p, pl, ring, full, empty, it, pol);
+		mg_produce_phase(p, pl, ring, full, empty, it, hint);
 }
 
 /* Prefetches into L2 the K/V blocks at off (16-byte units from layer cache kv, MG_NO_OFF: none),
@@ -332,7 +343,7 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 {
 	constexpr bool TC = M >= MG_TC_M;
 	unsigned it = 0;
-	unsigned long long pol = mg_weight_policy(a.weights_evict_first);
+	struct mg_hint hint = mg_weight_hint(a.weights_evict_first);
 	if (a.kv_prefetch == 2)
 		mg_kv_prefetch(a.kv, pf, pf_bytes);
 	for (int l = 0; l < a.n_layer; l++) {
@@ -343,7 +354,7 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 			if (a.kv_prefetch == 2 && kind == MG_DOWN && l + 1 < a.n_layer)
 				mg_kv_prefetch(a.kv + (size_t)(l + 1) * a.kv_layer_elems, pf, pf_bytes);
 			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it,
-			                   pol);
+			                   hint);
 		}
 	}
 	/* the LM head in the consumers' chunks */
@@ -352,7 +363,7 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 	for (int u = p.u0; u < u1; u += pl.head_rows) {
 		p.u0 = u;
 		p.u1 = min(u + pl.head_rows, u1);
-		mg_produce_rows<M>(p, pl, ring, full, empty, it, pol);
+		mg_produce_rows<M>(p, pl, ring, full, empty, it, hint);
 	}
 }
 
@@ -1170,7 +1181,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 		return cudaErrorInvalidValue;
 	struct mg_plan pl;
 	/* attention: about one item per block, within the partial buffer */
-	int nz = n_blocks / (T * d.n_kv);
+	int nz = a->attn_splits > 0 ? a->attn_splits : n_blocks / (T * d.n_kv);
 	nz = nz < 1 ? 1 : nz > DS_K_ATTN_DECODE_MAX_SPLIT ? DS_K_ATTN_DECODE_MAX_SPLIT : nz;
 	while (nz > 1 && (size_t)T * d.n_head * (D + 2) * nz > a->part_floats)
 		nz--;
