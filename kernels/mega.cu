@@ -815,10 +815,19 @@ __device__ struct mg_att mg_att_of(const struct ds_k_mega &a, const struct mg_pl
 	t.pos = __ldg(a.tm.pos + t.m);
 	if (t.pos < 0)
 		return t;
-	int len = t.pos + 1, chunk;
+	int len = t.pos + 1, chunk, c_old, n_old;
 	dattn_split(len, pl.nz, PB, &chunk, &t.nsu);
+	/* when the earlier positions alone split into shorter items, split them and let the last
+	 * item also take this position (one more step for its first warp, not one more iteration
+	 * for every item: 2049 positions over 16 splits of 64-position iterations are 11 items of 3
+	 * iterations, 2048 are 16 of 2) */
+	dattn_split(max(t.pos, 1), pl.nz, PB, &c_old, &n_old);
+	if (c_old < chunk) {
+		chunk = c_old;
+		t.nsu = n_old;
+	}
 	t.lo = t.z * chunk;
-	t.hi = min(t.lo + chunk, len);
+	t.hi = t.z == t.nsu - 1 ? len : min(t.lo + chunk, len);
 	t.bt = mg_bt(a, t.m);
 	return t;
 }

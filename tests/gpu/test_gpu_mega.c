@@ -20,7 +20,8 @@
  * logits may swap), and eager, captured and
  * replayed runs of the fused kernel give the same bits. Prompts of L tokens; at L = 600 a 2-row
  * pass's attention items span 2 iterations and an 8-row pass's 5 (llama3-8b: 300 positions in
- * 64s), of which only the first is loaded before the q/k/v -> attention barrier. */
+ * 64s), of which only the first is loaded before the q/k/v -> attention barrier; at L = 1024 the
+ * last items hold one position past their iterations. */
 static void mega_case(const char *preset, uint64_t seed, int L, const int *batches, size_t nbatch)
 {
 	struct decode_fix f;
@@ -83,6 +84,9 @@ static void test_mega_decode(void **state)
 	mega_case("llama3-8b", 16, 45, all, DS_ARRAY_LEN(all));
 	mega_case("small", 18, 600, some, DS_ARRAY_LEN(some));
 	mega_case("llama3-8b", 19, 600, some, DS_ARRAY_LEN(some));
+	/* 1024 earlier positions: a 1- or 2-row pass splits them alone and its last item takes the
+	 * new position in one more step of its first warp (8 rows: 2 splits, the last of 513) */
+	mega_case("llama3-8b", 20, 1024, some, DS_ARRAY_LEN(some));
 }
 
 /* A skinny GEMM (M = 1, odd N, K not a multiple of 32) checked against the CPU reference after
