@@ -354,7 +354,10 @@ struct ds_k_mega {
 	/* attention splits per (row, KV head); 0: about one item per block (n_blocks / (T * n_kv)) */
 	int attn_splits;
 };
-#define DS_K_MEGA_STAMPS 12
+/* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
+ * dot products done, its partials stored and counted (taken at attention's start when the block
+ * has no such work) */
+#define DS_K_MEGA_STAMPS 14
 #define DS_K_MEGA_MAX_T 8
 
 /* All n_layer transformer layers of a decode pass of T = 1, 2, 4 or 8 rows (one query per

@@ -880,6 +880,16 @@ __device__ __forceinline__ void mg_att_load_old(const struct mg_att &t,
 	}
 }
 
+/* Stamp k of layer l (DS_K_MEGA_STAMPS per layer) when tracing. */
+__device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k)
+{
+	if (a.trace && threadIdx.x == 0) {
+		unsigned long long t;
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		a.trace[((size_t)blockIdx.x * a.n_layer + l) * DS_K_MEGA_STAMPS + k] = t;
+	}
+}
+
 /* The K/V blocks (16-byte units from a layer's cache; MG_NO_OFF: none) this producer lane prefetches
  * for its block's attention items: (cache block, K or V) pairs of positions before the row's own,
  * past the first item's first iteration, dealt to lanes MG_PLANES.. in turns, at most
@@ -926,7 +936,7 @@ template <int D, int G>
 __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
                            const struct mg_att &t, const unsigned (&off)[dattn_shape<D, G>::U],
                            const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
-                           uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red)
+                           uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red, int sl)
 {
 	typedef dattn_shape<D, G> S;
 	constexpr int PB = MG_CWARPS * S::U * S::PPS;
@@ -962,11 +972,15 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 		dattn_load<S::U, S::PPS, true>(src, b, ka, va);
 		dattn_step<D, G>(ka, va, b, t.hi, qr, mm, ll, acc);
 	}
+	if (sl >= 0)
+		mg_stamp(a, sl, 12);
 	dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
 	mg_csync();
 	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
 		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz, a.part,
 		                                    h0, o);
+	if (sl >= 0 && t.nsu <= 1)
+		mg_stamp(a, sl, 13);
 	if (t.nsu > 1) {
 		/* the last split of (row, KV head) to finish merges them all */
 		__threadfence();
@@ -979,6 +993,8 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 			red[0] = last ? 1.0f : 0.0f;
 		}
 		mg_csync();
+		if (sl >= 0)
+			mg_stamp(a, sl, 13);
 		if (red[0] != 0.0f) {
 			__threadfence();
 			mg_merge_splits<D, G>(a.part + h0 * pl.nz * prow, pl.nz, t.nsu, o);
@@ -992,11 +1008,13 @@ template <int M, int D, int G>
 __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
                              const struct mg_att &mine, const unsigned (&off)[dattn_shape<D, G>::U],
                              const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
-                             uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red)
+                             uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red, int l)
 {
+	mg_stamp(a, l, 12); /* in case the block has no dot products or partials */
+	mg_stamp(a, l, 13);
 	if (mine.m < 0)
 		return;
-	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red);
+	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red, l);
 	mg_csync();
 	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
 	for (int item = blockIdx.x + gridDim.x; item < M * a.d.n_kv * pl.nz; item += gridDim.x) {
@@ -1004,18 +1022,8 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 		unsigned o[dattn_shape<D, G>::U];
 		mg_att_offs<D, G>(a, t, o);
 		mg_att_load_old<D, G>(t, o, kv, vstride, ka, va);
-		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red);
+		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red, -1);
 		mg_csync();
-	}
-}
-
-/* Stamp k of layer l (DS_K_MEGA_STAMPS per layer) when tracing. */
-__device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k)
-{
-	if (a.trace && threadIdx.x == 0) {
-		unsigned long long t;
-		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-		a.trace[((size_t)blockIdx.x * a.n_layer + l) * DS_K_MEGA_STAMPS + k] = t;
 	}
 }
 
@@ -1080,7 +1088,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_phase_sync(a, l, 2);
 
 		/* attention's merge area: A, idle until the o phase copies its input in */
-		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red);
+		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red, l);
 		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O, TC);

@@ -3,18 +3,25 @@
  * durations between the %globaltimer stamps each block takes at the end of each phase. */
 #include "bench_gpu.h"
 
-/* What happens between stamp k and stamp k + 1 of a layer (mega.cu's kernel body). */
-static const char *const phase_names[DS_K_MEGA_STAMPS - 1] = {"norm (q/k/v input)",
-                                                              "q/k/v GEMV + RoPE, K/V",
-                                                              "barrier",
-                                                              "attention",
-                                                              "barrier",
-                                                              "o GEMV + residual",
-                                                              "barrier",
-                                                              "norm + gate/up GEMV + SiLU",
-                                                              "barrier",
-                                                              "down GEMV + residual",
-                                                              "barrier"};
+/* The intervals the bench reports: what happens between stamps `from` and `to` of a layer
+ * (mega.cu's kernel body; kernels.h, DS_K_MEGA_STAMPS). */
+#define N_PHASES 13
+static const struct {
+	int from, to;
+	const char *name;
+} phases[N_PHASES] = {{0, 1, "norm (q/k/v input)"},
+                      {1, 2, "q/k/v GEMV + RoPE, K/V"},
+                      {2, 3, "barrier"},
+                      {3, 12, "attention: dot products"},
+                      {12, 13, "  partials stored, counted"},
+                      {13, 4, "  merge, further items"},
+                      {4, 5, "barrier"},
+                      {5, 6, "o GEMV + residual"},
+                      {6, 7, "barrier"},
+                      {7, 8, "norm + gate/up GEMV + SiLU"},
+                      {8, 9, "barrier"},
+                      {9, 10, "down GEMV + residual"},
+                      {10, 11, "barrier"}};
 
 /* Mean duration (us) of each phase over blocks and layers, and the mean over layers of the
  * slowest block's, from a trace of nb blocks and nl layers; *total_us: first stamp to last. */
@@ -22,14 +29,14 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
                          double *max_us, double *total_us)
 {
 	unsigned long long t0 = ~0ull, t1 = 0;
-	for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++) {
+	for (int k = 0; k < N_PHASES; k++) {
 		double sum = 0, sum_max = 0;
 		for (int l = 0; l < nl; l++) {
 			double mx = 0;
 			for (int b = 0; b < nb; b++) {
 				const unsigned long long *s =
 				    tr + ((size_t)b * nl + l) * DS_K_MEGA_STAMPS;
-				double d = (double)(s[k + 1] - s[k]) * 1e-3;
+				double d = ((double)s[phases[k].to] - (double)s[phases[k].from]) * 1e-3;
 				sum += d;
 				mx = d > mx ? d : mx;
 			}
@@ -42,7 +49,7 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
 		const unsigned long long *s0 = tr + (size_t)b * nl * DS_K_MEGA_STAMPS;
 		const unsigned long long *s1 = s0 + (size_t)(nl - 1) * DS_K_MEGA_STAMPS;
 		t0 = s0[0] < t0 ? s0[0] : t0;
-		t1 = s1[DS_K_MEGA_STAMPS - 1] > t1 ? s1[DS_K_MEGA_STAMPS - 1] : t1;
+		t1 = s1[11] > t1 ? s1[11] : t1; /* the last layer's last barrier */
 	}
 	*total_us = (double)(t1 - t0) * 1e-3;
 }
@@ -68,7 +75,7 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	int nl = cfg->n_layer, nb = c->n_sm;
 	size_t n_stamps = (size_t)nb * nl * DS_K_MEGA_STAMPS;
 	double t_op = 0, t_mega = 0, total = 0, t_l2[DS_ARRAY_LEN(l2_cfgs)];
-	double mean_us[DS_K_MEGA_STAMPS - 1], max_us[DS_K_MEGA_STAMPS - 1];
+	double mean_us[N_PHASES], max_us[N_PHASES];
 	int kvpf0 = f->mega_kvpf, nz0 = f->mega_nz;
 	bool wef0 = f->mega_wef;
 	/* the kernel-per-op step, tuned over its own configurations */
@@ -118,8 +125,8 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 		printf(" kvpf%d/ef%d/nz%d %.3f ms (%.3f)", l2_cfgs[i].kvpf, (int)l2_cfgs[i].wef,
 		       l2_cfgs[i].nz, t_l2[i] * 1e3, t_l2[i] / t_l2[0]);
 	printf("\n  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
-	for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
-		printf("  %-28s %10.2f %10.2f\n", phase_names[k], mean_us[k], max_us[k]);
+	for (int k = 0; k < N_PHASES; k++)
+		printf("  %-28s %10.2f %10.2f\n", phases[k].name, mean_us[k], max_us[k]);
 	fprintf(js,
 	        "%s  {\"batch\": %d, \"ctx\": %d, \"fused_ms\": %.4f, \"per_op_ms\": %.4f, "
 	        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
@@ -133,9 +140,9 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 		        i ? ", " : "", l2_cfgs[i].kvpf, l2_cfgs[i].wef ? "true" : "false",
 		        l2_cfgs[i].nz, t_l2[i] * 1e3);
 	fprintf(js, "], \"phases\": [");
-	for (int k = 0; k + 1 < DS_K_MEGA_STAMPS; k++)
+	for (int k = 0; k < N_PHASES; k++)
 		fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
-		        k ? ", " : "", phase_names[k], mean_us[k], max_us[k]);
+		        k ? ", " : "", phases[k].name, mean_us[k], max_us[k]);
 	fprintf(js, "]}");
 	fflush(stdout);
 	return 0;
