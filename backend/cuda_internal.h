@@ -123,6 +123,7 @@ struct ds_cuda_fast {
 	int mega_kvpf;
 	bool mega_wef;
 	int mega_nz; /* its attention splits (ds_k_mega's attn_splits; DS_FAST_MEGA_NZ=n, 0: auto) */
+	int mega_gate; /* ds_k_mega's att_gate (DS_FAST_MEGA_GATE=n; -1: off) */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

@@ -353,6 +353,10 @@ struct ds_k_mega {
 	bool weights_evict_first;
 	/* attention splits per (row, KV head); 0: about one item per block (n_blocks / (T * n_kv)) */
 	int attn_splits;
+	/* < 0: off; else each block's producer issues at most about att_gate slots of a layer's o
+	 * weights (rounded down to its copy turns) before the block's attention dot products are
+	 * done, so its K/V loads do not queue behind a full ring's copies */
+	int att_gate;
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
  * dot products done, its partials stored and counted (taken at attention's start when the block

@@ -252,6 +252,19 @@ __device__ __forceinline__ struct mg_hint mg_weight_hint(bool evict_first)
 	return h;
 }
 
+/* Where a producer phase waits for the block's attention dot products (mbarrier bar, phase
+ * parity): before copy item `item` (< 0: nowhere). */
+struct mg_gate {
+	int item;
+	unsigned bar, parity;
+};
+
+/* The turn (first item of step items) at which a phase of n items waits for gate g; -1: none. */
+__device__ __forceinline__ int mg_gate_turn(struct mg_gate g, int n, int step)
+{
+	return g.item < 0 ? -1 : min(g.item, n - 1) / step * step;
+}
+
 /* The producer warp: its first MG_PLANES lanes take the block's slot items of each phase in
  * turns (item q = segment q % nseg of local row q / nseg, slot (it + q) % nslot), so per-item
  * bookkeeping is spread over lanes and copies are issued MG_PLANES at a time. The lanes
@@ -259,13 +272,16 @@ __device__ __forceinline__ struct mg_hint mg_weight_hint(bool evict_first)
  * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
 __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl,
                                  unsigned ring, unsigned full, unsigned empty, unsigned &it,
-                                 struct mg_hint hint)
+                                 struct mg_hint hint, struct mg_gate g)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31;
 	int items = (p.u1 - p.u0) * p.rpu * p.nseg;
 	unsigned bytes = (unsigned)p.seg * 2;
+	int gq = mg_gate_turn(g, items, MG_PLANES);
 	for (int q0 = 0; q0 < items; q0 += MG_PLANES) {
+		if (q0 == gq)
+			mbar_wait(g.bar, g.parity);
 		int q = q0 + lane;
 		if (lane < MG_PLANES && q < items) {
 			unsigned gi = it + (unsigned)q, slot = gi % ns;
@@ -284,12 +300,15 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
  * an arrival without bytes). */
 __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_plan &pl,
                                     unsigned ring, unsigned full, unsigned empty, unsigned &it,
-                                    struct mg_hint hint)
+                                    struct mg_hint hint, struct mg_gate g)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31, nrows = (p.u1 - p.u0) * p.rpu, items = mg_tc_items(p);
 	unsigned bytes = (unsigned)p.seg * 2;
+	int gq = mg_gate_turn(g, items, MG_TROWS);
 	for (int q0 = 0; q0 < items; q0 += MG_TROWS) {
+		if (q0 == gq)
+			mbar_wait(g.bar, g.parity);
 		int grp = q0 / MG_TROWS, T = grp / p.nseg, sg = grp % p.nseg;
 		if (lane < MG_TROWS) {
 			int lr = mg_tc_lrow(p, T, lane);
@@ -310,12 +329,13 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 template <int M>
 __device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p, const struct mg_plan &pl,
                                                 unsigned ring, unsigned full, unsigned empty,
-                                                unsigned &it, struct mg_hint hint)
+                                                unsigned &it, struct mg_hint hint,
+                                                struct mg_gate g)
 {
 	if (M >= MG_TC_M)
-		mg_produce_phase_tc(p, pl, ring, full, empty, it, hint);
+		mg_produce_phase_tc(p, pl, ring, full, empty, it, hint, g);
 	else
-		mg_produce_phase(p, pl, ring, full, empty, it, hint);
+		mg_produce_phase(p, pl, ring, full, empty, it, hint, g);
 }
 
 /* Prefetches into L2 the K/V blocks at off (16-byte units from layer cache kv, MG_NO_OFF: none),
@@ -339,8 +359,9 @@ __device__ __forceinline__ void mg_kv_prefetch(const uint16_t *kv,
 template <int M>
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
                            unsigned full, unsigned empty, const unsigned (&pf)[MG_PF_PER_LANE],
-                           unsigned pf_bytes)
+                           unsigned pf_bytes, unsigned att_bar)
 {
+	struct mg_gate none = {-1, 0, 0};
 	constexpr bool TC = M >= MG_TC_M;
 	unsigned it = 0;
 	struct mg_hint hint = mg_weight_hint(a.weights_evict_first);
@@ -353,8 +374,10 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 				mg_kv_prefetch(a.kv + (size_t)l * a.kv_layer_elems, pf, pf_bytes);
 			if (a.kv_prefetch == 2 && kind == MG_DOWN && l + 1 < a.n_layer)
 				mg_kv_prefetch(a.kv + (size_t)(l + 1) * a.kv_layer_elems, pf, pf_bytes);
+			struct mg_gate g = {kind == MG_O ? a.att_gate : -1, att_bar,
+			                    (unsigned)l & 1u};
 			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it,
-			                   hint);
+			                   hint, g);
 		}
 	}
 	/* the LM head in the consumers' chunks */
@@ -363,7 +386,7 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 	for (int u = p.u0; u < u1; u += pl.head_rows) {
 		p.u0 = u;
 		p.u1 = min(u + pl.head_rows, u1);
-		mg_produce_rows<M>(p, pl, ring, full, empty, it, hint);
+		mg_produce_rows<M>(p, pl, ring, full, empty, it, hint, none);
 	}
 }
 
@@ -936,7 +959,8 @@ template <int D, int G>
 __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
                            const struct mg_att &t, const unsigned (&off)[dattn_shape<D, G>::U],
                            const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
-                           uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red, int sl)
+                           uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red, int sl,
+                           unsigned att_bar)
 {
 	typedef dattn_shape<D, G> S;
 	constexpr int PB = MG_CWARPS * S::U * S::PPS;
@@ -976,6 +1000,8 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 		mg_stamp(a, sl, 12);
 	dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
 	mg_csync();
+	if (sl >= 0 && a.att_gate >= 0 && threadIdx.x == 0) /* every warp's dot products done */
+		mbar_arrive(att_bar);
 	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
 		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz, a.part,
 		                                    h0, o);
@@ -1008,13 +1034,18 @@ template <int M, int D, int G>
 __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
                              const struct mg_att &mine, const unsigned (&off)[dattn_shape<D, G>::U],
                              const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
-                             uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red, int l)
+                             uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red, int l,
+                             unsigned att_bar)
 {
 	mg_stamp(a, l, 12); /* in case the block has no dot products or partials */
 	mg_stamp(a, l, 13);
+	/* the producer's gate (a.att_gate) opens once this block's own dot products are done */
+	bool dots = mine.m >= 0 && mine.pos >= 0 && mine.z < mine.nsu;
+	if (a.att_gate >= 0 && !dots && threadIdx.x == 0)
+		mbar_arrive(att_bar);
 	if (mine.m < 0)
 		return;
-	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red, l);
+	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red, l, att_bar);
 	mg_csync();
 	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
 	for (int item = blockIdx.x + gridDim.x; item < M * a.d.n_kv * pl.nz; item += gridDim.x) {
@@ -1022,7 +1053,7 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 		unsigned o[dattn_shape<D, G>::U];
 		mg_att_offs<D, G>(a, t, o);
 		mg_att_load_old<D, G>(t, o, kv, vstride, ka, va);
-		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red, -1);
+		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red, -1, 0);
 		mg_csync();
 	}
 }
@@ -1043,6 +1074,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	extern __shared__ __align__(1024) unsigned char smem[];
 	unsigned ring = (unsigned)__cvta_generic_to_shared(smem);
 	unsigned full = ring + pl.bar_off, empty = full + 8 * pl.nslot;
+	unsigned att_bar = empty + 8 * pl.nslot; /* a.att_gate: attention's dot products done */
 	uint16_t *A = (uint16_t *)(smem + pl.a_off);
 	float *ps = (float *)(smem + pl.ps_off), *red = (float *)(smem + pl.red_off);
 	float *scr = (float *)(smem + pl.scr_off);
@@ -1055,6 +1087,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 			mbar_init(full + 8 * s, 1);
 			mbar_init(empty + 8 * s, TC ? MG_CWARPS : 1); /* tensor cores: every warp */
 		}
+		mbar_init(att_bar, 1);
 		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 	}
@@ -1062,7 +1095,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	if (threadIdx.x >= MG_CTHREADS) { /* the producer warp */
 		unsigned pf[MG_PF_PER_LANE], pf_bytes;
 		mg_kv_prefetch_plan<M, D, G>(a, pl, pf, &pf_bytes);
-		mg_produce<M>(a, pl, ring, full, empty, pf, pf_bytes);
+		mg_produce<M>(a, pl, ring, full, empty, pf, pf_bytes, att_bar);
 		return;
 	}
 	unsigned it = 0;
@@ -1088,7 +1121,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		mg_phase_sync(a, l, 2);
 
 		/* attention's merge area: A, idle until the o phase copies its input in */
-		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red, l);
+		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red, l, att_bar);
 		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O, TC);
@@ -1232,7 +1265,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
 	size_t row_bytes = MG_ATT_BYTES + (size_t)T * (8 + 4);
 	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + scr_bytes +
-	              mg_align(red_bytes, 8) + mg_align(row_bytes, 8);
+	              mg_align(red_bytes, 8) + mg_align(row_bytes, 8) + 8 /* att_bar */;
 	int dev = 0, optin = 0;
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e == cudaSuccess)
@@ -1264,7 +1297,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	pl.row_off = (unsigned)off;
 	off = mg_align(off + row_bytes, 8);
 	pl.bar_off = (unsigned)off;
-	off += (size_t)16 * nslot;
+	off += (size_t)16 * nslot + 8;
 	if ((e = ds_allow_smem(fn, off)) != cudaSuccess)
 		return e;
 	return ds_launch_attrs(fn, dim3((unsigned)n_blocks), dim3(MG_THREADS), off, st, 0, 1, 1, *a,
