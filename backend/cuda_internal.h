@@ -124,6 +124,7 @@ struct ds_cuda_fast {
 	bool mega_wef;
 	int mega_nz; /* its attention splits (ds_k_mega's attn_splits; DS_FAST_MEGA_NZ=n, 0: auto) */
 	int mega_gate; /* ds_k_mega's att_gate (DS_FAST_MEGA_GATE=n; -1: off) */
+	int mega_wpf;  /* ds_k_mega's w_prefetch (DS_FAST_MEGA_WPF=n; 0: off) */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

@@ -357,6 +357,11 @@ struct ds_k_mega {
 	 * weights (rounded down to its copy turns) before the block's attention dot products are
 	 * done, so its K/V loads do not queue behind a full ring's copies */
 	int att_gate;
+	/* 0: off; else each block's producer, when it opens the o phase (at the gate when there is
+	 * one), prefetches into L2 about w_prefetch slot items of weights past the ring's depth (the
+	 * rest of the o rows, then the gate/up rows), which DRAM would otherwise idle for while the
+	 * ring is full and attention runs */
+	int w_prefetch;
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
  * dot products done, its partials stored and counted (taken at attention's start when the block

@@ -253,11 +253,43 @@ __device__ __forceinline__ struct mg_hint mg_weight_hint(bool evict_first)
 }
 
 /* Where a producer phase waits for the block's attention dot products (mbarrier bar, phase
- * parity): before copy item `item` (< 0: nowhere). */
+ * parity): before copy item `item` (< 0: nowhere); there (or at the phase's start without a
+ * gate), pf > 0 asks for pf items of weights past the ring's depth in L2: the phase's own, then
+ * next's. */
 struct mg_gate {
 	int item;
 	unsigned bar, parity;
+	int pf;
+	const struct mg_phase *next;
 };
+
+/* Prefetches items [q0, q1) of phase p (item q: local row q / nseg, segment q % nseg) into L2,
+ * lanes MG_PLANES and up taking them in turns. */
+__device__ void mg_l2_items(const struct mg_phase &p, int q0, int q1)
+{
+	int j = (int)(threadIdx.x & 31) - MG_PLANES;
+	q1 = min(q1, (p.u1 - p.u0) * p.rpu * p.nseg);
+	if (j < 0)
+		return;
+	for (int q = q0 + j; q < q1; q += 32 - MG_PLANES) {
+		const uint16_t *src =
+		    p.W + (size_t)mg_row(p, q / p.nseg) * p.K + (size_t)(q % p.nseg) * p.seg;
+		asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src),
+		             "r"((unsigned)p.seg * 2)
+		             : "memory");
+	}
+}
+
+/* Gate g's L2 prefetch for phase p of n items on a ring of nslot slots. */
+__device__ __forceinline__ void mg_gate_prefetch(const struct mg_gate &g, const struct mg_phase &p,
+                                                 int n, int nslot)
+{
+	if (g.pf <= 0)
+		return;
+	mg_l2_items(p, nslot, nslot + g.pf);
+	if (g.next && nslot + g.pf > n)
+		mg_l2_items(*g.next, 0, nslot + g.pf - max(n, nslot));
+}
 
 /* The turn (first item of step items) at which a phase of n items waits for gate g; -1: none. */
 __device__ __forceinline__ int mg_gate_turn(struct mg_gate g, int n, int step)
@@ -282,6 +314,8 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 	for (int q0 = 0; q0 < items; q0 += MG_PLANES) {
 		if (q0 == gq)
 			mbar_wait(g.bar, g.parity);
+		if (q0 == max(gq, 0))
+			mg_gate_prefetch(g, p, items, pl.nslot);
 		int q = q0 + lane;
 		if (lane < MG_PLANES && q < items) {
 			unsigned gi = it + (unsigned)q, slot = gi % ns;
@@ -309,6 +343,8 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 	for (int q0 = 0; q0 < items; q0 += MG_TROWS) {
 		if (q0 == gq)
 			mbar_wait(g.bar, g.parity);
+		if (q0 == max(gq, 0))
+			mg_gate_prefetch(g, p, items, pl.nslot);
 		int grp = q0 / MG_TROWS, T = grp / p.nseg, sg = grp % p.nseg;
 		if (lane < MG_TROWS) {
 			int lr = mg_tc_lrow(p, T, lane);
@@ -361,7 +397,7 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
                            unsigned full, unsigned empty, const unsigned (&pf)[MG_PF_PER_LANE],
                            unsigned pf_bytes, unsigned att_bar)
 {
-	struct mg_gate none = {-1, 0, 0};
+	struct mg_gate none = {-1, 0, 0, 0, NULL};
 	constexpr bool TC = M >= MG_TC_M;
 	unsigned it = 0;
 	struct mg_hint hint = mg_weight_hint(a.weights_evict_first);
@@ -374,8 +410,9 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 				mg_kv_prefetch(a.kv + (size_t)l * a.kv_layer_elems, pf, pf_bytes);
 			if (a.kv_prefetch == 2 && kind == MG_DOWN && l + 1 < a.n_layer)
 				mg_kv_prefetch(a.kv + (size_t)(l + 1) * a.kv_layer_elems, pf, pf_bytes);
+			struct mg_phase next = mg_phase_of(a, L, MG_GU, TC);
 			struct mg_gate g = {kind == MG_O ? a.att_gate : -1, att_bar,
-			                    (unsigned)l & 1u};
+			                    (unsigned)l & 1u, kind == MG_O ? a.w_prefetch : 0, &next};
 			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it,
 			                   hint, g);
 		}
