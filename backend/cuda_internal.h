@@ -118,13 +118,11 @@ struct ds_cuda_fast {
 	unsigned long long *mega_bar;
 	unsigned *mega_cnt;
 	unsigned long long *mega_trace; /* not owned: set by a bench to trace the fused kernel */
-	/* the fused kernel's L2 hints (ds_k_mega's kv_prefetch and weights_evict_first;
-	 * DS_FAST_MEGA_KVPF=0|1|2, DS_FAST_MEGA_WEF=0|1) */
-	int mega_kvpf;
+	/* the fused kernel's settings (struct ds_k_mega): weights_evict_first (DS_FAST_MEGA_WEF=0:
+	 * off), attn_splits (DS_FAST_MEGA_NZ=n; 0, the default: auto) and att_gate
+	 * (DS_FAST_MEGA_GATE=n; -1: off) */
 	bool mega_wef;
-	int mega_nz; /* its attention splits (ds_k_mega's attn_splits; DS_FAST_MEGA_NZ=n, 0: auto) */
-	int mega_gate; /* ds_k_mega's att_gate (DS_FAST_MEGA_GATE=n; -1: off) */
-	int mega_wpf;  /* ds_k_mega's w_prefetch (DS_FAST_MEGA_WPF=n; 0: off) */
+	int mega_nz, mega_gate;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

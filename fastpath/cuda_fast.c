@@ -713,6 +713,14 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
 
 /* ---- fused decode layers (kernels/mega.cu) ---- */
 
+/* The producer's attention gate by default (slot items of o weights a block's producer issues
+ * before the block's attention dot products are done): on the H200, 16 ran 0.3-1% faster than
+ * none at 1, 4 and 8 rows, ctx 512 and 2048, and 0.2% slower at 2 rows; 0 (no o weights before
+ * the dot products) and 48 lost part of that (bench mega, bench/results/gpu-20261130-*). The
+ * weights' evict-first policy is on by default: without it the step ran 2-3% slower at 1 row,
+ * ctx 512, and 5-10% at 2-8 rows and at ctx 2048. */
+#define DS_FAST_MEGA_GATE 16
+
 /* The fused kernel's layer table and barrier words, when the model qualifies: no q/k/v bias,
  * no q/k norm, dims ds_k_mega_supported takes. */
 static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
@@ -723,16 +731,12 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->mega = mg && strcmp(mg, "1") == 0;
 	f->mega_tune = !(mg && strcmp(mg, "0") == 0);
 	f->mega_ok = ds_k_mega_supported(ds_cuda_dims(c), cfg->hidden, cfg->ffn);
-	const char *pf = getenv("DS_FAST_MEGA_KVPF");
-	f->mega_kvpf = pf ? DS_MAX(DS_MIN(atoi(pf), 2), 0) : 0;
 	const char *ef = getenv("DS_FAST_MEGA_WEF");
 	f->mega_wef = !(ef && strcmp(ef, "0") == 0);
 	const char *nz = getenv("DS_FAST_MEGA_NZ");
 	f->mega_nz = nz ? DS_MAX(DS_MIN(atoi(nz), DS_K_ATTN_DECODE_MAX_SPLIT), 0) : 0;
 	const char *gate = getenv("DS_FAST_MEGA_GATE");
-	f->mega_gate = gate ? DS_MAX(atoi(gate), -1) : -1;
-	const char *wpf = getenv("DS_FAST_MEGA_WPF");
-	f->mega_wpf = wpf ? DS_MAX(atoi(wpf), 0) : 0;
+	f->mega_gate = gate ? DS_MAX(atoi(gate), -1) : DS_FAST_MEGA_GATE;
 	for (int l = 0; l < cfg->n_layer && f->mega_ok; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		f->mega_ok = !L->bqkv && !L->q_norm && !L->k_norm;
@@ -806,11 +810,9 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .vocab = cfg->vocab_size,
 	    .logits = c->logits,
 	    .trace = f->mega_trace,
-	    .kv_prefetch = f->mega_kvpf,
 	    .weights_evict_first = f->mega_wef,
 	    .attn_splits = f->mega_nz,
 	    .att_gate = f->mega_gate,
-	    .w_prefetch = f->mega_wpf,
 	};
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);
 	*done = true;

@@ -343,13 +343,8 @@ struct ds_k_mega {
 	/* NULL, or (n_blocks, n_layer, DS_K_MEGA_STAMPS) %globaltimer stamps (ns) that thread 0 of
 	 * each block takes at the end of each phase of each layer (bench: where the time goes) */
 	unsigned long long *trace;
-	/* L2 traffic hints: kv_prefetch 0: none; 1: each block's producer warp prefetches its
-	 * attention items' K/V of earlier positions (past the first item's first iteration, which
-	 * the consumers load before the attention barrier) into L2 when it starts the layer's q/k/v
-	 * weights; 2: when it starts the previous layer's down weights. weights_evict_first: the
-	 * weight stream's copies carry an L2 evict-first policy (weights are read once a pass), else
-	 * no cache hint */
-	int kv_prefetch;
+	/* the weight stream's copies carry an L2 evict-first policy (weights are read once a pass,
+	 * so they need not push out the K/V, activations and partials), else no cache hint */
 	bool weights_evict_first;
 	/* attention splits per (row, KV head); 0: about one item per block (n_blocks / (T * n_kv)) */
 	int attn_splits;
@@ -357,11 +352,6 @@ struct ds_k_mega {
 	 * weights (rounded down to its copy turns) before the block's attention dot products are
 	 * done, so its K/V loads do not queue behind a full ring's copies */
 	int att_gate;
-	/* 0: off; else each block's producer, when it opens the o phase (at the gate when there is
-	 * one), prefetches into L2 about w_prefetch slot items of weights past the ring's depth (the
-	 * rest of the o rows, then the gate/up rows), which DRAM would otherwise idle for while the
-	 * ring is full and attention runs */
-	int w_prefetch;
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
  * dot products done, its partials stored and counted (taken at attention's start when the block

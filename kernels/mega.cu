@@ -12,6 +12,10 @@
  * ring of 4 KB shared-memory slots with bulk async copies (cp.async.bulk + mbarriers). It never
  * waits for the grid, only for free slots, so while the block's consumer warps sit at a grid
  * barrier or run attention, the ring fills with the next GEMM's weights: DRAM keeps streaming.
+ * The weight copies carry an L2 evict-first policy (weights are read once a pass), so the K/V,
+ * activations and partials the phases share stay in L2; and a layer's o-phase copies can wait,
+ * after the first few, for the block's attention dot products (a.att_gate), so attention's K/V
+ * loads do not queue behind a whole ring of copies.
  * The eight consumer warps run the phases of a layer, separated by grid-wide barriers:
  *   1. RMSNorm of x (every block computes x * w into shared memory and applies the row's 1 / rms
  *      to the dot products, so the GEMV need not wait for the reduction) and the q/k/v GEMV over
@@ -55,7 +59,6 @@
 #define MG_PLANES 16                  /* producer lanes issuing copies */
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES, a multiple of MG_CWARPS */
 #define MG_MAX_SLOTS 64
-#define MG_PF_PER_LANE 4 /* K/V blocks each of the producer's lanes MG_PLANES.. prefetches */
 #define MG_NO_OFF 0xffffffffu
 
 /* From MG_TC_M batch rows up, the GEMVs run on tensor cores (mma.sync m16n8k16) over tiles of 16
@@ -253,43 +256,11 @@ __device__ __forceinline__ struct mg_hint mg_weight_hint(bool evict_first)
 }
 
 /* Where a producer phase waits for the block's attention dot products (mbarrier bar, phase
- * parity): before copy item `item` (< 0: nowhere); there (or at the phase's start without a
- * gate), pf > 0 asks for pf items of weights past the ring's depth in L2: the phase's own, then
- * next's. */
+ * parity): before copy item `item` (< 0: nowhere). */
 struct mg_gate {
 	int item;
 	unsigned bar, parity;
-	int pf;
-	const struct mg_phase *next;
 };
-
-/* Prefetches items [q0, q1) of phase p (item q: local row q / nseg, segment q % nseg) into L2,
- * lanes MG_PLANES and up taking them in turns. */
-__device__ void mg_l2_items(const struct mg_phase &p, int q0, int q1)
-{
-	int j = (int)(threadIdx.x & 31) - MG_PLANES;
-	q1 = min(q1, (p.u1 - p.u0) * p.rpu * p.nseg);
-	if (j < 0)
-		return;
-	for (int q = q0 + j; q < q1; q += 32 - MG_PLANES) {
-		const uint16_t *src =
-		    p.W + (size_t)mg_row(p, q / p.nseg) * p.K + (size_t)(q % p.nseg) * p.seg;
-		asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src),
-		             "r"((unsigned)p.seg * 2)
-		             : "memory");
-	}
-}
-
-/* Gate g's L2 prefetch for phase p of n items on a ring of nslot slots. */
-__device__ __forceinline__ void mg_gate_prefetch(const struct mg_gate &g, const struct mg_phase &p,
-                                                 int n, int nslot)
-{
-	if (g.pf <= 0)
-		return;
-	mg_l2_items(p, nslot, nslot + g.pf);
-	if (g.next && nslot + g.pf > n)
-		mg_l2_items(*g.next, 0, nslot + g.pf - max(n, nslot));
-}
 
 /* The turn (first item of step items) at which a phase of n items waits for gate g; -1: none. */
 __device__ __forceinline__ int mg_gate_turn(struct mg_gate g, int n, int step)
@@ -314,8 +285,6 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 	for (int q0 = 0; q0 < items; q0 += MG_PLANES) {
 		if (q0 == gq)
 			mbar_wait(g.bar, g.parity);
-		if (q0 == max(gq, 0))
-			mg_gate_prefetch(g, p, items, pl.nslot);
 		int q = q0 + lane;
 		if (lane < MG_PLANES && q < items) {
 			unsigned gi = it + (unsigned)q, slot = gi % ns;
@@ -343,8 +312,6 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 	for (int q0 = 0; q0 < items; q0 += MG_TROWS) {
 		if (q0 == gq)
 			mbar_wait(g.bar, g.parity);
-		if (q0 == max(gq, 0))
-			mg_gate_prefetch(g, p, items, pl.nslot);
 		int grp = q0 / MG_TROWS, T = grp / p.nseg, sg = grp % p.nseg;
 		if (lane < MG_TROWS) {
 			int lr = mg_tc_lrow(p, T, lane);
@@ -374,45 +341,21 @@ __device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p, const 
 		mg_produce_phase(p, pl, ring, full, empty, it, hint, g);
 }
 
-/* Prefetches into L2 the K/V blocks at off (16-byte units from layer cache kv, MG_NO_OFF: none),
- * bytes each. */
-__device__ __forceinline__ void mg_kv_prefetch(const uint16_t *kv,
-                                               const unsigned (&off)[MG_PF_PER_LANE],
-                                               unsigned bytes)
-{
-#pragma unroll
-	for (int k = 0; k < MG_PF_PER_LANE; k++)
-		if (off[k] != MG_NO_OFF)
-			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(
-			                 (const uint4 *)kv + off[k]),
-			             "r"(bytes)
-			             : "memory");
-}
-
 /* The producer warp: the block's weight rows of every phase of every layer, then the LM head's;
- * lanes MG_PLANES and up prefetch the block's attention K/V (pf: their blocks, pf_bytes each)
- * at the point a.kv_prefetch asks for. */
+ * a layer's o phase waits at a.att_gate for the block's attention dot products (att_bar). */
 template <int M>
 __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, unsigned ring,
-                           unsigned full, unsigned empty, const unsigned (&pf)[MG_PF_PER_LANE],
-                           unsigned pf_bytes, unsigned att_bar)
+                           unsigned full, unsigned empty, unsigned att_bar)
 {
-	struct mg_gate none = {-1, 0, 0, 0, NULL};
+	struct mg_gate none = {-1, 0, 0};
 	constexpr bool TC = M >= MG_TC_M;
 	unsigned it = 0;
 	struct mg_hint hint = mg_weight_hint(a.weights_evict_first);
-	if (a.kv_prefetch == 2)
-		mg_kv_prefetch(a.kv, pf, pf_bytes);
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		for (int kind = 0; kind < MG_NPHASE; kind++) {
-			if (a.kv_prefetch == 1 && kind == MG_QKV)
-				mg_kv_prefetch(a.kv + (size_t)l * a.kv_layer_elems, pf, pf_bytes);
-			if (a.kv_prefetch == 2 && kind == MG_DOWN && l + 1 < a.n_layer)
-				mg_kv_prefetch(a.kv + (size_t)(l + 1) * a.kv_layer_elems, pf, pf_bytes);
-			struct mg_phase next = mg_phase_of(a, L, MG_GU, TC);
 			struct mg_gate g = {kind == MG_O ? a.att_gate : -1, att_bar,
-			                    (unsigned)l & 1u, kind == MG_O ? a.w_prefetch : 0, &next};
+			                    (unsigned)l & 1u};
 			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it,
 			                   hint, g);
 		}
@@ -950,44 +893,6 @@ __device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k
 	}
 }
 
-/* The K/V blocks (16-byte units from a layer's cache; MG_NO_OFF: none) this producer lane prefetches
- * for its block's attention items: (cache block, K or V) pairs of positions before the row's own,
- * past the first item's first iteration, dealt to lanes MG_PLANES.. in turns, at most
- * MG_PF_PER_LANE each; *bytes: one block's K (or V) of a KV head. */
-template <int M, int D, int G>
-__device__ void mg_kv_prefetch_plan(const struct ds_k_mega &a, const struct mg_plan &pl,
-                                    unsigned (&off)[MG_PF_PER_LANE], unsigned *bytes)
-{
-	constexpr int PB = MG_CWARPS * dattn_shape<D, G>::U * dattn_shape<D, G>::PPS;
-	constexpr int NL = 32 - MG_PLANES, CAP = NL * MG_PF_PER_LANE;
-	struct ds_k_dims d = a.d;
-	int j = (int)(threadIdx.x & 31) - MG_PLANES, n = 0, bs = d.block_size;
-	size_t blk_stride = (size_t)2 * d.n_kv * bs * D, vstride = (size_t)d.n_kv * bs * D;
-	*bytes = (unsigned)(bs * D * 2);
-#pragma unroll
-	for (int k = 0; k < MG_PF_PER_LANE; k++)
-		off[k] = MG_NO_OFF;
-	if (j < 0 || a.kv_prefetch == 0)
-		return;
-	for (int item = blockIdx.x; item < M * d.n_kv * pl.nz && n < CAP; item += gridDim.x) {
-		struct mg_att t = mg_att_of<M, D, G>(a, pl, item);
-		if (t.m < 0 || t.pos < 0 || t.z >= t.nsu)
-			continue;
-		int lo = item == (int)blockIdx.x ? t.lo + PB : t.lo, hi = min(t.hi, t.pos);
-		for (int b = lo / bs; lo < hi && b <= (hi - 1) / bs && n < CAP; b++)
-			for (int h = 0; h < 2 && n < CAP; h++, n++) {
-				if (n % NL != j)
-					continue;
-				unsigned o = (unsigned)(((size_t)__ldg(t.bt + b) * blk_stride +
-				                         (size_t)t.kh * bs * D + h * vstride) /
-				                        8);
-#pragma unroll
-				for (int k = 0; k < MG_PF_PER_LANE; k++) /* registers, not local memory */
-					off[k] = k == n / NL ? o : off[k];
-			}
-	}
-}
-
 /* Runs item t of layer cache kv, its first iteration's K/V of earlier positions already in k, v.
  * A row with one split writes its output; otherwise every split writes its partials (m, l, acc)
  * for the KV head's G query heads, counts itself in, and the last one merges them (counters
@@ -1130,9 +1035,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	__syncthreads();
 	if (threadIdx.x >= MG_CTHREADS) { /* the producer warp */
-		unsigned pf[MG_PF_PER_LANE], pf_bytes;
-		mg_kv_prefetch_plan<M, D, G>(a, pl, pf, &pf_bytes);
-		mg_produce<M>(a, pl, ring, full, empty, pf, pf_bytes, att_bar);
+		mg_produce<M>(a, pl, ring, full, empty, att_bar);
 		return;
 	}
 	unsigned it = 0;

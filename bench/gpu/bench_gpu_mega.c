@@ -54,18 +54,16 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
 	*total_us = (double)(t1 - t0) * 1e-3;
 }
 
-/* The settings the bench also times the fused kernel under (kernels.h, struct ds_k_mega): K/V
- * prefetch, evict-first weights, attention splits (0: auto), the producer's attention gate (-1:
- * off), the weights' L2 prefetch at the o phase (items). */
+/* The settings the bench also times the fused kernel under (kernels.h, struct ds_k_mega):
+ * evict-first weights, attention splits (0: auto), the producer's attention gate (-1: off). The
+ * first is the kernel as it was before these settings. */
 static const struct {
-	int kvpf;
 	bool wef;
-	int nz, gate, wpf;
-} l2_cfgs[] = {{0, false, 0, -1, 0}, {0, true, 0, -1, 0},  {0, true, 0, 16, 0},
-               {0, true, 0, -1, 32}, {0, true, 0, -1, 64},  {0, true, 0, 16, 32},
-               {0, true, 0, 16, 64}, {0, true, 0, 16, 128}, {0, true, 0, 0, 64}};
+	int nz, gate;
+} l2_cfgs[] = {{false, 0, -1}, {true, 0, -1}, {true, 0, 8},  {true, 0, 16},
+               {true, 0, 24},   {true, 0, 32}, {true, 8, 16}, {true, 32, 16}};
 
-/* One point: the kernel-per-op step (tuned), the fused step under the backend's L2 hints and
+/* One point: the kernel-per-op step (tuned), the fused step under the backend's settings and
  * under each of l2_cfgs, and a traced fused step; prints and writes its JSON (first: no comma
  * before it). */
 static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
@@ -78,7 +76,7 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	size_t n_stamps = (size_t)nb * nl * DS_K_MEGA_STAMPS;
 	double t_op = 0, t_mega = 0, total = 0, t_l2[DS_ARRAY_LEN(l2_cfgs)];
 	double mean_us[N_PHASES], max_us[N_PHASES];
-	int kvpf0 = f->mega_kvpf, nz0 = f->mega_nz, gate0 = f->mega_gate, wpf0 = f->mega_wpf;
+	int nz0 = f->mega_nz, gate0 = f->mega_gate;
 	bool wef0 = f->mega_wef;
 	/* the kernel-per-op step, tuned over its own configurations */
 	ds_cuda_fast_graphs_reset(c);
@@ -94,18 +92,14 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_mega);
 	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs) && rc == 0; i++) {
 		ds_cuda_fast_graphs_reset(c);
-		f->mega_kvpf = l2_cfgs[i].kvpf;
 		f->mega_wef = l2_cfgs[i].wef;
 		f->mega_nz = l2_cfgs[i].nz;
 		f->mega_gate = l2_cfgs[i].gate;
-		f->mega_wpf = l2_cfgs[i].wpf;
 		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_l2[i]);
 	}
-	f->mega_kvpf = kvpf0;
 	f->mega_wef = wef0;
 	f->mega_nz = nz0;
 	f->mega_gate = gate0;
-	f->mega_wpf = wpf0;
 	/* traced (a graph of its own: the trace pointer is a kernel argument) */
 	ds_cuda_fast_graphs_reset(c);
 	f->mega_trace = dtr;
@@ -125,27 +119,27 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	       "(%.1f%%): fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
 	       B, ctx, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
 	       t_mega / t_op, t_tr * 1e3, total * 1e-3);
-	printf("  settings (K/V prefetch 0 none, 1 at the layer's q/k/v, 2 a phase earlier; weights "
-	       "evict-first; attention splits, 0 auto; attention gate, -1 off; weight prefetch):");
+	printf("  settings (ef: weights evict-first; nz: attention splits, 0 auto; g: attention gate, "
+	       "-1 off), ms (ratio to the first):");
 	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
-		printf(" kvpf%d/ef%d/nz%d/g%d/w%d %.3f ms (%.3f)", l2_cfgs[i].kvpf,
-		       (int)l2_cfgs[i].wef, l2_cfgs[i].nz, l2_cfgs[i].gate, l2_cfgs[i].wpf,
-		       t_l2[i] * 1e3, t_l2[i] / t_l2[0]);
+		printf(" ef%d/nz%d/g%d %.3f (%.3f)", (int)l2_cfgs[i].wef, l2_cfgs[i].nz,
+		       l2_cfgs[i].gate, t_l2[i] * 1e3, t_l2[i] / t_l2[0]);
 	printf("\n  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
 	for (int k = 0; k < N_PHASES; k++)
 		printf("  %-28s %10.2f %10.2f\n", phases[k].name, mean_us[k], max_us[k]);
 	fprintf(js,
 	        "%s  {\"batch\": %d, \"ctx\": %d, \"fused_ms\": %.4f, \"per_op_ms\": %.4f, "
 	        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
-	        "\"kv_prefetch\": %d, \"weights_evict_first\": %s, \"settings\": [",
+	        "\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
+	        "\"settings\": [",
 	        first ? "" : ",\n", B, ctx, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
-	        total, kvpf0, wef0 ? "true" : "false");
+	        total, wef0 ? "true" : "false", nz0, gate0);
 	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
 		fprintf(js,
-		        "%s{\"kv_prefetch\": %d, \"weights_evict_first\": %s, \"attn_splits\": %d, "
-		        "\"att_gate\": %d, \"w_prefetch\": %d, \"ms\": %.4f}",
-		        i ? ", " : "", l2_cfgs[i].kvpf, l2_cfgs[i].wef ? "true" : "false",
-		        l2_cfgs[i].nz, l2_cfgs[i].gate, l2_cfgs[i].wpf, t_l2[i] * 1e3);
+		        "%s{\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
+		        "\"ms\": %.4f}",
+		        i ? ", " : "", l2_cfgs[i].wef ? "true" : "false", l2_cfgs[i].nz,
+		        l2_cfgs[i].gate, t_l2[i] * 1e3);
 	fprintf(js, "], \"phases\": [");
 	for (int k = 0; k < N_PHASES; k++)
 		fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
