@@ -346,7 +346,7 @@ struct ds_k_mega {
 	/* the weight stream's copies carry an L2 evict-first policy (weights are read once a pass,
 	 * so they need not push out the K/V, activations and partials), else no cache hint */
 	bool weights_evict_first;
-	/* attention splits per (row, KV head); 0: about one item per block (n_blocks / (T * n_kv)) */
+	/* attention splits per (row, KV head); 0: about one item per block */
 	int attn_splits;
 	/* < 0: off; else each block's producer issues at most about att_gate slots of a layer's o
 	 * weights (rounded down to its copy turns) before the block's attention dot products are

@@ -251,7 +251,8 @@ __device__ __forceinline__ struct mg_hint mg_weight_hint(bool evict_first)
 {
 	struct mg_hint h = {0, evict_first};
 	if (evict_first)
-		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(h.pol));
+		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n"
+		             : "=l"(h.pol));
 	return h;
 }
 
@@ -273,9 +274,9 @@ __device__ __forceinline__ int mg_gate_turn(struct mg_gate g, int n, int step)
  * bookkeeping is spread over lanes and copies are issued MG_PLANES at a time. The lanes
  * reconverge after every turn: the items they wait for at once then span fewer than nslot
  * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
-__device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl,
-                                 unsigned ring, unsigned full, unsigned empty, unsigned &it,
-                                 struct mg_hint hint, struct mg_gate g)
+__device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl, unsigned ring,
+                                 unsigned full, unsigned empty, unsigned &it, struct mg_hint hint,
+                                 struct mg_gate g)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31;
@@ -332,8 +333,7 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 template <int M>
 __device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p, const struct mg_plan &pl,
                                                 unsigned ring, unsigned full, unsigned empty,
-                                                unsigned &it, struct mg_hint hint,
-                                                struct mg_gate g)
+                                                unsigned &it, struct mg_hint hint, struct mg_gate g)
 {
 	if (M >= MG_TC_M)
 		mg_produce_phase_tc(p, pl, ring, full, empty, it, hint, g);

@@ -36,7 +36,8 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
 			for (int b = 0; b < nb; b++) {
 				const unsigned long long *s =
 				    tr + ((size_t)b * nl + l) * DS_K_MEGA_STAMPS;
-				double d = ((double)s[phases[k].to] - (double)s[phases[k].from]) * 1e-3;
+				double d =
+				    ((double)s[phases[k].to] - (double)s[phases[k].from]) * 1e-3;
 				sum += d;
 				mx = d > mx ? d : mx;
 			}
@@ -61,7 +62,7 @@ static const struct {
 	bool wef;
 	int nz, gate;
 } l2_cfgs[] = {{false, 0, -1}, {true, 0, -1}, {true, 0, 8},  {true, 0, 16},
-               {true, 0, 24},   {true, 0, 32}, {true, 8, 16}, {true, 32, 16}};
+               {true, 0, 24},  {true, 0, 32}, {true, 8, 16}, {true, 32, 16}};
 
 /* One point: the kernel-per-op step (tuned), the fused step under the backend's settings and
  * under each of l2_cfgs, and a traced fused step; prints and writes its JSON (first: no comma
@@ -119,8 +120,9 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	       "(%.1f%%): fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
 	       B, ctx, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
 	       t_mega / t_op, t_tr * 1e3, total * 1e-3);
-	printf("  settings (ef: weights evict-first; nz: attention splits, 0 auto; g: attention gate, "
-	       "-1 off), ms (ratio to the first):");
+	printf(
+	    "  settings (ef: weights evict-first; nz: attention splits, 0 auto; g: attention gate, "
+	    "-1 off), ms (ratio to the first):");
 	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
 		printf(" ef%d/nz%d/g%d %.3f (%.3f)", (int)l2_cfgs[i].wef, l2_cfgs[i].nz,
 		       l2_cfgs[i].gate, t_l2[i] * 1e3, t_l2[i] / t_l2[0]);
@@ -178,8 +180,9 @@ int bench_mega(struct bench *b)
 	        "{\"bench\": \"mega\", \"model\": \"llama3-8b (synthetic, generated on device)\", "
 	        "\"device\": \"%s\", \"blocks\": %d, \"points\": [\n",
 	        b->dev, nb);
-	printf("fused decode layers vs kernel per op, llama3-8b, %d blocks (graph replays, median)\n",
-	       nb);
+	printf(
+	    "fused decode layers vs kernel per op, llama3-8b, %d blocks (graph replays, median)\n",
+	    nb);
 	bool tune0 = f->graph_tune, mega0 = f->mega, mtune0 = f->mega_tune;
 	int rc = 0;
 	for (size_t i = 0; i < DS_ARRAY_LEN(points) && rc == 0; i++)
