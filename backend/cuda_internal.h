@@ -121,7 +121,7 @@ struct ds_cuda_fast {
 	/* the fused kernel's settings (struct ds_k_mega): weights_evict_first (DS_FAST_MEGA_WEF=0:
 	 * off), attn_splits (DS_FAST_MEGA_NZ=n; 0, the default: auto) and att_gate
 	 * (DS_FAST_MEGA_GATE=n; -1: off) */
-	bool mega_wef;
+	bool mega_wef, mega_gate_late;
 	int mega_nz, mega_gate;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */

@@ -352,6 +352,7 @@ struct ds_k_mega {
 	 * weights (rounded down to its copy turns) before the block's attention dot products are
 	 * done, so its K/V loads do not queue behind a full ring's copies */
 	int att_gate;
+	bool att_gate_late; /* the gate opens once the partials are stored and counted instead */
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
  * dot products done, its partials stored and counted (taken at attention's start when the block

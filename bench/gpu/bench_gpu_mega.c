@@ -61,8 +61,10 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
 static const struct {
 	bool wef;
 	int nz, gate;
-} l2_cfgs[] = {{false, 0, -1}, {true, 0, -1}, {true, 0, 8},  {true, 0, 16},
-               {true, 0, 24},  {true, 0, 32}, {true, 8, 16}, {true, 32, 16}};
+	bool late;
+} l2_cfgs[] = {{false, 0, -1, false}, {true, 0, -1, false}, {true, 0, 8, false},
+               {true, 0, 16, false},  {true, 0, 24, false}, {true, 0, 16, true},
+               {true, 0, 32, true},   {true, 0, 64, true},  {true, 8, 16, false}};
 
 /* One point: the kernel-per-op step (tuned), the fused step under the backend's settings and
  * under each of l2_cfgs, and a traced fused step; prints and writes its JSON (first: no comma
@@ -78,6 +80,7 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	double t_op = 0, t_mega = 0, total = 0, t_l2[DS_ARRAY_LEN(l2_cfgs)];
 	double mean_us[N_PHASES], max_us[N_PHASES];
 	int nz0 = f->mega_nz, gate0 = f->mega_gate;
+	bool late0 = f->mega_gate_late;
 	bool wef0 = f->mega_wef;
 	/* the kernel-per-op step, tuned over its own configurations */
 	ds_cuda_fast_graphs_reset(c);
@@ -96,11 +99,13 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 		f->mega_wef = l2_cfgs[i].wef;
 		f->mega_nz = l2_cfgs[i].nz;
 		f->mega_gate = l2_cfgs[i].gate;
+		f->mega_gate_late = l2_cfgs[i].late;
 		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_l2[i]);
 	}
 	f->mega_wef = wef0;
 	f->mega_nz = nz0;
 	f->mega_gate = gate0;
+	f->mega_gate_late = late0;
 	/* traced (a graph of its own: the trace pointer is a kernel argument) */
 	ds_cuda_fast_graphs_reset(c);
 	f->mega_trace = dtr;
@@ -122,10 +127,11 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	       t_mega / t_op, t_tr * 1e3, total * 1e-3);
 	printf(
 	    "  settings (ef: weights evict-first; nz: attention splits, 0 auto; g: attention gate, "
-	    "-1 off), ms (ratio to the first):");
+	    "-1 off, late: opens after the partials), ms (ratio to the first):");
 	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
-		printf(" ef%d/nz%d/g%d %.3f (%.3f)", (int)l2_cfgs[i].wef, l2_cfgs[i].nz,
-		       l2_cfgs[i].gate, t_l2[i] * 1e3, t_l2[i] / t_l2[0]);
+		printf(" ef%d/nz%d/g%d%s %.3f (%.3f)", (int)l2_cfgs[i].wef, l2_cfgs[i].nz,
+		       l2_cfgs[i].gate, l2_cfgs[i].late ? "late" : "", t_l2[i] * 1e3,
+		       t_l2[i] / t_l2[0]);
 	printf("\n  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
 	for (int k = 0; k < N_PHASES; k++)
 		printf("  %-28s %10.2f %10.2f\n", phases[k].name, mean_us[k], max_us[k]);
@@ -133,15 +139,15 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	        "%s  {\"batch\": %d, \"ctx\": %d, \"fused_ms\": %.4f, \"per_op_ms\": %.4f, "
 	        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
 	        "\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
-	        "\"settings\": [",
+	        "\"att_gate_late\": %s, \"settings\": [",
 	        first ? "" : ",\n", B, ctx, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
-	        total, wef0 ? "true" : "false", nz0, gate0);
+	        total, wef0 ? "true" : "false", nz0, gate0, late0 ? "true" : "false");
 	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
 		fprintf(js,
 		        "%s{\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
-		        "\"ms\": %.4f}",
+		        "\"att_gate_late\": %s, \"ms\": %.4f}",
 		        i ? ", " : "", l2_cfgs[i].wef ? "true" : "false", l2_cfgs[i].nz,
-		        l2_cfgs[i].gate, t_l2[i] * 1e3);
+		        l2_cfgs[i].gate, l2_cfgs[i].late ? "true" : "false", t_l2[i] * 1e3);
 	fprintf(js, "], \"phases\": [");
 	for (int k = 0; k < N_PHASES; k++)
 		fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
