@@ -59,7 +59,6 @@
 #define MG_PLANES 16                  /* producer lanes issuing copies */
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES, a multiple of MG_CWARPS */
 #define MG_MAX_SLOTS 64
-#define MG_NO_OFF 0xffffffffu
 
 /* From MG_TC_M batch rows up, the GEMVs run on tensor cores (mma.sync m16n8k16) over tiles of 16
  * weight rows: 16 consecutive slots hold one K segment of a tile's rows, which all eight consumer
@@ -800,6 +799,7 @@ struct mg_att {
 	int nsu, lo, hi;
 	const int32_t *bt; /* the row's block table */
 };
+#define MG_NO_OFF 0xffffffffu
 #define MG_ATT_BYTES ((sizeof(struct mg_att) + 15) / 16 * 16)
 
 template <int M, int D, int G>
