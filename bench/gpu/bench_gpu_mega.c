@@ -62,12 +62,12 @@ static const struct {
 	bool wef;
 	int nz, gate;
 	bool late;
-} l2_cfgs[] = {{false, 0, -1, false}, {true, 0, -1, false}, {true, 0, 8, false},
+} settings[] = {{false, 0, -1, false}, {true, 0, -1, false}, {true, 0, 8, false},
                {true, 0, 16, false},  {true, 0, 24, false}, {true, 0, 16, true},
                {true, 0, 32, true},   {true, 0, 64, true},  {true, 8, 16, false}};
 
 /* One point: the kernel-per-op step (tuned), the fused step under the backend's settings and
- * under each of l2_cfgs, and a traced fused step; prints and writes its JSON (first: no comma
+ * under each of settings, and a traced fused step; prints and writes its JSON (first: no comma
  * before it). */
 static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
                       unsigned long long *dtr, unsigned long long *tr)
@@ -77,7 +77,7 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	const struct ds_model_config *cfg = &b->m->cfg;
 	int nl = cfg->n_layer, nb = c->n_sm;
 	size_t n_stamps = (size_t)nb * nl * DS_K_MEGA_STAMPS;
-	double t_op = 0, t_mega = 0, total = 0, t_l2[DS_ARRAY_LEN(l2_cfgs)];
+	double t_op = 0, t_mega = 0, total = 0, t_set[DS_ARRAY_LEN(settings)];
 	double mean_us[N_PHASES], max_us[N_PHASES];
 	int nz0 = f->mega_nz, gate0 = f->mega_gate;
 	bool late0 = f->mega_gate_late;
@@ -94,13 +94,13 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	f->mega = true;
 	if (rc == 0)
 		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_mega);
-	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs) && rc == 0; i++) {
+	for (size_t i = 0; i < DS_ARRAY_LEN(settings) && rc == 0; i++) {
 		ds_cuda_fast_graphs_reset(c);
-		f->mega_wef = l2_cfgs[i].wef;
-		f->mega_nz = l2_cfgs[i].nz;
-		f->mega_gate = l2_cfgs[i].gate;
-		f->mega_gate_late = l2_cfgs[i].late;
-		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_l2[i]);
+		f->mega_wef = settings[i].wef;
+		f->mega_nz = settings[i].nz;
+		f->mega_gate = settings[i].gate;
+		f->mega_gate_late = settings[i].late;
+		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_set[i]);
 	}
 	f->mega_wef = wef0;
 	f->mega_nz = nz0;
@@ -128,10 +128,10 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	printf(
 	    "  settings (ef: weights evict-first; nz: attention splits, 0 auto; g: attention gate, "
 	    "-1 off, late: opens after the partials), ms (ratio to the first):");
-	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
-		printf(" ef%d/nz%d/g%d%s %.3f (%.3f)", (int)l2_cfgs[i].wef, l2_cfgs[i].nz,
-		       l2_cfgs[i].gate, l2_cfgs[i].late ? "late" : "", t_l2[i] * 1e3,
-		       t_l2[i] / t_l2[0]);
+	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++)
+		printf(" ef%d/nz%d/g%d%s %.3f (%.3f)", (int)settings[i].wef, settings[i].nz,
+		       settings[i].gate, settings[i].late ? "late" : "", t_set[i] * 1e3,
+		       t_set[i] / t_set[0]);
 	printf("\n  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
 	for (int k = 0; k < N_PHASES; k++)
 		printf("  %-28s %10.2f %10.2f\n", phases[k].name, mean_us[k], max_us[k]);
@@ -142,12 +142,12 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	        "\"att_gate_late\": %s, \"settings\": [",
 	        first ? "" : ",\n", B, ctx, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
 	        total, wef0 ? "true" : "false", nz0, gate0, late0 ? "true" : "false");
-	for (size_t i = 0; i < DS_ARRAY_LEN(l2_cfgs); i++)
+	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++)
 		fprintf(js,
 		        "%s{\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
 		        "\"att_gate_late\": %s, \"ms\": %.4f}",
-		        i ? ", " : "", l2_cfgs[i].wef ? "true" : "false", l2_cfgs[i].nz,
-		        l2_cfgs[i].gate, l2_cfgs[i].late ? "true" : "false", t_l2[i] * 1e3);
+		        i ? ", " : "", settings[i].wef ? "true" : "false", settings[i].nz,
+		        settings[i].gate, settings[i].late ? "true" : "false", t_set[i] * 1e3);
 	fprintf(js, "], \"phases\": [");
 	for (int k = 0; k < N_PHASES; k++)
 		fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
