@@ -63,8 +63,8 @@ static const struct {
 	int nz, gate;
 	bool late;
 } settings[] = {{false, 0, -1, false}, {true, 0, -1, false}, {true, 0, 8, false},
-               {true, 0, 16, false},  {true, 0, 24, false}, {true, 0, 16, true},
-               {true, 0, 32, true},   {true, 0, 64, true},  {true, 8, 16, false}};
+                {true, 0, 16, false},  {true, 0, 24, false}, {true, 0, 16, true},
+                {true, 0, 32, true},   {true, 0, 64, true},  {true, 8, 16, false}};
 
 /* One point: the kernel-per-op step (tuned), the fused step under the backend's settings and
  * under each of settings, and a traced fused step; prints and writes its JSON (first: no comma
