@@ -714,11 +714,12 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
 /* ---- fused decode layers (kernels/mega.cu) ---- */
 
 /* The producer's attention gate by default (slot items of o weights a block's producer issues
- * before the block's attention dot products are done): on the H200, 16 ran 0.3-1% faster than
- * none at 1, 4 and 8 rows, ctx 512 and 2048, and 0.2% slower at 2 rows; 0 (no o weights before
- * the dot products) and 48 lost part of that (bench mega, bench/results/gpu-20261130-*). The
- * weights' evict-first policy is on by default: without it the step ran 2-3% slower at 1 row,
- * ctx 512, and 5-10% at 2-8 rows and at ctx 2048. */
+ * before the block's attention dot products are done): on the H200, 16 ran 0.1-1.6% faster than
+ * none at 1 and 8 rows, ctx 512 and 2048, and within 0.2% of it at 2 and 4 rows; 0, 8, 32 and 48
+ * items did no better (bench mega: bench/results/gpu-20261129-a1001e8-gate,
+ * gpu-20261130-baa634c, gpu-20261130-6452140-late). The weights' evict-first policy is on by
+ * default: without it the step ran 1-2% slower at 1 row, ctx 512, 4-5% at 1 row, ctx 2048, and
+ * 5-11% at 2-8 rows (gpu-20261129-5ccb93c-ab-ef and the calls above). */
 #define DS_FAST_MEGA_GATE 16
 
 /* The fused kernel's layer table and barrier words, when the model qualifies: no q/k/v bias,

@@ -50,7 +50,8 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
 		const unsigned long long *s0 = tr + (size_t)b * nl * DS_K_MEGA_STAMPS;
 		const unsigned long long *s1 = s0 + (size_t)(nl - 1) * DS_K_MEGA_STAMPS;
 		t0 = s0[0] < t0 ? s0[0] : t0;
-		t1 = s1[11] > t1 ? s1[11] : t1; /* the last layer's last barrier */
+		int k1 = phases[N_PHASES - 1].to; /* the last layer's last barrier */
+		t1 = s1[k1] > t1 ? s1[k1] : t1;
 	}
 	*total_us = (double)(t1 - t0) * 1e-3;
 }
