@@ -79,6 +79,14 @@ void ds_backend_describe(struct ds_backend *be, char *buf, size_t len)
 		snprintf(buf, len, "%s", be->iface->name);
 }
 
+int ds_backend_warm_sizes(struct ds_backend *be, enum ds_path path, int *sizes, int cap)
+{
+	if (!be->iface->warm_sizes || cap <= 0)
+		return 0;
+	int n = be->iface->warm_sizes(be->ctx, path, sizes, cap);
+	return DS_MAX(0, DS_MIN(n, cap));
+}
+
 void ds_backend_free(struct ds_backend *be)
 {
 	if (be && be->iface) {

@@ -61,6 +61,11 @@ struct ds_backend_i {
 	enum ds_status (*kv_copy_block)(void *ctx, int src, int dst, struct ds_err *err);
 	/* Optional: changes the worker thread count (CPU). */
 	enum ds_status (*set_threads)(void *ctx, int n_threads, struct ds_err *err);
+	/* Optional: the pass sizes (tokens) on `path` that the backend sets something up for on
+	 * first use besides the powers of two (a CUDA graph bucket), ascending, at most cap of
+	 * them into sizes; returns how many. The engine's warm-up runs each (scheduler/warmup.c).
+	 */
+	int (*warm_sizes)(void *ctx, enum ds_path path, int *sizes, int cap);
 	/* Optional: a short description (device name, threads) for ServerInfo. */
 	void (*describe)(void *ctx, char *buf, size_t len);
 	void (*free)(void *ctx);
@@ -90,6 +95,8 @@ enum ds_status ds_backend_forward(struct ds_backend *be, const struct ds_fwd_bat
 enum ds_status ds_backend_kv_copy_block(struct ds_backend *be, int src, int dst,
 					struct ds_err *err);
 void ds_backend_describe(struct ds_backend *be, char *buf, size_t len);
+/* The backend's extra warm-up sizes on a path (iface warm_sizes); 0 when it has none. */
+int ds_backend_warm_sizes(struct ds_backend *be, enum ds_path path, int *sizes, int cap);
 void ds_backend_free(struct ds_backend *be);
 
 /* ---- constructors ---- */

@@ -209,8 +209,8 @@ static enum ds_status pass_exec(struct ds_cuda_ctx *c, const struct ds_fwd_batch
 	enum ds_status rv;
 	if (decode) {
 		rv = ds_cuda_fast_decode(c, p, err);
-	} else if (b->path == DS_PATH_REF && c->ref_graphs && p->T <= DS_CUDA_REF_GRAPH_MAX &&
-	           p->R <= DS_CUDA_REF_GRAPH_MAX) {
+	} else if (b->path == DS_PATH_REF && c->ref_graphs &&
+	           ds_cuda_ref_bucket(c, DS_MAX(p->T, p->R)) >= 0) {
 		rv = ds_cuda_ref_graphed(c, p, err);
 	} else {
 		const struct ds_cuda_path_ops *ops =
@@ -432,12 +432,25 @@ static void cuda_free(void *ctx)
 	free(c);
 }
 
+/* The reference path's graph buckets (the fast path's decode buckets are powers of two). */
+static int cuda_warm_sizes(void *ctx, enum ds_path path, int *sizes, int cap)
+{
+	struct ds_cuda_ctx *c = ctx;
+	if (path != DS_PATH_REF || !c->ref_graphs)
+		return 0;
+	int n = DS_MIN(cap, c->ref.n_buckets);
+	for (int i = 0; i < n; i++)
+		sizes[i] = c->ref.bucket_rows[i];
+	return n;
+}
+
 static const struct ds_backend_i cuda_iface = {
     .name = "cuda",
     .kv_init = cuda_kv_init,
     .forward = cuda_forward,
     .kv_copy_block = cuda_kv_copy_block,
     .set_threads = NULL,
+    .warm_sizes = cuda_warm_sizes,
     .describe = cuda_describe,
     .free = cuda_free,
 };

@@ -145,9 +145,16 @@ struct ds_cuda_pass {
 	bool one_row_per_seq;
 };
 
-#define DS_CUDA_REF_GRAPH_MIN 16 /* reference passes are padded to 16, 32, ..., 512 rows */
+/* Reference passes of up to 512 rows are padded to a bucket and replayed from its graph: 16,
+ * 32, ..., 256 rows, then every 64 rows up to 512 (a DVR verify step is the batch's decode rows
+ * plus the windows' rows, e.g. 256 + 180: padded to a power of two it would cost 512 rows of
+ * GEMM). DS_REF_GRAPH_BUCKETS=pow2 keeps powers of two; DS_REF_GRAPH_MAX=n graphs only passes
+ * of at most n rows (the rest run eagerly, unpadded). */
+#define DS_CUDA_REF_GRAPH_MIN 16
 #define DS_CUDA_REF_GRAPH_MAX 512
-#define DS_CUDA_REF_BUCKETS 6
+#define DS_CUDA_REF_GRAPH_FINE 256 /* above this, buckets every DS_CUDA_REF_GRAPH_STEP rows */
+#define DS_CUDA_REF_GRAPH_STEP 64
+#define DS_CUDA_REF_BUCKETS 9
 
 #define DS_CUDA_REF_PICKS 128
 
@@ -159,6 +166,8 @@ struct ds_cuda_ref_pick {
 /* Reference path state (refpath/cuda_ref.c): graphs of padded, fixed-shape passes, and the
  * GEMM variant table. */
 struct ds_cuda_ref {
+	int bucket_rows[DS_CUDA_REF_BUCKETS]; /* rows of each graph bucket, ascending */
+	int n_buckets;
 	cudaGraphExec_t graph[DS_CUDA_REF_BUCKETS];
 	bool warm[DS_CUDA_REF_BUCKETS];
 	/* (N, K) -> base variant (refpath/ref_gemm_table.h), read once at init */
@@ -305,9 +314,12 @@ enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_p
                                    struct ds_err *err);
 
 /* reference path extras (refpath/cuda_ref.c) */
-/* A reference pass of at most DS_CUDA_REF_GRAPH_MAX tokens and rows with the host metadata
- * filled: pads it to a power of two (>= 16) rows and replays that bucket's graph (captured on
- * second use). Padding rows have no KV and cannot touch real rows (every step is per row). */
+/* The graph bucket of a reference pass of n tokens or rows (the larger): the smallest with at
+ * least n rows, or -1 when the pass runs without a graph. */
+int ds_cuda_ref_bucket(const struct ds_cuda_ctx *c, int n);
+/* A reference pass with a graph bucket (ds_cuda_ref_bucket) and the host metadata filled: pads
+ * it to the bucket's rows and replays that bucket's graph (captured on second use). Padding
+ * rows have no KV and cannot touch real rows (every step is per row). */
 enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,
                                    struct ds_err *err);
 /* Reads the GEMM variant table (DS_REF_GEMM_TABLE) and runs the variants' bit-equality

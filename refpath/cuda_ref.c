@@ -14,9 +14,9 @@
  *    spread over blocks (then merged by a combine kernel) or walked by one block depends only
  *    on whether the partials fit the workspace, and both give the same bits because the merge
  *    order and formula are the same (kernels/attn.cu).
- * Passes of up to 512 rows (verify windows, decode in invariant mode) are padded to a power of
- * two and replayed from per-bucket CUDA graphs; padding rows are per-row work only, so they
- * change nothing for the real rows. */
+ * Passes of up to 512 rows (verify windows, decode in invariant mode) are padded to a bucket
+ * (cuda_internal.h: powers of two to 256, then every 64 rows) and replayed from per-bucket CUDA
+ * graphs; padding rows are per-row work only, so they change nothing for the real rows. */
 #include "cuda_internal.h"
 
 #include <math.h>
@@ -100,7 +100,24 @@ enum ds_status ds_cuda_ref_init(struct ds_cuda_ctx *c, struct ds_err *err)
 		return rv;
 	const char *a = getenv("DS_REF_GEMM_AUTOTUNE");
 	r->autotune = !(a && strcmp(a, "0") == 0);
+	const char *bk = getenv("DS_REF_GRAPH_BUCKETS"), *mx = getenv("DS_REF_GRAPH_MAX");
+	bool pow2 = bk && strcmp(bk, "pow2") == 0;
+	int top = mx ? atoi(mx) : DS_CUDA_REF_GRAPH_MAX;
+	r->n_buckets = 0;
+	for (int n = DS_CUDA_REF_GRAPH_MIN; n <= DS_MIN(top, DS_CUDA_REF_GRAPH_MAX);
+	     n = n < DS_CUDA_REF_GRAPH_FINE || pow2 ? 2 * n : n + DS_CUDA_REF_GRAPH_STEP) {
+		DS_ASSERT(r->n_buckets < DS_CUDA_REF_BUCKETS);
+		r->bucket_rows[r->n_buckets++] = n;
+	}
 	return ref_gemm_selfcheck(c, err);
+}
+
+int ds_cuda_ref_bucket(const struct ds_cuda_ctx *c, int n)
+{
+	for (int i = 0; i < c->ref.n_buckets; i++)
+		if (n <= c->ref.bucket_rows[i])
+			return i;
+	return -1;
 }
 
 /* One reference GEMM launch of a given variant, for the autotuning timer. */
@@ -213,11 +230,10 @@ enum ds_status ds_cuda_ref_graphed(struct ds_cuda_ctx *c, struct ds_cuda_pass *p
                                    struct ds_err *err)
 {
 	struct ds_cuda_ref *r = &c->ref;
-	int n = DS_MAX(p->T, p->R), bi = 0;
-	while ((DS_CUDA_REF_GRAPH_MIN << bi) < n)
-		bi++;
-	int B = DS_CUDA_REF_GRAPH_MIN << bi;
-	DS_ASSERT(bi < DS_CUDA_REF_BUCKETS && B <= c->cap_tokens && B <= c->cap_rows);
+	int bi = ds_cuda_ref_bucket(c, DS_MAX(p->T, p->R));
+	DS_ASSERT(bi >= 0);
+	int B = r->bucket_rows[bi];
+	DS_ASSERT(B <= c->cap_tokens && B <= c->cap_rows);
 	for (int t = p->T; t < B; t++) {
 		c->hm.ids[t] = 0;
 		c->hm.pos[t] = -1;

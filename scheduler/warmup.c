@@ -2,35 +2,38 @@
  * the scheduler will use, on every path the mode uses, before any request runs, so that
  * one-time costs land at start-up and not on the first requests: the CUDA backend autotunes
  * its GEMMs per M bucket on first use and captures a CUDA graph per batch bucket on second use
- * (decode on FAST, padded passes of up to 512 rows on REF); a first capture or autotune costs
- * 50-500 ms on the H200, ten to a hundred times a steady step (README, GPU section). This is
- * what vLLM does when it captures its graphs at start-up.
+ * (decode on FAST, padded passes of up to 512 rows on REF, in buckets the backend names); a
+ * first capture or autotune costs 50-500 ms on the H200, ten to a hundred times a steady step
+ * (README, GPU section). This is what vLLM does when it captures its graphs at start-up.
  *
- * Key decisions: sizes are powers of two of tokens per pass (the backend's buckets), from 1 up
- * to max(max_running, 512), each run twice (eager, then capture), made of up to max_running
- * sequences; then single passes of 1024, 2048, ... up to the power of two above
- * max_step_tokens (prefill chunks: autotuning only, no graphs). KV blocks come from the pool
- * and go back before any request; nothing is published to the prefix cache; the passes happen
- * before the engine snapshots the call counters, so stats do not include them. A size the pool
- * cannot hold is skipped, not an error. */
+ * Key decisions: sizes are powers of two of tokens per pass, and the backend's own graph
+ * buckets (ds_backend_warm_sizes), from 1 up to max(max_running, 512), each run twice (eager,
+ * then capture), made of up to max_running sequences; then single passes of 1024, 2048, ...
+ * up to the power of two above max_step_tokens (prefill chunks: autotuning only, no graphs).
+ * KV blocks come from the pool and go back before any request; nothing is published to the
+ * prefix cache; the passes happen before the engine snapshots the call counters, so stats do
+ * not include them. A size the pool cannot hold is skipped, not an error. */
 #include "engine_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define WARM_MIN_GRAPH_TOKENS 512 /* the CUDA backend graphs REF passes up to this size */
 
-static enum ds_status warm_pass(struct ds_engine *e, enum ds_path path, int n_seq, int per_seq,
-                                int reps, int32_t *tok, struct ds_kv_seq *kv,
-                                struct ds_fwd_seq *seqs, struct ds_fwd_row *rows,
-                                struct ds_err *err)
+/* One pass of T tokens over n_seq sequences (T / n_seq each, one more for the first T % n_seq),
+ * run reps times; skipped when the pool cannot hold it. */
+static enum ds_status warm_pass(struct ds_engine *e, enum ds_path path, int n_seq, int T, int reps,
+                                int32_t *tok, struct ds_kv_seq *kv, struct ds_fwd_seq *seqs,
+                                struct ds_fwd_row *rows, struct ds_err *err)
 {
 	enum ds_status rv = DS_OK;
-	int got = 0;
+	int got = 0, at = 0;
 	for (; got < n_seq; got++) {
-		if (!ds_kv_seq_reserve(e->pool, &kv[got], per_seq))
+		int n = T / n_seq + (got < T % n_seq);
+		if (!ds_kv_seq_reserve(e->pool, &kv[got], n))
 			break;
-		seqs[got] = ds_engine_scratch_seq(tok + (size_t)got * (size_t)per_seq, per_seq,
-		                                  &kv[got], per_seq > 1);
+		seqs[got] = ds_engine_scratch_seq(tok + at, n, &kv[got], n > 1);
+		at += n;
 	}
 	struct ds_fwd_batch b = {.path = path, .seqs = seqs, .n_seqs = got, .rows = rows};
 	for (int r = 0; got == n_seq && r < reps && rv == DS_OK; r++)
@@ -38,6 +41,32 @@ static enum ds_status warm_pass(struct ds_engine *e, enum ds_path path, int n_se
 	for (int s = 0; s < got; s++)
 		ds_kv_seq_release(e->pool, &kv[s]);
 	return rv;
+}
+
+#define WARM_MAX_SIZES 64
+
+/* The graph-bucket sizes of a path up to top: the powers of two and the backend's own
+ * (ds_backend_warm_sizes), ascending, without repeats; returns how many. */
+static int warm_sizes(struct ds_engine *e, enum ds_path path, int top, int *out)
+{
+	int n = ds_backend_warm_sizes(e->be, path, out, WARM_MAX_SIZES / 2);
+	for (int T = 1; T <= top && n < WARM_MAX_SIZES; T *= 2)
+		out[n++] = T;
+	/* insertion sort, dropping sizes above top and repeats */
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		int v = out[i], j = k;
+		if (v > top)
+			continue;
+		while (j > 0 && out[j - 1] > v)
+			j--;
+		if (j > 0 && out[j - 1] == v)
+			continue;
+		memmove(&out[j + 1], &out[j], (size_t)(k - j) * sizeof(int));
+		out[j] = v;
+		k++;
+	}
+	return k;
 }
 
 enum ds_status ds_engine_warmup(struct ds_engine *e, struct ds_err *err)
@@ -65,12 +94,13 @@ enum ds_status ds_engine_warmup(struct ds_engine *e, struct ds_err *err)
 		if (!use[p])
 			continue;
 		/* graph buckets: T tokens in min(T, max_running) sequences, twice */
-		for (int T = 1; T <= top && rv == DS_OK; T *= 2) {
-			int n_seq = DS_MIN(T, max_seq);
-			int per_seq = T / n_seq;
-			if (per_seq > c->max_pos)
+		int sizes[WARM_MAX_SIZES];
+		int n_sizes = warm_sizes(e, (enum ds_path)p, top, sizes);
+		for (int i = 0; i < n_sizes && rv == DS_OK; i++) {
+			int T = sizes[i], n_seq = DS_MIN(T, max_seq);
+			if ((T + n_seq - 1) / n_seq > c->max_pos)
 				break;
-			rv = warm_pass(e, (enum ds_path)p, n_seq, per_seq, 2, tok, kv, seqs, rows, err);
+			rv = warm_pass(e, (enum ds_path)p, n_seq, T, 2, tok, kv, seqs, rows, err);
 		}
 		/* prefill chunks: one sequence, once (autotuning); up to the power of two above the
 		 * budget, which a step reaches when ready windows overrun it */

@@ -16,6 +16,7 @@
 
 #include "engine.h"
 #include "engine_test_util.h"
+#include "test_engine_mockbe.h"
 #include "test_engine_harness.h"
 
 /* the mock's noise starts at 0; each test sets the noise it needs */
@@ -414,6 +415,22 @@ static void test_window_auto(void **state)
 		}
 }
 
+/* The strict mock naming extra REF warm-up sizes: one below the powers of two, one between
+ * them, one that is a power of two already, one above the warm-up's top. */
+static enum ds_status mk_mock_sizes(struct ds_backend *be, void *arg, bool oracle,
+                                    struct ds_err *err)
+{
+	static const int sizes[] = {3, 320, 512, 4000};
+	struct etu_fixture *f = arg;
+	(void)oracle;
+	struct mockbe_opts o = {.fast_noise = f->noise,
+	                        .logit_scale = 4.0f,
+	                        .bad_reads = &f->bad_reads,
+	                        .ref_warm_sizes = sizes,
+	                        .n_ref_warm_sizes = 4};
+	return mockbe_init(be, f->tiny, &o, err);
+}
+
 /* Warm-up at init: passes of every bucket size on both paths (DVR), not counted in the stats,
  * every KV block back in the pool, and requests afterwards still equal the oracle. */
 static void test_warmup(void **state)
@@ -436,6 +453,14 @@ static void test_warmup(void **state)
 	assert_int_equal(st.ref_forward_calls + st.fast_forward_calls, 0);
 	assert_int_equal(st.kv_blocks_used, 0);
 	etu_rig_check_stop(&r);
+	/* the backend's own sizes join the powers of two on their path, once each, up to the
+	 * top (512 here): 3 and 320 more on REF, exactly as many tokens as named */
+	etu_rig_start(&r, mk_mock_sizes);
+	assert_int_equal(r.be.counters.calls[DS_PATH_FAST], 2 * 10 + 1);
+	assert_int_equal(r.be.counters.calls[DS_PATH_REF], 2 * 12 + 1);
+	assert_int_equal(r.be.counters.rows[DS_PATH_FAST], 2 * 1023 + 1024);
+	assert_int_equal(r.be.counters.rows[DS_PATH_REF], 2 * (1023 + 3 + 320) + 1024);
+	etu_rig_stop(&r);
 	/* fast mode warms only FAST */
 	r.o.mode = DS_MODE_FAST;
 	etu_rig_start(&r, etu_mk_mock);

@@ -109,10 +109,20 @@ static void mock_free(void *ctx)
 	free(c);
 }
 
+static int mock_warm_sizes(void *ctx, enum ds_path path, int *sizes, int cap)
+{
+	struct mock_ctx *c = ctx;
+	int n = path == DS_PATH_REF ? DS_MIN(cap, c->o.n_ref_warm_sizes) : 0;
+	for (int i = 0; i < n; i++)
+		sizes[i] = c->o.ref_warm_sizes[i];
+	return n;
+}
+
 static const struct ds_backend_i mock_iface = {
     .name = "mock",
     .kv_init = mock_kv_init,
     .forward = mock_forward,
+    .warm_sizes = mock_warm_sizes,
     .free = mock_free,
 };
 

@@ -16,6 +16,8 @@ struct mockbe_opts {
 	uint64_t *bad_reads; /* optional: counts tainted + unwritten reads across instances */
 	int fail_path;       /* with fail_every > 0: every fail_every-th call on this path fails */
 	int fail_every;
+	const int *ref_warm_sizes; /* optional: the REF sizes the mock names to the warm-up */
+	int n_ref_warm_sizes;
 };
 
 /* The model is used for its config (vocab, context) only; it may have no weights. */
