@@ -63,8 +63,7 @@ struct ds_backend_i {
 	enum ds_status (*set_threads)(void *ctx, int n_threads, struct ds_err *err);
 	/* Optional: the pass sizes (tokens) on `path` that the backend sets something up for on
 	 * first use besides the powers of two (a CUDA graph bucket), ascending, at most cap of
-	 * them into sizes; returns how many. The engine's warm-up runs each (scheduler/warmup.c).
-	 */
+	 * them into sizes; returns how many. The engine's warm-up runs each. */
 	int (*warm_sizes)(void *ctx, enum ds_path path, int *sizes, int cap);
 	/* Optional: a short description (device name, threads) for ServerInfo. */
 	void (*describe)(void *ctx, char *buf, size_t len);

@@ -28,8 +28,17 @@ static FILE *trace_open(const struct bench *b, const char *name)
 	const char *v = getenv("E2E_TRACE");
 	if (!v || strcmp(v, "1") != 0)
 		return NULL;
-	char path[1024];
-	snprintf(path, sizeof(path), "%s/e2e-trace-%s.tsv", b->out, name);
+	/* '%' in a configuration's name becomes "pct": the device tool brings back plain names */
+	char path[1024], file[128];
+	size_t k = 0;
+	for (const char *s = name; *s && k + 4 < sizeof(file); s++) {
+		if (*s == '%')
+			k += (size_t)snprintf(file + k, sizeof(file) - k, "pct");
+		else
+			file[k++] = *s;
+	}
+	file[k] = '\0';
+	snprintf(path, sizeof(path), "%s/e2e-trace-%s.tsv", b->out, file);
 	FILE *f = fopen(path, "w");
 	if (f)
 		fprintf(f, "t_s\tstep_ms\trunning\twaiting\ttokens\tref_step\n");
