@@ -8,7 +8,7 @@
  *    same S differ only in tiling, pipelining and loads, so they give the same bytes; a
  *    self-check at init verifies that (bytes compared on a random problem with an uneven K)
  *    and only variants that passed may stand in for the table's variant. Among those, the
- *    fastest is picked per (power-of-two M bucket, N, K) by timing on first use: that choice
+ *    fastest is picked per (M bucket, N, K) by timing on first use: that choice
  *    may follow M precisely because it cannot change a bit (DS_REF_GEMM_AUTOTUNE=0: never).
  *  - Attention uses 64-position tiles aligned to absolute positions; whether the tiles are
  *    spread over blocks (then merged by a combine kernel) or walked by one block depends only
@@ -151,9 +151,12 @@ static int ref_gemm_variant(struct ds_cuda_ctx *c, const uint16_t *A, const uint
 	int base = ds_ref_gemm_table_variant(&r->table, N, K);
 	if (!r->autotune || !r->same_bits[base])
 		return base;
-	int mb = 0;
-	while ((1 << mb) < M)
-		mb++;
+	/* the M bucket: the graph bucket's rows (so a padded pass is timed at its own M: a
+	 * 64-row tile may win at 448 rows where a 128-row one won at 512), else a power of two */
+	int bi = ds_cuda_ref_bucket(c, M);
+	int mb = bi >= 0 ? r->bucket_rows[bi] : 1;
+	while (bi < 0 && mb < M)
+		mb *= 2;
 	for (int i = 0; i < r->n_picks; i++)
 		if (r->picks[i].mb == mb && r->picks[i].n == N && r->picks[i].k == K)
 			return r->picks[i].variant;
