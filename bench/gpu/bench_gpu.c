@@ -16,16 +16,17 @@
  *           launch: time and GB/s per op class (silu_down: SiLU*mul and the down projection,
  *           fused or not, as the fast path chose); the graph-replayed step, also with PDL
  *           toggled and without the skinny GEMM; the fast path's GEMM choices
- *   ablate  the captured fast decode step at batch 1..64 with op classes left out (bench_gpu_step.c)
- *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
- *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),
- *           invariant, dvr without early verification; ratio to fast
- * Usage: bench_gpu OUTDIR [sections...] (default: all). E2E_REQUESTS, E2E_PROMPT_MIN,
- * E2E_PROMPT and E2E_OUT size the offline workload (default 256 requests, prompts of 128..256,
- * 128 out; the issue's is 1024, 512..512, 256); E2E_CONFIGS picks configurations by name.
- * This file holds main, the shared helpers and the copy and attention sections; the GEMM section
- * is in bench_gpu_gemm.c, decode / verify / profile in bench_gpu_step.c, e2e in bench_gpu_e2e.c
- * (bench_gpu.h). */
+ *   mixstep the DVR verify step of the e2e at 10% deterministic on REF, against its parts (REF
+ *           decode alone, the windows alone, more rows, no context) and the FAST decode step
+ *   ablate  the captured fast decode step at batch 1..64 with op classes left out
+ * (bench_gpu_step.c) e2e     offline throughput through the scheduler's engine
+ * (scheduler/engine.h): modes fast, dvr with 0/10/50/100% deterministic requests (G = 16, and G =
+ * 64 at 10/50/100%), invariant, dvr without early verification; ratio to fast Usage: bench_gpu
+ * OUTDIR [sections...] (default: all). E2E_REQUESTS, E2E_PROMPT_MIN, E2E_PROMPT and E2E_OUT size
+ * the offline workload (default 256 requests, prompts of 128..256, 128 out; the issue's is 1024,
+ * 512..512, 256); E2E_CONFIGS picks configurations by name. This file holds main, the shared
+ * helpers and the copy and attention sections; the GEMM section is in bench_gpu_gemm.c, decode /
+ * verify / profile in bench_gpu_step.c, e2e in bench_gpu_e2e.c (bench_gpu.h). */
 #include "bench_gpu.h"
 
 double now_s(void)
@@ -452,7 +453,8 @@ static bool want(int argc, char **argv, const char *s)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn attnref decode verify profile ablate mega e2e]\n");
+		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn attnref decode verify profile "
+		                "mixstep ablate mega e2e]\n");
 		return 2;
 	}
 	struct bench b;
@@ -496,6 +498,8 @@ int main(int argc, char **argv)
 		rc = bench_verify(&b);
 	if (!rc && want(argc, argv, "profile"))
 		rc = bench_profile(&b);
+	if (!rc && want(argc, argv, "mixstep"))
+		rc = bench_mixstep(&b);
 	if (!rc && want(argc, argv, "ablate"))
 		rc = bench_ablate(&b);
 	if (!rc && want(argc, argv, "mega"))

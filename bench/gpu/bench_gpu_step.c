@@ -660,3 +660,105 @@ int bench_ablate(struct bench *b)
 	fclose(f);
 	return 0;
 }
+
+/* ---- the DVR verify step's shape, taken apart ---- */
+
+/* Times one forward on `path` (median of reps after 3 warm-ups) of n_dec decode rows and n_win
+ * windows of wrows rows each (every row out, as a verification outputs them), all after ctx
+ * positions of KV. */
+static int mix_time(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows, int ctx,
+                    int reps, double *out_s)
+{
+	int n_seq = n_dec + n_win, nb = (ctx + wrows + BS - 1) / BS;
+	int n_tok = n_dec + n_win * wrows;
+	struct ds_fwd_seq *ss = calloc((size_t)n_seq, sizeof(*ss));
+	int32_t *blocks = malloc((size_t)n_seq * nb * 4), *tok = malloc((size_t)n_tok * 4);
+	struct ds_fwd_row *rows = malloc((size_t)n_tok * sizeof(*rows));
+	double *t = malloc((size_t)reps * sizeof(double));
+	int rc = 0;
+	if (!ss || !blocks || !tok || !rows || !t)
+		rc = 1;
+	for (int i = 0, at = 0; rc == 0 && i < n_seq; i++) {
+		int n = i < n_dec ? 1 : wrows;
+		for (int j = 0; j < nb; j++)
+			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
+		for (int j = 0; j < n; j++)
+			tok[at + j] =
+			    (int32_t)(ds_hash3(i, j, 11) % (uint64_t)b->m->cfg.vocab_size);
+		ss[i] = (struct ds_fwd_seq){
+		    tok + at,           n,    ctx, blocks + (size_t)i * nb, nb, i >= n_dec,
+		    {0.7f, 0, 1.0f, 1}, false};
+		at += n;
+	}
+	struct ds_fwd_batch fb = {path, ss, n_seq, rows, NULL};
+	struct ds_err err;
+	for (int i = -3; i < reps && rc == 0; i++) {
+		double t0 = now_s();
+		if (ds_backend_forward(&b->be, &fb, &err) != DS_OK) {
+			fprintf(stderr, "mixstep: %s\n", err.msg);
+			rc = 1;
+		}
+		if (i >= 0)
+			t[i] = now_s() - t0;
+	}
+	if (rc == 0)
+		*out_s = median(t, reps);
+	free(t);
+	free(ss);
+	free(blocks);
+	free(tok);
+	free(rows);
+	return rc;
+}
+
+/* The e2e's verify step at 10% deterministic (about 230 other requests decoding and 26
+ * windows of 7 rows, context about 640) on REF, against its parts and neighbours: where the
+ * step's premium over a FAST decode step of the batch goes. */
+int bench_mixstep(struct bench *b)
+{
+	const struct {
+		const char *what;
+		enum ds_path path;
+		int n_dec, n_win, wrows, ctx;
+	} pts[] = {
+	    {"REF 230 decode + 26 windows x 7 (the verify step)", DS_PATH_REF, 230, 26, 7, 640},
+	    {"REF 256 decode", DS_PATH_REF, 256, 0, 1, 640},
+	    {"FAST 256 decode (the step it replaces)", DS_PATH_FAST, 256, 0, 1, 640},
+	    {"REF 412 decode", DS_PATH_REF, 412, 0, 1, 640},
+	    {"REF 412 decode, ctx 16", DS_PATH_REF, 412, 0, 1, 16},
+	    {"REF 256 decode, ctx 16", DS_PATH_REF, 256, 0, 1, 16},
+	    {"REF 26 windows x 7 alone", DS_PATH_REF, 0, 26, 7, 640},
+	    {"FAST 230 decode", DS_PATH_FAST, 230, 0, 1, 640},
+	    {"FAST 230 decode + 26 windows x 7", DS_PATH_FAST, 230, 26, 7, 640},
+	    {"REF 230 decode + 26 windows x 4", DS_PATH_REF, 230, 26, 4, 640},
+	    {"REF 230 decode + 26 windows x 11", DS_PATH_REF, 230, 26, 11, 640},
+	};
+	FILE *f = json_open(b->out, "mixstep");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"bench\": \"mixstep\", \"device\": \"%s\", \"points\": [\n", b->dev);
+	printf("DVR verify step taken apart (llama3-8b, median of 7 after 3 warm-ups; ms)\n");
+	double base = 0;
+	for (size_t i = 0; i < DS_ARRAY_LEN(pts); i++) {
+		double s = 0;
+		if (mix_time(b, pts[i].path, pts[i].n_dec, pts[i].n_win, pts[i].wrows, pts[i].ctx,
+		             7, &s)) {
+			fclose(f);
+			return 1;
+		}
+		if (i == 2)
+			base = s;
+		printf("  %-52s %8.3f ms\n", pts[i].what, s * 1e3);
+		fprintf(f,
+		        "%s  {\"what\": \"%s\", \"path\": \"%s\", \"decode_rows\": %d, "
+		        "\"windows\": %d, "
+		        "\"window_rows\": %d, \"ctx\": %d, \"ms\": %.4f}",
+		        i ? ",\n" : "", pts[i].what, pts[i].path == DS_PATH_REF ? "ref" : "fast",
+		        pts[i].n_dec, pts[i].n_win, pts[i].wrows, pts[i].ctx, s * 1e3);
+		fflush(stdout);
+	}
+	printf("  (FAST 256 decode: %.3f ms is the step a verify step replaces)\n", base * 1e3);
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	return 0;
+}
