@@ -15,28 +15,44 @@ size_t kv_bytes(const struct ds_model_config *c, int B, int ctx)
 	return (size_t)B * ctx * c->n_layer * 2 * ds_model_kv_dim(c) * 2;
 }
 
-/* Times one forward of B decode rows at position ctx (KV holds random values). */
-int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps, double *out_s)
+/* Times one forward on `path` (median of reps after 3 warm-ups) of n_dec decode rows and n_win
+ * windows of wrows rows each (every row out, as a verification outputs them), all after ctx
+ * positions of KV (random values), sampled at temperature temp. */
+static int pass_time(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows, int ctx,
+                     float temp, int reps, double *out_s)
 {
-	int nb = (ctx + 1 + BS - 1) / BS;
-	struct ds_fwd_seq *ss = calloc((size_t)B, sizeof(*ss));
-	int32_t *blocks = malloc((size_t)B * nb * 4), *tok = malloc((size_t)B * 4);
-	struct ds_fwd_row *rows = malloc((size_t)B * sizeof(*rows));
-	for (int i = 0; i < B; i++) {
-		for (int j = 0; j < nb; j++)
-			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
-		tok[i] = (int32_t)(ds_hash3(B, ctx, i) % (uint64_t)b->m->cfg.vocab_size);
-		ss[i] = (struct ds_fwd_seq){
-		    tok + i, 1, ctx, blocks + (size_t)i * nb, nb, false, {0.0f, 0, 1.0f, 1}, false};
-	}
-	struct ds_fwd_batch fb = {path, ss, B, rows, NULL};
-	struct ds_err err;
+	int n_seq = n_dec + n_win, nb = (ctx + wrows + BS - 1) / BS;
+	int n_tok = n_dec + n_win * wrows;
+	struct ds_fwd_seq *ss = calloc((size_t)n_seq, sizeof(*ss));
+	int32_t *blocks = malloc((size_t)n_seq * nb * 4), *tok = malloc((size_t)n_tok * 4);
+	struct ds_fwd_row *rows = malloc((size_t)n_tok * sizeof(*rows));
 	double *t = malloc((size_t)reps * sizeof(double));
 	int rc = 0;
+	if (!ss || !blocks || !tok || !rows || !t)
+		rc = 1;
+	for (int i = 0, at = 0; rc == 0 && i < n_seq; i++) {
+		int n = i < n_dec ? 1 : wrows;
+		for (int j = 0; j < nb; j++)
+			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
+		for (int j = 0; j < n; j++)
+			tok[at + j] =
+			    (int32_t)(ds_hash3(i, j, 11) % (uint64_t)b->m->cfg.vocab_size);
+		ss[i] = (struct ds_fwd_seq){.tokens = tok + at,
+		                            .n_tokens = n,
+		                            .pos0 = ctx,
+		                            .blocks = blocks + (size_t)i * nb,
+		                            .n_blocks = nb,
+		                            .all_rows = i >= n_dec,
+		                            .sp = {temp, 0, 1.0f, 1}};
+		at += n;
+	}
+	struct ds_fwd_batch fb = {path, ss, n_seq, rows, NULL};
+	struct ds_err err;
 	for (int i = -3; i < reps && rc == 0; i++) {
 		double t0 = now_s();
 		if (ds_backend_forward(&b->be, &fb, &err) != DS_OK) {
-			fprintf(stderr, "decode B=%d ctx=%d: %s\n", B, ctx, err.msg);
+			fprintf(stderr, "forward of %d decode rows + %d x %d, ctx %d: %s\n", n_dec,
+			        n_win, wrows, ctx, err.msg);
 			rc = 1;
 		}
 		if (i >= 0)
@@ -50,6 +66,12 @@ int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps, do
 	free(tok);
 	free(rows);
 	return rc;
+}
+
+/* Times one forward of B decode rows at position ctx (KV holds random values). */
+int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps, double *out_s)
+{
+	return pass_time(b, path, B, 0, 1, ctx, 0.0f, reps, out_s);
 }
 
 int bench_decode(struct bench *b)
@@ -101,32 +123,10 @@ int bench_decode(struct bench *b)
 
 int bench_verify(struct bench *b)
 {
-	int G = 16, W = 32, ctx = 512, nb = (ctx + W + BS) / BS;
-	struct ds_fwd_seq ss[16];
-	int32_t *blocks = malloc((size_t)G * nb * 4), *tok = malloc((size_t)G * W * 4);
-	struct ds_fwd_row *rows = malloc((size_t)G * W * sizeof(*rows));
-	for (int i = 0; i < G; i++) {
-		for (int j = 0; j < nb; j++)
-			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
-		for (int j = 0; j < W; j++)
-			tok[i * W + j] =
-			    (int32_t)(ds_hash3(i, j, 9) % (uint64_t)b->m->cfg.vocab_size);
-		ss[i] = (struct ds_fwd_seq){
-		    tok + i * W, W, ctx, blocks + (size_t)i * nb, nb, true, {0.0f, 0, 1.0f, 1}, false};
-	}
-	struct ds_fwd_batch fb = {DS_PATH_REF, ss, G, rows, NULL};
-	struct ds_err err;
-	double t[10];
-	for (int i = -2; i < 10; i++) {
-		double t0 = now_s();
-		if (ds_backend_forward(&b->be, &fb, &err) != DS_OK) {
-			fprintf(stderr, "verify: %s\n", err.msg);
-			return 1;
-		}
-		if (i >= 0)
-			t[i] = now_s() - t0;
-	}
-	double tv = median(t, 10), td = 0;
+	int G = 16, W = 32, ctx = 512;
+	double tv = 0, td = 0;
+	if (pass_time(b, DS_PATH_REF, 0, G, W, ctx, 0.0f, 10, &tv))
+		return 1;
 	if (decode_time(b, DS_PATH_FAST, 64, ctx, 15, &td))
 		return 1;
 	printf("verify pass G=%d x W=%d (ref path, ctx %d): %.3f ms; %d fast decode steps at batch "
@@ -140,13 +140,11 @@ int bench_verify(struct bench *b)
 		        "\"ctx\": %d, "
 		        "\"verify_ms\": %.4f, \"decode_step_b64_ms\": %.4f, \"W_decode_steps_ms\": "
 		        "%.4f, "
-		        "\"verify_over_W_steps\": %.4f, \"graph_captured\": false}\n",
-		        b->dev, G, W, ctx, tv * 1e3, td * 1e3, W * td * 1e3, tv / (W * td));
+		        "\"verify_over_W_steps\": %.4f, \"graph_captured\": %s}\n",
+		        b->dev, G, W, ctx, tv * 1e3, td * 1e3, W * td * 1e3, tv / (W * td),
+		        b->c->ref_graphs ? "true" : "false");
 		fclose(f);
 	}
-	free(blocks);
-	free(tok);
-	free(rows);
 	return 0;
 }
 
@@ -663,54 +661,6 @@ int bench_ablate(struct bench *b)
 
 /* ---- the DVR verify step's shape, taken apart ---- */
 
-/* Times one forward on `path` (median of reps after 3 warm-ups) of n_dec decode rows and n_win
- * windows of wrows rows each (every row out, as a verification outputs them), all after ctx
- * positions of KV. */
-static int mix_time(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows, int ctx,
-                    int reps, double *out_s)
-{
-	int n_seq = n_dec + n_win, nb = (ctx + wrows + BS - 1) / BS;
-	int n_tok = n_dec + n_win * wrows;
-	struct ds_fwd_seq *ss = calloc((size_t)n_seq, sizeof(*ss));
-	int32_t *blocks = malloc((size_t)n_seq * nb * 4), *tok = malloc((size_t)n_tok * 4);
-	struct ds_fwd_row *rows = malloc((size_t)n_tok * sizeof(*rows));
-	double *t = malloc((size_t)reps * sizeof(double));
-	int rc = 0;
-	if (!ss || !blocks || !tok || !rows || !t)
-		rc = 1;
-	for (int i = 0, at = 0; rc == 0 && i < n_seq; i++) {
-		int n = i < n_dec ? 1 : wrows;
-		for (int j = 0; j < nb; j++)
-			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
-		for (int j = 0; j < n; j++)
-			tok[at + j] =
-			    (int32_t)(ds_hash3(i, j, 11) % (uint64_t)b->m->cfg.vocab_size);
-		ss[i] = (struct ds_fwd_seq){
-		    tok + at,           n,    ctx, blocks + (size_t)i * nb, nb, i >= n_dec,
-		    {0.7f, 0, 1.0f, 1}, false};
-		at += n;
-	}
-	struct ds_fwd_batch fb = {path, ss, n_seq, rows, NULL};
-	struct ds_err err;
-	for (int i = -3; i < reps && rc == 0; i++) {
-		double t0 = now_s();
-		if (ds_backend_forward(&b->be, &fb, &err) != DS_OK) {
-			fprintf(stderr, "mixstep: %s\n", err.msg);
-			rc = 1;
-		}
-		if (i >= 0)
-			t[i] = now_s() - t0;
-	}
-	if (rc == 0)
-		*out_s = median(t, reps);
-	free(t);
-	free(ss);
-	free(blocks);
-	free(tok);
-	free(rows);
-	return rc;
-}
-
 /* The e2e's verify step at 10% deterministic (about 230 other requests decoding and 26
  * windows of 7 rows, context about 640) on REF, against its parts and neighbours: where the
  * step's premium over a FAST decode step of the batch goes. */
@@ -741,8 +691,8 @@ int bench_mixstep(struct bench *b)
 	double base = 0;
 	for (size_t i = 0; i < DS_ARRAY_LEN(pts); i++) {
 		double s = 0;
-		if (mix_time(b, pts[i].path, pts[i].n_dec, pts[i].n_win, pts[i].wrows, pts[i].ctx,
-		             7, &s)) {
+		if (pass_time(b, pts[i].path, pts[i].n_dec, pts[i].n_win, pts[i].wrows, pts[i].ctx,
+		              0.7f, 7, &s)) {
 			fclose(f);
 			return 1;
 		}
