@@ -19,14 +19,15 @@
  *   mixstep the DVR verify step of the e2e at 10% deterministic on REF, against its parts (REF
  *           decode alone, the windows alone, more rows, no context) and the FAST decode step
  *   ablate  the captured fast decode step at batch 1..64 with op classes left out
- * (bench_gpu_step.c) e2e     offline throughput through the scheduler's engine
- * (scheduler/engine.h): modes fast, dvr with 0/10/50/100% deterministic requests (G = 16, and G =
- * 64 at 10/50/100%), invariant, dvr without early verification; ratio to fast Usage: bench_gpu
- * OUTDIR [sections...] (default: all). E2E_REQUESTS, E2E_PROMPT_MIN, E2E_PROMPT and E2E_OUT size
- * the offline workload (default 256 requests, prompts of 128..256, 128 out; the issue's is 1024,
- * 512..512, 256); E2E_CONFIGS picks configurations by name. This file holds main, the shared
- * helpers and the copy and attention sections; the GEMM section is in bench_gpu_gemm.c, decode /
- * verify / profile in bench_gpu_step.c, e2e in bench_gpu_e2e.c (bench_gpu.h). */
+ *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
+ *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),
+ *           invariant, dvr without early verification; ratio to fast
+ * Usage: bench_gpu OUTDIR [sections...] (default: all). E2E_REQUESTS, E2E_PROMPT_MIN,
+ * E2E_PROMPT and E2E_OUT size the offline workload (default 256 requests, prompts of 128..256,
+ * 128 out; the issue's is 1024, 512..512, 256); E2E_CONFIGS picks configurations by name.
+ * This file holds main, the shared helpers and the copy and attention sections; the GEMM section
+ * is in bench_gpu_gemm.c, decode / verify / profile / mixstep / ablate in bench_gpu_step.c, e2e
+ * in bench_gpu_e2e.c (bench_gpu.h). */
 #include "bench_gpu.h"
 
 double now_s(void)
