@@ -677,6 +677,8 @@ int bench_mixstep(struct bench *b)
 	    {"REF 412 decode", DS_PATH_REF, 412, 0, 1, 640},
 	    {"REF 412 decode, ctx 16", DS_PATH_REF, 412, 0, 1, 16},
 	    {"REF 256 decode, ctx 16", DS_PATH_REF, 256, 0, 1, 16},
+	    {"FAST 256 decode, ctx 16", DS_PATH_FAST, 256, 0, 1, 16},
+	    {"FAST 412 decode, ctx 16", DS_PATH_FAST, 412, 0, 1, 16},
 	    {"REF 26 windows x 7 alone", DS_PATH_REF, 0, 26, 7, 640},
 	    {"FAST 230 decode", DS_PATH_FAST, 230, 0, 1, 640},
 	    {"FAST 230 decode + 26 windows x 7", DS_PATH_FAST, 230, 26, 7, 640},
