@@ -17,9 +17,10 @@ size_t kv_bytes(const struct ds_model_config *c, int B, int ctx)
 
 /* Times one forward on `path` (median of reps after 3 warm-ups) of n_dec decode rows and n_win
  * windows of wrows rows each (every row out, as a verification outputs them), all after ctx
- * positions of KV (random values), sampled at temperature temp. */
-static int pass_time(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows, int ctx,
-                     float temp, int reps, double *out_s)
+ * positions of KV (random values), sampled at temperature temp. prompts: the windows are prompt
+ * chunks instead, from position 0 with only their last row out (a prefill-carrying step). */
+static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows,
+                       int ctx, bool prompts, float temp, int warm, int reps, double *out_s)
 {
 	int n_seq = n_dec + n_win, nb = (ctx + wrows + BS - 1) / BS;
 	int n_tok = n_dec + n_win * wrows;
@@ -39,16 +40,16 @@ static int pass_time(struct bench *b, enum ds_path path, int n_dec, int n_win, i
 			    (int32_t)(ds_hash3(i, j, 11) % (uint64_t)b->m->cfg.vocab_size);
 		ss[i] = (struct ds_fwd_seq){.tokens = tok + at,
 		                            .n_tokens = n,
-		                            .pos0 = ctx,
+		                            .pos0 = i >= n_dec && prompts ? 0 : ctx,
 		                            .blocks = blocks + (size_t)i * nb,
 		                            .n_blocks = nb,
-		                            .all_rows = i >= n_dec,
+		                            .all_rows = i >= n_dec && !prompts,
 		                            .sp = {temp, 0, 1.0f, 1}};
 		at += n;
 	}
 	struct ds_fwd_batch fb = {path, ss, n_seq, rows, NULL};
 	struct ds_err err;
-	for (int i = -3; i < reps && rc == 0; i++) {
+	for (int i = -warm; i < reps && rc == 0; i++) {
 		double t0 = now_s();
 		if (ds_backend_forward(&b->be, &fb, &err) != DS_OK) {
 			fprintf(stderr, "forward of %d decode rows + %d x %d, ctx %d: %s\n", n_dec,
@@ -68,10 +69,17 @@ static int pass_time(struct bench *b, enum ds_path path, int n_dec, int n_win, i
 	return rc;
 }
 
+/* pass_time_w after 3 warm-ups */
+static int pass_time(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows, int ctx,
+                     bool prompts, float temp, int reps, double *out_s)
+{
+	return pass_time_w(b, path, n_dec, n_win, wrows, ctx, prompts, temp, 3, reps, out_s);
+}
+
 /* Times one forward of B decode rows at position ctx (KV holds random values). */
 int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps, double *out_s)
 {
-	return pass_time(b, path, B, 0, 1, ctx, 0.0f, reps, out_s);
+	return pass_time(b, path, B, 0, 1, ctx, false, 0.0f, reps, out_s);
 }
 
 int bench_decode(struct bench *b)
@@ -125,7 +133,7 @@ int bench_verify(struct bench *b)
 {
 	int G = 16, W = 32, ctx = 512;
 	double tv = 0, td = 0;
-	if (pass_time(b, DS_PATH_REF, 0, G, W, ctx, 0.0f, 10, &tv))
+	if (pass_time(b, DS_PATH_REF, 0, G, W, ctx, false, 0.0f, 10, &tv))
 		return 1;
 	if (decode_time(b, DS_PATH_FAST, 64, ctx, 15, &td))
 		return 1;
@@ -670,20 +678,26 @@ int bench_mixstep(struct bench *b)
 		const char *what;
 		enum ds_path path;
 		int n_dec, n_win, wrows, ctx;
+		bool prompts;
 	} pts[] = {
-	    {"REF 230 decode + 26 windows x 7 (the verify step)", DS_PATH_REF, 230, 26, 7, 640},
-	    {"REF 256 decode", DS_PATH_REF, 256, 0, 1, 640},
-	    {"FAST 256 decode (the step it replaces)", DS_PATH_FAST, 256, 0, 1, 640},
-	    {"REF 412 decode", DS_PATH_REF, 412, 0, 1, 640},
-	    {"REF 412 decode, ctx 16", DS_PATH_REF, 412, 0, 1, 16},
-	    {"REF 256 decode, ctx 16", DS_PATH_REF, 256, 0, 1, 16},
-	    {"FAST 256 decode, ctx 16", DS_PATH_FAST, 256, 0, 1, 16},
-	    {"FAST 412 decode, ctx 16", DS_PATH_FAST, 412, 0, 1, 16},
-	    {"REF 26 windows x 7 alone", DS_PATH_REF, 0, 26, 7, 640},
-	    {"FAST 230 decode", DS_PATH_FAST, 230, 0, 1, 640},
-	    {"FAST 230 decode + 26 windows x 7", DS_PATH_FAST, 230, 26, 7, 640},
-	    {"REF 230 decode + 26 windows x 4", DS_PATH_REF, 230, 26, 4, 640},
-	    {"REF 230 decode + 26 windows x 11", DS_PATH_REF, 230, 26, 11, 640},
+	    {"REF 230 decode + 26 windows x 7 (the verify step)", DS_PATH_REF, 230, 26, 7, 640, false},
+	    {"REF 256 decode", DS_PATH_REF, 256, 0, 1, 640, false},
+	    {"FAST 256 decode (the step it replaces)", DS_PATH_FAST, 256, 0, 1, 640, false},
+	    {"REF 412 decode", DS_PATH_REF, 412, 0, 1, 640, false},
+	    {"REF 412 decode, ctx 16", DS_PATH_REF, 412, 0, 1, 16, false},
+	    {"REF 256 decode, ctx 16", DS_PATH_REF, 256, 0, 1, 16, false},
+	    {"FAST 256 decode, ctx 16", DS_PATH_FAST, 256, 0, 1, 16, false},
+	    {"FAST 412 decode, ctx 16", DS_PATH_FAST, 412, 0, 1, 16, false},
+	    {"REF 26 windows x 7 alone", DS_PATH_REF, 0, 26, 7, 640, false},
+	    {"FAST 230 decode", DS_PATH_FAST, 230, 0, 1, 640, false},
+	    {"FAST 230 decode + 26 windows x 7", DS_PATH_FAST, 230, 26, 7, 640, false},
+	    {"REF 230 decode + 26 windows x 4", DS_PATH_REF, 230, 26, 4, 640, false},
+	    {"REF 230 decode + 26 windows x 11", DS_PATH_REF, 230, 26, 11, 640, false},
+	    /* the e2e's prefill-carrying steps: 4 prompts of 512 next to the decode rows */
+	    {"FAST 240 decode + 4 prompts x 512", DS_PATH_FAST, 240, 4, 512, 640, true},
+	    {"REF 240 decode + 4 prompts x 512", DS_PATH_REF, 240, 4, 512, 640, true},
+	    {"FAST 4 prompts x 512 alone", DS_PATH_FAST, 0, 4, 512, 640, true},
+	    {"REF 4 prompts x 512 alone", DS_PATH_REF, 0, 4, 512, 640, true},
 	};
 	FILE *f = json_open(b->out, "mixstep");
 	if (!f)
@@ -694,7 +708,7 @@ int bench_mixstep(struct bench *b)
 	for (size_t i = 0; i < DS_ARRAY_LEN(pts); i++) {
 		double s = 0;
 		if (pass_time(b, pts[i].path, pts[i].n_dec, pts[i].n_win, pts[i].wrows, pts[i].ctx,
-		              0.7f, 7, &s)) {
+		              pts[i].prompts, 0.7f, 7, &s)) {
 			fclose(f);
 			return 1;
 		}
@@ -704,12 +718,36 @@ int bench_mixstep(struct bench *b)
 		fprintf(f,
 		        "%s  {\"what\": \"%s\", \"path\": \"%s\", \"decode_rows\": %d, "
 		        "\"windows\": %d, "
-		        "\"window_rows\": %d, \"ctx\": %d, \"ms\": %.4f}",
+		        "\"window_rows\": %d, \"ctx\": %d, \"prompts\": %s, \"ms\": %.4f}",
 		        i ? ",\n" : "", pts[i].what, pts[i].path == DS_PATH_REF ? "ref" : "fast",
-		        pts[i].n_dec, pts[i].n_win, pts[i].wrows, pts[i].ctx, s * 1e3);
+		        pts[i].n_dec, pts[i].n_win, pts[i].wrows, pts[i].ctx,
+		        pts[i].prompts ? "true" : "false", s * 1e3);
 		fflush(stdout);
 	}
 	printf("  (FAST 256 decode: %.3f ms is the step a verify step replaces)\n", base * 1e3);
+	/* prefill-carrying steps at row counts not seen before (as in the e2e, where the decode
+	 * rows change every step): the first call at each count, then the median of 3 more */
+	printf("4 prompts x 512 + n decode rows (ctx 640): first call at that row count, then warm\n");
+	for (int k = 0; k < 6; k++) {
+		int n = 233 + 3 * k;
+		double tc[2] = {0, 0}, tw[2] = {0, 0};
+		for (int ph = 0; ph < 2; ph++) {
+			enum ds_path path = ph ? DS_PATH_REF : DS_PATH_FAST;
+			if (pass_time_w(b, path, n, 4, 512, 640, true, 0.7f, 0, 1, &tc[ph]) ||
+			    pass_time_w(b, path, n, 4, 512, 640, true, 0.7f, 0, 3, &tw[ph])) {
+				fclose(f);
+				return 1;
+			}
+		}
+		printf("  n %3d (M %4d): FAST first %7.3f warm %7.3f ms; REF first %7.3f warm %7.3f "
+		       "ms\n",
+		       n, n + 2048, tc[0] * 1e3, tw[0] * 1e3, tc[1] * 1e3, tw[1] * 1e3);
+		fprintf(f,
+		        ",\n  {\"what\": \"4 prompts x 512 + decode rows, first call\", "
+		        "\"decode_rows\": %d, \"fast_first_ms\": %.4f, \"fast_warm_ms\": %.4f, "
+		        "\"ref_first_ms\": %.4f, \"ref_warm_ms\": %.4f}",
+		        n, tc[0] * 1e3, tw[0] * 1e3, tc[1] * 1e3, tw[1] * 1e3);
+	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
 	return 0;
