@@ -106,8 +106,40 @@ static float lt_time(struct ds_cuda_ctx *c, struct lt_plan *p, const cublasLtMat
 	return ds_cuda_time_best(c, lt_call_launch, &x, 4, c->fast.workspace, c->fast.ws_bytes);
 }
 
+/* The band of row counts that share one cuBLASLt algorithm: 32 rows up to AUTOTUNE_MAX_M, 128
+ * above; none (-1) at decode sizes the skinny kernels and the GEMV compete for. */
+static int lt_band(int M)
+{
+	if (M <= DS_K_SKINNY_MAX_M)
+		return -1;
+	return M <= AUTOTUNE_MAX_M ? (M - 1) / 32 : AUTOTUNE_MAX_M + (M - 1) / 128;
+}
+
+/* Slot i (its plan p made for M, N, K) takes the algorithm of a cached shape (N, K) in M's band
+ * when cuBLASLt's check accepts it for M within the workspace; false otherwise. */
+static bool lt_reuse_band(struct ds_cuda_ctx *c, struct lt_plan *p, int i, int M, int N, int K)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	int band = lt_band(M);
+	for (int j = 0; j < f->n_cache && band >= 0; j++) {
+		const struct ds_cuda_algo *e = &f->cache[j];
+		if (j == i || !e->ok || e->N != N || e->K != K || lt_band(e->M) != band)
+			continue;
+		cublasLtMatmulHeuristicResult_t r;
+		memset(&r, 0, sizeof(r));
+		if (cublasLtMatmulAlgoCheck(f->lt, p->op, p->a, p->b, p->cd, p->cd, &e->algo, &r) !=
+		        CUBLAS_STATUS_SUCCESS ||
+		    r.workspaceSize > f->ws_bytes)
+			continue;
+		f->cache[i] = (struct ds_cuda_algo){M, N, K, true, e->algo};
+		return true;
+	}
+	return false;
+}
+
 /* Finds (or makes) the cache slot for a shape. Decode-sized shapes are autotuned over the
- * heuristic's top candidates, unless the stream is being captured. */
+ * heuristic's top candidates, unless the stream is being captured; larger ones reuse their
+ * band's algorithm (lt_reuse_band) or take the heuristic's first. */
 static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, const uint16_t *A,
                                 const uint16_t *W, float *C, int *slot, struct ds_err *err)
 {
@@ -132,6 +164,17 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, cons
 	if (rv != DS_OK) {
 		plan_destroy(p);
 		return rv;
+	}
+	/* Row counts change from step to step outside the graphed decode buckets (prefill chunks
+	 * next to a varying number of decode rows, and their output rows at the LM head): a new
+	 * plan takes the algorithm already chosen for its band (lt_band) when cuBLASLt accepts it
+	 * for this M, instead of timing candidates or asking the heuristic again. Both cost
+	 * 15-25 ms per new row count on the H200 (bench mixstep: a 4 x 512 prefill step at a row
+	 * count not seen before ran 84-96 ms against 69-72 ms warm;
+	 * bench/results/gpu-20261130-0544d52-churn). */
+	if (lt_reuse_band(c, p, i, M, N, K)) {
+		*slot = i;
+		return DS_OK;
 	}
 	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
 	cudaStreamIsCapturing(c->stream, &cap);
