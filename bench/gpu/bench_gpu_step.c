@@ -19,8 +19,8 @@ size_t kv_bytes(const struct ds_model_config *c, int B, int ctx)
  * windows of wrows rows each (every row out, as a verification outputs them), all after ctx
  * positions of KV (random values), sampled at temperature temp. prompts: the windows are prompt
  * chunks instead, from position 0 with only their last row out (a prefill-carrying step). */
-static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows,
-                       int ctx, bool prompts, float temp, int warm, int reps, double *out_s)
+static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows, int ctx,
+                       bool prompts, float temp, int warm, int reps, double *out_s)
 {
 	int n_seq = n_dec + n_win, nb = (ctx + wrows + BS - 1) / BS;
 	int n_tok = n_dec + n_win * wrows;
@@ -680,7 +680,8 @@ int bench_mixstep(struct bench *b)
 		int n_dec, n_win, wrows, ctx;
 		bool prompts;
 	} pts[] = {
-	    {"REF 230 decode + 26 windows x 7 (the verify step)", DS_PATH_REF, 230, 26, 7, 640, false},
+	    {"REF 230 decode + 26 windows x 7 (the verify step)", DS_PATH_REF, 230, 26, 7, 640,
+	     false},
 	    {"REF 256 decode", DS_PATH_REF, 256, 0, 1, 640, false},
 	    {"FAST 256 decode (the step it replaces)", DS_PATH_FAST, 256, 0, 1, 640, false},
 	    {"REF 412 decode", DS_PATH_REF, 412, 0, 1, 640, false},
@@ -727,7 +728,8 @@ int bench_mixstep(struct bench *b)
 	printf("  (FAST 256 decode: %.3f ms is the step a verify step replaces)\n", base * 1e3);
 	/* prefill-carrying steps at row counts not seen before (as in the e2e, where the decode
 	 * rows change every step): the first call at each count, then the median of 3 more */
-	printf("4 prompts x 512 + n decode rows (ctx 640): first call at that row count, then warm\n");
+	printf(
+	    "4 prompts x 512 + n decode rows (ctx 640): first call at that row count, then warm\n");
 	for (int k = 0; k < 6; k++) {
 		int n = 233 + 3 * k;
 		double tc[2] = {0, 0}, tw[2] = {0, 0};
@@ -739,9 +741,10 @@ int bench_mixstep(struct bench *b)
 				return 1;
 			}
 		}
-		printf("  n %3d (M %4d): FAST first %7.3f warm %7.3f ms; REF first %7.3f warm %7.3f "
-		       "ms\n",
-		       n, n + 2048, tc[0] * 1e3, tw[0] * 1e3, tc[1] * 1e3, tw[1] * 1e3);
+		printf(
+		    "  n %3d (M %4d): FAST first %7.3f warm %7.3f ms; REF first %7.3f warm %7.3f "
+		    "ms\n",
+		    n, n + 2048, tc[0] * 1e3, tw[0] * 1e3, tc[1] * 1e3, tw[1] * 1e3);
 		fprintf(f,
 		        ",\n  {\"what\": \"4 prompts x 512 + decode rows, first call\", "
 		        "\"decode_rows\": %d, \"fast_first_ms\": %.4f, \"fast_warm_ms\": %.4f, "
