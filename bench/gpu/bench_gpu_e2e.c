@@ -63,6 +63,9 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	o.group = cfg->group;
 	o.step_policy = cfg->policy;
 	o.warmup = true; /* graphs and autotuning at init, as the server does on the GPU */
+	const char *bias = getenv("E2E_REF_BIAS"); /* --ref-step-bias for every configuration */
+	if (bias)
+		o.ref_step_bias = atof(bias);
 	if (cfg->window != 0)
 		o.window = abs(cfg->window);
 	if (cfg->window < 0)
@@ -228,7 +231,9 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
  * process-wide one-time costs (CUDA's lazy module loading) do not land on whichever mode runs
  * first. E2E_REQUESTS / E2E_PROMPT_MIN / E2E_PROMPT / E2E_OUT set the workload, E2E_CONFIGS
  * (comma-separated names) picks the configurations, E2E_TRACE=1 writes per-step traces,
- * E2E_REPEAT=R runs each configuration R times and reports its fastest. */
+ * E2E_REPEAT=R runs each configuration R times and reports its fastest, E2E_REF_BIAS=x sets the
+ * engine's ref_step_bias (the auto policy's weight on the measured REF cost; 0: a step with
+ * deterministic proposals always runs on REF). */
 int bench_e2e(struct bench *b)
 {
 	struct e2e_load ld;
