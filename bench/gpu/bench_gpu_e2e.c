@@ -45,6 +45,17 @@ static FILE *trace_open(const struct bench *b, const char *name)
 	return f;
 }
 
+/* The engine's ref_step_bias for every configuration: E2E_REF_BIAS, else the engine's default. */
+static double e2e_ref_bias(void)
+{
+	const char *v = getenv("E2E_REF_BIAS");
+	if (v)
+		return atof(v);
+	struct ds_engine_opts o;
+	ds_engine_opts_default(&o);
+	return o.ref_step_bias;
+}
+
 static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_load *ld,
                    double *secs, uint64_t *tokens, struct ds_engine_stats *st)
 {
@@ -63,9 +74,7 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	o.group = cfg->group;
 	o.step_policy = cfg->policy;
 	o.warmup = true; /* graphs and autotuning at init, as the server does on the GPU */
-	const char *bias = getenv("E2E_REF_BIAS"); /* --ref-step-bias for every configuration */
-	if (bias)
-		o.ref_step_bias = atof(bias);
+	o.ref_step_bias = e2e_ref_bias();
 	if (cfg->window != 0)
 		o.window = abs(cfg->window);
 	if (cfg->window < 0)
@@ -297,8 +306,8 @@ int bench_e2e(struct bench *b)
 	        "{\"bench\": \"e2e\", \"device\": \"%s\", \"model\": \"llama3-8b (synthetic)\", "
 	        "\"requests\": %d, \"prompt_tokens\": \"%d..%d\", \"output_tokens\": %d, "
 	        "\"temperature\": 0.7, \"W\": 32, \"max_step_tokens\": 2048, \"max_running\": 256, "
-	        "\"warmed_up\": true, \"repeat\": %d, \"runs\": [\n",
-	        b->dev, ld.n_req, ld.prompt_min, ld.prompt_max, ld.n_out, repeat);
+	        "\"warmed_up\": true, \"repeat\": %d, \"ref_step_bias\": %g, \"runs\": [\n",
+	        b->dev, ld.n_req, ld.prompt_min, ld.prompt_max, ld.n_out, repeat, e2e_ref_bias());
 	printf(
 	    "end to end, llama3-8b, %d requests, prompts %d..%d, %d out (engine, manual steps)\n",
 	    ld.n_req, ld.prompt_min, ld.prompt_max, ld.n_out);
