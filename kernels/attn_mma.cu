@@ -59,11 +59,15 @@ __host__ __device__ static constexpr int mt_stride(int D)
 	return D + MT_PAD;
 }
 
+#define MT_PSTRIDE (MT_TILE + MT_PAD) /* bf16 per row of a narrow group's staged P */
+
 /* Two buffers of (K, V), each (MT_TILE, D + MT_PAD) bf16; Q (64 rows) is staged in buffer 1
- * before a group's first tile. */
+ * before a group's first tile. After them, for narrow groups (mt_group_narrow): P (16 rows of
+ * MT_PSTRIDE bf16) and the warps' row maxima (4 x 16 floats). */
 __host__ __device__ static constexpr size_t mt_smem_bytes(int D)
 {
-	return (size_t)2 * 2 * MT_TILE * mt_stride(D) * sizeof(uint16_t);
+	return (size_t)2 * 2 * MT_TILE * mt_stride(D) * sizeof(uint16_t) +
+	       (size_t)16 * MT_PSTRIDE * sizeof(uint16_t) + (size_t)4 * 16 * sizeof(float);
 }
 
 /* Rows per group: the largest power of two R with R * G <= MT_MROWS (0: G too large). */
@@ -381,6 +385,225 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 	}
 }
 
+/* A group of at most 16 mma rows (a decode row, a short window) on all 4 warps instead of
+ * warp 0 alone: in each tile, warp w computes S for the tile's 16 positions 16 w .. 16 w + 15
+ * and P V for the output columns D / 4 w .. D / 4 (w + 1); the row max, P and the row sum go
+ * through shared memory. The same bits as mt_group (same arguments, same outputs):
+ *  - an S element is the same mma chain over k16 (same A row, same B column), whichever warp
+ *    computes it;
+ *  - the tile max is the max of the same 64 values (fmaxf is exact; a max of +0 and -0 may
+ *    come out either way, but P = 2^(S - mt), the merge coefficients and the output only see
+ *    mt through differences, where the sign of a zero never changes the result);
+ *  - P is the same bf16 value per element; the row sum is read back in mt_group's lane
+ *    pattern and added in its order (a lane's 16 values in column order, then the two xor
+ *    shuffles);
+ *  - a P V element is the same chain of 4 k16 mma over the tile's positions, and the merge is
+ *    elementwise. */
+template <int D>
+__device__ __forceinline__ void mt_group_narrow(const uint16_t *__restrict__ q,
+                                                const uint16_t *__restrict__ kv, const int32_t *bt,
+                                                struct ds_k_dims d, float scale_log2, int t0,
+                                                int n, int p0, int kh, int it_lo, int it_hi,
+                                                float *__restrict__ part, const int32_t *rsb,
+                                                uint16_t *__restrict__ out)
+{
+	constexpr int RS = mt_stride(D), KS = D / 16, ND = D / 8, DJW = D / 64;
+	extern __shared__ __align__(16) uint16_t mt_smem[];
+	int G = d.n_head / d.n_kv;
+	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	int last = p0 + n - 1, nrows = n * G;
+	uint16_t *buf0 = mt_smem, *buf1 = mt_smem + 2 * MT_TILE * RS;
+	uint16_t *ps = mt_smem + 4 * MT_TILE * RS;
+	float *smax = (float *)(ps + 16 * MT_PSTRIDE);
+
+	for (int i = tid; i < 16 * ND; i += MT_THREADS) {
+		int r = i / ND, c = i % ND;
+		bool ok = r < nrows;
+		const uint16_t *src =
+		    ok ? q + ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D + c * 8
+		       : q;
+		mt_cp16(buf1 + r * RS + c * 8, src, ok);
+	}
+	mt_commit();
+	mt_tile_load<D>(buf0, kv, bt, d, kh, it_lo * MT_TILE, last);
+	mt_wait<0>();
+	__syncthreads();
+	unsigned qf[KS][4];
+#pragma unroll
+	for (int ks = 0; ks < KS; ks++)
+		mt_ldsm_x4(qf[ks], buf1 + (lane & 15) * RS + (ks * 2 + (lane >> 4)) * 8);
+	__syncthreads();
+
+	int prow[2], rr[2];
+	size_t poff[2] = {0, 0};
+	bool pst[2];
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int r = (lane >> 2) + 8 * h;
+		rr[h] = r;
+		prow[h] = p0 + min(r, nrows - 1) / G;
+		pst[h] = r < nrows;
+		if (part && pst[h])
+			poff[h] = (size_t)rsb[t0 + r / G] * d.n_head + (size_t)kh * G + r % G;
+	}
+	float o[2 * DJW][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+	for (int j = 0; j < 2 * DJW; j++)
+		o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+
+	for (int it = it_lo; it < it_hi; it++) {
+		int k = it - it_lo;
+		if (it + 1 < it_hi) {
+			mt_tile_load<D>((k + 1) & 1 ? buf1 : buf0, kv, bt, d, kh,
+			                (it + 1) * MT_TILE, last);
+			mt_wait<1>();
+		} else {
+			mt_wait<0>();
+		}
+		__syncthreads();
+		const uint16_t *ks_ = k & 1 ? buf1 : buf0, *vs_ = ks_ + MT_TILE * RS;
+		/* S (16 x 16): this warp's positions of the tile */
+		float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+		for (int ks = 0; ks < KS; ks++) {
+			unsigned b[4];
+			int row = warp * 16 + ((lane >> 4) << 3) + (lane & 7);
+			int ch = ks * 2 + ((lane >> 3) & 1);
+			mt_ldsm_x4(b, ks_ + row * RS + ch * 8);
+			mt_mma(s[0], qf[ks], b[0], b[1]);
+			mt_mma(s[1], qf[ks], b[2], b[3]);
+		}
+		int lo = it * MT_TILE;
+		float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+		for (int x = 0; x < 2; x++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int col = lo + (2 * warp + x) * 8 + 2 * (lane & 3) + (e & 1);
+				float v = col <= prow[e >> 1] ? __fmul_rn(s[x][e], scale_log2)
+				                              : -INFINITY;
+				s[x][e] = v;
+				mt[e >> 1] = fmaxf(mt[e >> 1], v);
+			}
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 1));
+			mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 2));
+			if ((lane & 3) == 0)
+				smax[warp * 16 + rr[h]] = mt[h];
+		}
+		__syncthreads();
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			mt[h] = fmaxf(fmaxf(smax[rr[h]], smax[16 + rr[h]]),
+			              fmaxf(smax[32 + rr[h]], smax[48 + rr[h]]));
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+				*(unsigned *)(ps + rr[h] * MT_PSTRIDE + (2 * warp + x) * 8 +
+				              2 * (lane & 3)) =
+				    mt_pack(exp2f(s[x][2 * h] - mt[h]), exp2f(s[x][2 * h + 1] - mt[h]));
+		}
+		__syncthreads();
+		/* the row sum in mt_group's order; P as the A operand of P V */
+		float lt[2] = {0.0f, 0.0f}, a[2], b[2];
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				unsigned pk =
+				    *(const unsigned *)(ps + rr[h] * MT_PSTRIDE + j * 8 + 2 * (lane & 3));
+				lt[h] = __fadd_rn(lt[h], __uint_as_float(pk << 16));
+				lt[h] = __fadd_rn(lt[h], __uint_as_float(pk & 0xffff0000u));
+			}
+		unsigned pf[4][4];
+#pragma unroll
+		for (int kk = 0; kk < 4; kk++)
+			mt_ldsm_x4(pf[kk], ps + (lane & 15) * MT_PSTRIDE + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 1));
+			lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 2));
+			if (!part) {
+				mt_coef(&m[h], mt[h], &a[h], &b[h]);
+				l[h] = mt_merge(l[h], a[h], lt[h], b[h]);
+			} else if (warp == 0 && pst[h] && (lane & 3) == 0) {
+				float *dst = part + (poff[h] + (size_t)it * d.n_head) * (D + 2);
+				dst[0] = mt[h];
+				dst[1] = lt[h];
+			}
+		}
+#pragma unroll
+		for (int djl = 0; djl < DJW; djl++) {
+			int dj = warp * DJW + djl;
+			float pv[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+			for (int kk = 0; kk < 4; kk++) {
+				unsigned bv[4];
+				int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+				int col = dj * 16 + (lane >> 4) * 8;
+				mt_ldsm_x4_trans(bv, vs_ + row * RS + col);
+				mt_mma(pv[0], pf[kk], bv[0], bv[1]);
+				mt_mma(pv[1], pf[kk], bv[2], bv[3]);
+			}
+#pragma unroll
+			for (int x = 0; x < 2; x++) {
+				if (!part) {
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						o[2 * djl + x][e] = mt_merge(o[2 * djl + x][e], a[e >> 1],
+						                             pv[x][e], b[e >> 1]);
+					continue;
+				}
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					if (!pst[h])
+						continue;
+					float *dst = part + (poff[h] + (size_t)it * d.n_head) * (D + 2) +
+					             2 + dj * 16 + x * 8 + 2 * (lane & 3);
+					mt_st2(dst, pv[x][2 * h], pv[x][2 * h + 1]);
+				}
+			}
+		}
+		__syncthreads(); /* K/V buffer, P and the maxima are rewritten by later tiles */
+	}
+	if (part)
+		return;
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		if (!pst[h])
+			continue;
+		int r = rr[h];
+		uint16_t *dst = out +
+		                ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D +
+		                2 * (lane & 3);
+#pragma unroll
+		for (int djl = 0; djl < DJW; djl++)
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+				*(unsigned *)(dst + ((warp * DJW + djl) * 2 + x) * 8) =
+				    mt_pack(mt_final(o[2 * djl + x][2 * h], l[h]),
+				            mt_final(o[2 * djl + x][2 * h + 1], l[h]));
+	}
+}
+
+/* A group on the narrow or the full-width routine: the same bits either way (mt_group_narrow);
+ * the choice depends only on the group's mma rows, uniform over the CTA. */
+template <int D>
+__device__ __forceinline__ void mt_group_any(const uint16_t *__restrict__ q,
+                                             const uint16_t *__restrict__ kv, const int32_t *bt,
+                                             struct ds_k_dims d, float scale_log2, int t0, int n,
+                                             int p0, int kh, int it_lo, int it_hi,
+                                             float *__restrict__ part, const int32_t *rsb,
+                                             uint16_t *__restrict__ out)
+{
+	if (n * (d.n_head / d.n_kv) <= 16)
+		mt_group_narrow<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, it_lo, it_hi, part,
+		                   rsb, out);
+	else
+		mt_group<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, it_lo, it_hi, part, rsb,
+		            out);
+}
+
 /* plan[1] == 0 (walk): CTA (x, kh) takes groups x, x + gridDim.x, ... of the plan (any
  * assignment gives the same bits: a group's result depends only on its rows). plan[1] == 1
  * (split): the plan's items (group, tile) in order, plan[2] per KV head, are cut into gridDim.x
@@ -407,8 +630,8 @@ __global__ void __launch_bounds__(MT_THREADS)
 				continue;
 			}
 			const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
-			mt_group<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, 0,
-			            (p0 + n - 1) / MT_TILE + 1, NULL, NULL, out);
+			mt_group_any<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, 0,
+			                (p0 + n - 1) / MT_TILE + 1, NULL, NULL, out);
 		}
 		return;
 	}
@@ -433,7 +656,8 @@ __global__ void __launch_bounds__(MT_THREADS)
 			continue;
 		int nt = (p0 + n - 1) / MT_TILE + 1, hi_ = min(nt, end - ib);
 		const int32_t *bt = tm.bt + tm.bt_off[tm.seq[t0]];
-		mt_group<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, w - ib, hi_, part, rsb, out);
+		mt_group_any<D>(q, kv, bt, d, scale_log2, t0, n, p0, kh, w - ib, hi_, part, rsb,
+		                out);
 		w = ib + hi_;
 	}
 }
