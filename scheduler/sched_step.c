@@ -288,7 +288,7 @@ static bool needs_catch_up(const struct ds_req *r)
 /* Do the deterministic requests that must catch up on REF (prefill, resume) wait for a step
  * that runs on REF anyway (e->o.catchup_wait)? A catch-up alone makes a step REF for every row
  * of it: on the H200 a step of 240 decode rows and 4 prompts of 512 costs 77.5 ms on REF
- * against 70.0 on FAST (bench/results/gpu-20261130-ad2c1f5-narrow), so at a small deterministic
+ * against 70.0 on FAST (bench/results/gpu-20261130-d858f75-narrow), so at a small deterministic
  * share most of DVR's cost was steps made REF by one prompt. Waiting costs those requests a few
  * steps of latency, so they wait only while the engine is saturated (throughput is what counts
  * then), at most catchup_wait steps since admission, while their prefill tokens fill less than
