@@ -79,7 +79,6 @@ void ds_engine_opts_default(struct ds_engine_opts *o)
 	    .step_policy = DS_STEP_AUTO,
 	    .ref_step_bias = 1.0,
 	    .window_auto = true,
-	    .catchup_wait = 8,
 	};
 }
 
@@ -109,9 +108,6 @@ static enum ds_status check_opts(const struct ds_engine_opts *o, struct ds_err *
 		               (int)o->step_policy);
 	if (!(o->ref_step_bias >= 0.0) || !isfinite(o->ref_step_bias))
 		return ds_errf(err, DS_ERR_INVALID, "engine: ref_step_bias must be finite and >= 0");
-	if (o->catchup_wait < 0)
-		return ds_errf(err, DS_ERR_INVALID, "engine: catchup_wait %d must be >= 0",
-		               o->catchup_wait);
 	if (o->kv_block_size < 1 || o->kv_blocks < 1)
 		return ds_errf(err, DS_ERR_INVALID,
 		               "engine: kv_block_size %d and kv_blocks %d must be > 0",

@@ -69,12 +69,6 @@ struct ds_engine_opts {
 	                          * sqrt(2 p / r), p the measured premium of a REF step over a
 	                          * FAST one, r the measured rollback rate per candidate
 	                          * (default true; split keeps W) */
-	int catchup_wait;        /* merge/auto on a saturated engine (requests waiting or the batch
-	                          * full): a deterministic request's prefill (or resume after a
-	                          * preemption) waits up to this many steps for a step that runs on
-	                          * REF anyway, instead of turning a FAST step into a REF one, unless
-	                          * the waiting prefill tokens fill half the step budget or nothing
-	                          * else can run (default 8; 0: never wait) */
 	bool warmup;             /* run every pass size once or twice at init (autotuning, CUDA
 	                          * graphs) so that no request pays for them (default false; the
 	                          * server turns it on for the CUDA backend) */
@@ -174,7 +168,6 @@ struct ds_engine_stats {
 	uint64_t ref_steps_early;   /* only early verification (low margin, stop token) was due */
 	uint64_t ref_steps_catchup; /* a deterministic request had to catch up (prefill, resume) */
 	uint64_t ref_steps_cost;    /* auto: the measured costs chose REF */
-	uint64_t catchup_waits;     /* FAST steps in which a deterministic prefill waited (catchup_wait) */
 };
 
 struct ds_engine;

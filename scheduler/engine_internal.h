@@ -40,7 +40,6 @@ struct ds_req {
 	enum ds_status status;
 	char error[256];
 	uint64_t t_submit_ns, t_first_ns;
-	uint64_t admit_step; /* the engine's step count when it was last admitted (catchup_wait) */
 };
 
 enum cmd_kind { CMD_SUBMIT, CMD_CANCEL, CMD_PAUSE };
@@ -92,7 +91,6 @@ struct ds_engine {
 	int ready_rows_left; /* planning: rows of ready windows not yet planned this step */
 	bool step_ref;       /* planning: this DVR step runs as one REF pass (step policy) */
 	int step_ref_why;    /* planning: why (enum ds_ref_why, sched_step.c) */
-	bool catchup_held;   /* planning: deterministic prefills wait for a REF step (catchup_wait) */
 	bool ev_on;          /* planning: low-margin windows count as ready (early verification) */
 	int window;          /* planning: the window in use this step (window_auto) */
 	double cand_seen, cand_rolled; /* decayed counts: verified candidates, rollbacks */

@@ -135,7 +135,6 @@ static void admit(struct ds_engine *e)
 			break; /* first come, first served: no overtaking */
 		}
 		r->n_kv = hit;
-		r->admit_step = e->st.steps;
 		e->st.prefix_hit_tokens += (uint64_t)hit;
 		list_remove_at(e->waiting, &e->n_waiting, 0);
 		pthread_mutex_lock(&e->mu);
@@ -280,56 +279,26 @@ static int pick_window(const struct ds_engine *e, int fast_tokens)
 	return w >= cap ? cap : w <= lo ? lo : (int)lround(w);
 }
 
-static bool needs_catch_up(const struct ds_req *r)
-{
-	return r->dvr && r->n_kv < r->C - 1;
-}
-
-/* Do the deterministic requests that must catch up on REF (prefill, resume) wait for a step
- * that runs on REF anyway (e->o.catchup_wait)? A catch-up alone makes a step REF for every row
- * of it: on the H200 a step of 240 decode rows and 4 prompts of 512 costs 77.5 ms on REF
- * against 70.0 on FAST (bench/results/gpu-20261130-d858f75-narrow), so at a small deterministic
- * share most of DVR's cost was steps made REF by one prompt. Waiting costs those requests a few
- * steps of latency, so they wait only while the engine is saturated (throughput is what counts
- * then), at most catchup_wait steps since admission, while their prefill tokens fill less than
- * half the budget (a fuller REF step amortizes its premium) and while something else can run. */
-static bool catch_up_waits(const struct ds_engine *e, int tokens, uint64_t oldest, bool other)
-{
-	bool saturated = e->n_waiting > 0 || e->n_running >= e->o.max_running;
-	return e->o.step_policy != DS_STEP_SPLIT && saturated && other &&
-	       e->st.steps - oldest < (uint64_t)e->o.catchup_wait &&
-	       2 * (long long)tokens < e->o.max_step_tokens;
-}
-
 /* The step's shape as FAST would run it (tokens capped by the budget; pending candidates and
- * proposals of the DVR requests that would verify; without the catch-ups that wait); true when a
- * DVR request must catch up on REF (prefill, resume) now. Sets e->catchup_held. */
-static bool step_shape(struct ds_engine *e, struct ds_step_shape *sh)
+ * proposals of the DVR requests that would verify); true when a DVR request must catch up on
+ * REF (prefill, resume). */
+static bool step_shape(const struct ds_engine *e, struct ds_step_shape *sh)
 {
-	int cu_tokens = 0, other_tokens = 0;
-	uint64_t oldest = UINT64_MAX;
-	bool other = false;
+	bool catch_up = false;
 	*sh = (struct ds_step_shape){0};
 	for (int i = 0; i < e->n_running; i++) {
 		const struct ds_req *r = e->running[i];
 		if (r->paused)
 			continue;
-		if (needs_catch_up(r)) {
-			cu_tokens += r->L - r->n_kv;
-			oldest = DS_MIN(oldest, r->admit_step);
-			continue;
-		}
-		other = true;
-		other_tokens += r->L - r->n_kv;
+		catch_up |= r->dvr && r->n_kv < r->C - 1;
+		sh->fast_tokens += r->L - r->n_kv;
 		if (verify_eligible(r)) {
 			sh->pending += r->L - r->C;
 			sh->proposals++;
 		}
 	}
-	e->catchup_held = cu_tokens > 0 && catch_up_waits(e, cu_tokens, oldest, other);
-	sh->fast_tokens = DS_MIN(other_tokens + (e->catchup_held ? 0 : cu_tokens),
-	                         e->o.max_step_tokens);
-	return cu_tokens > 0 && !e->catchup_held;
+	sh->fast_tokens = DS_MIN(sh->fast_tokens, e->o.max_step_tokens);
+	return catch_up;
 }
 
 /* Why a step runs on REF (stats: ref_steps_window, _early, _catchup, _cost). */
@@ -375,7 +344,6 @@ static void select_verify(struct ds_engine *e)
 	e->ev_on = e->o.step_policy == DS_STEP_SPLIT ||
 	           (e->n_waiting == 0 && e->n_running < e->o.max_running);
 	struct ds_step_shape sh = {0};
-	e->catchup_held = false;
 	bool catch_up = e->o.mode == DS_MODE_DVR && step_shape(e, &sh);
 	e->window = pick_window(e, sh.fast_tokens);
 	sh.window = e->window;
@@ -439,8 +407,6 @@ static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_v
 			return false;
 		/* a window that only joined the cadence keeps decoding instead */
 	}
-	if (e->catchup_held && !e->step_ref && needs_catch_up(r))
-		return false; /* it waits for a REF step (catch_up_waits) */
 	it->kind = PLAN_COMPUTE;
 	it->pass = 0;
 	it->pos0 = r->n_kv;
@@ -449,7 +415,8 @@ static bool plan_one(struct ds_engine *e, struct ds_req *r, int budget, int *n_v
 	/* DVR requests catch up (prefill, resume) on REF and propose on FAST; in a REF step
 	 * everyone computes there (a DVR request gets here only to catch up) */
 	DS_ASSERT(!(e->step_ref && r->dvr && r->L > r->C));
-	*path = ref_all || e->step_ref || needs_catch_up(r) ? DS_PATH_REF : DS_PATH_FAST;
+	*path = ref_all || e->step_ref || (r->dvr && r->n_kv < r->C - 1) ? DS_PATH_REF
+	                                                                 : DS_PATH_FAST;
 	return true;
 }
 
@@ -666,7 +633,6 @@ enum ds_status ds_sched_step(struct ds_engine *e, struct ds_err *err)
 	if (e->did_work) {
 		e->st.steps++;
 		e->st.ref_steps += e->step_ref;
-		e->st.catchup_waits += e->catchup_held && !e->step_ref;
 		if (e->step_ref) {
 			uint64_t *by[] = {&e->st.ref_steps_window, &e->st.ref_steps_early,
 			                  &e->st.ref_steps_catchup, &e->st.ref_steps_cost};

@@ -42,7 +42,6 @@ static const struct key keys[] = {
     {"step-policy", K_STR, F(step_policy), 0, 0},
     {"ref-step-bias", K_DBL, F(ref_step_bias), 0, 1e9},
     {"no-window-auto", K_BOOL, F(no_window_auto), 0, 0},
-    {"catchup-wait", K_INT, F(catchup_wait), 0, 1 << 20},
     {"addr", K_STR, F(addr), 0, 0},
     {"port", K_INT, F(port), 0, 65535},
     {"metrics-port", K_INT, F(metrics_port), -1, 65535},
@@ -76,7 +75,6 @@ void ds_server_config_default(struct ds_server_config *c)
 	c->margin = -1.0; /* auto: calibrated by the engine at start-up */
 	snprintf(c->step_policy, sizeof(c->step_policy), "auto");
 	c->ref_step_bias = 1.0;
-	c->catchup_wait = 8;
 	snprintf(c->addr, sizeof(c->addr), "127.0.0.1");
 	c->port = 50051;
 	c->metrics_port = 9090;
@@ -350,8 +348,6 @@ const char *ds_server_config_usage(void)
 	       "                          a FAST pass (split); --ref-step-bias X scales REF costs\n"
 	       "  --no-window-auto        keep the window at W (default: W is the cap of a window\n"
 	       "                          picked from the measured rollback rate and REF cost)\n"
-	       "  --catchup-wait N        under load, a deterministic prefill waits up to N\n"
-	       "                          steps for a REF step instead of making one (8; 0 = off)\n"
 	       "server:\n"
 	       "  --addr HOST --port N    gRPC h2c listener (127.0.0.1:50051; port 0 = any)\n"
 	       "  --metrics-port N        Prometheus /metrics over HTTP/1.1 (9090; -1 = off)\n"

@@ -36,7 +36,6 @@ struct ds_server_config {
 	char step_policy[8];  /* --step-policy auto|merge|split */
 	double ref_step_bias; /* --ref-step-bias X */
 	bool no_window_auto;  /* --no-window-auto: keep W fixed */
-	int catchup_wait;     /* --catchup-wait N (engine.h) */
 	/* transport */
 	char addr[128];    /* --addr (default 127.0.0.1) */
 	int port;          /* --port (default 50051; 0 = any free port, logged) */

@@ -163,7 +163,6 @@ int main(int argc, char **argv)
 	eo.prefix_cache = !cfg.no_prefix_cache;
 	eo.step_policy = step_policy;
 	eo.ref_step_bias = cfg.ref_step_bias;
-	eo.catchup_wait = cfg.catchup_wait;
 	eo.window_auto = !cfg.no_window_auto;
 	/* graphs and GEMM autotuning at start-up, not on the first requests */
 	eo.warmup = strcmp(cfg.backend, "cuda") == 0;

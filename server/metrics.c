@@ -219,19 +219,14 @@ static void render(struct ds_metrics *m, struct evbuffer *b)
 		    "detserve_ref_steps_by_reason_total{reason=\"window\"} %llu\n"
 		    "detserve_ref_steps_by_reason_total{reason=\"early\"} %llu\n"
 		    "detserve_ref_steps_by_reason_total{reason=\"catchup\"} %llu\n"
-		    "detserve_ref_steps_by_reason_total{reason=\"cost\"} %llu\n"
-		    "# HELP detserve_catchup_waits_total FAST steps in which a deterministic "
-		    "prefill waited for a reference-path step (saturated engine).\n"
-		    "# TYPE detserve_catchup_waits_total counter\n"
-		    "detserve_catchup_waits_total %llu\n",
+		    "detserve_ref_steps_by_reason_total{reason=\"cost\"} %llu\n",
 		    st.waiting, st.running, st.kv_blocks_used, st.kv_blocks_total,
 		    st.kv_blocks_total ? (double)st.kv_blocks_used / st.kv_blocks_total : 0.0,
 		    (unsigned long long)st.steps, (unsigned long long)st.preemptions,
 		    (unsigned long long)st.prefix_hit_tokens, (unsigned long long)st.ref_steps,
 		    (unsigned long long)st.ref_decoded, st.window,
 		    (unsigned long long)st.ref_steps_window, (unsigned long long)st.ref_steps_early,
-		    (unsigned long long)st.ref_steps_catchup, (unsigned long long)st.ref_steps_cost,
-		    (unsigned long long)st.catchup_waits);
+		    (unsigned long long)st.ref_steps_catchup, (unsigned long long)st.ref_steps_cost);
 	}
 }
 

@@ -268,50 +268,6 @@ static void test_auto_ref_when_cheap(void **state)
 	scen_free(&s);
 }
 
-/* catchup_wait: on a saturated engine (16 requests, 4 slots) a deterministic request's prefill
- * waits for a step that runs on REF anyway instead of making a FAST step REF; one in four
- * requests is deterministic. Waiting takes steps away from the catch-up reason; it never changes
- * an output (run_and_check's oracle), never happens on an engine with room (32 slots), and
- * with catchup_wait 0 never at all. */
-static void run_catchup(struct etu_fixture *f, int wait, int max_running,
-                        struct ds_engine_stats *st)
-{
-	struct scenario s;
-	make_scenario(&s, 16, 24, 0, 4, 16);
-	s.opts.step_policy = DS_STEP_MERGE;
-	s.opts.window_auto = false;
-	s.opts.max_running = max_running;
-	s.opts.max_step_tokens = 64;
-	s.opts.catchup_wait = wait;
-	for (int i = 0; i < s.n_req; i++)
-		s.req[i].det = i % 4 == 1;
-	run_and_check(f, &s, etu_mk_mock, st);
-	assert_ref_why_sums(st);
-	print_message("catchup_wait %d, %d slots: %llu steps, %llu REF (catch-up %llu, window "
-	              "%llu), %llu FAST steps with a prefill waiting\n",
-	              wait, max_running, (unsigned long long)st->steps,
-	              (unsigned long long)st->ref_steps, (unsigned long long)st->ref_steps_catchup,
-	              (unsigned long long)st->ref_steps_window,
-	              (unsigned long long)st->catchup_waits);
-	scen_free(&s);
-}
-
-static void test_catchup_wait(void **state)
-{
-	struct etu_fixture *f = *state;
-	f->noise = 0.0f;
-	struct ds_engine_stats never, waits, room;
-	run_catchup(f, 0, 4, &never);
-	run_catchup(f, 6, 4, &waits);
-	run_catchup(f, 6, 32, &room);
-	assert_int_equal(never.catchup_waits, 0);
-	assert_true(never.ref_steps_catchup >= 4); /* each of the 4 deterministic prefills */
-	assert_true(waits.catchup_waits > 0);
-	assert_true(waits.ref_steps_catchup < never.ref_steps_catchup);
-	assert_true(waits.ref_steps < never.ref_steps);
-	assert_int_equal(room.catchup_waits, 0);
-}
-
 /* Merge/auto verify early only when the engine has room: with requests waiting (or the batch
  * full) a low-margin candidate waits for its window to fill. 7 requests, 4 slots, every
  * candidate "low margin": the first 4 run saturated (3 waiting): windows of W; the last 3 run
@@ -537,7 +493,6 @@ int main(void)
 	    cmocka_unit_test(test_merge_one_pass),
 	    cmocka_unit_test(test_auto_ref_when_cheap),
 	    cmocka_unit_test(test_early_verify_gate),
-	    cmocka_unit_test(test_catchup_wait),
 	    cmocka_unit_test(test_warmup),
 	    cmocka_unit_test(test_window_auto),
 	};

@@ -63,9 +63,6 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 	o->step_policy = policies[pol];
 	o->ref_step_bias = pol == 2 ? 0.0 : 1.0;
 	o->window_auto = !g->windowed; /* windowed: a fixed W keeps the schedule timing-free */
-	/* deterministic prefills that wait for a REF step under load, or never (own draw too) */
-	static const int waits[3] = {0, 2, 8};
-	o->catchup_wait = waits[ds_mix64(seed ^ 0xca7c4ull) % 3];
 
 	/* shared prompt prefixes make prefix-cache hits */
 	int32_t fam[3][SCEN_MAX_PROMPT];

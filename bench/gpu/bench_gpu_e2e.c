@@ -12,7 +12,6 @@ struct e2e_cfg {
 	int group;  /* G: windows per reference pass */
 	enum ds_step_policy policy; /* DVR steps with reference work (engine.h) */
 	int window; /* W; 0: the engine's default; < 0: W = -window, fixed (no window_auto) */
-	bool no_wait; /* catchup_wait = 0: deterministic prefills never wait for a REF step */
 };
 
 /* The workload: n_req requests submitted at once, prompts of prompt_min..prompt_max random
@@ -57,18 +56,6 @@ static double e2e_ref_bias(void)
 	return o.ref_step_bias;
 }
 
-/* The engine's catchup_wait for every configuration but the no-wait ones: E2E_CATCHUP_WAIT,
- * else the engine's default. */
-static int e2e_catchup_wait(void)
-{
-	const char *v = getenv("E2E_CATCHUP_WAIT");
-	if (v)
-		return atoi(v);
-	struct ds_engine_opts o;
-	ds_engine_opts_default(&o);
-	return o.catchup_wait;
-}
-
 static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_load *ld,
                    double *secs, uint64_t *tokens, struct ds_engine_stats *st)
 {
@@ -88,7 +75,6 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	o.step_policy = cfg->policy;
 	o.warmup = true; /* graphs and autotuning at init, as the server does on the GPU */
 	o.ref_step_bias = e2e_ref_bias();
-	o.catchup_wait = cfg->no_wait ? 0 : e2e_catchup_wait();
 	if (cfg->window != 0)
 		o.window = abs(cfg->window);
 	if (cfg->window < 0)
@@ -209,12 +195,11 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	       (double)st->margin_threshold);
 	if (st->ref_steps && c->mode == DS_MODE_DVR)
 		printf("  REF steps by first reason: window %llu, early %llu, catch-up %llu, "
-		       "cost %llu; FAST steps with a deterministic prefill waiting %llu\n",
+		       "cost %llu\n",
 		       (unsigned long long)st->ref_steps_window,
 		       (unsigned long long)st->ref_steps_early,
 		       (unsigned long long)st->ref_steps_catchup,
-		       (unsigned long long)st->ref_steps_cost,
-		       (unsigned long long)st->catchup_waits);
+		       (unsigned long long)st->ref_steps_cost);
 	fprintf(f,
 	        "%s  {\"mode\": \"%s\", \"deterministic_pct\": %d, \"early_verify\": %s, "
 	        "\"secs\": %.3f, \"runs_secs\": [",
@@ -230,7 +215,7 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        "\"W\": %d, \"window_auto\": %s, \"window_final\": %d, "
 	        "\"ref_steps\": %llu, \"ref_decoded\": %llu, \"ref_steps_window\": %llu, "
 	        "\"ref_steps_early\": %llu, \"ref_steps_catchup\": %llu, "
-	        "\"ref_steps_cost\": %llu, \"catchup_wait\": %d, \"catchup_waits\": %llu}",
+	        "\"ref_steps_cost\": %llu}",
 	        (unsigned long long)r->tokens, tps, tps / fast_tps, (unsigned long long)st->windows,
 	        (unsigned long long)st->rollbacks, (unsigned long long)st->rolled_back,
 	        (unsigned long long)st->recomputed, (unsigned long long)st->preemptions,
@@ -241,8 +226,7 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        c->window ? abs(c->window) : 32, c->window < 0 ? "false" : "true", st->window,
 	        (unsigned long long)st->ref_steps, (unsigned long long)st->ref_decoded,
 	        (unsigned long long)st->ref_steps_window, (unsigned long long)st->ref_steps_early,
-	        (unsigned long long)st->ref_steps_catchup, (unsigned long long)st->ref_steps_cost,
-	        c->no_wait ? 0 : e2e_catchup_wait(), (unsigned long long)st->catchup_waits);
+	        (unsigned long long)st->ref_steps_catchup, (unsigned long long)st->ref_steps_cost);
 	fflush(stdout);
 	fflush(f);
 }
@@ -258,8 +242,7 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
  * (comma-separated names) picks the configurations, E2E_TRACE=1 writes per-step traces,
  * E2E_REPEAT=R runs each configuration R times and reports its fastest, E2E_REF_BIAS=x sets the
  * engine's ref_step_bias (the auto policy's weight on the measured REF cost; 0: a step with
- * deterministic proposals always runs on REF), E2E_CATCHUP_WAIT=n its catchup_wait (the
- * *-no-wait configurations use 0). */
+ * deterministic proposals always runs on REF). */
 int bench_e2e(struct bench *b)
 {
 	struct e2e_load ld;
@@ -274,36 +257,34 @@ int bench_e2e(struct bench *b)
 	}
 	const char *pick = getenv("E2E_CONFIGS");
 	const struct e2e_cfg cfgs[] = {
-	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0, false},
-	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE, 0, false},
-	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE, 0, false},
-	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE, 0, false},
-	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE, 0, false},
-	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT, 0, false},
-	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT, 0, false},
-	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT, 0, false},
-	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT, 0, false},
-	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT, 0, false},
-	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT, 0, false},
-	    {"dvr-10%-W16", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 16, false},
-	    {"dvr-50%-W16", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 16, false},
-	    {"dvr-10%-W8", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 8, false},
-	    {"dvr-50%-W8", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 8, false},
-	    {"dvr-10%-W8-fixed", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, -8, false},
-	    {"dvr-50%-W8-fixed", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, -8, false},
-	    {"dvr-10%-no-wait", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, true},
-	    {"dvr-50%-no-wait", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, true},
+	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0},
+	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO, 0},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO, 0},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO, 0},
+	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE, 0},
+	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE, 0},
+	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE, 0},
+	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE, 0},
+	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT, 0},
+	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT, 0},
+	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT, 0},
+	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT, 0},
+	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT, 0},
+	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT, 0},
+	    {"dvr-10%-W16", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 16},
+	    {"dvr-50%-W16", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 16},
+	    {"dvr-10%-W8", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 8},
+	    {"dvr-50%-W8", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 8},
+	    {"dvr-10%-W8-fixed", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, -8},
+	    {"dvr-50%-W8-fixed", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, -8},
 	};
 	/* warm-up: untimed, small */
-	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT, 0, false},
-	                               {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT, 0, false}};
+	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT, 0},
+	                               {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT, 0}};
 	struct e2e_load wl = {32, ld.prompt_min, ld.prompt_max, 16};
 	for (size_t i = 0; i < DS_ARRAY_LEN(warm); i++) {
 		double secs = 0;
