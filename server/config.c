@@ -74,7 +74,7 @@ void ds_server_config_default(struct ds_server_config *c)
 	c->max_step_tokens = 512;
 	c->margin = -1.0; /* auto: calibrated by the engine at start-up */
 	snprintf(c->step_policy, sizeof(c->step_policy), "auto");
-	c->ref_step_bias = 1.0;
+	c->ref_step_bias = -1.0; /* by backend (main.c): 0 on cuda, 1 on cpu */
 	snprintf(c->addr, sizeof(c->addr), "127.0.0.1");
 	c->port = 50051;
 	c->metrics_port = 9090;
@@ -346,6 +346,8 @@ const char *ds_server_config_usage(void)
 	       "                          for everyone (merge), plus REF steps whenever measured\n"
 	       "                          costs favour them (auto, default), or REF passes beside\n"
 	       "                          a FAST pass (split); --ref-step-bias X scales REF costs\n"
+	       "                          (default 0 on cuda: REF whenever a deterministic\n"
+	       "                          request runs; 1 on cpu)\n"
 	       "  --no-window-auto        keep the window at W (default: W is the cap of a window\n"
 	       "                          picked from the measured rollback rate and REF cost)\n"
 	       "server:\n"

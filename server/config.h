@@ -34,7 +34,7 @@ struct ds_server_config {
 	double margin;
 	bool no_prefix_cache;
 	char step_policy[8];  /* --step-policy auto|merge|split */
-	double ref_step_bias; /* --ref-step-bias X */
+	double ref_step_bias; /* --ref-step-bias X; < 0 (the default): by backend (main.c) */
 	bool no_window_auto;  /* --no-window-auto: keep W fixed */
 	/* transport */
 	char addr[128];    /* --addr (default 127.0.0.1) */

@@ -12,6 +12,7 @@ struct e2e_cfg {
 	int group;  /* G: windows per reference pass */
 	enum ds_step_policy policy; /* DVR steps with reference work (engine.h) */
 	int window; /* W; 0: the engine's default; < 0: W = -window, fixed (no window_auto) */
+	bool cost_rule; /* ref_step_bias 1 (the per-step cost rule) instead of e2e_ref_bias() */
 };
 
 /* The workload: n_req requests submitted at once, prompts of prompt_min..prompt_max random
@@ -45,15 +46,12 @@ static FILE *trace_open(const struct bench *b, const char *name)
 	return f;
 }
 
-/* The engine's ref_step_bias for every configuration: E2E_REF_BIAS, else the engine's default. */
+/* The engine's ref_step_bias for every configuration: E2E_REF_BIAS, else 0, the server's
+ * default on the CUDA backend (server/main.c). */
 static double e2e_ref_bias(void)
 {
 	const char *v = getenv("E2E_REF_BIAS");
-	if (v)
-		return atof(v);
-	struct ds_engine_opts o;
-	ds_engine_opts_default(&o);
-	return o.ref_step_bias;
+	return v ? atof(v) : 0.0;
 }
 
 static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_load *ld,
@@ -74,7 +72,7 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	o.group = cfg->group;
 	o.step_policy = cfg->policy;
 	o.warmup = true; /* graphs and autotuning at init, as the server does on the GPU */
-	o.ref_step_bias = e2e_ref_bias();
+	o.ref_step_bias = cfg->cost_rule ? 1.0 : e2e_ref_bias();
 	if (cfg->window != 0)
 		o.window = abs(cfg->window);
 	if (cfg->window < 0)
@@ -215,7 +213,7 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        "\"W\": %d, \"window_auto\": %s, \"window_final\": %d, "
 	        "\"ref_steps\": %llu, \"ref_decoded\": %llu, \"ref_steps_window\": %llu, "
 	        "\"ref_steps_early\": %llu, \"ref_steps_catchup\": %llu, "
-	        "\"ref_steps_cost\": %llu}",
+	        "\"ref_steps_cost\": %llu, \"ref_step_bias\": %g}",
 	        (unsigned long long)r->tokens, tps, tps / fast_tps, (unsigned long long)st->windows,
 	        (unsigned long long)st->rollbacks, (unsigned long long)st->rolled_back,
 	        (unsigned long long)st->recomputed, (unsigned long long)st->preemptions,
@@ -226,7 +224,8 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        c->window ? abs(c->window) : 32, c->window < 0 ? "false" : "true", st->window,
 	        (unsigned long long)st->ref_steps, (unsigned long long)st->ref_decoded,
 	        (unsigned long long)st->ref_steps_window, (unsigned long long)st->ref_steps_early,
-	        (unsigned long long)st->ref_steps_catchup, (unsigned long long)st->ref_steps_cost);
+	        (unsigned long long)st->ref_steps_catchup, (unsigned long long)st->ref_steps_cost,
+	        c->cost_rule ? 1.0 : e2e_ref_bias());
 	fflush(stdout);
 	fflush(f);
 }
@@ -241,8 +240,9 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
  * first. E2E_REQUESTS / E2E_PROMPT_MIN / E2E_PROMPT / E2E_OUT set the workload, E2E_CONFIGS
  * (comma-separated names) picks the configurations, E2E_TRACE=1 writes per-step traces,
  * E2E_REPEAT=R runs each configuration R times and reports its fastest, E2E_REF_BIAS=x sets the
- * engine's ref_step_bias (the auto policy's weight on the measured REF cost; 0: a step with
- * deterministic proposals always runs on REF). */
+ * engine's ref_step_bias (the auto policy's weight on the measured REF cost; 0, the default
+ * here as in the server on the GPU: a step with deterministic proposals always runs on REF;
+ * the *-cost configurations use 1, the per-step cost rule). */
 int bench_e2e(struct bench *b)
 {
 	struct e2e_load ld;
@@ -257,34 +257,38 @@ int bench_e2e(struct bench *b)
 	}
 	const char *pick = getenv("E2E_CONFIGS");
 	const struct e2e_cfg cfgs[] = {
-	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO, 0},
-	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO, 0},
-	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0},
-	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0},
-	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0},
-	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO, 0},
-	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO, 0},
-	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO, 0},
-	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE, 0},
-	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE, 0},
-	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE, 0},
-	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE, 0},
-	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT, 0},
-	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT, 0},
-	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT, 0},
-	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT, 0},
-	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT, 0},
-	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT, 0},
-	    {"dvr-10%-W16", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 16},
-	    {"dvr-50%-W16", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 16},
-	    {"dvr-10%-W8", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 8},
-	    {"dvr-50%-W8", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 8},
-	    {"dvr-10%-W8-fixed", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, -8},
-	    {"dvr-50%-W8-fixed", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, -8},
+	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO, 0, false},
+	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO, 0, false},
+	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, false},
+	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, false},
+	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0, false},
+	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO, 0, false},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO, 0, false},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO, 0, false},
+	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE, 0, false},
+	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE, 0, false},
+	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE, 0, false},
+	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE, 0, false},
+	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT, 0, false},
+	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT, 0, false},
+	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT, 0, false},
+	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT, 0, false},
+	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT, 0, false},
+	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT, 0, false},
+	    {"dvr-10%-W16", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 16, false},
+	    {"dvr-50%-W16", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 16, false},
+	    {"dvr-10%-W8", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 8, false},
+	    {"dvr-50%-W8", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 8, false},
+	    {"dvr-10%-W8-fixed", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, -8, false},
+	    {"dvr-50%-W8-fixed", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, -8, false},
+	    {"dvr-10%-cost", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, true},
+	    {"dvr-50%-cost", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, true},
+	    {"dvr-100%-cost", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0, true},
 	};
 	/* warm-up: untimed, small */
-	const struct e2e_cfg warm[] = {{"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT, 0},
-	                               {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT, 0}};
+	const struct e2e_cfg warm[] = {
+	    {"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT, 0, false},
+	    {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT, 0, false}};
 	struct e2e_load wl = {32, ld.prompt_min, ld.prompt_max, 16};
 	for (size_t i = 0; i < DS_ARRAY_LEN(warm); i++) {
 		double secs = 0;
