@@ -190,6 +190,134 @@ __device__ __forceinline__ float mt_final(float acc, float l)
 	return __fdiv_rn(__fadd_rn(acc, 0.0f), l);
 }
 
+/* A group's start: its first `rows` mma rows of Q (mma row r = query row r / G, head
+ * kh * G + r % G; rows past nrows zero-filled) into buf1 and its first tile into buf0, waited
+ * for; every thread of the CTA calls it. */
+template <int D>
+__device__ __forceinline__ void mt_group_start(uint16_t *buf0, uint16_t *buf1,
+                                               const uint16_t *__restrict__ q,
+                                               const uint16_t *__restrict__ kv, const int32_t *bt,
+                                               struct ds_k_dims d, int t0, int kh, int rows,
+                                               int nrows, int it_lo, int last)
+{
+	constexpr int RS = mt_stride(D), ND = D / 8;
+	int G = d.n_head / d.n_kv;
+	for (int i = threadIdx.x; i < rows * ND; i += MT_THREADS) {
+		int r = i / ND, c = i % ND;
+		bool ok = r < nrows;
+		const uint16_t *src =
+		    ok ? q + ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D + c * 8
+		       : q;
+		mt_cp16(buf1 + r * RS + c * 8, src, ok);
+	}
+	mt_commit();
+	mt_tile_load<D>(buf0, kv, bt, d, kh, it_lo * MT_TILE, last);
+	mt_wait<0>();
+	__syncthreads();
+}
+
+/* A lane's mma row r of a group: its position (padding mma rows clamped into the group, their
+ * results never stored), whether it is stored, and (split) its partial of tile 0. */
+__device__ __forceinline__ void mt_row_setup(int r, int nrows, int p0, int t0, int kh,
+                                             struct ds_k_dims d, const float *part,
+                                             const int32_t *rsb, int *prow, bool *pst,
+                                             size_t *poff)
+{
+	int G = d.n_head / d.n_kv;
+	*prow = p0 + min(r, nrows - 1) / G;
+	*pst = r < nrows;
+	*poff = part && *pst ? (size_t)rsb[t0 + r / G] * d.n_head + (size_t)kh * G + r % G : 0;
+}
+
+/* The pipeline's step to tile it (k = it - it_lo): the next tile's load is issued into the other
+ * buffer, then tile it is waited for by every thread. */
+template <int D>
+__device__ __forceinline__ void mt_tile_next(uint16_t *buf0, uint16_t *buf1,
+                                             const uint16_t *__restrict__ kv, const int32_t *bt,
+                                             struct ds_k_dims d, int kh, int it, int it_hi,
+                                             int k, int last)
+{
+	if (it + 1 < it_hi) {
+		mt_tile_load<D>((k + 1) & 1 ? buf1 : buf0, kv, bt, d, kh, (it + 1) * MT_TILE, last);
+		mt_wait<1>();
+	} else {
+		mt_wait<0>();
+	}
+	__syncthreads();
+}
+
+/* The row sums of a lane's two rows, completed over the quad (xor 1, then 2: every lane of the
+ * quad gets the same bits), then merged into (m, l) with coefficients a, b (walk) or stored with
+ * the tile max as tile it's partial (split, where `store`). */
+template <int D>
+__device__ __forceinline__ void mt_lt_take(float lt[2], const float mt[2], float m[2], float l[2],
+                                           float a[2], float b[2], float *part,
+                                           const size_t *poff, const bool *pst, bool store,
+                                           int it, int n_head, int lane)
+{
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 1));
+		lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 2));
+		if (!part) {
+			mt_coef(&m[h], mt[h], &a[h], &b[h]);
+			l[h] = mt_merge(l[h], a[h], lt[h], b[h]);
+		} else if (store && pst[h] && (lane & 3) == 0) {
+			float *dst = part + (poff[h] + (size_t)it * n_head) * (D + 2);
+			dst[0] = mt[h];
+			dst[1] = lt[h];
+		}
+	}
+}
+
+/* pv (16 x 16) = P (16 x 64) V (64 x 16) for output columns dj * 16 .. dj * 16 + 15, V
+ * (position, d) row-major: ldmatrix.trans; each element sums its 4 k16 steps in order. Both
+ * group routines use it, so a P V element is the same chain whichever warp computes it. */
+template <int D>
+__device__ __forceinline__ void mt_pv16(float pv[2][4], const unsigned pf[4][4],
+                                        const uint16_t *vs_, int dj, int lane)
+{
+	constexpr int RS = mt_stride(D);
+#pragma unroll
+	for (int x = 0; x < 2; x++)
+		pv[x][0] = pv[x][1] = pv[x][2] = pv[x][3] = 0.0f;
+#pragma unroll
+	for (int kk = 0; kk < 4; kk++) {
+		unsigned bv[4];
+		int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+		int col = dj * 16 + (lane >> 4) * 8;
+		mt_ldsm_x4_trans(bv, vs_ + row * RS + col);
+		mt_mma(pv[0], pf[kk], bv[0], bv[1]);
+		mt_mma(pv[1], pf[kk], bv[2], bv[3]);
+	}
+}
+
+/* A pv block (output columns dj * 16 ..) into the running output o2 (its two n8 tiles) with the
+ * merge coefficients a, b (walk: part == NULL), or stored as tile it's partial (split). */
+template <int D>
+__device__ __forceinline__ void mt_pv_take(float (*o2)[4], const float pv[2][4], const float *a,
+                                           const float *b, float *part, const size_t *poff,
+                                           const bool *pst, int it, int n_head, int dj, int lane)
+{
+#pragma unroll
+	for (int x = 0; x < 2; x++) {
+		if (!part) {
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				o2[x][e] = mt_merge(o2[x][e], a[e >> 1], pv[x][e], b[e >> 1]);
+			continue;
+		}
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			if (!pst[h])
+				continue;
+			float *dst = part + (poff[h] + (size_t)it * n_head) * (D + 2) + 2 + dj * 16 +
+			             x * 8 + 2 * (lane & 3);
+			mt_st2(dst, pv[x][2 * h], pv[x][2 * h + 1]);
+		}
+	}
+}
+
 /* Tiles [it_lo, it_hi) of one group: n rows from t0 at positions p0 .. p0 + n - 1 (one
  * sequence, one 64-tile), KV head kh. Each tile gives a partial per mma row: its max mt, the
  * sum lt of P = 2^(S - mt) rounded to bf16, and pv = P V (fresh accumulators). part == NULL
@@ -213,20 +341,7 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 	int last = p0 + n - 1, nrows = n * G;
 	uint16_t *buf0 = mt_smem, *buf1 = mt_smem + 2 * MT_TILE * RS;
 
-	/* Q: mma row r = (query row r / G, head kh * G + r % G), into buffer 1 */
-	for (int i = tid; i < MT_MROWS * ND; i += MT_THREADS) {
-		int r = i / ND, c = i % ND;
-		bool ok = r < nrows;
-		const uint16_t *src =
-		    ok ? q + ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D + c * 8
-		       : q;
-		mt_cp16(buf1 + r * RS + c * 8, src, ok);
-	}
-	mt_commit();
-	mt_tile_load<D>(buf0, kv, bt, d, kh, it_lo * MT_TILE, last);
-	mt_wait<0>();
-	__syncthreads();
-
+	mt_group_start<D>(buf0, buf1, q, kv, bt, d, t0, kh, MT_MROWS, nrows, it_lo, last);
 	bool active = warp * 16 < nrows;
 	unsigned qf[KS][4];
 	if (active)
@@ -236,19 +351,14 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 			                       (ks * 2 + (lane >> 4)) * 8);
 	__syncthreads(); /* buffer 1 is free for the second tile */
 
-	/* this lane's two rows: warp * 16 + lane / 4 (+ 8); padding mma rows are clamped into
-	 * the group (their results are never stored) */
+	/* this lane's two rows: warp * 16 + lane / 4 (+ 8) */
 	int prow[2];
-	size_t poff[2] = {0, 0}; /* split: the row's partial of tile 0 */
+	size_t poff[2];
 	bool pst[2];
 #pragma unroll
-	for (int h = 0; h < 2; h++) {
-		int r = warp * 16 + (lane >> 2) + 8 * h;
-		prow[h] = p0 + min(r, nrows - 1) / G;
-		pst[h] = r < nrows;
-		if (part && pst[h])
-			poff[h] = (size_t)rsb[t0 + r / G] * d.n_head + (size_t)kh * G + r % G;
-	}
+	for (int h = 0; h < 2; h++)
+		mt_row_setup(warp * 16 + (lane >> 2) + 8 * h, nrows, p0, t0, kh, d, part, rsb,
+		             &prow[h], &pst[h], &poff[h]);
 	float o[ND][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
 	for (int j = 0; j < ND; j++)
@@ -256,14 +366,7 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 
 	for (int it = it_lo; it < it_hi; it++) {
 		int k = it - it_lo;
-		if (it + 1 < it_hi) {
-			mt_tile_load<D>((k + 1) & 1 ? buf1 : buf0, kv, bt, d, kh,
-			                (it + 1) * MT_TILE, last);
-			mt_wait<1>();
-		} else {
-			mt_wait<0>();
-		}
-		__syncthreads();
+		mt_tile_next<D>(buf0, buf1, kv, bt, d, kh, it, it_hi, k, last);
 		if (active) {
 			const uint16_t *ks_ = k & 1 ? buf1 : buf0, *vs_ = ks_ + MT_TILE * RS;
 			/* S (16 x 64) = Q K^T, fresh per tile */
@@ -316,54 +419,13 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 					pf[j >> 1][(j & 1) * 2 + h] = pk;
 				}
 			float a[2], b[2];
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 1));
-				lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 2));
-				if (!part) {
-					mt_coef(&m[h], mt[h], &a[h], &b[h]);
-					l[h] = mt_merge(l[h], a[h], lt[h], b[h]);
-				} else if (pst[h] && (lane & 3) == 0) {
-					float *dst = part + (poff[h] + (size_t)it * d.n_head) * (D + 2);
-					dst[0] = mt[h];
-					dst[1] = lt[h];
-				}
-			}
-			/* pv (16 x 16 per step) = P (16 x 64) V (64 x 16), V (position, d)
-			 * row-major: ldmatrix.trans; each element sums its 4 k16 steps in order */
+			mt_lt_take<D>(lt, mt, m, l, a, b, part, poff, pst, true, it, d.n_head, lane);
 #pragma unroll
 			for (int dj = 0; dj < D / 16; dj++) {
-				float pv[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-				for (int kk = 0; kk < 4; kk++) {
-					unsigned bv[4];
-					int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-					int col = dj * 16 + (lane >> 4) * 8;
-					mt_ldsm_x4_trans(bv, vs_ + row * RS + col);
-					mt_mma(pv[0], pf[kk], bv[0], bv[1]);
-					mt_mma(pv[1], pf[kk], bv[2], bv[3]);
-				}
-#pragma unroll
-				for (int x = 0; x < 2; x++) {
-					if (!part) {
-#pragma unroll
-						for (int e = 0; e < 4; e++)
-							o[2 * dj + x][e] =
-							    mt_merge(o[2 * dj + x][e], a[e >> 1],
-							             pv[x][e], b[e >> 1]);
-						continue;
-					}
-#pragma unroll
-					for (int h = 0; h < 2; h++) {
-						if (!pst[h])
-							continue;
-						float *dst =
-						    part +
-						    (poff[h] + (size_t)it * d.n_head) * (D + 2) + 2 +
-						    dj * 16 + x * 8 + 2 * (lane & 3);
-						mt_st2(dst, pv[x][2 * h], pv[x][2 * h + 1]);
-					}
-				}
+				float pv[2][4];
+				mt_pv16<D>(pv, pf, vs_, dj, lane);
+				mt_pv_take<D>(o + 2 * dj, pv, a, b, part, poff, pst, it, d.n_head, dj,
+				              lane);
 			}
 		}
 		__syncthreads(); /* this buffer is reloaded two tiles on (or by the next call) */
@@ -407,7 +469,7 @@ __device__ __forceinline__ void mt_group_narrow(const uint16_t *__restrict__ q,
                                                 float *__restrict__ part, const int32_t *rsb,
                                                 uint16_t *__restrict__ out)
 {
-	constexpr int RS = mt_stride(D), KS = D / 16, ND = D / 8, DJW = D / 64;
+	constexpr int RS = mt_stride(D), KS = D / 16, DJW = D / 64;
 	extern __shared__ __align__(16) uint16_t mt_smem[];
 	int G = d.n_head / d.n_kv;
 	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -416,18 +478,7 @@ __device__ __forceinline__ void mt_group_narrow(const uint16_t *__restrict__ q,
 	uint16_t *ps = mt_smem + 4 * MT_TILE * RS;
 	float *smax = (float *)(ps + 16 * MT_PSTRIDE);
 
-	for (int i = tid; i < 16 * ND; i += MT_THREADS) {
-		int r = i / ND, c = i % ND;
-		bool ok = r < nrows;
-		const uint16_t *src =
-		    ok ? q + ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D + c * 8
-		       : q;
-		mt_cp16(buf1 + r * RS + c * 8, src, ok);
-	}
-	mt_commit();
-	mt_tile_load<D>(buf0, kv, bt, d, kh, it_lo * MT_TILE, last);
-	mt_wait<0>();
-	__syncthreads();
+	mt_group_start<D>(buf0, buf1, q, kv, bt, d, t0, kh, 16, nrows, it_lo, last);
 	unsigned qf[KS][4];
 #pragma unroll
 	for (int ks = 0; ks < KS; ks++)
@@ -435,16 +486,12 @@ __device__ __forceinline__ void mt_group_narrow(const uint16_t *__restrict__ q,
 	__syncthreads();
 
 	int prow[2], rr[2];
-	size_t poff[2] = {0, 0};
+	size_t poff[2];
 	bool pst[2];
 #pragma unroll
 	for (int h = 0; h < 2; h++) {
-		int r = (lane >> 2) + 8 * h;
-		rr[h] = r;
-		prow[h] = p0 + min(r, nrows - 1) / G;
-		pst[h] = r < nrows;
-		if (part && pst[h])
-			poff[h] = (size_t)rsb[t0 + r / G] * d.n_head + (size_t)kh * G + r % G;
+		rr[h] = (lane >> 2) + 8 * h;
+		mt_row_setup(rr[h], nrows, p0, t0, kh, d, part, rsb, &prow[h], &pst[h], &poff[h]);
 	}
 	float o[2 * DJW][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -453,14 +500,7 @@ __device__ __forceinline__ void mt_group_narrow(const uint16_t *__restrict__ q,
 
 	for (int it = it_lo; it < it_hi; it++) {
 		int k = it - it_lo;
-		if (it + 1 < it_hi) {
-			mt_tile_load<D>((k + 1) & 1 ? buf1 : buf0, kv, bt, d, kh,
-			                (it + 1) * MT_TILE, last);
-			mt_wait<1>();
-		} else {
-			mt_wait<0>();
-		}
-		__syncthreads();
+		mt_tile_next<D>(buf0, buf1, kv, bt, d, kh, it, it_hi, k, last);
 		const uint16_t *ks_ = k & 1 ? buf1 : buf0, *vs_ = ks_ + MT_TILE * RS;
 		/* S (16 x 16): this warp's positions of the tile */
 		float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -519,50 +559,13 @@ __device__ __forceinline__ void mt_group_narrow(const uint16_t *__restrict__ q,
 #pragma unroll
 		for (int kk = 0; kk < 4; kk++)
 			mt_ldsm_x4(pf[kk], ps + (lane & 15) * MT_PSTRIDE + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 1));
-			lt[h] = __fadd_rn(lt[h], __shfl_xor_sync(0xffffffffu, lt[h], 2));
-			if (!part) {
-				mt_coef(&m[h], mt[h], &a[h], &b[h]);
-				l[h] = mt_merge(l[h], a[h], lt[h], b[h]);
-			} else if (warp == 0 && pst[h] && (lane & 3) == 0) {
-				float *dst = part + (poff[h] + (size_t)it * d.n_head) * (D + 2);
-				dst[0] = mt[h];
-				dst[1] = lt[h];
-			}
-		}
+		mt_lt_take<D>(lt, mt, m, l, a, b, part, poff, pst, warp == 0, it, d.n_head, lane);
 #pragma unroll
 		for (int djl = 0; djl < DJW; djl++) {
 			int dj = warp * DJW + djl;
-			float pv[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-			for (int kk = 0; kk < 4; kk++) {
-				unsigned bv[4];
-				int row = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-				int col = dj * 16 + (lane >> 4) * 8;
-				mt_ldsm_x4_trans(bv, vs_ + row * RS + col);
-				mt_mma(pv[0], pf[kk], bv[0], bv[1]);
-				mt_mma(pv[1], pf[kk], bv[2], bv[3]);
-			}
-#pragma unroll
-			for (int x = 0; x < 2; x++) {
-				if (!part) {
-#pragma unroll
-					for (int e = 0; e < 4; e++)
-						o[2 * djl + x][e] = mt_merge(o[2 * djl + x][e], a[e >> 1],
-						                             pv[x][e], b[e >> 1]);
-					continue;
-				}
-#pragma unroll
-				for (int h = 0; h < 2; h++) {
-					if (!pst[h])
-						continue;
-					float *dst = part + (poff[h] + (size_t)it * d.n_head) * (D + 2) +
-					             2 + dj * 16 + x * 8 + 2 * (lane & 3);
-					mt_st2(dst, pv[x][2 * h], pv[x][2 * h + 1]);
-				}
-			}
+			float pv[2][4];
+			mt_pv16<D>(pv, pf, vs_, dj, lane);
+			mt_pv_take<D>(o + 2 * djl, pv, a, b, part, poff, pst, it, d.n_head, dj, lane);
 		}
 		__syncthreads(); /* K/V buffer, P and the maxima are rewritten by later tiles */
 	}
