@@ -18,6 +18,8 @@
  *           toggled and without the skinny GEMM; the fast path's GEMM choices
  *   mixstep the DVR verify step of the e2e at 10% deterministic on REF, against its parts (REF
  *           decode alone, the windows alone, more rows, no context) and the FAST decode step
+ *   passprof the e2e's prefill-carrying step (240 decode rows + 4 prompts of 512) and its
+ *           prompts alone, op by op on FAST and on REF (eager, events around each launch)
  *   ablate  the captured fast decode step at batch 1..64 with op classes left out
  *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
  *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),
@@ -26,8 +28,8 @@
  * E2E_PROMPT and E2E_OUT size the offline workload (default 256 requests, prompts of 128..256,
  * 128 out; the issue's is 1024, 512..512, 256); E2E_CONFIGS picks configurations by name.
  * This file holds main, the shared helpers and the copy and attention sections; the GEMM section
- * is in bench_gpu_gemm.c, decode / verify / profile / mixstep / ablate in bench_gpu_step.c, e2e
- * in bench_gpu_e2e.c (bench_gpu.h). */
+ * is in bench_gpu_gemm.c, decode / verify / profile / mixstep / passprof / ablate in
+ * bench_gpu_step.c, e2e in bench_gpu_e2e.c (bench_gpu.h). */
 #include "bench_gpu.h"
 
 double now_s(void)
@@ -455,7 +457,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn attnref decode verify profile "
-		                "mixstep ablate mega e2e]\n");
+		                "mixstep passprof ablate mega e2e]\n");
 		return 2;
 	}
 	struct bench b;
@@ -501,6 +503,8 @@ int main(int argc, char **argv)
 		rc = bench_profile(&b);
 	if (!rc && want(argc, argv, "mixstep"))
 		rc = bench_mixstep(&b);
+	if (!rc && want(argc, argv, "passprof"))
+		rc = bench_passprof(&b);
 	if (!rc && want(argc, argv, "ablate"))
 		rc = bench_ablate(&b);
 	if (!rc && want(argc, argv, "mega"))

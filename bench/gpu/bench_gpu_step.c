@@ -208,19 +208,20 @@ static double gemm_bytes(int M, int N, int K)
 	return 2.0 * N * K + 2.0 * M * K + 4.0 * M * N;
 }
 
-/* One fast decode pass of B rows run eagerly, the same launches as ds_cuda_pass_run, with an
- * event pair around each launch. The device metadata is the last decode pass's (same B). */
-static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
+/* Pass p on a path's ops run eagerly, the same launches as ds_cuda_pass_run (without the fused
+ * decode kernels), with an event pair around each launch; the device metadata is the last
+ * forward call's, which must have been this pass. The REF path has no fused SiLU*mul: its
+ * silu_mul and down projection are timed apart. */
+static int prof_ops(struct bench *b, const struct ds_cuda_path_ops *ops,
+                    const struct ds_cuda_pass *p, int n_split, struct prof *pr)
 {
 	struct ds_cuda_ctx *c = b->c;
 	const struct ds_model_config *cfg = &c->cfg;
 	int H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg), F = cfg->ffn;
-	int V = cfg->vocab_size, nl = cfg->n_layer;
+	int V = cfg->vocab_size, nl = cfg->n_layer, B = p->T;
 	cudaStream_t st = c->stream;
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
-	struct ds_cuda_pass p = {B, B, 0, B, ctx, true};
-	int n_split = ds_cuda_fast_split(c, B, cfg->max_pos);
 	struct ds_err err;
 	pr->n = 0;
 	PROF_OP(pr, PROF_EMBED, CK(ds_k_embed(c->tok_embd, c->dm.ids, B, H, c->x, st)));
@@ -231,34 +232,49 @@ static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
 		        CK(ds_k_rmsnorm(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, B, H,
 		                        cfg->rms_eps, c->h, st)));
 		PROF_OP(pr, PROF_QKV,
-		        PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, L->wqkv, c->big, B, qd + 2 * kvd,
-		                                         H, &err)));
+		        PROF_CK_RV(ops->gemm(c, c->h, L->wqkv, c->big, B, qd + 2 * kvd, H, &err)));
 		PROF_OP(pr, PROF_ROPE,
 		        CK(ds_k_qkv_rope(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, B,
 		                         d, c->q, kv, st)));
-		PROF_OP(pr, PROF_ATTN,
-		        PROF_CK_RV(ds_cuda_fast_ops.attention(c, &p, kv, n_split, &err)));
-		PROF_OP(
-		    pr, PROF_O,
-		    PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err)));
+		PROF_OP(pr, PROF_ATTN, PROF_CK_RV(ops->attention(c, p, kv, n_split, &err)));
+		PROF_OP(pr, PROF_O,
+		        PROF_CK_RV(ops->gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err)));
 		PROF_OP(pr, PROF_RMSNORM,
 		        CK(ds_k_rmsnorm(c->x, c->dlt, NULL, L->ffn_norm, B, H, cfg->rms_eps, c->h,
 		                        st)));
-		PROF_OP(
-		    pr, PROF_GU,
-		    PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err)));
-		/* SiLU*mul and the down projection in one op: the fast path may fuse them */
+		PROF_OP(pr, PROF_GU,
+		        PROF_CK_RV(ops->gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err)));
+		if (ops->gemm_silu) { /* SiLU*mul and the down projection in one op */
+			PROF_OP(pr, PROF_DOWN,
+			        PROF_CK_RV(ops->gemm_silu(c, c->big, c->h, L->w_down, c->dlt, B, H,
+			                                  F, &err)));
+			continue;
+		}
+		PROF_OP(pr, PROF_SILU, CK(ds_k_silu_mul(c->big, B, F, c->h, st)));
 		PROF_OP(pr, PROF_DOWN,
-		        PROF_CK_RV(ds_cuda_fast_ops.gemm_silu(c, c->big, c->h, L->w_down, c->dlt, B,
-		                                              H, F, &err)));
+		        PROF_CK_RV(ops->gemm(c, c->h, L->w_down, c->dlt, B, H, F, &err)));
 	}
 	PROF_OP(pr, PROF_RMSNORM,
-	        CK(ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, B, H, cfg->rms_eps, c->h,
-	                        st)));
+	        CK(ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps,
+	                        c->h, st)));
 	PROF_OP(pr, PROF_LM_HEAD,
-	        PROF_CK_RV(ds_cuda_fast_ops.gemm(c, c->h, c->lm_head, c->logits, B, V, H, &err)));
-	PROF_OP(pr, PROF_SAMPLE, CK(ds_cuda_sample(c, true, B, 0)));
+	        PROF_CK_RV(ops->gemm(c, c->h, c->lm_head, c->logits, p->R, V, H, &err)));
+	PROF_OP(pr, PROF_SAMPLE, CK(ds_cuda_sample(c, ops == &ds_cuda_fast_ops, p->R, 0)));
 	CK(cudaStreamSynchronize(st));
+	return 0;
+}
+
+/* One fast decode pass of B rows run eagerly (prof_ops). The device metadata is the last decode
+ * pass's (same B). */
+static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &c->cfg;
+	int H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg), F = cfg->ffn;
+	int V = cfg->vocab_size, nl = cfg->n_layer;
+	struct ds_cuda_pass p = {B, B, 0, B, ctx, true};
+	if (prof_ops(b, &ds_cuda_fast_ops, &p, ds_cuda_fast_split(c, B, cfg->max_pos), pr))
+		return 1;
 	memset(pr->bytes, 0, sizeof(pr->bytes));
 	pr->bytes[PROF_EMBED] = (2.0 + 4.0) * B * H;
 	pr->bytes[PROF_RMSNORM] = (2.0 * nl + 1) * (2.0 * H + B * (4.0 * 3 * H + 2.0 * H));
@@ -664,6 +680,92 @@ int bench_ablate(struct bench *b)
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
+	return 0;
+}
+
+/* ---- the prefill-carrying step, op by op on each path ---- */
+
+/* Per-op milliseconds of pass p (prof_ops), the repetition of 3 with the least total. */
+static int prof_best(struct bench *b, const struct ds_cuda_path_ops *ops,
+                     const struct ds_cuda_pass *p, int n_split, struct prof *pr,
+                     double ms[PROF_N_OPS])
+{
+	double best = INFINITY;
+	for (int rep = 0; rep < 3; rep++) {
+		if (prof_ops(b, ops, p, n_split, pr))
+			return 1;
+		double m[PROF_N_OPS] = {0}, sum = 0;
+		for (int i = 0; i < pr->n; i++) {
+			float e;
+			CK(cudaEventElapsedTime(&e, pr->ev[2 * i], pr->ev[2 * i + 1]));
+			m[pr->op[i]] += e;
+			sum += e;
+		}
+		if (sum < best) {
+			best = sum;
+			memcpy(ms, m, sizeof(m));
+		}
+	}
+	return 0;
+}
+
+/* The e2e's prefill-carrying step (240 decode rows at context 640 + 4 prompts of 512) and its
+ * prompts alone, FAST against REF, op by op (eager, events around each launch): where the
+ * reference step's premium goes. */
+int bench_passprof(struct bench *b)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct {
+		const char *what;
+		int n_dec;
+	} pts[] = {{"240 decode + 4 prompts x 512", 240}, {"4 prompts x 512 alone", 0}};
+	struct prof *pr = calloc(1, sizeof(*pr));
+	if (!pr)
+		return 1;
+	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
+		CK(cudaEventCreate(&pr->ev[i]));
+	FILE *f = json_open(b->out, "passprof");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"bench\": \"passprof\", \"device\": \"%s\", \"points\": [\n", b->dev);
+	printf("prefill-carrying step op by op (llama3-8b, eager, events around each launch, best "
+	       "of 3; ms)\n");
+	for (size_t k = 0; k < DS_ARRAY_LEN(pts); k++) {
+		int n = pts[k].n_dec, T = n + 4 * 512;
+		struct ds_cuda_pass p = {T, n + 4, 0, n + 4, n ? 640 : 511, false};
+		double ms[2][PROF_N_OPS], tot[2] = {0, 0};
+		for (int ph = 0; ph < 2; ph++) {
+			enum ds_path path = ph ? DS_PATH_REF : DS_PATH_FAST;
+			const struct ds_cuda_path_ops *ops =
+			    ph ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
+			double s;
+			/* warms the path's GEMM choices and leaves this pass's metadata */
+			if (pass_time(b, path, n, 4, 512, 640, true, 0.7f, 2, &s) ||
+			    prof_best(b, ops, &p, ph ? 0 : ds_cuda_fast_split(c, T, p.max_pos + 1),
+			              pr, ms[ph]))
+				return 1;
+			for (int o = 0; o < PROF_N_OPS; o++)
+				tot[ph] += ms[ph][o];
+		}
+		printf("%s (%d rows): FAST %.3f ms, REF %.3f ms (eager sums)\n", pts[k].what, T,
+		       tot[0], tot[1]);
+		printf("  %-14s %10s %10s %10s\n", "op", "FAST", "REF", "REF-FAST");
+		fprintf(f, "%s  {\"what\": \"%s\", \"rows\": %d, \"ops\": [", k ? ",\n" : "",
+		        pts[k].what, T);
+		for (int o = 0; o < PROF_N_OPS; o++) {
+			printf("  %-14s %10.3f %10.3f %10.3f\n", prof_names[o], ms[0][o], ms[1][o],
+			       ms[1][o] - ms[0][o]);
+			fprintf(f, "%s{\"op\": \"%s\", \"fast_ms\": %.4f, \"ref_ms\": %.4f}",
+			        o ? ", " : "", prof_names[o], ms[0][o], ms[1][o]);
+		}
+		fprintf(f, "]}");
+		fflush(stdout);
+	}
+	fprintf(f, "\n]}\n");
+	fclose(f);
+	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
+		cudaEventDestroy(pr->ev[i]);
+	free(pr);
 	return 0;
 }
 
