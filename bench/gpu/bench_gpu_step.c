@@ -709,16 +709,19 @@ static int prof_best(struct bench *b, const struct ds_cuda_path_ops *ops,
 	return 0;
 }
 
-/* The e2e's prefill-carrying step (240 decode rows at context 640 + 4 prompts of 512) and its
- * prompts alone, FAST against REF, op by op (eager, events around each launch): where the
- * reference step's premium goes. */
+/* A prefill-carrying step (240 decode rows at context 640 + 4 prompts of 512), its prompts
+ * alone and a decode step of 256 rows, FAST against REF, op by op (eager, events around each
+ * launch; the decode step's real passes are graph replays with fused kernels, so its sums are
+ * not its step time): where the reference step's premium goes. */
 int bench_passprof(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
 	const struct {
 		const char *what;
-		int n_dec;
-	} pts[] = {{"240 decode + 4 prompts x 512", 240}, {"4 prompts x 512 alone", 0}};
+		int n_dec, n_prompts;
+	} pts[] = {{"240 decode + 4 prompts x 512", 240, 4},
+	           {"4 prompts x 512 alone", 0, 4},
+	           {"256 decode (ctx 640)", 256, 0}};
 	struct prof *pr = calloc(1, sizeof(*pr));
 	if (!pr)
 		return 1;
@@ -731,8 +734,8 @@ int bench_passprof(struct bench *b)
 	printf("prefill-carrying step op by op (llama3-8b, eager, events around each launch, best "
 	       "of 3; ms)\n");
 	for (size_t k = 0; k < DS_ARRAY_LEN(pts); k++) {
-		int n = pts[k].n_dec, T = n + 4 * 512;
-		struct ds_cuda_pass p = {T, n + 4, 0, n + 4, n ? 640 : 511, false};
+		int n = pts[k].n_dec, np = pts[k].n_prompts, T = n + np * 512;
+		struct ds_cuda_pass p = {T, n + np, 0, n + np, n ? 640 : 511, np == 0};
 		double ms[2][PROF_N_OPS], tot[2] = {0, 0};
 		for (int ph = 0; ph < 2; ph++) {
 			enum ds_path path = ph ? DS_PATH_REF : DS_PATH_FAST;
@@ -740,7 +743,7 @@ int bench_passprof(struct bench *b)
 			    ph ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
 			double s;
 			/* warms the path's GEMM choices and leaves this pass's metadata */
-			if (pass_time(b, path, n, 4, 512, 640, true, 0.7f, 2, &s) ||
+			if (pass_time(b, path, n, np, np ? 512 : 1, 640, np > 0, 0.7f, 2, &s) ||
 			    prof_best(b, ops, &p, ph ? 0 : ds_cuda_fast_split(c, T, p.max_pos + 1),
 			              pr, ms[ph]))
 				return 1;
