@@ -7,7 +7,9 @@
  * that R * G <= 64 (G = n_head / n_kv query heads per KV head: R = 16 for G = 3 and 4), or a
  * run of padding rows. A CTA (4 warps) takes groups x, x + gridDim.x, ... of the plan for one
  * KV head; the group's R * G (query row, head) pairs are its 64 mma rows, 16 per warp (a warp
- * without valid rows only helps load). The grid depends only on T and n_kv and the plan is
+ * without valid rows only helps load), except that a group of at most 16 mma rows (a decode row,
+ * a short window) runs on all 4 warps, each taking a quarter of every tile (mt_group_narrow,
+ * the same bits). The grid depends only on T and n_kv and the plan is
  * read from device memory, so a padded pass can be replayed from a CUDA graph. A group's KV
  * tiles of DS_K_ATTN_TILE (64) positions are aligned to absolute positions 0, 64, 128, ... up
  * to the tile holding its rows (R divides 64, so all rows of a group end in the same tile).
