@@ -203,6 +203,28 @@ struct prof {
 		}                                                                                  \
 	} while (0)
 
+/* A profile with its events created (NULL when that fails); prof_free destroys them. */
+static struct prof *prof_new(void)
+{
+	struct prof *pr = calloc(1, sizeof(*pr));
+	for (int i = 0; pr && i < 2 * PROF_MAX_LAUNCH; i++)
+		if (cudaEventCreate(&pr->ev[i]) != cudaSuccess) {
+			fprintf(stderr, "profile: cudaEventCreate failed\n");
+			while (i-- > 0)
+				cudaEventDestroy(pr->ev[i]);
+			free(pr);
+			return NULL;
+		}
+	return pr;
+}
+
+static void prof_free(struct prof *pr)
+{
+	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
+		cudaEventDestroy(pr->ev[i]);
+	free(pr);
+}
+
 static double gemm_bytes(int M, int N, int K)
 {
 	return 2.0 * N * K + 2.0 * M * K + 4.0 * M * N;
@@ -343,11 +365,9 @@ int bench_profile(struct bench *b)
 	struct ds_cuda_ctx *c = b->c;
 	const struct ds_model_config *cfg = &b->m->cfg;
 	int batches[] = {1, 8, 32}, ctx = 512;
-	struct prof *pr = calloc(1, sizeof(*pr));
+	struct prof *pr = prof_new();
 	if (!pr)
 		return 1;
-	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
-		CK(cudaEventCreate(&pr->ev[i]));
 	FILE *f = json_open(b->out, "profile");
 	if (!f)
 		return 1;
@@ -494,9 +514,7 @@ int bench_profile(struct bench *b)
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
-	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
-		cudaEventDestroy(pr->ev[i]);
-	free(pr);
+	prof_free(pr);
 	return 0;
 }
 
@@ -722,11 +740,9 @@ int bench_passprof(struct bench *b)
 	} pts[] = {{"240 decode + 4 prompts x 512", 240, 4},
 	           {"4 prompts x 512 alone", 0, 4},
 	           {"256 decode (ctx 640)", 256, 0}};
-	struct prof *pr = calloc(1, sizeof(*pr));
+	struct prof *pr = prof_new();
 	if (!pr)
 		return 1;
-	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
-		CK(cudaEventCreate(&pr->ev[i]));
 	FILE *f = json_open(b->out, "passprof");
 	if (!f)
 		return 1;
@@ -766,9 +782,7 @@ int bench_passprof(struct bench *b)
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);
-	for (int i = 0; i < 2 * PROF_MAX_LAUNCH; i++)
-		cudaEventDestroy(pr->ev[i]);
-	free(pr);
+	prof_free(pr);
 	return 0;
 }
 
