@@ -54,6 +54,12 @@ static double e2e_ref_bias(void)
 	return v ? atof(v) : 0.0;
 }
 
+/* The ref_step_bias a configuration runs with. */
+static double e2e_cfg_bias(const struct e2e_cfg *c)
+{
+	return c->cost_rule ? 1.0 : e2e_ref_bias();
+}
+
 static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_load *ld,
                    double *secs, uint64_t *tokens, struct ds_engine_stats *st)
 {
@@ -72,7 +78,7 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	o.group = cfg->group;
 	o.step_policy = cfg->policy;
 	o.warmup = true; /* graphs and autotuning at init, as the server does on the GPU */
-	o.ref_step_bias = cfg->cost_rule ? 1.0 : e2e_ref_bias();
+	o.ref_step_bias = e2e_cfg_bias(cfg);
 	if (cfg->window != 0)
 		o.window = abs(cfg->window);
 	if (cfg->window < 0)
@@ -225,7 +231,7 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        (unsigned long long)st->ref_steps, (unsigned long long)st->ref_decoded,
 	        (unsigned long long)st->ref_steps_window, (unsigned long long)st->ref_steps_early,
 	        (unsigned long long)st->ref_steps_catchup, (unsigned long long)st->ref_steps_cost,
-	        c->cost_rule ? 1.0 : e2e_ref_bias());
+	        e2e_cfg_bias(c));
 	fflush(stdout);
 	fflush(f);
 }
