@@ -286,30 +286,55 @@ static int prof_ops(struct bench *b, const struct ds_cuda_path_ops *ops,
 	return 0;
 }
 
-/* One fast decode pass of B rows run eagerly (prof_ops). The device metadata is the last decode
- * pass's (same B). */
-static int prof_pass(struct bench *b, int B, int ctx, struct prof *pr)
+/* Per-op milliseconds (ms) and launch counts (n, optional) of pass p (prof_ops), from the
+ * repetition of reps with the least total (*total, optional). */
+static int prof_best(struct bench *b, const struct ds_cuda_path_ops *ops,
+                     const struct ds_cuda_pass *p, int n_split, int reps, struct prof *pr,
+                     double ms[PROF_N_OPS], int n[PROF_N_OPS], double *total)
 {
-	struct ds_cuda_ctx *c = b->c;
-	const struct ds_model_config *cfg = &c->cfg;
+	double best = INFINITY;
+	for (int rep = 0; rep < reps; rep++) {
+		if (prof_ops(b, ops, p, n_split, pr))
+			return 1;
+		double m[PROF_N_OPS] = {0}, sum = 0;
+		int k[PROF_N_OPS] = {0};
+		for (int i = 0; i < pr->n; i++) {
+			float e;
+			CK(cudaEventElapsedTime(&e, pr->ev[2 * i], pr->ev[2 * i + 1]));
+			m[pr->op[i]] += e;
+			k[pr->op[i]]++;
+			sum += e;
+		}
+		if (sum < best) {
+			best = sum;
+			memcpy(ms, m, sizeof(m));
+			if (n)
+				memcpy(n, k, sizeof(k));
+		}
+	}
+	if (total)
+		*total = best;
+	return 0;
+}
+
+/* The bytes each op class of a fast decode pass of B rows at context ctx reads and writes. */
+static void prof_decode_bytes(const struct ds_model_config *cfg, int B, int ctx,
+                              double bytes[PROF_N_OPS])
+{
 	int H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg), F = cfg->ffn;
 	int V = cfg->vocab_size, nl = cfg->n_layer;
-	struct ds_cuda_pass p = {B, B, 0, B, ctx, true};
-	if (prof_ops(b, &ds_cuda_fast_ops, &p, ds_cuda_fast_split(c, B, cfg->max_pos), pr))
-		return 1;
-	memset(pr->bytes, 0, sizeof(pr->bytes));
-	pr->bytes[PROF_EMBED] = (2.0 + 4.0) * B * H;
-	pr->bytes[PROF_RMSNORM] = (2.0 * nl + 1) * (2.0 * H + B * (4.0 * 3 * H + 2.0 * H));
-	pr->bytes[PROF_QKV] = nl * gemm_bytes(B, qd + 2 * kvd, H);
-	pr->bytes[PROF_ROPE] = nl * (double)B * (4.0 * (qd + 2 * kvd) + 2.0 * (qd + 2 * kvd));
-	pr->bytes[PROF_ATTN] = nl * ((double)B * (ctx + 1) * kvd * 2 * 2 + 4.0 * B * qd);
-	pr->bytes[PROF_O] = nl * gemm_bytes(B, H, qd);
-	pr->bytes[PROF_GU] = nl * gemm_bytes(B, 2 * F, H);
-	pr->bytes[PROF_SILU] = 0; /* counted in silu_down */
-	pr->bytes[PROF_DOWN] = nl * (gemm_bytes(B, H, F) + (double)B * 4.0 * 2 * F);
-	pr->bytes[PROF_LM_HEAD] = gemm_bytes(B, V, H);
-	pr->bytes[PROF_SAMPLE] = 4.0 * B * V;
-	return 0;
+	memset(bytes, 0, PROF_N_OPS * sizeof(double));
+	bytes[PROF_EMBED] = (2.0 + 4.0) * B * H;
+	bytes[PROF_RMSNORM] = (2.0 * nl + 1) * (2.0 * H + B * (4.0 * 3 * H + 2.0 * H));
+	bytes[PROF_QKV] = nl * gemm_bytes(B, qd + 2 * kvd, H);
+	bytes[PROF_ROPE] = nl * (double)B * (4.0 * (qd + 2 * kvd) + 2.0 * (qd + 2 * kvd));
+	bytes[PROF_ATTN] = nl * ((double)B * (ctx + 1) * kvd * 2 * 2 + 4.0 * B * qd);
+	bytes[PROF_O] = nl * gemm_bytes(B, H, qd);
+	bytes[PROF_GU] = nl * gemm_bytes(B, 2 * F, H);
+	bytes[PROF_SILU] = 0; /* counted in silu_down */
+	bytes[PROF_DOWN] = nl * (gemm_bytes(B, H, F) + (double)B * 4.0 * 2 * F);
+	bytes[PROF_LM_HEAD] = gemm_bytes(B, V, H);
+	bytes[PROF_SAMPLE] = 4.0 * B * V;
 }
 
 /* Median of 20 replays of graph ge on c's stream, after 3 untimed (ms). */
@@ -389,7 +414,7 @@ int bench_profile(struct bench *b)
 		/* warms the GEMM choices, captures the bucket's graph, leaves this B's metadata */
 		if (decode_time(b, DS_PATH_FAST, B, ctx, 5, &tf))
 			return 1;
-		double graph_ms, op_ms[PROF_N_OPS], best_sum = INFINITY;
+		double graph_ms, op_ms[PROF_N_OPS], best_sum;
 		int op_n[PROF_N_OPS];
 		if (prof_graph_ms(b, bi, &graph_ms))
 			return 1;
@@ -404,24 +429,12 @@ int bench_profile(struct bench *b)
 			       (int)ds_cuda_fast_step_cfgs[i].fuse, ds_cuda_fast_step_cfgs[i].stage,
 			       (int)ds_cuda_fast_step_cfgs[i].mega, c->fast.graph_ms[bi][i]);
 		printf("\n");
-		for (int rep = 0; rep < 5; rep++) { /* keep the repetition with the least total */
-			if (prof_pass(b, B, ctx, pr))
-				return 1;
-			double ms[PROF_N_OPS] = {0}, sum = 0;
-			int n[PROF_N_OPS] = {0};
-			for (int i = 0; i < pr->n; i++) {
-				float e;
-				CK(cudaEventElapsedTime(&e, pr->ev[2 * i], pr->ev[2 * i + 1]));
-				ms[pr->op[i]] += e;
-				n[pr->op[i]]++;
-				sum += e;
-			}
-			if (sum < best_sum) {
-				best_sum = sum;
-				memcpy(op_ms, ms, sizeof(ms));
-				memcpy(op_n, n, sizeof(n));
-			}
-		}
+		/* the eager pass (the device metadata is the last decode pass's, same B) */
+		struct ds_cuda_pass p = {B, B, 0, B, ctx, true};
+		if (prof_best(b, &ds_cuda_fast_ops, &p, ds_cuda_fast_split(c, B, cfg->max_pos), 5,
+		              pr, op_ms, op_n, &best_sum))
+			return 1;
+		prof_decode_bytes(cfg, B, ctx, pr->bytes);
 		double roof =
 		    ((double)decode_weight_bytes(cfg, B) + (double)kv_bytes(cfg, B, ctx + 1)) /
 		    b->copy_bw * 1e3;
@@ -703,30 +716,6 @@ int bench_ablate(struct bench *b)
 
 /* ---- the prefill-carrying step, op by op on each path ---- */
 
-/* Per-op milliseconds of pass p (prof_ops), the repetition of 3 with the least total. */
-static int prof_best(struct bench *b, const struct ds_cuda_path_ops *ops,
-                     const struct ds_cuda_pass *p, int n_split, struct prof *pr,
-                     double ms[PROF_N_OPS])
-{
-	double best = INFINITY;
-	for (int rep = 0; rep < 3; rep++) {
-		if (prof_ops(b, ops, p, n_split, pr))
-			return 1;
-		double m[PROF_N_OPS] = {0}, sum = 0;
-		for (int i = 0; i < pr->n; i++) {
-			float e;
-			CK(cudaEventElapsedTime(&e, pr->ev[2 * i], pr->ev[2 * i + 1]));
-			m[pr->op[i]] += e;
-			sum += e;
-		}
-		if (sum < best) {
-			best = sum;
-			memcpy(ms, m, sizeof(m));
-		}
-	}
-	return 0;
-}
-
 /* A prefill-carrying step (240 decode rows at context 640 + 4 prompts of 512), its prompts
  * alone and a decode step of 256 rows, FAST against REF, op by op (eager, events around each
  * launch; the decode step's real passes are graph replays with fused kernels, so its sums are
@@ -761,7 +750,7 @@ int bench_passprof(struct bench *b)
 			/* warms the path's GEMM choices and leaves this pass's metadata */
 			if (pass_time(b, path, n, np, np ? 512 : 1, 640, np > 0, 0.7f, 2, &s) ||
 			    prof_best(b, ops, &p, ph ? 0 : ds_cuda_fast_split(c, T, p.max_pos + 1),
-			              pr, ms[ph]))
+			              3, pr, ms[ph], NULL, NULL))
 				return 1;
 			for (int o = 0; o < PROF_N_OPS; o++)
 				tot[ph] += ms[ph][o];
