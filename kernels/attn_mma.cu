@@ -50,6 +50,8 @@
 #include "cu_common.cuh"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define MT_TILE DS_K_ATTN_TILE
 #define MT_THREADS 128
@@ -613,8 +615,8 @@ __device__ __forceinline__ void mt_group_any(const uint16_t *__restrict__ q,
  * assignment gives the same bits: a group's result depends only on its rows). plan[1] == 1
  * (split): the plan's items (group, tile) in order, plan[2] per KV head, are cut into gridDim.x
  * contiguous ranges; CTA x stores the partials of range x (padding rows: mt_combine_kernel). */
-template <int D>
-__global__ void __launch_bounds__(MT_THREADS)
+template <int D, int MINB>
+__global__ void __launch_bounds__(MT_THREADS, MINB)
     attn_mma_kernel(const uint16_t *__restrict__ q, const uint16_t *__restrict__ kv,
                     struct ds_k_tokmeta tm, const int32_t *__restrict__ plan, int T,
                     struct ds_k_dims d, float scale_log2, float *__restrict__ part,
@@ -752,17 +754,44 @@ static unsigned mt_combine_grid(int T, struct ds_k_dims d)
 }
 
 #ifndef DS_ATTN_MMA_EMU
+/* Experiment knob (DS_ATTN_MMA_MINB=3): the kernel compiled for 3 resident CTAs an SM (168
+ * registers, a few spills) instead of 2 (255 registers). The same code, so the same bits. */
+static bool mt_minb3(void)
+{
+	const char *s = getenv("DS_ATTN_MMA_MINB");
+	return s && strcmp(s, "3") == 0;
+}
+
+template <int D> static cudaError_t mt_setup_one(void)
+{
+	cudaError_t e =
+	    cudaFuncSetAttribute(attn_mma_kernel<D, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                         (int)mt_smem_bytes(D));
+	if (e != cudaSuccess)
+		return e;
+	return cudaFuncSetAttribute(attn_mma_kernel<D, 3>,
+	                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                            (int)mt_smem_bytes(D));
+}
+
 extern "C" cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d)
 {
 	if (!ds_k_attn_ref_mma_supported(d))
 		return cudaErrorInvalidValue;
-	if (d.head_dim == 64)
-		return cudaFuncSetAttribute(attn_mma_kernel<64>,
-		                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                            (int)mt_smem_bytes(64));
-	return cudaFuncSetAttribute(attn_mma_kernel<128>,
-	                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                            (int)mt_smem_bytes(128));
+	return d.head_dim == 64 ? mt_setup_one<64>() : mt_setup_one<128>();
+}
+
+template <int D>
+static void mt_launch_d(dim3 grid, const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                        const int32_t *plan, int T, struct ds_k_dims d, float scale_log2,
+                        float *part, uint16_t *out, cudaStream_t st)
+{
+	if (mt_minb3())
+		attn_mma_kernel<D, 3><<<grid, MT_THREADS, mt_smem_bytes(D), st>>>(
+		    q, kv, tm, plan, T, d, scale_log2, part, out);
+	else
+		attn_mma_kernel<D, 1><<<grid, MT_THREADS, mt_smem_bytes(D), st>>>(
+		    q, kv, tm, plan, T, d, scale_log2, part, out);
 }
 
 static void mt_launch(unsigned gx, const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
@@ -772,11 +801,9 @@ static void mt_launch(unsigned gx, const uint16_t *q, const uint16_t *kv, struct
 	float scale_log2 = (float)(1.4426950408889634 / sqrt((double)d.head_dim));
 	dim3 grid(gx, (unsigned)d.n_kv);
 	if (d.head_dim == 64)
-		attn_mma_kernel<64><<<grid, MT_THREADS, mt_smem_bytes(64), st>>>(
-		    q, kv, tm, plan, T, d, scale_log2, part, out);
+		mt_launch_d<64>(grid, q, kv, tm, plan, T, d, scale_log2, part, out, st);
 	else
-		attn_mma_kernel<128><<<grid, MT_THREADS, mt_smem_bytes(128), st>>>(
-		    q, kv, tm, plan, T, d, scale_log2, part, out);
+		mt_launch_d<128>(grid, q, kv, tm, plan, T, d, scale_log2, part, out, st);
 }
 
 extern "C" cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv,

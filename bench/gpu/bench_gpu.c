@@ -32,6 +32,8 @@
  * bench_gpu_step.c, e2e in bench_gpu_e2e.c (bench_gpu.h). */
 #include "bench_gpu.h"
 
+#include <xxhash.h>
+
 double now_s(void)
 {
 	struct timespec ts;
@@ -322,9 +324,9 @@ int bench_attn_ref(struct bench *b)
 	fprintf(f, "{\"bench\": \"attnref\", \"device\": \"%s\", \"points\": [\n", b->dev);
 	printf("reference attention, one layer: old (CUDA cores), walk (mma, round 1), new (mma, "
 	       "auto walk/split), split, graph (auto on a max_pos grid)\n");
-	printf("%-24s %5s %9s %9s %9s %9s %9s %8s %8s %6s %5s %10s\n", "point", "rows", "old_us",
-	       "walk_us", "new_us", "split_us", "graph_us", "new/old", "new/walk", "newGBs",
-	       "same", "max|o-n|");
+	printf("%-24s %5s %9s %9s %9s %9s %9s %8s %8s %6s %5s %10s %16s\n", "point", "rows",
+	       "old_us", "walk_us", "new_us", "split_us", "graph_us", "new/old", "new/walk",
+	       "newGBs", "same", "max|o-n|", "xxh3(walk)");
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
@@ -411,21 +413,24 @@ int bench_attn_ref(struct bench *b)
 			if (!(x <= maxd))
 				maxd = x; /* NaN sticks */
 		}
-		printf("%-24s %5d %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f %6.0f %5s %10.4g\n",
+		/* the bytes' hash, to compare builds or kernel settings across runs */
+		unsigned long long h = XXH3_64bits(o[1], (size_t)T * qd * 2);
+		printf("%-24s %5d %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f %6.0f %5s %10.4g "
+		       "%016llx\n",
 		       pts[pi].name, T, tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6,
 		       tt[4] * 1e6, tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9,
-		       same ? "yes" : "NO", maxd);
+		       same ? "yes" : "NO", maxd, h);
 		fprintf(f,
 		        "%s  {\"point\": \"%s\", \"rows\": %d, \"sequences\": %d, \"pos0\": %d, "
 		        "\"old_split\": %d, \"new_mode\": %d, \"old_us\": %.2f, \"walk_us\": %.2f, "
 		        "\"new_us\": %.2f, \"split_us\": %.2f, \"graph_us\": %.2f, "
 		        "\"new_over_old\": %.4f, \"new_over_walk\": %.4f, \"new_kv_gbs\": %.1f, "
 		        "\"new_tflops\": %.2f, \"modes_same_bytes\": %s, "
-		        "\"max_abs_diff_old_new\": %.6g}",
+		        "\"max_abs_diff_old_new\": %.6g, \"xxh3\": \"%016llx\"}",
 		        pi ? ",\n" : "", pts[pi].name, T, S, pts[pi].pos0, split, plans[1][1],
 		        tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6, tt[4] * 1e6,
-		        tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9,
-		        flops / tt[2] / 1e12, same ? "true" : "false", maxd);
+		        tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9, flops / tt[2] / 1e12,
+		        same ? "true" : "false", maxd, h);
 		if (!same)
 			fprintf(stderr, "attnref: %s: walk and split modes differ in bytes\n",
 			        pts[pi].name);
