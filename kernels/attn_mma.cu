@@ -50,8 +50,6 @@
 #include "cu_common.cuh"
 
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define MT_TILE DS_K_ATTN_TILE
 #define MT_THREADS 128
@@ -754,18 +752,10 @@ static unsigned mt_combine_grid(int T, struct ds_k_dims d)
 }
 
 #ifndef DS_ATTN_MMA_EMU
-/* Experiment knob (DS_ATTN_MMA_MINB=3): the kernel compiled for 3 resident CTAs an SM (168
- * registers, a few spills) instead of 2 (255 registers). The same code, so the same bits. */
-static bool mt_minb3(void)
-{
-	const char *s = getenv("DS_ATTN_MMA_MINB");
-	return s && strcmp(s, "3") == 0;
-}
-
 template <int D> static cudaError_t mt_setup_one(void)
 {
 	cudaError_t e =
-	    cudaFuncSetAttribute(attn_mma_kernel<D, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	    cudaFuncSetAttribute(attn_mma_kernel<D, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 	                         (int)mt_smem_bytes(D));
 	if (e != cudaSuccess)
 		return e;
@@ -782,52 +772,75 @@ extern "C" cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d)
 }
 
 template <int D>
-static void mt_launch_d(dim3 grid, const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                        const int32_t *plan, int T, struct ds_k_dims d, float scale_log2,
-                        float *part, uint16_t *out, cudaStream_t st)
+static void mt_launch_d(dim3 grid, int occ, const uint16_t *q, const uint16_t *kv,
+                        struct ds_k_tokmeta tm, const int32_t *plan, int T, struct ds_k_dims d,
+                        float scale_log2, float *part, uint16_t *out, cudaStream_t st)
 {
-	if (mt_minb3())
+	if (occ == 3)
 		attn_mma_kernel<D, 3><<<grid, MT_THREADS, mt_smem_bytes(D), st>>>(
 		    q, kv, tm, plan, T, d, scale_log2, part, out);
 	else
-		attn_mma_kernel<D, 1><<<grid, MT_THREADS, mt_smem_bytes(D), st>>>(
+		attn_mma_kernel<D, 2><<<grid, MT_THREADS, mt_smem_bytes(D), st>>>(
 		    q, kv, tm, plan, T, d, scale_log2, part, out);
 }
 
-static void mt_launch(unsigned gx, const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                      const int32_t *plan, int T, struct ds_k_dims d, float *part,
-                      uint16_t *out, cudaStream_t st)
+static void mt_launch(unsigned gx, int occ, const uint16_t *q, const uint16_t *kv,
+                      struct ds_k_tokmeta tm, const int32_t *plan, int T, struct ds_k_dims d,
+                      float *part, uint16_t *out, cudaStream_t st)
 {
 	float scale_log2 = (float)(1.4426950408889634 / sqrt((double)d.head_dim));
 	dim3 grid(gx, (unsigned)d.n_kv);
 	if (d.head_dim == 64)
-		mt_launch_d<64>(grid, q, kv, tm, plan, T, d, scale_log2, part, out, st);
+		mt_launch_d<64>(grid, occ, q, kv, tm, plan, T, d, scale_log2, part, out, st);
 	else
-		mt_launch_d<128>(grid, q, kv, tm, plan, T, d, scale_log2, part, out, st);
+		mt_launch_d<128>(grid, occ, q, kv, tm, plan, T, d, scale_log2, part, out, st);
+}
+
+/* The build for a launch: 3 CTAs an SM when the CTAs that get work outnumber the slots of
+ * the 2-CTA build (2 per SM), else 2 (with no more CTAs than slots, the 3-CTA build may pack
+ * them 3 to an SM and leave SMs idle). H200, one layer, 20-run medians
+ * (bench/results/gpu-20261130-098a404-minb): windows of 16 x 32 rows at context 2048 (256
+ * working CTAs) 136 us on 2 vs 176 on 3; at context 2055 (384) 244 vs 175; 256 decode rows
+ * at context 640 (512, each walking 4 groups), 32 layers, 8.52 vs 7.76 ms. */
+extern "C" int ds_k_attn_ref_mma_occ(const int32_t *hplan, int T, struct ds_k_dims d, int top)
+{
+	if (!hplan || T <= 0 || d.n_kv <= 0)
+		return 2;
+	int dev = 0, sms = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 2;
+	}
+	long long gx = top < 0 ? mt_grid_x(T, d) : mt_split_grid_x(T, top, d);
+	long long work = hplan[1] ? gx : (hplan[0] < gx ? hplan[0] : gx);
+	return work * d.n_kv > 2LL * sms ? 3 : 2;
 }
 
 extern "C" cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv,
                                          struct ds_k_tokmeta tm, const int32_t *plan, int T,
-                                         struct ds_k_dims d, uint16_t *out, cudaStream_t st)
+                                         struct ds_k_dims d, int occ, uint16_t *out,
+                                         cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
-	if (!ds_k_attn_ref_mma_supported(d) || !plan)
+	if (!ds_k_attn_ref_mma_supported(d) || !plan || (occ != 2 && occ != 3))
 		return cudaErrorInvalidValue;
-	mt_launch(mt_grid_x(T, d), q, kv, tm, plan, T, d, NULL, out, st);
+	mt_launch(mt_grid_x(T, d), occ, q, kv, tm, plan, T, d, NULL, out, st);
 	return cudaGetLastError();
 }
 
 extern "C" cudaError_t ds_k_attn_ref_mma_split(const uint16_t *q, const uint16_t *kv,
-                                               struct ds_k_tokmeta tm, const int32_t *plan,
-                                               int T, struct ds_k_dims d, int top, float *part,
+                                               struct ds_k_tokmeta tm, const int32_t *plan, int T,
+                                               struct ds_k_dims d, int top, int occ, float *part,
                                                bool combine, uint16_t *out, cudaStream_t st)
 {
 	if (T <= 0)
 		return cudaSuccess;
-	if (!ds_k_attn_ref_mma_supported(d) || !plan || top < 0 || (combine && !part))
+	if (!ds_k_attn_ref_mma_supported(d) || !plan || top < 0 || (combine && !part) ||
+	    (occ != 2 && occ != 3))
 		return cudaErrorInvalidValue;
-	mt_launch(mt_split_grid_x(T, top, d), q, kv, tm, plan, T, d, part, out, st);
+	mt_launch(mt_split_grid_x(T, top, d), occ, q, kv, tm, plan, T, d, part, out, st);
 	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess || !combine)
 		return e;

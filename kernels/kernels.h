@@ -198,7 +198,11 @@ cudaError_t ds_k_attn_setup(struct ds_k_dims d);
  * ds_k_attn_ref_mma_split runs either: top >= every position the plan can hold (the grid
  * depends on T, top and d only: a graph captured at capacity top replays at any positions);
  * combine: launch the combine kernel (it exits at once when the plan walks); it must be true
- * whenever the device plan may split (in a graph: always), and part then non-NULL. */
+ * whenever the device plan may split (in a graph: always), and part then non-NULL.
+ *
+ * occ: the kernel build, 2 or 3 CTAs resident an SM (registers capped for 3); the same code,
+ * so the same bits: a choice of speed, given by ds_k_attn_ref_mma_occ from the host copy of
+ * the plan (top: as given to ds_k_attn_ref_mma_split, or -1 for ds_k_attn_ref_mma). */
 #define DS_K_ATTN_MMA_PLAN_INTS(T) (3 + 4 * (size_t)(T))
 bool ds_k_attn_ref_mma_supported(struct ds_k_dims d);
 cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d);
@@ -207,13 +211,14 @@ int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T, struct
 int ds_k_attn_ref_mma_plan_split(const int32_t *pos, const int32_t *seq, int T,
                                  struct ds_k_dims d, size_t part_floats, int mode,
                                  int32_t *plan);
+int ds_k_attn_ref_mma_occ(const int32_t *hplan, int T, struct ds_k_dims d, int top);
 cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
-                              const int32_t *plan, int T, struct ds_k_dims d, uint16_t *out,
-                              cudaStream_t st);
-cudaError_t ds_k_attn_ref_mma_split(const uint16_t *q, const uint16_t *kv,
-                                    struct ds_k_tokmeta tm, const int32_t *plan, int T,
-                                    struct ds_k_dims d, int top, float *part, bool combine,
-                                    uint16_t *out, cudaStream_t st);
+                              const int32_t *plan, int T, struct ds_k_dims d, int occ,
+                              uint16_t *out, cudaStream_t st);
+cudaError_t ds_k_attn_ref_mma_split(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
+                                    const int32_t *plan, int T, struct ds_k_dims d, int top,
+                                    int occ, float *part, bool combine, uint16_t *out,
+                                    cudaStream_t st);
 
 /* ---- fast-path decode attention (kernels/attn_decode.cu) ---- */
 

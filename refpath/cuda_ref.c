@@ -206,9 +206,10 @@ static enum ds_status ref_attention(struct ds_cuda_ctx *c, const struct ds_cuda_
 		/* a graph (n_split < 0) replays at any position: grid for max_pos, combine always */
 		int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;
 		bool combine = n_split < 0 || c->hm.aplan[1] != 0;
+		int occ = ds_k_attn_ref_mma_occ(c->hm.aplan, p->T, ds_cuda_dims(c), top);
 		DS_CUDA_TRY(ds_k_attn_ref_mma_split(c->q, kv, ds_cuda_tokmeta(c), c->dm.aplan, p->T,
-		                                    ds_cuda_dims(c), top, c->part, combine, c->att,
-		                                    c->stream),
+		                                    ds_cuda_dims(c), top, occ, c->part, combine,
+		                                    c->att, c->stream),
 		            err);
 		return DS_OK;
 	}

@@ -323,15 +323,16 @@ int bench_attn_ref(struct bench *b)
 		return 1;
 	fprintf(f, "{\"bench\": \"attnref\", \"device\": \"%s\", \"points\": [\n", b->dev);
 	printf("reference attention, one layer: old (CUDA cores), walk (mma, round 1), new (mma, "
-	       "auto walk/split), split, graph (auto on a max_pos grid)\n");
-	printf("%-24s %5s %9s %9s %9s %9s %9s %8s %8s %6s %5s %10s %16s\n", "point", "rows",
-	       "old_us", "walk_us", "new_us", "split_us", "graph_us", "new/old", "new/walk",
-	       "newGBs", "same", "max|o-n|", "xxh3(walk)");
+	       "auto walk/split), split, graph (auto on a max_pos grid); occ: new's build (CTAs an "
+	       "SM), other: new on the other build\n");
+	printf("%-24s %5s %9s %9s %9s %9s %9s %3s %9s %8s %8s %6s %5s %10s %16s\n", "point", "rows",
+	       "old_us", "walk_us", "new_us", "split_us", "graph_us", "occ", "other_us", "new/old",
+	       "new/walk", "newGBs", "same", "max|o-n|", "xxh3(walk)");
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
 	size_t qd = (size_t)ds_model_q_dim(cfg);
-	enum { NK = 5 };
+	enum { NK = 6 }; /* old, walk, new, split, graph, new on the other build (occ) */
 	uint16_t *o[NK];
 	for (int k = 0; k < NK; k++)
 		o[k] = malloc((size_t)c->cap_tokens * qd * 2);
@@ -374,8 +375,15 @@ int bench_attn_ref(struct bench *b)
 		size_t need = (size_t)T * cfg->n_head * chunks * (cfg->head_dim + 2);
 		int split = need <= c->part_floats ? chunks : 0;
 		double tt[NK];
+		int occ_new = 2;
 		for (int k = 0; k < NK; k++) {
 			const int32_t *hp = k == 1 ? plans[0] : k == 3 ? plans[2] : plans[1];
+			int top = k == 4 ? cfg->max_pos - 1 : maxp;
+			int occ = ds_k_attn_ref_mma_occ(hp, T, d, k == 1 ? -1 : top);
+			if (k == 2)
+				occ_new = occ;
+			if (k == 5)
+				occ = 5 - occ_new;
 			CK(cudaMemcpyAsync(c->dm.aplan, hp, DS_K_ATTN_MMA_PLAN_INTS(T) * 4,
 			                   cudaMemcpyHostToDevice, c->stream));
 			double t[20];
@@ -386,12 +394,12 @@ int bench_attn_ref(struct bench *b)
 					                 split, c->part, c->att, c->stream));
 				else if (k == 1)
 					CK(ds_k_attn_ref_mma(c->q, c->kv, ds_cuda_tokmeta(c),
-					                     c->dm.aplan, T, d, c->att, c->stream));
+					                     c->dm.aplan, T, d, occ, c->att,
+					                     c->stream));
 				else
 					CK(ds_k_attn_ref_mma_split(
-					    c->q, c->kv, ds_cuda_tokmeta(c), c->dm.aplan, T, d,
-					    k == 4 ? cfg->max_pos - 1 : maxp, c->part,
-					    k == 4 || hp[1] != 0, c->att, c->stream));
+					    c->q, c->kv, ds_cuda_tokmeta(c), c->dm.aplan, T, d, top,
+					    occ, c->part, k == 4 || hp[1] != 0, c->att, c->stream));
 				CK(cudaEventRecord(e1, c->stream));
 				CK(cudaEventSynchronize(e1));
 				float ms;
@@ -415,22 +423,23 @@ int bench_attn_ref(struct bench *b)
 		}
 		/* the bytes' hash, to compare builds or kernel settings across runs */
 		unsigned long long h = XXH3_64bits(o[1], (size_t)T * qd * 2);
-		printf("%-24s %5d %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f %6.0f %5s %10.4g "
-		       "%016llx\n",
+		printf("%-24s %5d %9.1f %9.1f %9.1f %9.1f %9.1f %3d %9.1f %8.3f %8.3f %6.0f %5s "
+		       "%10.4g %016llx\n",
 		       pts[pi].name, T, tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6,
-		       tt[4] * 1e6, tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9,
-		       same ? "yes" : "NO", maxd, h);
+		       tt[4] * 1e6, occ_new, tt[5] * 1e6, tt[2] / tt[0], tt[2] / tt[1],
+		       kv_bytes / tt[2] / 1e9, same ? "yes" : "NO", maxd, h);
 		fprintf(f,
 		        "%s  {\"point\": \"%s\", \"rows\": %d, \"sequences\": %d, \"pos0\": %d, "
 		        "\"old_split\": %d, \"new_mode\": %d, \"old_us\": %.2f, \"walk_us\": %.2f, "
 		        "\"new_us\": %.2f, \"split_us\": %.2f, \"graph_us\": %.2f, "
+		        "\"new_occ\": %d, \"other_occ_us\": %.2f, "
 		        "\"new_over_old\": %.4f, \"new_over_walk\": %.4f, \"new_kv_gbs\": %.1f, "
 		        "\"new_tflops\": %.2f, \"modes_same_bytes\": %s, "
 		        "\"max_abs_diff_old_new\": %.6g, \"xxh3\": \"%016llx\"}",
 		        pi ? ",\n" : "", pts[pi].name, T, S, pts[pi].pos0, split, plans[1][1],
-		        tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6, tt[4] * 1e6,
-		        tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9, flops / tt[2] / 1e12,
-		        same ? "true" : "false", maxd, h);
+		        tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6, tt[4] * 1e6, occ_new,
+		        tt[5] * 1e6, tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9,
+		        flops / tt[2] / 1e12, same ? "true" : "false", maxd, h);
 		if (!same)
 			fprintf(stderr, "attnref: %s: walk and split modes differ in bytes\n",
 			        pts[pi].name);

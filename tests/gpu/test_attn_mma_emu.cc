@@ -107,11 +107,11 @@ static std::vector<uint16_t> launch(const fix &f, const std::vector<int32_t> &po
 	unsigned gx = grid_x ? grid_x : mode == -2 ? mt_grid_x(T, d) : mt_split_grid_x(T, top, d);
 	if (D == 64)
 		emu_launch(gx, (unsigned)d.n_kv, [&] {
-			attn_mma_kernel<64, 1>(qp, kvp, tm, pl, T, d, scale_log2, pp, op);
+			attn_mma_kernel<64, 2>(qp, kvp, tm, pl, T, d, scale_log2, pp, op);
 		});
 	else
 		emu_launch(gx, (unsigned)d.n_kv, [&] {
-			attn_mma_kernel<128, 1>(qp, kvp, tm, pl, T, d, scale_log2, pp, op);
+			attn_mma_kernel<128, 2>(qp, kvp, tm, pl, T, d, scale_log2, pp, op);
 		});
 	if (mode != -2) {
 		/* any grid (a grid-stride loop over the (row, head) pairs); 3 blocks: quick */

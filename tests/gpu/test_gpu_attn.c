@@ -93,8 +93,10 @@ static void fix_free(struct fix *f)
  * guards after the output and the partials and that padding rows are zero. mode -2: the
  * walk-only API (ds_k_attn_ref_mma_plan, ds_k_attn_ref_mma); else ds_k_attn_ref_mma_plan_split
  * with that mode (0 walk, 1 split, -1 auto) and ds_k_attn_ref_mma_split with grid capacity top
- * (0: the pass's largest position) and the combine kernel. */
-static uint16_t *run_mode(const struct fix *f, const struct row *rows, int T, int mode, int top)
+ * (0: the pass's largest position) and the combine kernel; occ: the kernel build (2 or 3 CTAs
+ * an SM), 0: the one ds_k_attn_ref_mma_occ picks. */
+static uint16_t *run_mode(const struct fix *f, const struct row *rows, int T, int mode, int top,
+                          int occ)
 {
 	const struct ds_k_dims *d = &f->d;
 	int H = d->n_head, D = d->head_dim;
@@ -126,11 +128,14 @@ static uint16_t *run_mode(const struct fix *f, const struct row *rows, int T, in
 	uint16_t *dq = to_dev(q, qn * 2), *dout = dev_alloc_guarded(qn * 2);
 	float *dpart = dev_alloc_guarded(pn);
 	struct ds_k_tokmeta tm = {dpos, dseq, f->dbt_off, f->dbt};
+	if (!occ)
+		occ = ds_k_attn_ref_mma_occ(plan, T, *d, mode == -2 ? -1 : top ? top : maxp);
+	assert_true(occ == 2 || occ == 3);
 	if (mode == -2)
-		CK(ds_k_attn_ref_mma(dq, f->dkv, tm, dplan, T, *d, dout, 0));
+		CK(ds_k_attn_ref_mma(dq, f->dkv, tm, dplan, T, *d, occ, dout, 0));
 	else
-		CK(ds_k_attn_ref_mma_split(dq, f->dkv, tm, dplan, T, *d, top ? top : maxp, dpart,
-		                           true, dout, 0));
+		CK(ds_k_attn_ref_mma_split(dq, f->dkv, tm, dplan, T, *d, top ? top : maxp, occ,
+		                           dpart, true, dout, 0));
 	CK(cudaDeviceSynchronize());
 	from_dev(out, dout, qn * 2);
 	dev_check_guard(dout, qn * 2);
@@ -153,17 +158,21 @@ static uint16_t *run_mode(const struct fix *f, const struct row *rows, int T, in
 	return out;
 }
 
-/* The pass walked (walk-only API), then split and in auto mode: the same bytes (memcmp). */
+/* The pass walked (walk-only API, the 2-CTA build), then walked on the 3-CTA build, split and
+ * in auto mode on both: the same bytes (memcmp). */
 static uint16_t *run_pass(const struct fix *f, const struct row *rows, int T)
 {
-	uint16_t *out = run_mode(f, rows, T, -2, 0);
+	uint16_t *out = run_mode(f, rows, T, -2, 0, 2);
 	size_t n = (size_t)T * f->d.n_head * f->d.head_dim * 2;
-	int modes[] = {1, -1};
-	for (size_t m = 0; m < DS_ARRAY_LEN(modes); m++) {
-		uint16_t *o = run_mode(f, rows, T, modes[m], 0);
+	struct {
+		int mode, occ;
+	} runs[] = {{-2, 3}, {1, 2}, {1, 3}, {-1, 2}, {-1, 3}};
+	for (size_t m = 0; m < DS_ARRAY_LEN(runs); m++) {
+		uint16_t *o = run_mode(f, rows, T, runs[m].mode, 0, runs[m].occ);
 		if (memcmp(out, o, n) != 0)
-			fail_msg("D=%d G=%d T=%d: mode %d differs from the walk", f->d.head_dim,
-			         f->d.n_head / f->d.n_kv, T, modes[m]);
+			fail_msg(
+			    "D=%d G=%d T=%d: mode %d on the %d-CTA build differs from the walk",
+			    f->d.head_dim, f->d.n_head / f->d.n_kv, T, runs[m].mode, runs[m].occ);
 		free(o);
 	}
 	return out;
@@ -414,7 +423,7 @@ static void test_attn_mma_long_split(void **state)
 		                     {4, 8191}, {1, 64},   {0, 2},   {4, 8199}};
 		uint16_t *ob = run_pass(&f, bat, 8);
 		expect_rows_equal(&f, od, 0, ob, 4, 1, "long decode row alone vs in a batch");
-		uint16_t *oc = run_mode(&f, bat, 8, -1, LONG_TOP * 2);
+		uint16_t *oc = run_mode(&f, bat, 8, -1, LONG_TOP * 2, 0);
 		expect_rows_equal(&f, ob, 0, oc, 0, 8, "decode batch vs on a graph's grid");
 		free(oc);
 		check_rows(&f, bat, 8, ob);
@@ -429,7 +438,7 @@ static void test_attn_mma_long_split(void **state)
 		uint16_t *op = run_pass(&f, pre, 100);
 		expect_rows_equal(&f, op, 68, ow, 0, 32, "prefill chunk vs window");
 		expect_rows_equal(&f, op, 0, ob, 0, 1, "prefill chunk row vs in a decode batch");
-		uint16_t *og = run_mode(&f, pre, 100, 1, LONG_TOP);
+		uint16_t *og = run_mode(&f, pre, 100, 1, LONG_TOP, 0);
 		expect_rows_equal(&f, op, 0, og, 0, 100, "prefill chunk split on a graph's grid");
 		free(og);
 		free(pre);
@@ -448,11 +457,18 @@ static void test_attn_mma_unsupported(void **state)
 	assert_false(ds_k_attn_ref_mma_supported(d));
 	struct ds_k_tokmeta tm = {NULL, NULL, NULL, NULL};
 	int32_t plan[7] = {1, 0, 1, 0, 1, 0, 0};
-	assert_int_equal(ds_k_attn_ref_mma(NULL, NULL, tm, plan, 1, d, NULL, 0),
+	assert_int_equal(ds_k_attn_ref_mma(NULL, NULL, tm, plan, 1, d, 2, NULL, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_attn_ref_mma_split(NULL, NULL, tm, plan, 1, d, 0, NULL, true, NULL, 0),
+	assert_int_equal(
+	    ds_k_attn_ref_mma_split(NULL, NULL, tm, plan, 1, d, 0, 2, NULL, true, NULL, 0),
+	    cudaErrorInvalidValue);
+	d.head_dim = 64; /* supported, but no build for 4 CTAs an SM */
+	assert_true(ds_k_attn_ref_mma_supported(d));
+	assert_int_equal(ds_k_attn_ref_mma(NULL, NULL, tm, plan, 1, d, 4, NULL, 0),
 	                 cudaErrorInvalidValue);
-	d.head_dim = 64;
+	assert_int_equal(
+	    ds_k_attn_ref_mma_split(NULL, NULL, tm, plan, 1, d, 0, 4, NULL, false, NULL, 0),
+	    cudaErrorInvalidValue);
 	d.n_head = 7; /* not a multiple of n_kv */
 	assert_false(ds_k_attn_ref_mma_supported(d));
 	assert_int_equal(ds_k_attn_ref_mma_setup(d), cudaErrorInvalidValue);

@@ -207,12 +207,14 @@ static void twin_case(const char *preset)
 {
 	struct env e;
 	env_init(&e, model_host(preset, 99), 64);
-	int V = e.m->cfg.vocab_size, n = 24;
-	int32_t tok[24];
+	/* 100 positions: past the first 64-position tile, so the reference attention's plan
+	 * spreads the last groups' tiles over CTAs ("small": 4 groups of 32 rows), on both paths */
+	int V = e.m->cfg.vocab_size, n = 100;
+	int32_t tok[100];
 	random_tokens(tok, n, V, 8);
 	float *want = malloc((size_t)n * V * 4), *got = malloc((size_t)n * V * 4);
 	twin_forward(e.m, tok, n, want);
-	struct ds_fwd_row rows[24];
+	struct ds_fwd_row rows[100];
 	for (int path = 0; path < 2; path++) {
 		int32_t *blk = blocks_new(&e, n);
 		struct ds_fwd_seq s = seq_of(tok, n, 0, blk, n, true);
@@ -233,7 +235,7 @@ static void twin_case(const char *preset)
 		              "agree %d/%d\n",
 		              preset, path ? "ref" : "fast", maxd, sd, agree, n);
 		assert_true(maxd < 0.05 * sd + 0.05);
-		assert_true(agree >= n - 2);
+		assert_true(agree >= n - n / 12); /* 22 of 24 before the test grew to 100 rows */
 		free(blk);
 	}
 	free(want);
