@@ -237,6 +237,18 @@ static void twin_case(const char *preset)
 		assert_true(maxd < 0.05 * sd + 0.05);
 		assert_true(agree >= n - n / 12); /* 22 of 24 before the test grew to 100 rows */
 		free(blk);
+		/* the prompt's last row alone: a prefill pass, not all-rows (the fast path's decode
+		 * kernel), so both paths run the reference attention's plan */
+		blk = blocks_new(&e, n);
+		s = seq_of(tok, n, 0, blk, n, false);
+		fwd(&e, (enum ds_path)path, &s, 1, got, rows);
+		double maxl = 0;
+		for (int i = 0; i < V; i++)
+			maxl = fmax(maxl, fabs((double)got[i] - want[(size_t)(n - 1) * V + i]));
+		print_message("%s %s path, last row of a %d-token prefill: max |dlogit| %.4f\n",
+		              preset, path ? "ref" : "fast", n, maxl);
+		assert_true(maxl < 0.05 * sd + 0.05);
+		free(blk);
 	}
 	free(want);
 	free(got);
