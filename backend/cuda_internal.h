@@ -161,6 +161,7 @@ struct ds_cuda_pass {
 /* A reference GEMM variant chosen for (M bucket, N, K) among bit-identical candidates. */
 struct ds_cuda_ref_pick {
 	int mb, n, k, variant;
+	bool silu; /* a pick for the fused gate/up + SiLU*mul call (ds_k_gemm_ref_silu_variant) */
 };
 
 /* Reference path state (refpath/cuda_ref.c): graphs of padded, fixed-shape passes, and the
@@ -175,6 +176,9 @@ struct ds_cuda_ref {
 	/* same_bits[v]: variant v gave the same bytes as the first variant with its split count
 	 * in the start-up self-check, so the two may stand in for each other at any M */
 	bool same_bits[DS_K_GEMM_REF_N_VARIANTS];
+	/* silu_ok[v]: variant v's fused gate/up epilogue gave the bytes of its plain output
+	 * followed by ds_k_silu_mul in the self-check (false where it has none) */
+	bool silu_ok[DS_K_GEMM_REF_N_VARIANTS];
 	struct ds_cuda_ref_pick picks[DS_CUDA_REF_PICKS];
 	int n_picks, next_evict;
 	bool autotune; /* DS_REF_GEMM_AUTOTUNE=0: always the base variant */
@@ -261,6 +265,12 @@ struct ds_cuda_path_ops {
 	enum ds_status (*gemm_silu)(struct ds_cuda_ctx *c, const float *gu, uint16_t *h,
 	                            const uint16_t *W, float *C, int M, int N, int K,
 	                            struct ds_err *err);
+	/* optional: H (M, F) bf16 = SiLU*mul of the gate/up GEMM A (M, K) . Wgu (2F, K)^T in one
+	 * kernel (the same bytes as gemm into an fp32 buffer, then ds_k_silu_mul); *done false
+	 * when it does not apply (the caller then runs those two) */
+	enum ds_status (*gemm_gu_silu)(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+	                               uint16_t *H, int M, int F, int K, bool *done,
+	                               struct ds_err *err);
 	/* optional: the q/k/v epilogue (from the fp32 GEMM output c->big) and attention in one;
 	 * *done false when the pass does not qualify (the caller runs ds_k_qkv_rope, then
 	 * attention) */

@@ -29,10 +29,12 @@ template <int BN, int STAGES> struct cp_cfg {
 	static constexpr int MIN_BLOCKS = BN == 128 && STAGES <= 3 ? 2 : 1;
 };
 
-template <int BN, int STAGES, bool GROUPED>
+/* SILU: W is (N = 2F, K) = [gate; up] and C is H (M, F) bf16 = silu(gate) * up (the fused
+ * epilogue, gemm_ref_common.cuh); else C is (M, N) fp32. */
+template <int BN, int STAGES, bool GROUPED, bool SILU>
 __global__ void __launch_bounds__(THREADS, (cp_cfg<BN, STAGES>::MIN_BLOCKS))
     gemm_ref_cp_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
-                       float *__restrict__ C, int M, int N, int K)
+                       void *__restrict__ C, int M, int N, int K)
 {
 	typedef cp_cfg<BN, STAGES> cfg;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -41,8 +43,8 @@ __global__ void __launch_bounds__(THREADS, (cp_cfg<BN, STAGES>::MIN_BLOCKS))
 	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
 	int tm, tn;
 	if (GROUPED)
-		gr_tile((int)blockIdx.x, (M + DS_GR_BM - 1) / DS_GR_BM, (N + BN - 1) / BN, true,
-		        &tm, &tn);
+		gr_tile((int)blockIdx.x, (M + DS_GR_BM - 1) / DS_GR_BM, gr_tiles_n<BN, SILU>(N),
+		        true, &tm, &tn);
 	else
 		tm = (int)blockIdx.y, tn = (int)blockIdx.x;
 	int m0 = tm * DS_GR_BM, n0 = tn * BN;
@@ -70,8 +72,9 @@ __global__ void __launch_bounds__(THREADS, (cp_cfg<BN, STAGES>::MIN_BLOCKS))
 			int c = tid + i * THREADS;
 			int row = c >> 3, ch = c & 7;
 			int col = k0 + ch * 8;
-			int gn = n0 + row;
-			bool ok = gn < N && col < K;
+			bool ok;
+			int gn = gr_w_row<BN, SILU>(tn, row, N, &ok);
+			ok = ok && col < K;
 			gr_cp_async16(sb + gr_swz(row, ch), ok ? W + (size_t)gn * K + col : W, ok);
 		}
 	};
@@ -101,34 +104,42 @@ __global__ void __launch_bounds__(THREADS, (cp_cfg<BN, STAGES>::MIN_BLOCKS))
 		asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 	}
 	asm volatile("cp.async.wait_group 0;\n" ::);
-
-	gr_store<BN>(d, C, M, N, m0 + wg * 64, n0, warp, lane);
+	if constexpr (SILU)
+		gr_store_silu<BN>(d, (uint16_t *)C, M, N / 2, m0 + wg * 64, tn * (BN / 2), warp,
+		                  lane);
+	else
+		gr_store<BN>(d, (float *)C, M, N, m0 + wg * 64, n0, warp, lane);
 }
 
-template <int BN, int STAGES, bool GROUPED>
-static cudaError_t cp_launch(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+template <int BN, int STAGES, bool GROUPED, bool SILU>
+static cudaError_t cp_launch(const uint16_t *A, const uint16_t *W, void *C, int M, int N, int K,
                              cudaStream_t st)
 {
 	unsigned tiles_m = (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM);
-	unsigned tiles_n = (unsigned)((N + BN - 1) / BN);
+	unsigned tiles_n = (unsigned)gr_tiles_n<BN, SILU>(N);
 	dim3 grid = GROUPED ? dim3(tiles_m * tiles_n) : dim3(tiles_n, tiles_m);
-	gemm_ref_cp_kernel<BN, STAGES, GROUPED>
+	gemm_ref_cp_kernel<BN, STAGES, GROUPED, SILU>
 	    <<<grid, THREADS, cp_cfg<BN, STAGES>::SMEM, st>>>(A, W, C, M, N, K);
 	return cudaGetLastError();
 }
 
 template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_setup(void)
 {
-	return cudaFuncSetAttribute(gemm_ref_cp_kernel<BN, STAGES, GROUPED>,
+	cudaError_t e = cudaFuncSetAttribute(gemm_ref_cp_kernel<BN, STAGES, GROUPED, false>,
+	                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                                     (int)cp_cfg<BN, STAGES>::SMEM);
+	if (e != cudaSuccess)
+		return e;
+	return cudaFuncSetAttribute(gemm_ref_cp_kernel<BN, STAGES, GROUPED, true>,
 	                            cudaFuncAttributeMaxDynamicSharedMemorySize,
 	                            (int)cp_cfg<BN, STAGES>::SMEM);
 }
 
 /* The TMA variants (gemm_ref_tma.cu): a BM x BN tile with STAGES stages, one of the
  * configurations variant_tma names. */
-cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, const uint16_t *A,
-                                   const uint16_t *W, float *C, int M, int N, int K,
-                                   cudaStream_t st);
+cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, bool silu,
+                                   const uint16_t *A, const uint16_t *W, void *C, int M, int N,
+                                   int K, cudaStream_t st);
 cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages);
 cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas);
 /* The fixed split-K cluster variants (gemm_ref_splitk.cu); S is 2 or 4, stages 6 or 3. */
@@ -195,11 +206,11 @@ extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, con
 		return cudaErrorInvalidValue;
 	switch (variant) {
 	case 0:
-		return cp_launch<128, 3, false>(A, W, C, M, N, K, st);
+		return cp_launch<128, 3, false, false>(A, W, C, M, N, K, st);
 	case 1:
-		return cp_launch<128, 3, true>(A, W, C, M, N, K, st);
+		return cp_launch<128, 3, true, false>(A, W, C, M, N, K, st);
 	case 2:
-		return cp_launch<256, 4, true>(A, W, C, M, N, K, st);
+		return cp_launch<256, 4, true, false>(A, W, C, M, N, K, st);
 	case 7:
 	case 8:
 	case 9:
@@ -208,7 +219,34 @@ extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, con
 		                                 W, C, M, N, K, st);
 	default: {
 		const int *t = variant_tma[variant];
-		return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, A, W, C, M, N, K, st);
+		return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, false, A, W, C, M, N, K,
+		                              st);
+	}
+	}
+}
+
+extern "C" cudaError_t ds_k_gemm_ref_silu_variant(int variant, const uint16_t *A, const uint16_t *W,
+                                                  uint16_t *H, int M, int F, int K, cudaStream_t st)
+{
+	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
+		return cudaErrorInvalidValue;
+	if (M <= 0 || F <= 0)
+		return cudaSuccess;
+	if (K <= 0 || K % 8 != 0)
+		return cudaErrorInvalidValue;
+	switch (variant) {
+	case 0:
+		return cp_launch<128, 3, false, true>(A, W, H, M, 2 * F, K, st);
+	case 1:
+		return cp_launch<128, 3, true, true>(A, W, H, M, 2 * F, K, st);
+	case 2:
+		return cp_launch<256, 4, true, true>(A, W, H, M, 2 * F, K, st);
+	default: {
+		const int *t = variant_tma[variant];
+		if (!t[0])
+			return cudaErrorNotSupported; /* split-K: no fused epilogue */
+		return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, true, A, W, H, M, 2 * F,
+		                              K, st);
 	}
 	}
 }
@@ -216,7 +254,8 @@ extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, con
 template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_resident(int *per_sm)
 {
 	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-	    per_sm, gemm_ref_cp_kernel<BN, STAGES, GROUPED>, THREADS, cp_cfg<BN, STAGES>::SMEM);
+	    per_sm, gemm_ref_cp_kernel<BN, STAGES, GROUPED, false>, THREADS,
+	    cp_cfg<BN, STAGES>::SMEM);
 }
 
 extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)

@@ -9,6 +9,7 @@
 #define DS_GEMM_REF_COMMON_CUH
 
 #include "mbar.cuh"
+#include "silu.cuh"
 #include <stdint.h>
 
 #include <cuda.h>
@@ -142,6 +143,66 @@ __device__ __forceinline__ void gr_store(const float *d, float *__restrict__ C, 
 			}
 		}
 	}
+}
+
+/* The fused gate/up epilogue (SILU tiles): the tile's W rows are BN / 2 gate rows j0 .. and
+ * the same BN / 2 up rows (j0 + F ..), so a thread holds gate column j in fragment i and up
+ * column j in fragment i + BN / 16, at the same places. Stores H[r][j] = bf16(silu(g) * u)
+ * for one warpgroup's 64 rows from row0; rows past M and columns past F are skipped. The
+ * accumulators are the fp32 values an unfused call would store in C, so H has the bits of
+ * ds_k_silu_mul applied to that C. */
+template <int BN>
+__device__ __forceinline__ void gr_store_silu(const float *d, uint16_t *__restrict__ H, int M,
+                                              int F, int row0, int j0, int warp, int lane)
+{
+	constexpr int HALF = BN / 16; /* fragments of 8 columns in the gate half */
+	int row = row0 + warp * 16 + (lane >> 2);
+#pragma unroll
+	for (int i = 0; i < HALF; i++) {
+		int col = j0 + i * 8 + 2 * (lane & 3);
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int r = row + h * 8;
+			if (r >= M)
+				continue;
+			uint16_t *dst = H + (size_t)r * F + col;
+			unsigned v0 = ds_silu_mul_bf16(d[4 * i + 2 * h], d[4 * (i + HALF) + 2 * h]);
+			unsigned v1 =
+			    ds_silu_mul_bf16(d[4 * i + 2 * h + 1], d[4 * (i + HALF) + 2 * h + 1]);
+			if (col + 1 < F && (F & 1) == 0) {
+				*(unsigned *)dst = v0 | v1 << 16;
+			} else {
+				if (col < F)
+					dst[0] = (uint16_t)v0;
+				if (col + 1 < F)
+					dst[1] = (uint16_t)v1;
+			}
+		}
+	}
+}
+
+/* W row of row `row` of a BN-row tile: tile tn's rows n0 .. for a plain tile; for a SILU tile
+ * (N = 2F: gate rows then up rows) the first BN / 2 rows are gate rows tn * BN / 2 .., the rest
+ * the matching up rows. *ok false past the matrix (and for gate rows past F, never stored). */
+template <int BN, bool SILU>
+__device__ __forceinline__ int gr_w_row(int tn, int row, int N, bool *ok)
+{
+	if constexpr (!SILU) {
+		int r = tn * BN + row;
+		*ok = r < N;
+		return r;
+	} else {
+		int F = N / 2, j = tn * (BN / 2) + (row & (BN / 2 - 1));
+		*ok = j < F;
+		return row < BN / 2 ? j : F + j;
+	}
+}
+
+/* Tiles along N: over the W rows for a plain tile, over the F output columns (BN / 2 each)
+ * for a SILU tile. */
+template <int BN, bool SILU> __host__ __device__ __forceinline__ int gr_tiles_n(int N)
+{
+	return SILU ? (N / 2 + BN / 2 - 1) / (BN / 2) : (N + BN - 1) / BN;
 }
 
 /* ---- TMA (the TMA and split-K variants; mbarriers: mbar.cuh) ---- */

@@ -74,11 +74,14 @@ template <typename F> static cudaError_t tma_dispatch(int bm, int bn, int stages
 	return tma_dispatch_in(tma_cfgs(), bm, bn, stages, f);
 }
 
-template <typename cfg>
+/* SILU: W is (N = 2F, K) = [gate; up], its map has boxes of BN / 2 rows, a stage's W tile is
+ * BN / 2 gate rows then the matching up rows (two loads), and C is H (M, F) bf16 (the fused
+ * epilogue, gemm_ref_common.cuh); else C is (M, N) fp32. */
+template <typename cfg, bool SILU>
 __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
     gemm_ref_tma_kernel(const __grid_constant__ CUtensorMap tmA,
-                        const __grid_constant__ CUtensorMap tmW, float *__restrict__ C, int M,
-                        int N, int K)
+                        const __grid_constant__ CUtensorMap tmW, void *__restrict__ C, int M, int N,
+                        int K)
 {
 	constexpr int BM = cfg::BM, BN = cfg::BN, STAGES = cfg::STAGES;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -86,7 +89,7 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 	base = (base + 1023u) & ~1023u;
 	unsigned full = base + STAGES * cfg::STAGE_BYTES, empty = full + STAGES * 8;
 	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-	int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+	int tiles_m = (M + BM - 1) / BM, tiles_n = gr_tiles_n<BN, SILU>(N);
 	int tiles = tiles_m * tiles_n;
 	int KT = (K + DS_GR_BK - 1) / DS_GR_BK;
 
@@ -119,8 +122,16 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 					unsigned sa = base + s * cfg::STAGE_BYTES;
 					mbar_expect_tx(full + 8 * s, cfg::STAGE_BYTES);
 					tma_load(sa, &tmA, kt * DS_GR_BK, tm * BM, full + 8 * s);
-					tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK, tn * BN,
-					         full + 8 * s);
+					if constexpr (SILU) { /* gate rows, then the up rows */
+						int j0 = tn * (BN / 2);
+						tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK, j0,
+						         full + 8 * s);
+						tma_load(sa + cfg::A_BYTES + (BN / 2) * 128, &tmW,
+						         kt * DS_GR_BK, N / 2 + j0, full + 8 * s);
+					} else {
+						tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK,
+						         tn * BN, full + 8 * s);
+					}
 				}
 			}
 		}
@@ -157,7 +168,11 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 		if (lane == 0)
 			mbar_arrive(empty + 8 * ((it - 1) % STAGES));
 		/* the producer is already filling the next tile's stages while this one stores */
-		gr_store<BN>(d, C, M, N, tm * BM + cw * 64, tn * BN, warp, lane);
+		if constexpr (SILU)
+			gr_store_silu<BN>(d, (uint16_t *)C, M, N / 2, tm * BM + cw * 64,
+			                  tn * (BN / 2), warp, lane);
+		else
+			gr_store<BN>(d, (float *)C, M, N, tm * BM + cw * 64, tn * BN, warp, lane);
 	}
 }
 
@@ -208,16 +223,17 @@ cudaError_t gr_tma_maps(const uint16_t *A, const uint16_t *W, int M, int N, int 
 	return gr_tma_maps_bm(A, W, M, N, K, DS_GR_BM, bn, ta, tw);
 }
 
-template <typename cfg>
-static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t *W, float *C,
-                              int M, int N, int K, cudaStream_t st)
+template <typename cfg, bool SILU>
+static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t *W, void *C, int M,
+                              int N, int K, cudaStream_t st)
 {
 	CUtensorMap ta, tw;
-	cudaError_t e = gr_tma_maps_bm(A, W, M, N, K, cfg::BM, cfg::BN, &ta, &tw);
+	cudaError_t e =
+	    gr_tma_maps_bm(A, W, M, N, K, cfg::BM, SILU ? cfg::BN / 2 : cfg::BN, &ta, &tw);
 	if (e != cudaSuccess)
 		return e;
 	unsigned tiles =
-	    (unsigned)((M + cfg::BM - 1) / cfg::BM) * (unsigned)((N + cfg::BN - 1) / cfg::BN);
+	    (unsigned)((M + cfg::BM - 1) / cfg::BM) * (unsigned)gr_tiles_n<cfg::BN, SILU>(N);
 	unsigned grid = tiles;
 	if (persistent) { /* the blocks that fit at once by design: MIN_BLOCKS per SM */
 		int dev, sms;
@@ -229,7 +245,7 @@ static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t
 		if (cap < grid)
 			grid = cap;
 	}
-	gemm_ref_tma_kernel<cfg><<<grid, cfg::THREADS, cfg::SMEM, st>>>(ta, tw, C, M, N, K);
+	gemm_ref_tma_kernel<cfg, SILU><<<grid, cfg::THREADS, cfg::SMEM, st>>>(ta, tw, C, M, N, K);
 	return cudaGetLastError();
 }
 
@@ -237,12 +253,13 @@ static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t
  * (bm, bn, stages) is one of tma_dispatch's. persistent: as many blocks as fit at once by
  * design walk the tiles (the next tile's loads overlap this tile's stores), else one block
  * per tile. The same tile is computed the same way either way. */
-cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, const uint16_t *A,
-                                   const uint16_t *W, float *C, int M, int N, int K,
-                                   cudaStream_t st)
+cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, bool silu,
+                                   const uint16_t *A, const uint16_t *W, void *C, int M, int N,
+                                   int K, cudaStream_t st)
 {
 	return tma_dispatch(bm, bn, stages, [&](auto c) {
-		return tma_launch<decltype(c)>(persistent, A, W, C, M, N, K, st);
+		return silu ? tma_launch<decltype(c), true>(persistent, A, W, C, M, N, K, st)
+		            : tma_launch<decltype(c), false>(persistent, A, W, C, M, N, K, st);
 	});
 }
 
@@ -250,7 +267,12 @@ cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, 
 cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages)
 {
 	return tma_dispatch(bm, bn, stages, [](auto c) {
-		return cudaFuncSetAttribute(gemm_ref_tma_kernel<decltype(c)>,
+		cudaError_t e = cudaFuncSetAttribute(gemm_ref_tma_kernel<decltype(c), false>,
+		                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                                     (int)decltype(c)::SMEM);
+		if (e != cudaSuccess)
+			return e;
+		return cudaFuncSetAttribute(gemm_ref_tma_kernel<decltype(c), true>,
 		                            cudaFuncAttributeMaxDynamicSharedMemorySize,
 		                            (int)decltype(c)::SMEM);
 	});
@@ -264,7 +286,7 @@ cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *c
 	*ctas = 0;
 	cudaError_t e = tma_dispatch(bm, bn, stages, [&](auto c) {
 		return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-		    &per_sm, gemm_ref_tma_kernel<decltype(c)>, decltype(c)::THREADS,
+		    &per_sm, gemm_ref_tma_kernel<decltype(c), false>, decltype(c)::THREADS,
 		    decltype(c)::SMEM);
 	});
 	if (e == cudaSuccess)

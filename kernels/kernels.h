@@ -96,6 +96,14 @@ cudaError_t ds_k_gemm_ref_setup(void);
 #define DS_K_GEMM_REF_N_VARIANTS 17
 cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
                                   int M, int N, int K, cudaStream_t st);
+/* The gate/up GEMM with SiLU*mul in its epilogue: H (M, F) bf16 = bf16(silu(g) * u) for
+ * g, u = the fp32 columns j and F + j of A (M, K) . W (2F, K)^T, W = [gate; up]. A tile loads
+ * gate rows and the matching up rows, so each accumulator is what the plain variant stores and
+ * H has the bytes of ds_k_gemm_ref_variant into C (M, 2F) followed by ds_k_silu_mul (the
+ * reference path checks that on the device before using one). Variants without split-K
+ * (0..6, 11..16); the split-K ones return cudaErrorNotSupported. */
+cudaError_t ds_k_gemm_ref_silu_variant(int variant, const uint16_t *A, const uint16_t *W,
+                                       uint16_t *H, int M, int F, int K, cudaStream_t st);
 /* Short name of a variant ("cp128x128s3", ...), or "?" when out of range. */
 const char *ds_k_gemm_ref_variant_name(int variant);
 /* The variant's fixed number of K splits S (1, 2 or 4); 0 when out of range. */

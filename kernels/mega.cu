@@ -47,6 +47,7 @@
 #include "cu_common.cuh"
 #include "mbar.cuh"
 #include "pdl.cuh"
+#include "silu.cuh"
 
 #include "attn_decode_core.cuh"
 #include "mma_prims.cuh"
@@ -725,8 +726,7 @@ __device__ void mg_silu_out(const struct ds_k_mega &a, const struct mg_phase &p,
 		float sc = mg_norm_scale(a, red, m);
 		float g = __fmul_rn(mg_dot<M>(ps, p, 2 * k, m), sc);
 		float u = __fmul_rn(mg_dot<M>(ps, p, 2 * k + 1, m), sc);
-		float s = __fdiv_rn(g, 1.0f + expf(-g));
-		a.act[(size_t)m * a.ffn + p.u0 + k] = ds_f32_to_bf16(__fmul_rn(s, u));
+		a.act[(size_t)m * a.ffn + p.u0 + k] = ds_silu_mul_bf16(g, u);
 	}
 }
 

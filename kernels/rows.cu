@@ -8,6 +8,7 @@
 #include "kernels.h"
 #include "cu_common.cuh"
 #include "pdl.cuh"
+#include "silu.cuh"
 
 #define ROW_THREADS 256
 
@@ -125,14 +126,6 @@ extern "C" cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t 
 	return ds_k_rmsnorm_pdl(x, delta, rows, w, n_rows, hidden, eps, out, 0, st);
 }
 
-/* bf16(silu(g) * u) for one element: the arithmetic every SiLU*mul of the project repeats
- * (the fused skinny GEMM and the mega kernel give these bits). */
-__device__ __forceinline__ uint16_t silu_mul_one(float a, float u)
-{
-	float s = __fdiv_rn(a, 1.0f + expf(-a));
-	return ds_f32_to_bf16(__fmul_rn(s, u));
-}
-
 __global__ void silu_mul_kernel(const float *gu, int ffn, uint16_t *out)
 {
 	ds_grid_dep_wait();
@@ -140,7 +133,7 @@ __global__ void silu_mul_kernel(const float *gu, int ffn, uint16_t *out)
 	const float *g = gu + (size_t)t * 2 * ffn, *u = g + ffn;
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < ffn)
-		out[(size_t)t * ffn + i] = silu_mul_one(g[i], u[i]);
+		out[(size_t)t * ffn + i] = ds_silu_mul_bf16(g[i], u[i]);
 }
 
 /* 8 elements per thread with 16-byte loads and stores (ffn % 8 == 0, 16-byte aligned rows):
@@ -159,10 +152,10 @@ __global__ void silu_mul8_kernel(const float *gu, int ffn, uint16_t *out)
 	float4 g0 = *(const float4 *)(g + i), g1 = *(const float4 *)(g + i + 4);
 	float4 u0 = *(const float4 *)(u + i), u1 = *(const float4 *)(u + i + 4);
 	uint4 o;
-	o.x = (unsigned)silu_mul_one(g0.x, u0.x) | (unsigned)silu_mul_one(g0.y, u0.y) << 16;
-	o.y = (unsigned)silu_mul_one(g0.z, u0.z) | (unsigned)silu_mul_one(g0.w, u0.w) << 16;
-	o.z = (unsigned)silu_mul_one(g1.x, u1.x) | (unsigned)silu_mul_one(g1.y, u1.y) << 16;
-	o.w = (unsigned)silu_mul_one(g1.z, u1.z) | (unsigned)silu_mul_one(g1.w, u1.w) << 16;
+	o.x = (unsigned)ds_silu_mul_bf16(g0.x, u0.x) | (unsigned)ds_silu_mul_bf16(g0.y, u0.y) << 16;
+	o.y = (unsigned)ds_silu_mul_bf16(g0.z, u0.z) | (unsigned)ds_silu_mul_bf16(g0.w, u0.w) << 16;
+	o.z = (unsigned)ds_silu_mul_bf16(g1.x, u1.x) | (unsigned)ds_silu_mul_bf16(g1.y, u1.y) << 16;
+	o.w = (unsigned)ds_silu_mul_bf16(g1.z, u1.z) | (unsigned)ds_silu_mul_bf16(g1.w, u1.w) << 16;
 	*(uint4 *)(out + (size_t)t * ffn + i) = o;
 }
 

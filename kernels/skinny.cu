@@ -24,6 +24,7 @@
 #include "cu_common.cuh"
 #include "mma_prims.cuh"
 #include "pdl.cuh"
+#include "silu.cuh"
 
 #include <cooperative_groups.h>
 
@@ -177,13 +178,6 @@ __device__ __forceinline__ void next_w(uint4 (&wv)[U][R][2], const uint16_t *con
 	}
 }
 
-/* bf16(silu(g) * u) with the arithmetic of rows.cu's silu_mul_kernel, so the fused product
- * equals what that kernel stores. */
-__device__ __forceinline__ unsigned silu_mul_bf16(float g, float u)
-{
-	return ds_f32_to_bf16(__fmul_rn(__fdiv_rn(g, 1.0f + expf(-g)), u));
-}
-
 /* The batch operand of chunk k0 for a fused variant (NT = 1): lane l forms element k0 + l of
  * every batch row m < M from the fp32 gate/up rows (gu row m: g at [0, K), u at [K, 2K)), one
  * SiLU each, and lane (g, t) gathers row g's elements [8t, 8t + 8) as bf16 pairs with shuffles;
@@ -199,7 +193,8 @@ __device__ __forceinline__ uint4 silu_operand(const float *__restrict__ gu, int 
 		if (m >= M)
 			break;
 		const float *row = gu + (size_t)m * 2 * K;
-		unsigned b = kl < K ? silu_mul_bf16(__ldg(row + kl), __ldg(row + K + kl)) : 0u;
+		unsigned b =
+		    kl < K ? (unsigned)ds_silu_mul_bf16(__ldg(row + kl), __ldg(row + K + kl)) : 0u;
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
 			unsigned lo = __shfl_sync(0xffffffffu, b, 8 * t + 2 * i);

@@ -28,8 +28,53 @@
 #define CHECK_N 264
 #define CHECK_K 1088 /* 17 tiles of 64: uneven for S = 2 and 4 */
 
+/* Each variant's fused gate/up epilogue against its plain output followed by ds_k_silu_mul
+ * on the self-check problem (W's CHECK_N rows taken as gate and up halves: F = CHECK_N / 2,
+ * not a multiple of any tile's half, so the last tile has gate rows past F): r->silu_ok. */
+static enum ds_status ref_gemm_selfcheck_silu(struct ds_cuda_ctx *c, const uint16_t *A,
+                                              const uint16_t *W, float *C, struct ds_err *err)
+{
+	struct ds_cuda_ref *r = &c->ref;
+	int F = CHECK_N / 2;
+	size_t nh = (size_t)CHECK_M * F;
+	uint16_t *H = NULL, *want = malloc(nh * 2), *got = malloc(nh * 2);
+	enum ds_status rv = DS_OK;
+	if (!want || !got) {
+		rv = ds_errf(err, DS_ERR_NOMEM, "cuda ref: out of memory for the GEMM self-check");
+		goto fail;
+	}
+	DS_CUDA_GOTO(cudaMalloc((void **)&H, nh * 2), err, rv);
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		r->silu_ok[v] = false;
+		if (ds_k_gemm_ref_variant(v, A, W, C, CHECK_M, CHECK_N, CHECK_K, c->stream) !=
+		        cudaSuccess ||
+		    ds_k_silu_mul(C, CHECK_M, F, H, c->stream) != cudaSuccess) {
+			cudaGetLastError();
+			continue;
+		}
+		DS_CUDA_GOTO(cudaMemcpyAsync(want, H, nh * 2, cudaMemcpyDeviceToHost, c->stream),
+		             err, rv);
+		DS_CUDA_GOTO(cudaMemsetAsync(H, 0xff, nh * 2, c->stream), err, rv);
+		if (ds_k_gemm_ref_silu_variant(v, A, W, H, CHECK_M, F, CHECK_K, c->stream) !=
+		    cudaSuccess) {
+			cudaGetLastError(); /* split-K, or refused on this device */
+			continue;
+		}
+		DS_CUDA_GOTO(cudaMemcpyAsync(got, H, nh * 2, cudaMemcpyDeviceToHost, c->stream),
+		             err, rv);
+		DS_CUDA_GOTO(cudaStreamSynchronize(c->stream), err, rv);
+		r->silu_ok[v] = memcmp(want, got, nh * 2) == 0;
+	}
+fail:
+	if (H)
+		cudaFree(H);
+	free(want);
+	free(got);
+	return rv;
+}
+
 /* Runs every variant on one random problem and records which give the same bytes as the
- * first variant with the same split count. */
+ * first variant with the same split count; then checks the fused gate/up epilogues. */
 static enum ds_status ref_gemm_selfcheck(struct ds_cuda_ctx *c, struct ds_err *err)
 {
 	struct ds_cuda_ref *r = &c->ref;
@@ -79,6 +124,7 @@ static enum ds_status ref_gemm_selfcheck(struct ds_cuda_ctx *c, struct ds_err *e
 			r->same_bits[v] = memcmp(base, got, nc * sizeof(float)) == 0;
 		}
 	}
+	rv = ref_gemm_selfcheck_silu(c, A, W, C, err);
 fail:
 	if (A)
 		cudaFree(A);
@@ -124,31 +170,56 @@ int ds_cuda_ref_bucket(const struct ds_cuda_ctx *c, int n)
 struct ref_gemm_call {
 	int v, M, N, K;
 	const uint16_t *A, *W;
-	float *C;
+	void *C;   /* fp32 C, or for silu the bf16 H (M, N / 2) */
+	bool silu; /* ds_k_gemm_ref_silu_variant with F = N / 2 */
 };
 
 static cudaError_t ref_gemm_call_launch(struct ds_cuda_ctx *c, void *arg)
 {
 	const struct ref_gemm_call *x = arg;
+	if (x->silu)
+		return ds_k_gemm_ref_silu_variant(x->v, x->A, x->W, x->C, x->M, x->N / 2, x->K,
+		                                  c->stream);
 	return ds_k_gemm_ref_variant(x->v, x->A, x->W, x->C, x->M, x->N, x->K, c->stream);
 }
 
-/* Milliseconds of one launch of variant v on the call's own buffers (best of two after a
- * warm-up; INFINITY when it is refused). The real call overwrites C afterwards. */
-static float ref_gemm_time(struct ds_cuda_ctx *c, int v, const uint16_t *A, const uint16_t *W,
-                           float *C, int M, int N, int K)
+/* Milliseconds of one launch of call x with variant v on the call's own buffers (best of two
+ * after a warm-up; INFINITY when it is refused). The real call overwrites C afterwards. */
+static float ref_gemm_time(struct ds_cuda_ctx *c, int v, struct ref_gemm_call x)
 {
-	struct ref_gemm_call x = {v, M, N, K, A, W, C};
+	x.v = v;
 	return ds_cuda_time_best(c, ref_gemm_call_launch, &x, 3, NULL, 0);
 }
 
-/* The variant for this call: the table's, or the fastest of its bit-identical family for
- * this M bucket (timed on first use outside graph capture, then cached). */
-static int ref_gemm_variant(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
-                            float *C, int M, int N, int K)
+/* Whether variant v may stand in for base: v itself, or a variant the self-check found
+ * bit-identical with the same split count; for the fused call, v's fused epilogue must also
+ * have passed its check. */
+static bool ref_gemm_stands_in(const struct ds_cuda_ref *r, int base, int v, bool silu)
+{
+	if (silu && !r->silu_ok[v])
+		return false;
+	return v == base || (r->same_bits[base] && r->same_bits[v] &&
+	                     ds_k_gemm_ref_variant_splits(v) == ds_k_gemm_ref_variant_splits(base));
+}
+
+/* The variant for call x: the table's for (N, K), or the fastest of its bit-identical family
+ * for this M bucket (timed on first use outside graph capture, then cached). For the fused
+ * gate/up call (x.silu), only variants whose fused epilogue passed the self-check: the first
+ * such stand-in while not timed, -1 when there is none (the caller runs the plain GEMM). */
+static int ref_gemm_variant(struct ds_cuda_ctx *c, struct ref_gemm_call x)
 {
 	struct ds_cuda_ref *r = &c->ref;
+	int M = x.M, N = x.N, K = x.K;
 	int base = ds_ref_gemm_table_variant(&r->table, N, K);
+	if (x.silu) {
+		int first = -1;
+		for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS && first < 0; v++)
+			if (ref_gemm_stands_in(r, base, v, true))
+				first = v;
+		if (first < 0 || !r->autotune)
+			return first;
+		base = first; /* the untimed choice and the timing's yardstick */
+	}
 	if (!r->autotune || !r->same_bits[base])
 		return base;
 	/* the M bucket: the graph bucket's rows (so a padded pass is timed at its own M: a
@@ -158,18 +229,19 @@ static int ref_gemm_variant(struct ds_cuda_ctx *c, const uint16_t *A, const uint
 	while (bi < 0 && mb < M)
 		mb *= 2;
 	for (int i = 0; i < r->n_picks; i++)
-		if (r->picks[i].mb == mb && r->picks[i].n == N && r->picks[i].k == K)
+		if (r->picks[i].mb == mb && r->picks[i].n == N && r->picks[i].k == K &&
+		    r->picks[i].silu == x.silu)
 			return r->picks[i].variant;
 	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
 	cudaStreamIsCapturing(c->stream, &cap);
 	if (cap != cudaStreamCaptureStatusNone)
 		return base;
-	int s = ds_k_gemm_ref_variant_splits(base), best = base;
-	float bt = ref_gemm_time(c, base, A, W, C, M, N, K);
+	int best = base;
+	float bt = ref_gemm_time(c, base, x);
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
-		if (v == base || !r->same_bits[v] || ds_k_gemm_ref_variant_splits(v) != s)
+		if (v == base || !ref_gemm_stands_in(r, base, v, x.silu))
 			continue;
-		float t = ref_gemm_time(c, v, A, W, C, M, N, K);
+		float t = ref_gemm_time(c, v, x);
 		if (t < bt) {
 			bt = t;
 			best = v;
@@ -178,7 +250,7 @@ static int ref_gemm_variant(struct ds_cuda_ctx *c, const uint16_t *A, const uint
 	int i = r->n_picks < DS_CUDA_REF_PICKS ? r->n_picks++ : r->next_evict;
 	if (i == r->next_evict && r->n_picks == DS_CUDA_REF_PICKS)
 		r->next_evict = (r->next_evict + 1) % DS_CUDA_REF_PICKS;
-	r->picks[i] = (struct ds_cuda_ref_pick){mb, N, K, best};
+	r->picks[i] = (struct ds_cuda_ref_pick){mb, N, K, best, x.silu};
 	return best;
 }
 
@@ -187,8 +259,26 @@ static enum ds_status ref_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const u
 {
 	if (M <= 0)
 		return DS_OK;
-	int v = ref_gemm_variant(c, A, W, C, M, N, K);
+	int v = ref_gemm_variant(c, (struct ref_gemm_call){0, M, N, K, A, W, C, false});
 	DS_CUDA_TRY(ds_k_gemm_ref_variant(v, A, W, C, M, N, K, c->stream), err);
+	return DS_OK;
+}
+
+/* The gate/up GEMM with SiLU*mul in its epilogue (the bytes of ref_gemm, then ds_k_silu_mul:
+ * the SiLU kernel and the fp32 gate/up buffer's write and read are saved). */
+static enum ds_status ref_gemm_gu_silu(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+                                       uint16_t *H, int M, int F, int K, bool *done,
+                                       struct ds_err *err)
+{
+	*done = false;
+	if (M <= 0)
+		return DS_OK;
+	struct ref_gemm_call x = {0, M, 2 * F, K, A, W, H, true};
+	int v = ref_gemm_variant(c, x);
+	if (v < 0)
+		return DS_OK;
+	DS_CUDA_TRY(ds_k_gemm_ref_silu_variant(v, A, W, H, M, F, K, c->stream), err);
+	*done = true;
 	return DS_OK;
 }
 
@@ -226,6 +316,7 @@ static enum ds_status ref_attention(struct ds_cuda_ctx *c, const struct ds_cuda_
 const struct ds_cuda_path_ops ds_cuda_ref_ops = {
     .gemm = ref_gemm,
     .attention = ref_attention,
+    .gemm_gu_silu = ref_gemm_gu_silu,
 };
 
 /* ---- graphs of padded reference passes ---- */

@@ -264,6 +264,17 @@ static int prof_ops(struct bench *b, const struct ds_cuda_path_ops *ops,
 		PROF_OP(pr, PROF_RMSNORM,
 		        CK(ds_k_rmsnorm(c->x, c->dlt, NULL, L->ffn_norm, B, H, cfg->rms_eps, c->h,
 		                        st)));
+		bool gu_done = false; /* the reference path's gate/up GEMM with SiLU*mul fused */
+		if (ops->gemm_gu_silu)
+			PROF_OP(pr, PROF_GU,
+			        PROF_CK_RV(ops->gemm_gu_silu(c, c->h, L->w_gu, (uint16_t *)c->big,
+			                                     B, F, H, &gu_done, &err)));
+		if (gu_done) {
+			PROF_OP(pr, PROF_DOWN,
+			        PROF_CK_RV(ops->gemm(c, (const uint16_t *)c->big, L->w_down, c->dlt,
+			                             B, H, F, &err)));
+			continue;
+		}
 		PROF_OP(pr, PROF_GU,
 		        PROF_CK_RV(ops->gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err)));
 		if (ops->gemm_silu) { /* SiLU*mul and the down projection in one op */

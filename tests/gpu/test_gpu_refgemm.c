@@ -217,6 +217,71 @@ static void test_variant_families_same_bits(void **state)
 	families_case(1100, 8200, 136);
 }
 
+/* The fused gate/up epilogue (ds_k_gemm_ref_silu_variant) of every variant without split-K
+ * against that variant's plain output (M, 2F) followed by ds_k_silu_mul: memcmp, and the
+ * guard after H. Split-K variants refuse with cudaErrorNotSupported. */
+static void silu_case(int M, int F, int K)
+{
+	int N = 2 * F;
+	uint16_t *A = malloc((size_t)M * K * 2), *W = malloc((size_t)N * K * 2);
+	fill_bf16(A, (size_t)M * K, 71 + (uint64_t)M, 1.0f);
+	fill_bf16(W, (size_t)N * K, 72 + (uint64_t)F, 0.25f);
+	uint16_t *dA = to_dev(A, (size_t)M * K * 2), *dW = to_dev(W, (size_t)N * K * 2);
+	size_t nh = (size_t)M * F;
+	float *dC = dev_alloc_guarded((size_t)M * N * 4);
+	uint16_t *dH = dev_alloc_guarded(nh * 2), *want = malloc(nh * 2), *got = malloc(nh * 2);
+	int fused = 0;
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		if (ds_k_gemm_ref_variant_splits(v) != 1) {
+			assert_int_equal(ds_k_gemm_ref_silu_variant(v, dA, dW, dH, M, F, K, 0),
+			                 cudaErrorNotSupported);
+			continue;
+		}
+		CK(ds_k_gemm_ref_variant(v, dA, dW, dC, M, N, K, 0));
+		CK(ds_k_silu_mul(dC, M, F, dH, 0));
+		CK(cudaDeviceSynchronize());
+		from_dev(want, dH, nh * 2);
+		CK(cudaMemset(dH, 0x7f, nh * 2));
+		CK(ds_k_gemm_ref_silu_variant(v, dA, dW, dH, M, F, K, 0));
+		CK(cudaDeviceSynchronize());
+		from_dev(got, dH, nh * 2);
+		if (memcmp(want, got, nh * 2) != 0) {
+			size_t i = 0;
+			while (want[i] == got[i])
+				i++;
+			fail_msg("gemm variant %d (%s) fused SiLU*mul differs at %dx%dx%d, row %zu "
+			         "column %zu: %04x vs %04x",
+			         v, ds_k_gemm_ref_variant_name(v), M, F, K, i / F, i % F, got[i],
+			         want[i]);
+		}
+		fused++;
+	}
+	assert_int_equal(fused, 13); /* 0..6, 11..16 */
+	dev_check_guard(dH, nh * 2);
+	dev_check_guard(dC, (size_t)M * N * 4);
+	free(want);
+	free(got);
+	CK(cudaFree(dA));
+	CK(cudaFree(dW));
+	CK(cudaFree(dC));
+	CK(cudaFree(dH));
+	free(A);
+	free(W);
+}
+
+static void test_silu_fused(void **state)
+{
+	(void)state;
+	CK(ds_k_gemm_ref_setup());
+	silu_case(1, 132, 1088); /* the reference path's self-check shape, at M = 1 */
+	silu_case(7, 132, 1088);
+	silu_case(65, 1000, 512); /* F not a multiple of any half tile */
+	silu_case(129, 448, 4160);
+	silu_case(300, 1536, 512);
+	silu_case(600, 97, 1000); /* odd F: element stores */
+	silu_case(2048, 512, 256);
+}
+
 /* Row x (K) alone, then at several places of batches of M random rows: memcmp per variant. */
 static void test_variants_invariant(void **state)
 {
@@ -333,6 +398,7 @@ int main(void)
 	    cmocka_unit_test(test_variants_invariant),
 	    cmocka_unit_test(test_variants_repeatable),
 	    cmocka_unit_test(test_variant_families_same_bits),
+	    cmocka_unit_test(test_silu_fused),
 	};
 	return cmocka_run_group_tests_name("gpu_refgemm", tests, NULL, NULL);
 }
