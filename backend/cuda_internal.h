@@ -50,10 +50,13 @@ enum ds_cuda_gemm_kind {
 	DS_CUDA_GEMM_SKINNY,      /* ds_k_skinny, variant */
 	DS_CUDA_GEMM_SKINNY_SILU, /* silu picks: ds_k_skinny_silu, variant (SiLU*mul fused) */
 	DS_CUDA_GEMM_SPLIT,       /* silu picks: ds_k_silu_mul, then the plain pick of the shape */
+	DS_CUDA_GEMM_REF_SILU,    /* gu picks: ds_k_gemm_ref_silu_variant, variant */
 };
 struct ds_cuda_pick {
 	int mb, N, K; /* mb: M for M <= 4, else the next power of two */
 	bool silu;    /* key: the down projection's choice (A = silu_mul of a gate/up buffer) */
+	bool gu;      /* key: the gate/up choice: kind SPLIT (its plain pick, then ds_k_silu_mul) or
+	               * REF_SILU (the reference kernel with SiLU*mul fused; ms_skinny its best time) */
 	bool ok;
 	int kind, variant;
 	int M_timed; /* the M the candidates were timed at */
@@ -118,6 +121,10 @@ struct ds_cuda_fast {
 	unsigned long long *mega_bar;
 	unsigned *mega_cnt;
 	unsigned long long *mega_trace; /* not owned: set by a bench to trace the fused kernel */
+	/* scratch for timing the gate/up choice's unfused candidate (its SiLU*mul output, which
+	 * must not land on the GEMM's input): gu_scratch_bytes, grown on demand */
+	uint16_t *gu_scratch;
+	size_t gu_scratch_bytes;
 	/* the fused kernel's settings (struct ds_k_mega): weights_evict_first (DS_FAST_MEGA_WEF=0:
 	 * off), attn_splits (DS_FAST_MEGA_NZ=n; 0, the default: auto) and att_gate
 	 * (DS_FAST_MEGA_GATE=n; -1: off) */

@@ -361,11 +361,12 @@ static float cand_time_checked(struct ds_cuda_ctx *c, const struct cand *x, stru
 	return t;
 }
 
-static struct ds_cuda_pick *pick_find(struct ds_cuda_fast *f, int mb, int N, int K, bool silu)
+static struct ds_cuda_pick *pick_find(struct ds_cuda_fast *f, int mb, int N, int K, bool silu,
+                                      bool gu)
 {
 	for (int i = 0; i < f->n_picks; i++)
 		if (f->picks[i].ok && f->picks[i].mb == mb && f->picks[i].N == N &&
-		    f->picks[i].K == K && f->picks[i].silu == silu)
+		    f->picks[i].K == K && f->picks[i].silu == silu && f->picks[i].gu == gu)
 			return &f->picks[i];
 	return NULL;
 }
@@ -405,11 +406,11 @@ static struct ds_cuda_pick pick_new(int M, int N, int K, bool silu)
 /* The cached pick for (bucket of M, N, K, silu) in *out. *miss: none is cached and the stream
  * is not capturing, so the caller times the candidates now; on a miss during capture *out
  * stays NULL and *miss false (the caller then uses the untimed default). */
-static enum ds_status pick_cached(struct ds_cuda_ctx *c, int M, int N, int K, bool silu,
+static enum ds_status pick_cached(struct ds_cuda_ctx *c, int M, int N, int K, bool silu, bool gu,
                                   const struct ds_cuda_pick **out, bool *miss, struct ds_err *err)
 {
 	*miss = false;
-	*out = pick_find(&c->fast, m_bucket(M), N, K, silu);
+	*out = pick_find(&c->fast, m_bucket(M), N, K, silu, gu);
 	if (*out)
 		return DS_OK;
 	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
@@ -454,7 +455,7 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 {
 	struct ds_cuda_fast *f = &c->fast;
 	bool miss = false;
-	enum ds_status rv = pick_cached(c, M, N, K, false, out, &miss, err);
+	enum ds_status rv = pick_cached(c, M, N, K, false, false, out, &miss, err);
 	if (rv != DS_OK || !miss)
 		return rv;
 	struct ds_cuda_pick pk = pick_new(M, N, K, false);
@@ -541,7 +542,7 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
 {
 	struct ds_cuda_fast *f = &c->fast;
 	bool miss = false;
-	enum ds_status rv = pick_cached(c, M, N, K, true, out, &miss, err);
+	enum ds_status rv = pick_cached(c, M, N, K, true, false, out, &miss, err);
 	if (rv != DS_OK || !miss)
 		return rv;
 	DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, h, c->fast.pdl, c->stream), err);
@@ -601,6 +602,129 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
 	}
 	DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, h, c->fast.pdl, c->stream), err);
 	return fast_gemm(c, h, W, C, M, N, K, err);
+}
+
+/* ---- the gate/up GEMM: its plain pick then SiLU*mul, or the reference kernel with SiLU*mul
+ * fused into its epilogue ---- */
+
+/* One gate/up candidate: H (M, F) bf16 from A (M, K) and Wgu (2F, K). v < 0: the plain pick
+ * into the fp32 buffer big, then ds_k_silu_mul into h; else reference variant v writing H
+ * into big's memory (as the pass reads it). */
+struct gu_cand {
+	int v;
+	const uint16_t *A, *W;
+	float *big;
+	uint16_t *h;
+	int M, F, K;
+	const struct ds_cuda_pick *plain;
+};
+
+static cudaError_t gu_cand_launch(struct ds_cuda_ctx *c, void *arg)
+{
+	const struct gu_cand *x = arg;
+	if (x->v >= 0)
+		return ds_k_gemm_ref_silu_variant(x->v, x->A, x->W, (uint16_t *)x->big, x->M, x->F,
+		                                  x->K, c->stream);
+	struct cand y = {.kind = x->plain->kind,
+	                 .v = x->plain->variant,
+	                 .A = x->A,
+	                 .W = x->W,
+	                 .C = x->big,
+	                 .M = x->M,
+	                 .N = 2 * x->F,
+	                 .K = x->K};
+	cudaError_t e = cand_launch(c, &y);
+	if (e != cudaSuccess)
+		return e;
+	return ds_k_silu_mul_pdl(x->big, x->M, x->F, x->h, c->fast.pdl, c->stream);
+}
+
+/* Room for n bytes of timing scratch (c->fast.gu_scratch). */
+static enum ds_status gu_scratch(struct ds_cuda_ctx *c, size_t n, struct ds_err *err)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	if (f->gu_scratch_bytes >= n)
+		return DS_OK;
+	if (f->gu_scratch)
+		cudaFree(f->gu_scratch);
+	f->gu_scratch = NULL;
+	f->gu_scratch_bytes = 0;
+	DS_CUDA_TRY(cudaMalloc((void **)&f->gu_scratch, n), err);
+	f->gu_scratch_bytes = n;
+	return DS_OK;
+}
+
+/* The gate/up choice for (bucket of M, 2F, K), timed on a miss outside capture: the plain
+ * pick followed by ds_k_silu_mul (into scratch, not over A) against every reference variant
+ * whose fused epilogue passed the start-up self-check (c->ref.silu_ok), each after an L2
+ * flush. The reference kernels are batch-invariant, which the fast path does not need; it
+ * takes one only where it is faster. *out NULL on a miss during capture (then: plain). */
+static enum ds_status gu_pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+                                     float *big, int M, int F, int K,
+                                     const struct ds_cuda_pick **out, struct ds_err *err)
+{
+	bool miss = false;
+	enum ds_status rv = pick_cached(c, M, 2 * F, K, false, true, out, &miss, err);
+	if (rv != DS_OK || !miss)
+		return rv;
+	/* the plain GEMM as fast_gemm runs it: timed picks up to DS_K_SKINNY_MAX_M rows, else
+	 * cuBLASLt */
+	struct ds_cuda_pick lt = pick_new(M, 2 * F, K, false), plain_copy;
+	const struct ds_cuda_pick *plain = &lt;
+	if (M <= DS_K_SKINNY_MAX_M &&
+	    (rv = pick_lookup(c, A, W, big, M, 2 * F, K, &plain, err)) != DS_OK)
+		return rv;
+	struct ds_cuda_pick pk = pick_new(M, 2 * F, K, false);
+	pk.gu = true;
+	struct gu_cand x = {-1, A, W, big, NULL, M, F, K, NULL};
+	if (plain) {
+		if ((rv = gu_scratch(c, (size_t)M * F * 2, err)) != DS_OK)
+			return rv;
+		plain_copy = *plain;
+		x.plain = &plain_copy;
+		x.h = c->fast.gu_scratch;
+		pk.ms_split = ds_cuda_time_best(c, gu_cand_launch, &x, 4, c->fast.workspace,
+		                                c->fast.ws_bytes);
+	}
+	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
+		if (!c->ref.silu_ok[v])
+			continue;
+		x.v = v;
+		float t = ds_cuda_time_best(c, gu_cand_launch, &x, 4, c->fast.workspace,
+		                            c->fast.ws_bytes);
+		if (t < pk.ms_skinny) {
+			pk.ms_skinny = t;
+			pk.skinny_best = v;
+		}
+	}
+	pk.kind = DS_CUDA_GEMM_SPLIT;
+	pk.ms_best = pk.ms_split;
+	if (pk.ms_skinny < pk.ms_best) {
+		pk.kind = DS_CUDA_GEMM_REF_SILU;
+		pk.variant = pk.skinny_best;
+		pk.ms_best = pk.ms_skinny;
+	}
+	*out = pick_store(&c->fast, &pk);
+	return DS_OK;
+}
+
+/* H (M, F) = SiLU*mul of the gate/up GEMM in one reference kernel when the gate/up choice
+ * says so (*done); else the caller runs the plain GEMM and the down projection's choice
+ * (which at decode sizes fuses SiLU*mul into the down GEMM: then this one is not asked). */
+static enum ds_status fast_gemm_gu_silu(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
+                                        uint16_t *H, int M, int F, int K, bool *done,
+                                        struct ds_err *err)
+{
+	*done = false;
+	if (M <= 0 || !c->fast.skinny || M <= DS_K_SKINNY_SILU_MAX_M)
+		return DS_OK;
+	const struct ds_cuda_pick *pk = NULL;
+	enum ds_status rv = gu_pick_lookup(c, A, W, c->big, M, F, K, &pk, err);
+	if (rv != DS_OK || !pk || pk->kind != DS_CUDA_GEMM_REF_SILU)
+		return rv;
+	DS_CUDA_TRY(ds_k_gemm_ref_silu_variant(pk->variant, A, W, H, M, F, K, c->stream), err);
+	*done = true;
+	return DS_OK;
 }
 
 /* The decode kernel's grid split for T rows, from the batch and the kernel's occupancy: the
@@ -741,6 +865,7 @@ const struct ds_cuda_path_ops ds_cuda_fast_ops = {
     .gemm = fast_gemm,
     .attention = fast_attention,
     .gemm_silu = fast_gemm_silu,
+    .gemm_gu_silu = fast_gemm_gu_silu,
     .attention_qkv = fast_attention_qkv,
 };
 
@@ -923,6 +1048,8 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 	free(f->plans);
 	if (f->workspace)
 		cudaFree(f->workspace);
+	if (f->gu_scratch)
+		cudaFree(f->gu_scratch);
 	if (f->mega_layers)
 		cudaFree(f->mega_layers);
 	if (f->mega_bar)
