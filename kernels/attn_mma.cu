@@ -800,8 +800,9 @@ static void mt_launch(unsigned gx, int occ, const uint16_t *q, const uint16_t *k
  * the 2-CTA build (2 per SM), else 2 (with no more CTAs than slots, the 3-CTA build may pack
  * them 3 to an SM and leave SMs idle). H200, one layer, 20-run medians
  * (bench/results/gpu-20261130-098a404-minb): windows of 16 x 32 rows at context 2048 (256
- * working CTAs) 136 us on 2 vs 176 on 3; at context 2055 (384) 244 vs 175; 256 decode rows
- * at context 640 (512, each walking 4 groups), 32 layers, 8.52 vs 7.76 ms. */
+ * working CTAs) 136 us on 2 vs 176 on 3; at context 2055 (384) 244 vs 175; the reference
+ * path's 256 decode rows at context 640 (1024, each walking 2 groups), 32 layers, 8.52 vs
+ * 7.76 ms. */
 extern "C" int ds_k_attn_ref_mma_occ(const int32_t *hplan, int T, struct ds_k_dims d, int top)
 {
 	if (!hplan || T <= 0 || d.n_kv <= 0)

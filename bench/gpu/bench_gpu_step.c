@@ -493,9 +493,11 @@ int bench_profile(struct bench *b)
 	}
 	/* the fast path's GEMM choices (timed on first use, L2 flushed) */
 	fprintf(f, "\n], \"gemm_picks\": [\n");
-	printf("fast-path GEMM choices (ms at the timed M, L2 flushed; inf = not a candidate; "
-	       "silu rows: the down projection, skinny = best fused variant, split = silu_mul + "
-	       "the plain choice)\n");
+	printf(
+	    "fast-path GEMM choices (ms at the timed M, L2 flushed; inf = not a candidate; "
+	    "silu rows: the down projection, skinny = best fused variant, split = silu_mul + "
+	    "the plain choice; gate/up rows (winner plain+silu_mul or ref_*_gu_silu): skinny = "
+	    "best reference variant with SiLU*mul fused, split = the plain choice + silu_mul)\n");
 	printf("  %4s %4s %4s %7s %6s %-30s %9s %9s %9s %9s %8s %3s\n", "silu", "Mb", "M", "N", "K",
 	       "winner", "skinny", "gemv", "cublasLt", "split", "GB/s", "rej");
 	for (int i = 0; i < c->fast.n_picks; i++) {
@@ -504,7 +506,10 @@ int bench_profile(struct bench *b)
 		if (pk->kind == DS_CUDA_GEMM_GEMV)
 			snprintf(name, sizeof(name), "gemv");
 		else if (pk->kind == DS_CUDA_GEMM_SPLIT)
-			snprintf(name, sizeof(name), "silu_mul+plain");
+			snprintf(name, sizeof(name), pk->gu ? "plain+silu_mul" : "silu_mul+plain");
+		else if (pk->kind == DS_CUDA_GEMM_REF_SILU)
+			snprintf(name, sizeof(name), "ref_%s_gu_silu",
+			         ds_k_gemm_ref_variant_name(pk->variant));
 		else if (pk->kind == DS_CUDA_GEMM_SKINNY || pk->kind == DS_CUDA_GEMM_SKINNY_SILU)
 			ds_k_skinny_describe(pk->M_timed, pk->variant, name, sizeof(name));
 		if (pk->kind == DS_CUDA_GEMM_SKINNY_SILU)
@@ -514,10 +519,10 @@ int bench_profile(struct bench *b)
 		       (int)pk->silu, pk->mb, pk->M_timed, pk->N, pk->K, name, pk->ms_skinny,
 		       pk->ms_gemv, pk->ms_lt, pk->ms_split, gbps, pk->n_rejected);
 		fprintf(f,
-		        "%s  {\"silu\": %s, \"m_bucket\": %d, \"M\": %d, \"N\": %d, \"K\": %d, "
-		        "\"winner\": \"%s\", ",
-		        i ? ",\n" : "", pk->silu ? "true" : "false", pk->mb, pk->M_timed, pk->N,
-		        pk->K, name);
+		        "%s  {\"silu\": %s, \"gate_up\": %s, \"m_bucket\": %d, \"M\": %d, "
+		        "\"N\": %d, \"K\": %d, \"winner\": \"%s\", ",
+		        i ? ",\n" : "", pk->silu ? "true" : "false", pk->gu ? "true" : "false",
+		        pk->mb, pk->M_timed, pk->N, pk->K, name);
 		json_ms(f, "skinny_ms", pk->ms_skinny);
 		fprintf(f, ", ");
 		json_ms(f, "gemv_ms", pk->ms_gemv);
