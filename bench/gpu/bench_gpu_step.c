@@ -785,7 +785,23 @@ int bench_passprof(struct bench *b)
 		fprintf(f, "]}");
 		fflush(stdout);
 	}
-	fprintf(f, "\n]}\n");
+	/* the reference path's GEMM choices (each timed on first use among its bit-identical
+	 * family, refpath/cuda_ref.c): which tile each shape and M bucket took */
+	const struct ds_cuda_ref *r = &c->ref;
+	printf("reference-path GEMM choices (M bucket, N, K; gu_silu: the gate/up GEMM with "
+	       "SiLU*mul fused)\n");
+	fprintf(f, "\n], \"ref_gemm_picks\": [");
+	for (int i = 0; i < r->n_picks; i++) {
+		const struct ds_cuda_ref_pick *rp = &r->picks[i];
+		const char *name = ds_k_gemm_ref_variant_name(rp->variant);
+		printf("  Mb %5d  N %6d  K %6d  %-18s%s\n", rp->mb, rp->n, rp->k, name,
+		       rp->silu ? " gu_silu" : "");
+		fprintf(f,
+		        "%s{\"m_bucket\": %d, \"N\": %d, \"K\": %d, \"variant\": \"%s\", "
+		        "\"gu_silu\": %s}",
+		        i ? ", " : "", rp->mb, rp->n, rp->k, name, rp->silu ? "true" : "false");
+	}
+	fprintf(f, "]}\n");
 	fclose(f);
 	prof_free(pr);
 	return 0;
