@@ -195,8 +195,11 @@ extern "C" const char *ds_k_gemm_ref_variant_name(int variant)
 	return variant_names[variant];
 }
 
-extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W,
-                                             float *C, int M, int N, int K, cudaStream_t st)
+/* Variant v's launch: C (M, N) fp32 = A . W^T, or with SILU the fused gate/up call (W of
+ * N = 2F rows, C is H (M, F) bf16; the split-K variants have no fused epilogue). */
+template <bool SILU>
+static cudaError_t variant_launch(int variant, const uint16_t *A, const uint16_t *W, void *C, int M,
+                                  int N, int K, cudaStream_t st)
 {
 	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
 		return cudaErrorInvalidValue;
@@ -206,49 +209,35 @@ extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, con
 		return cudaErrorInvalidValue;
 	switch (variant) {
 	case 0:
-		return cp_launch<128, 3, false, false>(A, W, C, M, N, K, st);
+		return cp_launch<128, 3, false, SILU>(A, W, C, M, N, K, st);
 	case 1:
-		return cp_launch<128, 3, true, false>(A, W, C, M, N, K, st);
+		return cp_launch<128, 3, true, SILU>(A, W, C, M, N, K, st);
 	case 2:
-		return cp_launch<256, 4, true, false>(A, W, C, M, N, K, st);
-	case 7:
-	case 8:
-	case 9:
-	case 10:
-		return ds_gemm_ref_splitk_launch(variant_splits[variant], variant >= 9 ? 3 : 6, A,
-		                                 W, C, M, N, K, st);
+		return cp_launch<256, 4, true, SILU>(A, W, C, M, N, K, st);
 	default: {
 		const int *t = variant_tma[variant];
-		return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, false, A, W, C, M, N, K,
-		                              st);
+		if (t[0])
+			return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, SILU, A, W, C, M,
+			                              N, K, st);
+		if (SILU)
+			return cudaErrorNotSupported;
+		/* 7..10: split-K over a cluster */
+		return ds_gemm_ref_splitk_launch(variant_splits[variant], variant >= 9 ? 3 : 6, A,
+		                                 W, (float *)C, M, N, K, st);
 	}
 	}
+}
+
+extern "C" cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W,
+                                             float *C, int M, int N, int K, cudaStream_t st)
+{
+	return variant_launch<false>(variant, A, W, C, M, N, K, st);
 }
 
 extern "C" cudaError_t ds_k_gemm_ref_silu_variant(int variant, const uint16_t *A, const uint16_t *W,
                                                   uint16_t *H, int M, int F, int K, cudaStream_t st)
 {
-	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
-		return cudaErrorInvalidValue;
-	if (M <= 0 || F <= 0)
-		return cudaSuccess;
-	if (K <= 0 || K % 8 != 0)
-		return cudaErrorInvalidValue;
-	switch (variant) {
-	case 0:
-		return cp_launch<128, 3, false, true>(A, W, H, M, 2 * F, K, st);
-	case 1:
-		return cp_launch<128, 3, true, true>(A, W, H, M, 2 * F, K, st);
-	case 2:
-		return cp_launch<256, 4, true, true>(A, W, H, M, 2 * F, K, st);
-	default: {
-		const int *t = variant_tma[variant];
-		if (!t[0])
-			return cudaErrorNotSupported; /* split-K: no fused epilogue */
-		return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, true, A, W, H, M, 2 * F,
-		                              K, st);
-	}
-	}
+	return variant_launch<true>(variant, A, W, H, M, F > 0 ? 2 * F : 0, K, st);
 }
 
 template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_resident(int *per_sm)
