@@ -212,6 +212,20 @@ enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	return DS_OK;
 }
 
+enum ds_status ds_cuda_attn_mma(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
+                                const uint16_t *kv, int n_split, struct ds_err *err)
+{
+	struct ds_k_dims d = ds_cuda_dims(c);
+	/* a graph (n_split < 0) replays at any position: grid for max_pos, combine always */
+	int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;
+	bool combine = n_split < 0 || c->hm.aplan[1] != 0;
+	int occ = ds_k_attn_ref_mma_occ(c->hm.aplan, p->T, d, top, c->n_sm);
+	DS_CUDA_TRY(ds_k_attn_ref_mma_split(c->q, kv, ds_cuda_tokmeta(c), c->dm.aplan, p->T, d, top,
+	                                    occ, c->part, combine, c->att, c->stream),
+	            err);
+	return DS_OK;
+}
+
 /* Runs one pass whose host metadata is filled, and copies its rows (and logits) out. */
 static enum ds_status pass_exec(struct ds_cuda_ctx *c, const struct ds_fwd_batch *b,
                                 struct ds_cuda_pass *p, bool decode, int row_base,

@@ -330,6 +330,15 @@ float ds_cuda_time_best(struct ds_cuda_ctx *c, ds_cuda_launch_fn launch, void *a
 enum ds_status ds_cuda_meta_upload(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                    struct ds_err *err);
 
+/* The tensor-core reference attention (kernels/attn_mma.cu; needs c->ref_attn_mma) of pass p
+ * into c->att, with the row-group plan ds_cuda_meta_upload made for it, which may walk or
+ * split the groups' tiles (same bits; split: the combine kernel merges them). Both paths run
+ * it (the fast path for passes with rows that are not outputs). n_split < 0 (graph capture,
+ * where the grid may not depend on the positions): the grid for the longest context and the
+ * combine kernel always. */
+enum ds_status ds_cuda_attn_mma(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
+                                const uint16_t *kv, int n_split, struct ds_err *err);
+
 /* reference path extras (refpath/cuda_ref.c) */
 /* The graph bucket of a reference pass of n tokens or rows (the larger): the smallest with at
  * least n rows, or -1 when the pass runs without a graph. */

@@ -817,17 +817,11 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 	 * outran fast mode by 1.2x on 512-token prompts while fast prefill used the per-row
 	 * CUDA-core kernel (bench/results/gpu-20261129-590b977-e2e). DS_FAST_ATTN=old: the
 	 * CUDA-core kernel. The uploaded plan is the reference path's, which may split a few long
-	 * groups' tiles over CTAs: then the combine kernel merges them (the walk-only launcher
-	 * would have each CTA write its share's partial result as the row's output). */
-	if (!decode && c->ref_attn_mma && !(sel && strcmp(sel, "old") == 0)) {
-		int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;
-		int occ = ds_k_attn_ref_mma_occ(c->hm.aplan, p->T, d, top);
-		DS_CUDA_TRY(ds_k_attn_ref_mma_split(
-		                c->q, kv, ds_cuda_tokmeta(c), c->dm.aplan, p->T, d, top, occ,
-		                c->part, n_split < 0 || c->hm.aplan[1] != 0, c->att, c->stream),
-		            err);
-		return DS_OK;
-	}
+	 * groups' tiles over CTAs: ds_cuda_attn_mma then merges them with the combine kernel (the
+	 * walk-only launcher would have each CTA write its share's partial result as the row's
+	 * output). */
+	if (!decode && c->ref_attn_mma && !(sel && strcmp(sel, "old") == 0))
+		return ds_cuda_attn_mma(c, p, kv, n_split, err);
 	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, d,
 	                               n_split < 1 ? 1 : n_split, c->part, c->att, c->fast.pdl,
 	                               c->stream),

@@ -796,26 +796,21 @@ static void mt_launch(unsigned gx, int occ, const uint16_t *q, const uint16_t *k
 		mt_launch_d<128>(grid, occ, q, kv, tm, plan, T, d, scale_log2, part, out, st);
 }
 
-/* The build for a launch: 3 CTAs an SM when the CTAs that get work outnumber the slots of
- * the 2-CTA build (2 per SM), else 2 (with no more CTAs than slots, the 3-CTA build may pack
- * them 3 to an SM and leave SMs idle). H200, one layer, 20-run medians
+/* The build for a launch on a device of n_sm SMs: 3 CTAs an SM when the CTAs that get work
+ * outnumber the slots of the 2-CTA build (2 per SM), else 2 (with no more CTAs than slots, the
+ * 3-CTA build may pack them 3 to an SM and leave SMs idle). H200, one layer, 20-run medians
  * (bench/results/gpu-20261130-098a404-minb): windows of 16 x 32 rows at context 2048 (256
  * working CTAs) 136 us on 2 vs 176 on 3; at context 2055 (384) 244 vs 175; the reference
  * path's 256 decode rows at context 640 (1024, each walking 2 groups), 32 layers, 8.52 vs
  * 7.76 ms. */
-extern "C" int ds_k_attn_ref_mma_occ(const int32_t *hplan, int T, struct ds_k_dims d, int top)
+extern "C" int ds_k_attn_ref_mma_occ(const int32_t *hplan, int T, struct ds_k_dims d, int top,
+                                     int n_sm)
 {
 	if (!hplan || T <= 0 || d.n_kv <= 0)
 		return 2;
-	int dev = 0, sms = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return 2;
-	}
 	long long gx = top < 0 ? mt_grid_x(T, d) : mt_split_grid_x(T, top, d);
 	long long work = hplan[1] ? gx : (hplan[0] < gx ? hplan[0] : gx);
-	return work * d.n_kv > 2LL * sms ? 3 : 2;
+	return work * d.n_kv > 2LL * n_sm ? 3 : 2;
 }
 
 extern "C" cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv,

@@ -210,7 +210,8 @@ cudaError_t ds_k_attn_setup(struct ds_k_dims d);
  *
  * occ: the kernel build, 2 or 3 CTAs resident an SM (registers capped for 3); the same code,
  * so the same bits: a choice of speed, given by ds_k_attn_ref_mma_occ from the host copy of
- * the plan (top: as given to ds_k_attn_ref_mma_split, or -1 for ds_k_attn_ref_mma). */
+ * the plan (top: as given to ds_k_attn_ref_mma_split, or -1 for ds_k_attn_ref_mma) and the
+ * device's SM count. */
 #define DS_K_ATTN_MMA_PLAN_INTS(T) (3 + 4 * (size_t)(T))
 bool ds_k_attn_ref_mma_supported(struct ds_k_dims d);
 cudaError_t ds_k_attn_ref_mma_setup(struct ds_k_dims d);
@@ -219,7 +220,7 @@ int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, int T, struct
 int ds_k_attn_ref_mma_plan_split(const int32_t *pos, const int32_t *seq, int T,
                                  struct ds_k_dims d, size_t part_floats, int mode,
                                  int32_t *plan);
-int ds_k_attn_ref_mma_occ(const int32_t *hplan, int T, struct ds_k_dims d, int top);
+int ds_k_attn_ref_mma_occ(const int32_t *hplan, int T, struct ds_k_dims d, int top, int n_sm);
 cudaError_t ds_k_attn_ref_mma(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                               const int32_t *plan, int T, struct ds_k_dims d, int occ,
                               uint16_t *out, cudaStream_t st);

@@ -282,27 +282,16 @@ static enum ds_status ref_gemm_gu_silu(struct ds_cuda_ctx *c, const uint16_t *A,
 	return DS_OK;
 }
 
-/* The tensor-core kernel (kernels/attn_mma.cu) when c->ref_attn_mma (head_dim 64 or 128 and
- * not DS_REF_ATTN=old; fixed at init, never by the pass), with the row groups that
- * ds_cuda_meta_upload planned for this pass; the plan also says whether the groups' tiles
- * are walked in one CTA each or spread over CTAs and combined (same bits). Else the CUDA-core
- * kernel: its tiles are spread over blocks when the partials fit the workspace, else one
- * block walks them all (same bits). n_split < 0 (graph capture, where the grid may not
- * depend on the positions): plan for the longest context. */
+/* The tensor-core kernel (ds_cuda_attn_mma) when c->ref_attn_mma (head_dim 64 or 128 and
+ * not DS_REF_ATTN=old; fixed at init, never by the pass). Else the CUDA-core kernel: its
+ * tiles are spread over blocks when the partials fit the workspace, else one block walks them
+ * all (same bits). n_split < 0 (graph capture, where the grid may not depend on the
+ * positions): plan for the longest context. */
 static enum ds_status ref_attention(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                     const uint16_t *kv, int n_split, struct ds_err *err)
 {
-	if (c->ref_attn_mma) {
-		/* a graph (n_split < 0) replays at any position: grid for max_pos, combine always */
-		int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;
-		bool combine = n_split < 0 || c->hm.aplan[1] != 0;
-		int occ = ds_k_attn_ref_mma_occ(c->hm.aplan, p->T, ds_cuda_dims(c), top);
-		DS_CUDA_TRY(ds_k_attn_ref_mma_split(c->q, kv, ds_cuda_tokmeta(c), c->dm.aplan, p->T,
-		                                    ds_cuda_dims(c), top, occ, c->part, combine,
-		                                    c->att, c->stream),
-		            err);
-		return DS_OK;
-	}
+	if (c->ref_attn_mma)
+		return ds_cuda_attn_mma(c, p, kv, n_split, err);
 	int top = n_split < 0 ? c->cfg.max_pos - 1 : p->max_pos;
 	int chunks = top / DS_K_ATTN_TILE + 1;
 	size_t need = (size_t)p->T * c->cfg.n_head * chunks * (c->cfg.head_dim + 2);

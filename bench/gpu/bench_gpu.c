@@ -379,7 +379,7 @@ int bench_attn_ref(struct bench *b)
 		for (int k = 0; k < NK; k++) {
 			const int32_t *hp = k == 1 ? plans[0] : k == 3 ? plans[2] : plans[1];
 			int top = k == 4 ? cfg->max_pos - 1 : maxp;
-			int occ = ds_k_attn_ref_mma_occ(hp, T, d, k == 1 ? -1 : top);
+			int occ = ds_k_attn_ref_mma_occ(hp, T, d, k == 1 ? -1 : top, c->n_sm);
 			if (k == 2)
 				occ_new = occ;
 			if (k == 5)

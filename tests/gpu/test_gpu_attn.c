@@ -35,6 +35,7 @@ struct fix {
 	uint16_t *dkv;
 	int32_t *dbt_off, *dbt;
 	float q_amp;
+	int n_sm; /* the device's SMs (ds_k_attn_ref_mma_occ) */
 };
 
 /* a pass: rows (seq, pos); pos < 0 is a padding row */
@@ -79,6 +80,9 @@ static void fix_init(struct fix *f, int n_head, int n_kv, int D)
 	f->dbt = to_dev(f->bt, sizeof(f->bt));
 	assert_true(ds_k_attn_ref_mma_supported(f->d));
 	CK(ds_k_attn_ref_mma_setup(f->d));
+	int dev = 0;
+	CK(cudaGetDevice(&dev));
+	CK(cudaDeviceGetAttribute(&f->n_sm, cudaDevAttrMultiProcessorCount, dev));
 }
 
 static void fix_free(struct fix *f)
@@ -129,7 +133,11 @@ static uint16_t *run_mode(const struct fix *f, const struct row *rows, int T, in
 	float *dpart = dev_alloc_guarded(pn);
 	struct ds_k_tokmeta tm = {dpos, dseq, f->dbt_off, f->dbt};
 	if (!occ)
-		occ = ds_k_attn_ref_mma_occ(plan, T, *d, mode == -2 ? -1 : top ? top : maxp);
+		occ = ds_k_attn_ref_mma_occ(plan, T, *d,
+		                            mode == -2 ? -1
+		                            : top      ? top
+		                                       : maxp,
+		                            f->n_sm);
 	assert_true(occ == 2 || occ == 3);
 	if (mode == -2)
 		CK(ds_k_attn_ref_mma(dq, f->dkv, tm, dplan, T, *d, occ, dout, 0));
