@@ -68,27 +68,26 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps,
 		                             c->h, pdl, st),
 		            err);
-		bool gu_done = false; /* the reference path fuses SiLU*mul into the gate/up GEMM */
-		if (ops->gemm_gu_silu &&
-		    (rv = ops->gemm_gu_silu(c, c->h, L->w_gu, (uint16_t *)c->big, T, F, H, &gu_done,
-		                            err)) != DS_OK)
+		/* the activation: SiLU*mul fused into the gate/up GEMM (into big's memory), else
+		 * the gate/up GEMM into big and silu_mul into h, or fused into the down GEMM */
+		bool gu_done = false;
+		uint16_t *act = (uint16_t *)c->big;
+		if (ops->gemm_gu_silu && (rv = ops->gemm_gu_silu(c, c->h, L->w_gu, act, T, F, H,
+		                                                 &gu_done, err)) != DS_OK)
 			return rv;
-		if (gu_done) {
-			if ((rv = ops->gemm(c, (const uint16_t *)c->big, L->w_down, c->dlt, T, H, F,
-			                    err)) != DS_OK)
+		if (!gu_done) {
+			if ((rv = ops->gemm(c, c->h, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK)
 				return rv;
-			continue;
+			if (ops->gemm_silu) {
+				if ((rv = ops->gemm_silu(c, c->big, c->h, L->w_down, c->dlt, T, H,
+				                         F, err)) != DS_OK)
+					return rv;
+				continue;
+			}
+			DS_CUDA_TRY(ds_k_silu_mul_pdl(c->big, T, F, c->h, pdl, st), err);
+			act = c->h;
 		}
-		if ((rv = ops->gemm(c, c->h, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK)
-			return rv;
-		if (ops->gemm_silu) { /* the fast path may fuse SiLU*mul into the down GEMM */
-			if ((rv = ops->gemm_silu(c, c->big, c->h, L->w_down, c->dlt, T, H, F,
-			                         err)) != DS_OK)
-				return rv;
-			continue;
-		}
-		DS_CUDA_TRY(ds_k_silu_mul_pdl(c->big, T, F, c->h, pdl, st), err);
-		if ((rv = ops->gemm(c, c->h, L->w_down, c->dlt, T, H, F, err)) != DS_OK)
+		if ((rv = ops->gemm(c, act, L->w_down, c->dlt, T, H, F, err)) != DS_OK)
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */

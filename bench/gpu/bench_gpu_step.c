@@ -264,28 +264,28 @@ static int prof_ops(struct bench *b, const struct ds_cuda_path_ops *ops,
 		PROF_OP(pr, PROF_RMSNORM,
 		        CK(ds_k_rmsnorm(c->x, c->dlt, NULL, L->ffn_norm, B, H, cfg->rms_eps, c->h,
 		                        st)));
-		bool gu_done = false; /* the reference path's gate/up GEMM with SiLU*mul fused */
+		/* the activation as pass_layers forms it (gate/up with SiLU*mul fused, else
+		 * gate/up, then SiLU*mul alone or fused into the down projection) */
+		bool gu_done = false;
+		uint16_t *act = (uint16_t *)c->big;
 		if (ops->gemm_gu_silu)
 			PROF_OP(pr, PROF_GU,
-			        PROF_CK_RV(ops->gemm_gu_silu(c, c->h, L->w_gu, (uint16_t *)c->big,
-			                                     B, F, H, &gu_done, &err)));
-		if (gu_done) {
-			PROF_OP(pr, PROF_DOWN,
-			        PROF_CK_RV(ops->gemm(c, (const uint16_t *)c->big, L->w_down, c->dlt,
-			                             B, H, F, &err)));
-			continue;
+			        PROF_CK_RV(ops->gemm_gu_silu(c, c->h, L->w_gu, act, B, F, H,
+			                                     &gu_done, &err)));
+		if (!gu_done) {
+			PROF_OP(pr, PROF_GU,
+			        PROF_CK_RV(ops->gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err)));
+			if (ops->gemm_silu) { /* SiLU*mul and the down projection in one op */
+				PROF_OP(pr, PROF_DOWN,
+				        PROF_CK_RV(ops->gemm_silu(c, c->big, c->h, L->w_down,
+				                                  c->dlt, B, H, F, &err)));
+				continue;
+			}
+			PROF_OP(pr, PROF_SILU, CK(ds_k_silu_mul(c->big, B, F, c->h, st)));
+			act = c->h;
 		}
-		PROF_OP(pr, PROF_GU,
-		        PROF_CK_RV(ops->gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err)));
-		if (ops->gemm_silu) { /* SiLU*mul and the down projection in one op */
-			PROF_OP(pr, PROF_DOWN,
-			        PROF_CK_RV(ops->gemm_silu(c, c->big, c->h, L->w_down, c->dlt, B, H,
-			                                  F, &err)));
-			continue;
-		}
-		PROF_OP(pr, PROF_SILU, CK(ds_k_silu_mul(c->big, B, F, c->h, st)));
 		PROF_OP(pr, PROF_DOWN,
-		        PROF_CK_RV(ops->gemm(c, c->h, L->w_down, c->dlt, B, H, F, &err)));
+		        PROF_CK_RV(ops->gemm(c, act, L->w_down, c->dlt, B, H, F, &err)));
 	}
 	PROF_OP(pr, PROF_RMSNORM,
 	        CK(ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps,
