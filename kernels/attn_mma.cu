@@ -320,6 +320,29 @@ __device__ __forceinline__ void mt_pv_take(float (*o2)[4], const float pv[2][4],
 	}
 }
 
+/* The walk's output of a lane's two mma rows r0 and r0 + 8 (those with pst set): its NJ n8
+ * column blocks o[j] (columns (j0 + j) * 8 ..), finalized with the row sums l, as bf16. */
+template <int D, int NJ>
+__device__ __forceinline__ void mt_store_out(uint16_t *__restrict__ out, const float (*o)[4],
+                                             const float *l, int r0, const bool *pst, int t0,
+                                             int kh, struct ds_k_dims d, int j0, int lane)
+{
+	int G = d.n_head / d.n_kv;
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		if (!pst[h])
+			continue;
+		int r = r0 + 8 * h;
+		uint16_t *dst = out +
+		                ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D +
+		                2 * (lane & 3);
+#pragma unroll
+		for (int j = 0; j < NJ; j++)
+			*(unsigned *)(dst + (j0 + j) * 8) =
+			    mt_pack(mt_final(o[j][2 * h], l[h]), mt_final(o[j][2 * h + 1], l[h]));
+	}
+}
+
 /* Tiles [it_lo, it_hi) of one group: n rows from t0 at positions p0 .. p0 + n - 1 (one
  * sequence, one 64-tile), KV head kh. Each tile gives a partial per mma row: its max mt, the
  * sum lt of P = 2^(S - mt) rounded to bf16, and pv = P V (fresh accumulators). part == NULL
@@ -432,21 +455,8 @@ __device__ __forceinline__ void mt_group(const uint16_t *__restrict__ q,
 		}
 		__syncthreads(); /* this buffer is reloaded two tiles on (or by the next call) */
 	}
-	if (!active || part)
-		return;
-#pragma unroll
-	for (int h = 0; h < 2; h++) {
-		int r = warp * 16 + (lane >> 2) + 8 * h;
-		if (r >= nrows)
-			continue;
-		uint16_t *dst = out +
-		                ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D +
-		                2 * (lane & 3);
-#pragma unroll
-		for (int j = 0; j < ND; j++)
-			*(unsigned *)(dst + j * 8) = mt_pack(mt_final(o[j][2 * h], l[h]),
-			                                     mt_final(o[j][2 * h + 1], l[h]));
-	}
+	if (active && !part)
+		mt_store_out<D, ND>(out, o, l, warp * 16 + (lane >> 2), pst, t0, kh, d, 0, lane);
 }
 
 /* A group of at most 16 mma rows (a decode row, a short window) on all 4 warps instead of
@@ -571,24 +581,8 @@ __device__ __forceinline__ void mt_group_narrow(const uint16_t *__restrict__ q,
 		}
 		__syncthreads(); /* K/V buffer, P and the maxima are rewritten by later tiles */
 	}
-	if (part)
-		return;
-#pragma unroll
-	for (int h = 0; h < 2; h++) {
-		if (!pst[h])
-			continue;
-		int r = rr[h];
-		uint16_t *dst = out +
-		                ((size_t)(t0 + r / G) * d.n_head + (size_t)kh * G + r % G) * D +
-		                2 * (lane & 3);
-#pragma unroll
-		for (int djl = 0; djl < DJW; djl++)
-#pragma unroll
-			for (int x = 0; x < 2; x++)
-				*(unsigned *)(dst + ((warp * DJW + djl) * 2 + x) * 8) =
-				    mt_pack(mt_final(o[2 * djl + x][2 * h], l[h]),
-				            mt_final(o[2 * djl + x][2 * h + 1], l[h]));
-	}
+	if (!part)
+		mt_store_out<D, 2 * DJW>(out, o, l, rr[0], pst, t0, kh, d, warp * 2 * DJW, lane);
 }
 
 /* A group on the narrow or the full-width routine: the same bits either way (mt_group_narrow);
