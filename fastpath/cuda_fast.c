@@ -776,6 +776,26 @@ static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 	return p->T == p->R && (p->n_seq == p->T || p->one_row_per_seq);
 }
 
+/* The decode kernel's variant DS_FAST_ATTN names: unset or "mma" (also for unknown names),
+ * "mma-deep", "reg", "pipe", and the bench's copy-only diagnostics "copyonly", "copyonly-deep". */
+static int fast_decode_variant(const char *sel)
+{
+	static const struct {
+		const char *name;
+		int variant;
+	} names[] = {
+	    {"mma-deep", DS_K_ATTN_DECODE_MMA_DEEP},
+	    {"reg", DS_K_ATTN_DECODE_REG},
+	    {"pipe", DS_K_ATTN_DECODE_PIPE},
+	    {"copyonly", DS_K_ATTN_DECODE_MMA_COPYONLY},
+	    {"copyonly-deep", DS_K_ATTN_DECODE_MMA_DEEP_COPYONLY},
+	};
+	for (size_t i = 0; sel && i < DS_ARRAY_LEN(names); i++)
+		if (strcmp(sel, names[i].name) == 0)
+			return names[i].variant;
+	return DS_K_ATTN_DECODE_MMA;
+}
+
 /* Passes whose rows are all output rows (decode: one query per sequence) use the flash-decoding
  * kernel (kernels/attn_decode.cu) with its own split: DS_FAST_ATTN unset or "mma" = the
  * tensor-core variant (the default since the H200 run of 9ee059f: the captured llama3-8b step
@@ -789,10 +809,7 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 	struct ds_k_dims d = ds_cuda_dims(c);
 	const char *sel = getenv("DS_FAST_ATTN");
 	bool decode = p->T == p->R && !(sel && strcmp(sel, "old") == 0);
-	int variant = !sel                        ? DS_K_ATTN_DECODE_MMA
-	              : strcmp(sel, "reg") == 0  ? DS_K_ATTN_DECODE_REG
-	              : strcmp(sel, "pipe") == 0 ? DS_K_ATTN_DECODE_PIPE
-	                                         : DS_K_ATTN_DECODE_MMA;
+	int variant = fast_decode_variant(sel);
 	if (decode && ds_k_attn_decode_supported(d)) {
 		int split = 1;
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
@@ -839,17 +856,19 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	(void)n_split;
 	struct ds_k_dims d = ds_cuda_dims(c);
 	const char *sel = getenv("DS_FAST_ATTN");
+	int variant = fast_decode_variant(sel);
 	*done = false;
 	if (!c->fast.fuse_qkv || !pass_one_row_per_seq(p) || !ds_k_attn_decode_supported(d) ||
-	    (sel && strcmp(sel, "mma") != 0))
+	    variant == DS_K_ATTN_DECODE_REG || variant == DS_K_ATTN_DECODE_PIPE ||
+	    (sel && strcmp(sel, "old") == 0))
 		return DS_OK;
 	int split = 1;
-	enum ds_status rv = fast_decode_split(c, p->T, d, DS_K_ATTN_DECODE_MMA, &split, err);
+	enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 	if (rv != DS_OK)
 		return rv;
 	struct ds_k_qkv_epi e = {c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs};
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-	                                 c->att, NULL, c->fast.pdl, c->stream),
+	                                 c->att, NULL, variant, c->fast.pdl, c->stream),
 	            err);
 	*done = true;
 	return DS_OK;

@@ -303,6 +303,19 @@ struct dattn_inst {
 	size_t smem;
 };
 
+/* An mma variant's instance: S stages, MINB blocks an SM, NOMATH: copies only. */
+template <int D, int G, int S, int MINB, bool NOMATH>
+static struct dattn_inst dattn_mma_inst(bool fused)
+{
+	typedef dattn_mma<D, G, S> Q;
+	struct dattn_inst r;
+	r.fn = fused ? dattn_mma_kernel<D, G, true, S, MINB, NOMATH>
+	             : dattn_mma_kernel<D, G, false, S, MINB, NOMATH>;
+	r.smem = fused ? Q::SMEM_EPI : Q::SMEM;
+	r.pb = Q::P;
+	return r;
+}
+
 /* The instance of variant v for d (supported dims; fused: the mma variant with the q/k/v
  * epilogue); fn = NULL when there is none. */
 static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = false)
@@ -316,14 +329,18 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = fals
 			r.fn = dattn_pipe_kernel<dd, g>;                                           \
 			r.smem = dattn_pipe<dd, g>::SMEM;                                          \
 		} else if (v == DS_K_ATTN_DECODE_MMA) {                                            \
-			r.fn = fused ? dattn_mma_kernel<dd, g, true> : dattn_mma_kernel<dd, g, false>; \
-			r.smem = fused ? dattn_mma<dd, g>::SMEM_EPI : dattn_mma<dd, g>::SMEM;          \
-			r.pb = dattn_mma<dd, g>::P;                                                \
+			r = dattn_mma_inst<dd, g, 3, 2, false>(fused);                             \
+		} else if (v == DS_K_ATTN_DECODE_MMA_DEEP) {                                       \
+			r = dattn_mma_inst<dd, g, 6, 1, false>(fused);                             \
+		} else if (v == DS_K_ATTN_DECODE_MMA_COPYONLY) {                                   \
+			r = dattn_mma_inst<dd, g, 3, 2, true>(fused);                              \
+		} else if (v == DS_K_ATTN_DECODE_MMA_DEEP_COPYONLY) {                              \
+			r = dattn_mma_inst<dd, g, 6, 1, true>(fused);                              \
 		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \
 			r.fn = dattn_kernel<dd, g>;                                                \
 		}                                                                                  \
-		if (fused && v != DS_K_ATTN_DECODE_MMA)                                            \
-			r.fn = NULL;                                                               \
+		if (fused && (v == DS_K_ATTN_DECODE_PIPE || v == DS_K_ATTN_DECODE_REG))            \
+			r.fn = NULL; /* the fused epilogue: mma variants only */                   \
 		return r;                                                                          \
 	}
 #define DA_D(dd)                                                                                   \
@@ -407,11 +424,12 @@ extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
 extern "C" cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint16_t *kv,
                                             struct ds_k_tokmeta tm, int T, struct ds_k_dims d,
                                             int n_split, float *part, uint16_t *out,
-                                            unsigned *counters, int pdl, cudaStream_t st)
+                                            unsigned *counters, int variant, int pdl,
+                                            cudaStream_t st)
 {
 	struct dattn_inst in = {NULL, 0, 0};
 	if (ds_k_attn_decode_supported(d) && ep && ep->qkv && ep->cs)
-		in = dattn_pick(d, DS_K_ATTN_DECODE_MMA, true);
+		in = dattn_pick(d, variant, true);
 	struct ds_k_qkv_epi e = {NULL, NULL, NULL, NULL, NULL};
 	if (ep)
 		e = *ep;

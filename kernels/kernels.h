@@ -253,13 +253,20 @@ cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_
  * REG: K/V streamed global -> registers, double-buffered (round 1; few resident blocks);
  * PIPE: K/V staged global -> shared memory by cp.async 3-4 stages deep, registers capped so
  * 3-4 blocks fit an SM (more loads in flight per SM);
- * MMA: K/V staged likewise (64-position stages), S = Q K^T and P V on tensor cores (the G
- * heads as mma rows), the first stages requested before the PDL wait (attn_decode_mma.cuh). */
+ * MMA: K/V staged likewise (64-position stages, 3 deep, 2 blocks an SM), S = Q K^T and P V on
+ * tensor cores (the G heads as mma rows), the first stages requested before the PDL wait
+ * (attn_decode_mma.cuh);
+ * MMA_DEEP: MMA with 6 stages and one block an SM (more K/V bytes in flight per SM).
+ * The COPYONLY ids (bench_gpu attn only; outputs meaningless): MMA's and MMA_DEEP's copies,
+ * stages and barriers without the arithmetic, to tell the copy pipeline's limit from the math's. */
 enum ds_k_attn_decode_variant {
 	DS_K_ATTN_DECODE_REG = 0,
 	DS_K_ATTN_DECODE_PIPE = 1,
 	DS_K_ATTN_DECODE_MMA = 2,
-	DS_K_ATTN_DECODE_N_VARIANTS = 3
+	DS_K_ATTN_DECODE_MMA_DEEP = 3,
+	DS_K_ATTN_DECODE_N_VARIANTS = 4,
+	DS_K_ATTN_DECODE_MMA_COPYONLY = 16,
+	DS_K_ATTN_DECODE_MMA_DEEP_COPYONLY = 17
 };
 cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *blocks_per_sm);
 /* counters: NULL (rows with several splits are merged by a second kernel), or T * n_kv zeroed
@@ -284,8 +291,8 @@ struct ds_k_qkv_epi {
  * two. */
 cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint16_t *kv,
                                  struct ds_k_tokmeta tm, int T, struct ds_k_dims d, int n_split,
-                                 float *part, uint16_t *out, unsigned *counters, int pdl,
-                                 cudaStream_t st);
+                                 float *part, uint16_t *out, unsigned *counters, int variant,
+                                 int pdl, cudaStream_t st);
 
 /* ---- sampling (kernels/sample.cu) ---- */
 
