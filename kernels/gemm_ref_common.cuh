@@ -42,7 +42,7 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 	return d;
 }
 
-/* ---- wgmma.m64nNk16 (N = 64, 128, 256): one asm template per N, built by macros ----
+/* ---- wgmma.m64nNk16 (N = 64, 128, 224, 256): one asm template per N, built by macros ----
  *
  * d (64 x N fp32 fragment, N / 2 registers per thread) += A (64 x 16) . B (N x 16)^T, both
  * operands K-major in shared memory (descriptors da, db). The accumulators are asm operands
@@ -53,17 +53,19 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 /* "%t0, %t1, ..., %t9": the ten operands of tens digit t */
 #define GR_WG_R5(t, a, b, c, e, f) "%" #t #a ", %" #t #b ", %" #t #c ", %" #t #e ", %" #t #f
 #define GR_WG_R10(t) GR_WG_R5(t, 0, 1, 2, 3, 4) ", " GR_WG_R5(t, 5, 6, 7, 8, 9)
-/* %0 .. %(n - 1) for n = 30, 60, 120 */
+/* %0 .. %(n - 1) for n = 30, 60, 90, 110, 120 */
 #define GR_WG_R30 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " GR_WG_R10(1) ", " GR_WG_R10(2)
 #define GR_WG_R60 GR_WG_R30 ", " GR_WG_R10(3) ", " GR_WG_R10(4) ", " GR_WG_R10(5)
 #define GR_WG_R90 GR_WG_R60 ", " GR_WG_R10(6) ", " GR_WG_R10(7) ", " GR_WG_R10(8)
-#define GR_WG_R120 GR_WG_R90 ", " GR_WG_R10(9) ", " GR_WG_R10(10) ", " GR_WG_R10(11)
+#define GR_WG_R110 GR_WG_R90 ", " GR_WG_R10(9) ", " GR_WG_R10(10)
+#define GR_WG_R120 GR_WG_R110 ", " GR_WG_R10(11)
 
-/* "+f"(d[i]) .. "+f"(d[i + n - 1]) for n = 4, 16, 32, 64, 128 */
+/* "+f"(d[i]) .. "+f"(d[i + n - 1]) for n = 4, 16, 32, 64, 112, 128 */
 #define GR_WG_D4(i) "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
 #define GR_WG_D16(i) GR_WG_D4(i), GR_WG_D4((i) + 4), GR_WG_D4((i) + 8), GR_WG_D4((i) + 12)
 #define GR_WG_D32(i) GR_WG_D16(i), GR_WG_D16((i) + 16)
 #define GR_WG_D64(i) GR_WG_D32(i), GR_WG_D32((i) + 32)
+#define GR_WG_D112(i) GR_WG_D64(i), GR_WG_D32((i) + 64), GR_WG_D16((i) + 96)
 #define GR_WG_D128(i) GR_WG_D64(i), GR_WG_D64((i) + 64)
 
 /* Defines wgmma_N: REGS is the accumulators' operand list in the PTX, DOPS their constraints,
@@ -83,14 +85,17 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 
 GR_WGMMA_DEF(64, GR_WG_R30 ", %30, %31", GR_WG_D32(0), 32, 33, 34)
 GR_WGMMA_DEF(128, GR_WG_R60 ", %60, %61, %62, %63", GR_WG_D64(0), 64, 65, 66)
+GR_WGMMA_DEF(224, GR_WG_R110 ", %110, %111", GR_WG_D112(0), 112, 113, 114)
 #define GR_WG_R128 GR_WG_R120 ", %120, %121, %122, %123, %124, %125, %126, %127"
 GR_WGMMA_DEF(256, GR_WG_R128, GR_WG_D128(0), 128, 129, 130)
 
 template <int BN> __device__ __forceinline__ void gr_wgmma(float *d, uint64_t da, uint64_t db)
 {
-	static_assert(BN == 64 || BN == 128 || BN == 256, "a wgmma.m64nBNk16 shape");
+	static_assert(BN == 64 || BN == 128 || BN == 224 || BN == 256, "a wgmma.m64nBNk16 shape");
 	if constexpr (BN == 256)
 		wgmma_256(d, da, db);
+	else if constexpr (BN == 224)
+		wgmma_224(d, da, db);
 	else if constexpr (BN == 128)
 		wgmma_128(d, da, db);
 	else
@@ -116,7 +121,7 @@ __device__ __forceinline__ void gr_tile(int bid, int tiles_m, int tiles_n, bool 
 	*tn = r / gm;
 }
 
-/* Stores one warpgroup's 64 x BN fp32 fragment (BN = 64, 128 or 256) whose top-left element is
+/* Stores one warpgroup's 64 x BN fp32 fragment (BN = 64, 128, 224 or 256) whose top-left element is
  * (row0, n0); rows past M and columns past N are skipped. lane / warp are within the warpgroup. */
 template <int BN>
 __device__ __forceinline__ void gr_store(const float *d, float *__restrict__ C, int M, int N,
@@ -192,7 +197,7 @@ __device__ __forceinline__ int gr_w_row(int tn, int row, int N, bool *ok)
 		*ok = r < N;
 		return r;
 	} else {
-		int F = N / 2, j = tn * (BN / 2) + (row & (BN / 2 - 1));
+		int F = N / 2, j = tn * (BN / 2) + (row < BN / 2 ? row : row - BN / 2);
 		*ok = j < F;
 		return row < BN / 2 ? j : F + j;
 	}

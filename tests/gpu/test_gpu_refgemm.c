@@ -5,7 +5,8 @@
  * the whole output. The split-K cluster variants (7..10: S = 2, 4, 2, 4) get K values whose k-tiles
  * do not divide by S (the last splits get fewer or none) and fewer k-tiles than S. The 64-row
  * variants (11..16) get M on both sides of their tile edges (63, 65, 255) and N that is not a
- * multiple of 64, and every variant without split-K must give variant 0's bytes.
+ * multiple of 64, the 224-column ones (17, 18) N past and at multiples of 224 (and F of 112 for
+ * the fused gate/up), and every variant without split-K must give variant 0's bytes.
  *
  * The CPU reference (double) checks whole rows at tile edges and whole columns at tile edges,
  * and every element of C is checked to be written (no poison left), so a wrong tile, a wrong
@@ -128,6 +129,8 @@ static void test_variants_vs_cpu(void **state)
 	variant_case(63, 1000, 4160);
 	variant_case(65, 200, 1000);
 	variant_case(255, 4097, 520);
+	/* 224-column tiles (17, 18): N one past two of them, M past one 128-row tile */
+	variant_case(129, 449, 1000);
 }
 
 /* The whole output twice at M = 1000 (more clusters than fit at once): bit-identical. */
@@ -256,7 +259,7 @@ static void silu_case(int M, int F, int K)
 		}
 		fused++;
 	}
-	assert_int_equal(fused, 13); /* 0..6, 11..16 */
+	assert_int_equal(fused, 15); /* 0..6, 11..18 */
 	dev_check_guard(dH, nh * 2);
 	dev_check_guard(dC, (size_t)M * N * 4);
 	free(want);
