@@ -777,18 +777,16 @@ static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 }
 
 /* The decode kernel's variant DS_FAST_ATTN names: unset or "mma" (also for unknown names),
- * "mma-deep", "reg", "pipe", and the bench's copy-only diagnostics "copyonly", "copyonly-deep". */
+ * "reg", "pipe", and the bench's copy-only diagnostic "copyonly". */
 static int fast_decode_variant(const char *sel)
 {
 	static const struct {
 		const char *name;
 		int variant;
 	} names[] = {
-	    {"mma-deep", DS_K_ATTN_DECODE_MMA_DEEP},
 	    {"reg", DS_K_ATTN_DECODE_REG},
 	    {"pipe", DS_K_ATTN_DECODE_PIPE},
 	    {"copyonly", DS_K_ATTN_DECODE_MMA_COPYONLY},
-	    {"copyonly-deep", DS_K_ATTN_DECODE_MMA_DEEP_COPYONLY},
 	};
 	for (size_t i = 0; sel && i < DS_ARRAY_LEN(names); i++)
 		if (strcmp(sel, names[i].name) == 0)

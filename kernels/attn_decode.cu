@@ -303,14 +303,12 @@ struct dattn_inst {
 	size_t smem;
 };
 
-/* An mma variant's instance: S stages, MINB blocks an SM, NOMATH: copies only. */
-template <int D, int G, int S, int MINB, bool NOMATH>
-static struct dattn_inst dattn_mma_inst(bool fused)
+/* The mma variant's instance (NOMATH: copies only). */
+template <int D, int G, bool NOMATH> static struct dattn_inst dattn_mma_inst(bool fused)
 {
-	typedef dattn_mma<D, G, S> Q;
+	typedef dattn_mma<D, G> Q;
 	struct dattn_inst r;
-	r.fn = fused ? dattn_mma_kernel<D, G, true, S, MINB, NOMATH>
-	             : dattn_mma_kernel<D, G, false, S, MINB, NOMATH>;
+	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH> : dattn_mma_kernel<D, G, false, NOMATH>;
 	r.smem = fused ? Q::SMEM_EPI : Q::SMEM;
 	r.pb = Q::P;
 	return r;
@@ -329,13 +327,9 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = fals
 			r.fn = dattn_pipe_kernel<dd, g>;                                           \
 			r.smem = dattn_pipe<dd, g>::SMEM;                                          \
 		} else if (v == DS_K_ATTN_DECODE_MMA) {                                            \
-			r = dattn_mma_inst<dd, g, 3, 2, false>(fused);                             \
-		} else if (v == DS_K_ATTN_DECODE_MMA_DEEP) {                                       \
-			r = dattn_mma_inst<dd, g, 6, 1, false>(fused);                             \
+			r = dattn_mma_inst<dd, g, false>(fused);                                   \
 		} else if (v == DS_K_ATTN_DECODE_MMA_COPYONLY) {                                   \
-			r = dattn_mma_inst<dd, g, 3, 2, true>(fused);                              \
-		} else if (v == DS_K_ATTN_DECODE_MMA_DEEP_COPYONLY) {                              \
-			r = dattn_mma_inst<dd, g, 6, 1, true>(fused);                              \
+			r = dattn_mma_inst<dd, g, true>(fused);                                    \
 		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \
 			r.fn = dattn_kernel<dd, g>;                                                \
 		}                                                                                  \

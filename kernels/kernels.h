@@ -255,18 +255,15 @@ cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_
  * 3-4 blocks fit an SM (more loads in flight per SM);
  * MMA: K/V staged likewise (64-position stages, 3 deep, 2 blocks an SM), S = Q K^T and P V on
  * tensor cores (the G heads as mma rows), the first stages requested before the PDL wait
- * (attn_decode_mma.cuh);
- * MMA_DEEP: MMA with 6 stages and one block an SM (more K/V bytes in flight per SM).
- * The COPYONLY ids (bench_gpu attn only; outputs meaningless): MMA's and MMA_DEEP's copies,
- * stages and barriers without the arithmetic, to tell the copy pipeline's limit from the math's. */
+ * (attn_decode_mma.cuh).
+ * MMA_COPYONLY (bench_gpu attn only; its output is meaningless): MMA's copies, stages and
+ * barriers without the arithmetic, to tell the copy pipeline's limit from the math's. */
 enum ds_k_attn_decode_variant {
 	DS_K_ATTN_DECODE_REG = 0,
 	DS_K_ATTN_DECODE_PIPE = 1,
 	DS_K_ATTN_DECODE_MMA = 2,
-	DS_K_ATTN_DECODE_MMA_DEEP = 3,
-	DS_K_ATTN_DECODE_N_VARIANTS = 4,
-	DS_K_ATTN_DECODE_MMA_COPYONLY = 16,
-	DS_K_ATTN_DECODE_MMA_DEEP_COPYONLY = 17
+	DS_K_ATTN_DECODE_N_VARIANTS = 3,
+	DS_K_ATTN_DECODE_MMA_COPYONLY = 16
 };
 cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *blocks_per_sm);
 /* counters: NULL (rows with several splits are merged by a second kernel), or T * n_kv zeroed

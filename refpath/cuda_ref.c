@@ -183,12 +183,18 @@ static cudaError_t ref_gemm_call_launch(struct ds_cuda_ctx *c, void *arg)
 	return ds_k_gemm_ref_variant(x->v, x->A, x->W, x->C, x->M, x->N, x->K, c->stream);
 }
 
-/* Milliseconds of one launch of call x with variant v on the call's own buffers (best of two
- * after a warm-up; INFINITY when it is refused). The real call overwrites C afterwards. */
+/* Milliseconds of one launch of call x with variant v on the call's own buffers (best of four
+ * after a warm-up, each after the fast path's L2 flush as in its own GEMM timing, since a pass
+ * never finds a layer's weights in L2; INFINITY when it is refused). The real call overwrites C
+ * afterwards. With best of two and no flush, the 256-row decode pass's down projection took
+ * 1.99 ms in one H200 call and 2.17 in another (bench/results/gpu-20261130-e2b8d82-fastgu,
+ * gpu-20261130-0a7150f-bn224; the second picked tma64x128s9g, the first's picks were not
+ * printed): a timer this short leaves the pick to chance where variants are close. */
 static float ref_gemm_time(struct ds_cuda_ctx *c, int v, struct ref_gemm_call x)
 {
 	x.v = v;
-	return ds_cuda_time_best(c, ref_gemm_call_launch, &x, 3, NULL, 0);
+	return ds_cuda_time_best(c, ref_gemm_call_launch, &x, 5, c->fast.workspace,
+	                         c->fast.ws_bytes);
 }
 
 /* Whether variant v may stand in for base: v itself, or a variant the self-check found

@@ -243,10 +243,9 @@ int bench_attn(struct bench *b)
 		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
 		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw,
 		        tt[4] * 1e6, bytes / tt[4] / b->copy_bw);
-		/* the split sweep for the default variant, then for the others (copyonly*: the mma
-		 * variants' copies without their arithmetic, a diagnostic) */
-		static const char *const sweep_sel[] = {NULL, "pipe", "mma-deep", "copyonly",
-		                                        "copyonly-deep"};
+		/* the split sweep for the default variant, then for the others (copyonly: the mma
+		 * variant's copies without its arithmetic, a diagnostic) */
+		static const char *const sweep_sel[] = {NULL, "pipe", "copyonly"};
 		for (size_t vm = 0; vm < DS_ARRAY_LEN(sweep_sel); vm++) {
 			const char *vn = vm ? sweep_sel[vm] : "fast";
 			if (vm && setenv("DS_FAST_ATTN", sweep_sel[vm], 1) != 0)
