@@ -226,13 +226,9 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	for (int j = 0; j < Q::ND; j++)
 		acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-	/* Stage it + STAGES - 1 is requested before stage it is waited for, so STAGES stages are in
-	 * flight while a block waits (one barrier more an iteration: its buffer, stage it - 1's,
-	 * must be free). Waiting first and requesting after kept one stage fewer in flight: the
-	 * kernel streamed at 3.3 TB/s with its arithmetic and 4.0 without it (the copy-only
-	 * diagnostic; batch 256, ctx 2048, bench/results/gpu-20261130-0761760-attn). */
 	for (int it = 0; it < nst; it++) {
-		__syncthreads(); /* everyone is done with stage it - 1 */
+		dattn_cp_wait<Q::STAGES - 2>(); /* stage it has landed (this thread's copies) */
+		__syncthreads(); /* everyone's copies; everyone is done with stage it - 1 */
 		if (it + Q::STAGES - 1 < nst) {
 			int st = it + Q::STAGES - 1;
 			dattn_mma_issue<D, G>(src, sh_kv, lo, st, EPI ? p : -1);
@@ -241,8 +237,6 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 				dattn_mma_own_epi<D, G>(ep, sh_kv, lo, p);
 		}
 		dattn_cp_commit();
-		dattn_cp_wait<Q::STAGES - 1>(); /* stage it has landed (this thread's copies) */
-		__syncthreads();                 /* everyone's copies */
 		int base = lo + it * Q::P + warp * 16; /* this warp's first position */
 		if (NOMATH || base >= hi)
 			continue;
