@@ -168,20 +168,19 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma64x128s9g",    /* 16: the 64x128 tile with 9 stages, 1 per SM (144 KB of W in flight) */
     "tma128x224s4g",   /* 17: TMA, 128x224 tile, 4 stages, 1 per SM (wave fit on gate/up) */
     "tma128x224s4gp",  /* 18: variant 17, persistent */
-    "tma128x64s8g",    /* 19: TMA, 128x64 tile, 8 stages, 1 per SM (two warpgroups, N = 4096) */
 };
 
 /* K splits of each variant: 1 except the cluster split-K variants. */
 static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2,
-                                                             4, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+                                                             4, 1, 1, 1, 1, 1, 1, 1, 1};
 
-/* Tile of each TMA variant without split-K (3..6, 11..19): {BM, BN, STAGES, persistent};
+/* Tile of each TMA variant without split-K (3..6, 11..18): {BM, BN, STAGES, persistent};
  * zeros for the others. */
 static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][4] = {
     {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},     {128, 256, 4, 0}, {128, 128, 6, 0},
     {128, 256, 4, 1}, {128, 128, 6, 1}, {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},
     {0, 0, 0, 0},     {64, 128, 4, 0},  {64, 128, 4, 1},  {64, 64, 6, 0},   {64, 64, 6, 1},
-    {64, 64, 14, 0},  {64, 128, 9, 0},  {128, 224, 4, 0}, {128, 224, 4, 1}, {128, 64, 8, 0},
+    {64, 64, 14, 0},  {64, 128, 9, 0},  {128, 224, 4, 0}, {128, 224, 4, 1},
 };
 
 extern "C" int ds_k_gemm_ref_variant_splits(int variant)

@@ -5,10 +5,7 @@
  * BM = 64 with deep pipelines for one block per SM (BN = 64: 14 stages, BN = 128: 9); and
  * BM = 128 with BN = 224 (4 stages, one block per SM), whose tile counts divide into waves of
  * 132 SMs better on the gate/up weights (N = 28672: 128 n-tiles, so 256 tiles at M = 256 are
- * 1.94 waves where BN = 256's 224 tiles are 1.70 and BN = 128's 448 are 3.39); and BM = 128
- * with BN = 64 (8 stages, one block per SM): on the narrow weights (N = 4096) at M = 129..256
- * it has as many tiles as the 64 x 128 one (128, one wave) but two consumer warpgroups an SM
- * instead of one.
+ * 1.94 waves where BN = 256's 224 tiles are 1.70 and BN = 128's 448 are 3.39).
  *
  * Layout of a block (128 (1 + BM / 64) threads): warpgroup 0 is the producer (one thread
  * issues the TMA loads of A and W tiles into 128-byte-swizzled stages, after waiting for the
@@ -64,7 +61,7 @@ template <typename... C> struct tma_cfg_list {
 };
 using tma_cfgs = tma_cfg_list<tma_cfg<128, 256, 4>, tma_cfg<128, 128, 6>, tma_cfg<64, 128, 4>,
                               tma_cfg<64, 128, 9>, tma_cfg<64, 64, 6>, tma_cfg<64, 64, 14>,
-                              tma_cfg<128, 224, 4>, tma_cfg<128, 64, 8>>;
+                              tma_cfg<128, 224, 4>>;
 
 /* f(cfg) for the configuration of tma_cfgs that is (bm, bn, stages), cudaErrorInvalidValue
  * for any other. */
