@@ -477,6 +477,9 @@ int main(int argc, char **argv)
 		                "mixstep passprof ablate mega e2e]\n");
 		return 2;
 	}
+	/* line-buffered even into a pipe: a run stopped by a timeout keeps the lines it printed
+	 * (two e2e runs in bench/results/gpu-20261130-58222ea-final lost theirs) */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	struct bench b;
 	memset(&b, 0, sizeof(b));
 	b.out = argv[1];
