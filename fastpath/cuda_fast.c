@@ -777,7 +777,7 @@ static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 }
 
 /* The decode kernel's variant DS_FAST_ATTN names: unset or "mma" (also for unknown names),
- * "reg", "pipe", and the bench's copy-only diagnostic "copyonly". */
+ * "reg", "pipe". (The copy-only diagnostic is the bench's alone: its output is meaningless.) */
 static int fast_decode_variant(const char *sel)
 {
 	static const struct {
@@ -786,7 +786,6 @@ static int fast_decode_variant(const char *sel)
 	} names[] = {
 	    {"reg", DS_K_ATTN_DECODE_REG},
 	    {"pipe", DS_K_ATTN_DECODE_PIPE},
-	    {"copyonly", DS_K_ATTN_DECODE_MMA_COPYONLY},
 	};
 	for (size_t i = 0; sel && i < DS_ARRAY_LEN(names); i++)
 		if (strcmp(sel, names[i].name) == 0)
