@@ -123,8 +123,8 @@ int env_int(const char *k, int def)
 /* Median seconds of 20 fast-path attentions of pass p (after 2 warm-ups); 1 on error. With
  * diag >= 0, the decode kernel's variant diag (ds_k_attn_decode_v, e.g. the copy-only
  * diagnostic, which the backend never runs) at split instead. */
-static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, int split,
-                          int diag, cudaEvent_t e0, cudaEvent_t e1, double *sec)
+static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, int split, int diag,
+                          cudaEvent_t e0, cudaEvent_t e1, double *sec)
 {
 	double t[20];
 	struct ds_err err;
@@ -135,8 +135,9 @@ static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, i
 	for (int i = -2; i < 20; i++) {
 		CK(cudaEventRecord(e0, c->stream));
 		if (diag >= 0) {
-			CK(ds_k_attn_decode_v(c->q, c->kv, ds_cuda_tokmeta(c), p->T, ds_cuda_dims(c),
-			                      split, c->part, c->att, NULL, diag, 0, c->stream));
+			CK(ds_k_attn_decode_v(c->q, c->kv, ds_cuda_tokmeta(c), p->T,
+			                      ds_cuda_dims(c), split, c->part, c->att, NULL, diag,
+			                      0, c->stream));
 		} else if (ds_cuda_fast_ops.attention(c, p, c->kv, split, &err) != DS_OK) {
 			fprintf(stderr, "attn: %s\n", err.msg);
 			return 1;
@@ -252,8 +253,9 @@ int bench_attn(struct bench *b)
 		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
 		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw,
 		        tt[4] * 1e6, bytes / tt[4] / b->copy_bw);
-		/* the split sweep for the default variant, then for the CUDA-core pipelined one, then
-		 * for the copy-only diagnostic (the mma variant's copies without its arithmetic) */
+		/* the split sweep for the default variant, then for the CUDA-core pipelined one,
+		 * then for the copy-only diagnostic (the mma variant's copies without its
+		 * arithmetic) */
 		static const char *const sweep_sel[] = {NULL, "pipe", "copyonly"};
 		for (size_t vm = 0; vm < DS_ARRAY_LEN(sweep_sel); vm++) {
 			const char *vn = vm ? sweep_sel[vm] : "fast";
@@ -267,15 +269,16 @@ int bench_attn(struct bench *b)
 				double ts;
 				snprintf(v, sizeof(v), "%d", sweep[k]);
 				if (setenv("DS_FAST_ATTN_SPLIT", v, 1) != 0 ||
-				    attn_time_fast(c, &p, diag >= 0 ? sweep[k] : split, diag, e0, e1,
-				                   &ts) != 0)
+				    attn_time_fast(c, &p, diag >= 0 ? sweep[k] : split, diag, e0,
+				                   e1, &ts) != 0)
 					return 1;
 				printf(" %s:%.1f", v, ts * 1e6);
 				fprintf(f, "%s\"%s\": %.2f", k ? ", " : "", v, ts * 1e6);
 			}
 			printf("\n");
 			fprintf(f, "}");
-			if (vm == 1 && (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
+			if (vm == 1 &&
+			    (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
 				return 1;
 		}
 		fprintf(f, "}");
