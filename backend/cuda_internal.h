@@ -358,6 +358,9 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err);
 void ds_cuda_fast_free(struct ds_cuda_ctx *c);
 /* The flash-decoding split for T rows whose longest context is max_len positions. */
 int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len);
+/* The largest split count <= s (and >= 1) whose attention partials for T rows fit c->part
+ * (c->part_floats): the cap every split choice and forced split goes through. */
+int ds_cuda_split_cap(const struct ds_cuda_ctx *c, int T, int s);
 /* A decode pass (every sequence one token, n_seq <= DS_CUDA_MAX_DECODE) with the host metadata
  * filled: pads to the batch bucket and replays (capturing on second use) that bucket's graph. */
 enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,

@@ -699,11 +699,7 @@ static enum ds_status gu_pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, c
 	}
 	pk.kind = DS_CUDA_GEMM_SPLIT;
 	pk.ms_best = pk.ms_split;
-	if (pk.ms_skinny < pk.ms_best) {
-		pk.kind = DS_CUDA_GEMM_REF_SILU;
-		pk.variant = pk.skinny_best;
-		pk.ms_best = pk.ms_skinny;
-	}
+	pick_prefer_skinny(&pk, DS_CUDA_GEMM_REF_SILU);
 	*out = pick_store(&c->fast, &pk);
 	return DS_OK;
 }
@@ -760,10 +756,7 @@ static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, stru
 	s = DS_MIN(s, (c->cfg.max_pos + 31) / 32);
 	s = DS_MIN(s, DS_K_ATTN_DECODE_MAX_SPLIT);
 	s = DS_MAX(s, 1);
-	size_t row = (size_t)c->cfg.n_head * (c->cfg.head_dim + 2);
-	while (s > 1 && (size_t)T * row * s > c->part_floats)
-		s--;
-	*split = s;
+	*split = ds_cuda_split_cap(c, T, s);
 	return DS_OK;
 }
 
@@ -777,7 +770,8 @@ static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 }
 
 /* The decode kernel's variant DS_FAST_ATTN names: unset or "mma" (also for unknown names),
- * "reg", "pipe". (The copy-only diagnostic is the bench's alone: its output is meaningless.) */
+ * "reg", "pipe"; -1 for "old" (the tiled CUDA-core kernel for every pass). (The copy-only
+ * diagnostic is the bench's alone: its output is meaningless.) */
 static int fast_decode_variant(const char *sel)
 {
 	static const struct {
@@ -786,6 +780,7 @@ static int fast_decode_variant(const char *sel)
 	} names[] = {
 	    {"reg", DS_K_ATTN_DECODE_REG},
 	    {"pipe", DS_K_ATTN_DECODE_PIPE},
+	    {"old", -1},
 	};
 	for (size_t i = 0; sel && i < DS_ARRAY_LEN(names); i++)
 		if (strcmp(sel, names[i].name) == 0)
@@ -804,9 +799,8 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
                                      const uint16_t *kv, int n_split, struct ds_err *err)
 {
 	struct ds_k_dims d = ds_cuda_dims(c);
-	const char *sel = getenv("DS_FAST_ATTN");
-	bool decode = p->T == p->R && !(sel && strcmp(sel, "old") == 0);
-	int variant = fast_decode_variant(sel);
+	int variant = fast_decode_variant(getenv("DS_FAST_ATTN"));
+	bool decode = p->T == p->R && variant >= 0;
 	if (decode && ds_k_attn_decode_supported(d)) {
 		int split = 1;
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
@@ -834,7 +828,7 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 	 * groups' tiles over CTAs: ds_cuda_attn_mma then merges them with the combine kernel (the
 	 * walk-only launcher would have each CTA write its share's partial result as the row's
 	 * output). */
-	if (!decode && c->ref_attn_mma && !(sel && strcmp(sel, "old") == 0))
+	if (!decode && c->ref_attn_mma && variant >= 0)
 		return ds_cuda_attn_mma(c, p, kv, n_split, err);
 	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, d,
 	                               n_split < 1 ? 1 : n_split, c->part, c->att, c->fast.pdl,
@@ -852,12 +846,10 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 {
 	(void)n_split;
 	struct ds_k_dims d = ds_cuda_dims(c);
-	const char *sel = getenv("DS_FAST_ATTN");
-	int variant = fast_decode_variant(sel);
+	int variant = fast_decode_variant(getenv("DS_FAST_ATTN"));
 	*done = false;
 	if (!c->fast.fuse_qkv || !pass_one_row_per_seq(p) || !ds_k_attn_decode_supported(d) ||
-	    variant == DS_K_ATTN_DECODE_REG || variant == DS_K_ATTN_DECODE_PIPE ||
-	    (sel && strcmp(sel, "old") == 0))
+	    variant != DS_K_ATTN_DECODE_MMA)
 		return DS_OK;
 	int split = 1;
 	enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
@@ -889,6 +881,11 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
 	s = DS_MIN(s, (max_len + DS_K_ATTN_TILE - 1) / DS_K_ATTN_TILE);
 	s = DS_MIN(s, 32);
 	s = DS_MAX(s, 1);
+	return ds_cuda_split_cap(c, T, s);
+}
+
+int ds_cuda_split_cap(const struct ds_cuda_ctx *c, int T, int s)
+{
 	size_t row = (size_t)c->cfg.n_head * (c->cfg.head_dim + 2);
 	while (s > 1 && (size_t)T * row * s > c->part_floats)
 		s--;

@@ -128,10 +128,8 @@ static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, i
 {
 	double t[20];
 	struct ds_err err;
-	/* the partial buffer's cap, as the fast path applies it to a forced split */
-	size_t row = (size_t)c->cfg.n_head * (c->cfg.head_dim + 2);
-	while (diag >= 0 && split > 1 && (size_t)p->T * row * split > c->part_floats)
-		split--;
+	if (diag >= 0) /* the partial buffer's cap, as the fast path applies it */
+		split = ds_cuda_split_cap(c, p->T, split);
 	for (int i = -2; i < 20; i++) {
 		CK(cudaEventRecord(e0, c->stream));
 		if (diag >= 0) {
@@ -253,14 +251,19 @@ int bench_attn(struct bench *b)
 		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
 		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw,
 		        tt[4] * 1e6, bytes / tt[4] / b->copy_bw);
-		/* the split sweep for the default variant, then for the CUDA-core pipelined one,
-		 * then for the copy-only diagnostic (the mma variant's copies without its
-		 * arithmetic) */
-		static const char *const sweep_sel[] = {NULL, "pipe", "copyonly"};
-		for (size_t vm = 0; vm < DS_ARRAY_LEN(sweep_sel); vm++) {
-			const char *vn = vm ? sweep_sel[vm] : "fast";
-			int diag = vm == 2 ? DS_K_ATTN_DECODE_MMA_COPYONLY : -1;
-			if (vm == 1 && setenv("DS_FAST_ATTN", sweep_sel[vm], 1) != 0)
+		/* the split sweep for the default variant, then for the CUDA-core pipelined one
+		 * (through DS_FAST_ATTN), then for the copy-only diagnostic (the mma variant's
+		 * copies without its arithmetic, launched directly) */
+		static const struct {
+			const char *name, *env;
+			int diag;
+		} sweeps[] = {{"fast", NULL, -1},
+		              {"pipe", "pipe", -1},
+		              {"copyonly", NULL, DS_K_ATTN_DECODE_MMA_COPYONLY}};
+		for (size_t vm = 0; vm < DS_ARRAY_LEN(sweeps); vm++) {
+			const char *vn = sweeps[vm].name, *env = sweeps[vm].env;
+			int diag = sweeps[vm].diag;
+			if (env && setenv("DS_FAST_ATTN", env, 1) != 0)
 				return 1;
 			printf("      %s us at forced split:", vn);
 			fprintf(f, ", \"%s_us_by_forced_split\": {", vn);
@@ -277,7 +280,7 @@ int bench_attn(struct bench *b)
 			}
 			printf("\n");
 			fprintf(f, "}");
-			if (vm == 1 &&
+			if (env &&
 			    (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
 				return 1;
 		}
