@@ -151,6 +151,26 @@ static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, i
 	return 0;
 }
 
+/* Whether ATTN_POINTS (e.g. "8:2048,32:512"; unset: every point) names batch B at context
+ * ctx, so a profiler run can time one shape. */
+static bool attn_point_picked(int B, int ctx)
+{
+	const char *v = getenv("ATTN_POINTS");
+	if (!v || !*v)
+		return true;
+	while (*v) {
+		int b = 0, x = 0, n = 0;
+		if (sscanf(v, "%d:%d%n", &b, &x, &n) != 2)
+			return false;
+		if (b == B && x == ctx)
+			return true;
+		v += n;
+		if (*v == ',')
+			v++;
+	}
+	return false;
+}
+
 int bench_attn(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
@@ -180,8 +200,11 @@ int bench_attn(struct bench *b)
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
+	int written = 0;
 	for (size_t pi = 0; pi < DS_ARRAY_LEN(pts); pi++) {
 		int B = pts[pi].B, ctx = pts[pi].ctx, nb = (ctx + 1 + BS - 1) / BS;
+		if (!attn_point_picked(B, ctx))
+			continue;
 		for (int i = 0; i < B; i++) {
 			c->hm.ids[i] = 1;
 			c->hm.pos[i] = ctx;
@@ -247,7 +270,7 @@ int bench_attn(struct bench *b)
 		        "\"old_fraction_of_roofline\": %.4f, \"reg_us\": %.2f, "
 		        "\"reg_fraction_of_roofline\": %.4f, \"pipe_us\": %.2f, "
 		        "\"pipe_fraction_of_roofline\": %.4f",
-		        pi ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
+		        written++ ? ",\n" : "", B, ctx, split, bytes, tt[0] * 1e6, tt[1] * 1e6,
 		        bytes / tt[0] / b->copy_bw, bytes / tt[1] / b->copy_bw, tt[2] * 1e6,
 		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw,
 		        tt[4] * 1e6, bytes / tt[4] / b->copy_bw);
