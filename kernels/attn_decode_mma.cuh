@@ -40,21 +40,35 @@ __device__ __forceinline__ const uint16_t *dattn_row(const struct dattn_src &s, 
 }
 
 /* Copies K and V of stage st (positions lo + st * P ..) into its buffer, zero-filled at or past
- * s.hi; position skip (if below s.hi) is left out entirely: dattn_mma_own copies it later. */
+ * s.hi; position skip (if below s.hi) is left out entirely: dattn_mma_own copies it later.
+ * A thread's rows are looked up in the block table first, all of them, then copied: the
+ * lookups are independent loads in flight together, where a lookup per copy would make the
+ * stage's copies wait on a chain of table loads. */
 template <int D, int G>
 __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint16_t *sbuf, int lo,
                                                 int st, int skip)
 {
 	typedef dattn_mma<D, G> Q;
+	constexpr int N = Q::P * Q::CPP / DA_THREADS; /* 16-byte pieces per thread */
+	static_assert(Q::P * Q::CPP % DA_THREADS == 0 && DA_THREADS % Q::CPP == 0,
+	              "a thread's pieces are one column of evenly spaced positions");
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	for (int i = threadIdx.x; i < Q::P * Q::CPP; i += DA_THREADS) {
-		int j = i / Q::CPP, c = i % Q::CPP, pos = lo + st * Q::P + j;
+	const int c = threadIdx.x % Q::CPP, j0 = threadIdx.x / Q::CPP;
+	const int base = lo + st * Q::P + j0;
+	const uint16_t *row[N];
+#pragma unroll
+	for (int r = 0; r < N; r++) {
+		int pos = base + r * (DA_THREADS / Q::CPP);
+		row[r] = pos < s.hi ? dattn_row(s, pos) + c * 8 : s.kv; /* nothing read if not */
+	}
+#pragma unroll
+	for (int r = 0; r < N; r++) {
+		int j = j0 + r * (DA_THREADS / Q::CPP), pos = base + r * (DA_THREADS / Q::CPP);
 		bool ok = pos < s.hi;
 		if (ok && pos == skip)
 			continue;
-		const uint16_t *r = ok ? dattn_row(s, pos) + c * 8 : s.kv; /* nothing read if !ok */
-		dattn_cp16(kb + j * Q::RS + c * 8, r, ok);
-		dattn_cp16(vb + j * Q::RS + c * 8, ok ? r + s.vstride : r, ok);
+		dattn_cp16(kb + j * Q::RS + c * 8, row[r], ok);
+		dattn_cp16(vb + j * Q::RS + c * 8, ok ? row[r] + s.vstride : row[r], ok);
 	}
 }
 

@@ -146,25 +146,36 @@ extern "C" int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, in
 __device__ __forceinline__ const uint16_t *mt_kv_row(const uint16_t *kv, const int32_t *bt,
                                                      struct ds_k_dims d, int kh, int pos)
 {
-	int blk = bt[pos / d.block_size];
+	int bi = pos / d.block_size, blk = bt[bi];
 	return kv + ((size_t)blk * 2 * d.n_kv + kh) * d.block_size * d.head_dim +
-	       (size_t)(pos % d.block_size) * d.head_dim;
+	       (size_t)(pos - bi * d.block_size) * d.head_dim;
 }
 
-/* Stages K and V of tile [lo, lo + 64) into buf; positions past last are zero-filled. */
+/* Stages K and V of tile [lo, lo + 64) into buf; positions past last are zero-filled. A
+ * thread's rows are looked up in the block table first, all of them, then copied, so the
+ * lookups are in flight together instead of each copy waiting for its own. */
 template <int D>
 __device__ __forceinline__ void mt_tile_load(uint16_t *buf, const uint16_t *kv, const int32_t *bt,
                                              struct ds_k_dims d, int kh, int lo, int last)
 {
-	constexpr int RS = mt_stride(D), VPR = D / 8;
+	constexpr int RS = mt_stride(D), VPR = D / 8, N = MT_TILE * VPR / MT_THREADS;
+	static_assert(MT_TILE * VPR % MT_THREADS == 0 && MT_THREADS % VPR == 0,
+	              "a thread's pieces are one column of evenly spaced positions");
 	size_t vstride = (size_t)d.n_kv * d.block_size * D;
 	uint16_t *ks = buf, *vs = buf + MT_TILE * RS;
-	for (int i = threadIdx.x; i < MT_TILE * VPR; i += MT_THREADS) {
-		int j = i / VPR, c = i % VPR, pos = lo + j;
-		bool ok = pos <= last;
-		const uint16_t *src = ok ? mt_kv_row(kv, bt, d, kh, pos) + c * 8 : kv;
-		mt_cp16(ks + j * RS + c * 8, src, ok);
-		mt_cp16(vs + j * RS + c * 8, ok ? src + vstride : kv, ok);
+	const int c = threadIdx.x % VPR, j0 = threadIdx.x / VPR;
+	const uint16_t *src[N];
+#pragma unroll
+	for (int r = 0; r < N; r++) {
+		int pos = lo + j0 + r * (MT_THREADS / VPR);
+		src[r] = pos <= last ? mt_kv_row(kv, bt, d, kh, pos) + c * 8 : kv;
+	}
+#pragma unroll
+	for (int r = 0; r < N; r++) {
+		int j = j0 + r * (MT_THREADS / VPR);
+		bool ok = lo + j <= last;
+		mt_cp16(ks + j * RS + c * 8, src[r], ok);
+		mt_cp16(vs + j * RS + c * 8, ok ? src[r] + vstride : kv, ok);
 	}
 	mt_commit();
 }
