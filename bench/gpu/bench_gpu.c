@@ -151,24 +151,27 @@ static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, i
 	return 0;
 }
 
+/* Whether the comma-separated list in environment variable var (unset or empty: every name)
+ * holds name. */
+static bool name_picked(const char *var, const char *name)
+{
+	const char *v = getenv(var);
+	size_t n = strlen(name);
+	if (!v || !*v)
+		return true;
+	for (const char *p = v; (p = strstr(p, name)) != NULL; p += n)
+		if ((p == v || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
 /* Whether ATTN_POINTS (e.g. "8:2048,32:512"; unset: every point) names batch B at context
  * ctx, so a profiler run can time one shape. */
 static bool attn_point_picked(int B, int ctx)
 {
-	const char *v = getenv("ATTN_POINTS");
-	if (!v || !*v)
-		return true;
-	while (*v) {
-		int b = 0, x = 0, n = 0;
-		if (sscanf(v, "%d:%d%n", &b, &x, &n) != 2)
-			return false;
-		if (b == B && x == ctx)
-			return true;
-		v += n;
-		if (*v == ',')
-			v++;
-	}
-	return false;
+	char name[32];
+	snprintf(name, sizeof(name), "%d:%d", B, ctx);
+	return name_picked("ATTN_POINTS", name);
 }
 
 int bench_attn(struct bench *b)
@@ -177,7 +180,8 @@ int bench_attn(struct bench *b)
 	const struct ds_model_config *cfg = &b->m->cfg;
 	struct {
 		int B, ctx;
-	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512}, {1, 512}, {32, 512}};
+	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048},
+	           {64, 512}, {1, 512},  {32, 512},  {256, 640}}; /* 256 x 640: the e2e's decode */
 	FILE *f = json_open(b->out, "attn");
 	if (!f)
 		return 1;
@@ -331,7 +335,8 @@ int bench_attn(struct bench *b)
  * Points: a verify pass of 16 windows x 32 rows at context 512, 2048 and 2055 (unaligned
  * windows: three row groups each instead of two), a 2048-row prefill chunk (positions
  * 0..2047), decode at batch 64 (context 512), and few-row passes: decode at batch 1 and 8 at
- * context 512, 2048 and 8192 and one window of 32 at context 2048. Also: KV GB/s of new (each
+ * context 512, 2048 and 8192, one window of 32 at context 2048 and the e2e's decode (256 rows
+ * at context 640). ATTNREF_POINTS=name,... keeps the named points only. Also: KV GB/s of new (each
  * sequence's KV read once), whether walk, new, split and graph gave the same bytes (they
  * must), and the largest |old - new| (the kernels round differently; a large value means a
  * broken kernel). */
@@ -354,7 +359,8 @@ int bench_attn_ref(struct bench *b)
 	           {"decode_b8_ctx2048", 8, 1, 2047},
 	           {"decode_b1_ctx8192", 1, 1, 8191},
 	           {"decode_b8_ctx8192", 8, 1, 8191},
-	           {"verify_g1_w32_ctx2048", 1, 32, 2016}};
+	           {"verify_g1_w32_ctx2048", 1, 32, 2016},
+	           {"decode_b256_ctx640", 256, 1, 640}}; /* the e2e's decode */
 	if (!ds_k_attn_ref_mma_supported(d)) {
 		fprintf(stderr, "attnref: head_dim %d not supported by the mma kernel\n",
 		        d.head_dim);
@@ -382,8 +388,10 @@ int bench_attn_ref(struct bench *b)
 	int32_t *plans[3];
 	for (int k = 0; k < 3; k++)
 		plans[k] = malloc(DS_K_ATTN_MMA_PLAN_INTS(c->cap_tokens) * 4);
-	int rc = 0;
+	int rc = 0, written = 0;
 	for (size_t pi = 0; pi < DS_ARRAY_LEN(pts) && rc == 0; pi++) {
+		if (!name_picked("ATTNREF_POINTS", pts[pi].name))
+			continue;
 		int S = pts[pi].n_seq, W = pts[pi].rows, T = S * W, maxp = pts[pi].pos0 + W - 1;
 		int nb = (maxp + 1 + BS - 1) / BS;
 		double flops = 0, kv_bytes = 0;
@@ -479,10 +487,11 @@ int bench_attn_ref(struct bench *b)
 		        "\"new_over_old\": %.4f, \"new_over_walk\": %.4f, \"new_kv_gbs\": %.1f, "
 		        "\"new_tflops\": %.2f, \"modes_same_bytes\": %s, "
 		        "\"max_abs_diff_old_new\": %.6g, \"xxh3\": \"%016llx\"}",
-		        pi ? ",\n" : "", pts[pi].name, T, S, pts[pi].pos0, split, plans[1][1],
-		        tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6, tt[4] * 1e6, occ_new,
-		        tt[5] * 1e6, tt[2] / tt[0], tt[2] / tt[1], kv_bytes / tt[2] / 1e9,
-		        flops / tt[2] / 1e12, same ? "true" : "false", maxd, h);
+		        written++ ? ",\n" : "", pts[pi].name, T, S, pts[pi].pos0, split,
+		        plans[1][1], tt[0] * 1e6, tt[1] * 1e6, tt[2] * 1e6, tt[3] * 1e6,
+		        tt[4] * 1e6, occ_new, tt[5] * 1e6, tt[2] / tt[0], tt[2] / tt[1],
+		        kv_bytes / tt[2] / 1e9, flops / tt[2] / 1e12, same ? "true" : "false", maxd,
+		        h);
 		if (!same)
 			fprintf(stderr, "attnref: %s: walk and split modes differ in bytes\n",
 			        pts[pi].name);
