@@ -146,9 +146,11 @@ extern "C" int ds_k_attn_ref_mma_plan(const int32_t *pos, const int32_t *seq, in
 __device__ __forceinline__ const uint16_t *mt_kv_row(const uint16_t *kv, const int32_t *bt,
                                                      struct ds_k_dims d, int kh, int pos)
 {
-	int bi = pos / d.block_size, blk = bt[bi];
+	/* a power-of-two block size (the usual case) avoids an integer division per copy */
+	int bs = d.block_size;
+	int bi = (bs & (bs - 1)) == 0 ? pos >> (__ffs(bs) - 1) : pos / bs, blk = bt[bi];
 	return kv + ((size_t)blk * 2 * d.n_kv + kh) * d.block_size * d.head_dim +
-	       (size_t)(pos - bi * d.block_size) * d.head_dim;
+	       (size_t)(pos - bi * bs) * d.head_dim;
 }
 
 /* Stages K and V of tile [lo, lo + 64) into buf; positions past last are zero-filled. A
@@ -739,12 +741,16 @@ static unsigned mt_grid_x(int T, struct ds_k_dims d)
 	return (unsigned)(T < x ? T : x);
 }
 
-/* CTAs per KV head when the plan may split: about 1024 in all, never more than the items a
- * pass of T rows at positions <= top can have (T * (top / 64 + 1)); at least mt_grid_x. A
- * function of T and top only, so a graph captured for a capacity replays at any positions. */
+/* CTAs per KV head when the plan may split: about 1024 in all, or T per KV head up to 256 when
+ * that is more (a walk of T decode rows then gives each CTA one group: 256 rows at context 640
+ * ran 240 us a layer on 1024 CTAs, two groups each, a grid of 2.6 waves of the 3-CTA build,
+ * bench/results/gpu-20261130-acb4522-ncu256), never more than the items a pass of T rows at
+ * positions <= top can have (T * (top / 64 + 1)); at least mt_grid_x. A function of T and top
+ * only, so a graph captured for a capacity replays at any positions. */
 static unsigned mt_split_grid_x(int T, int top, struct ds_k_dims d)
 {
 	long long cap = 1024 / d.n_kv < 32 ? 32 : 1024 / d.n_kv;
+	cap = cap > T ? cap : T < 256 ? T : 256;
 	long long items = (long long)T * (top / MT_TILE + 1);
 	return (unsigned)(items < cap ? items : cap);
 }

@@ -13,6 +13,7 @@
 #ifndef DS_ATTN_MMA_EMU_H
 #define DS_ATTN_MMA_EMU_H
 
+#include <strings.h> /* ffs */
 #include <ucontext.h>
 
 #include <algorithm>
@@ -126,6 +127,11 @@ static inline void emu_warp_sync()
 static inline void __syncwarp(void)
 {
 	emu_warp_sync();
+}
+
+static inline int __ffs(int x)
+{
+	return ffs(x);
 }
 
 static inline float __uint_as_float(unsigned u)

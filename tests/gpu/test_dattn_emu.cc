@@ -17,7 +17,7 @@
 
 #include "attn_mma_emu.h"
 
-/* what attn_mma.cu does not need: a 3-D grid, blockDim, __ldg, __ffs, __ldcg, fences, atomicAdd
+/* what attn_mma.cu does not need: a 3-D grid, blockDim, __ldg, __ldcg, fences, atomicAdd
  * and two-argument bounds */
 #undef __launch_bounds__
 #define __launch_bounds__(...)
@@ -31,10 +31,6 @@ static const emu_dim3 de_bdim = {EMU_THREADS, 1, 1};
 template <class T> static inline T __ldg(const T *p)
 {
 	return *p;
-}
-static inline int __ffs(int x)
-{
-	return ffs(x);
 }
 template <class T> static inline T __ldcg(const T *p)
 {
