@@ -180,6 +180,217 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 	}
 }
 
+/* ---- W shared by a cluster along M (TMA multicast) ----
+ *
+ * At M <= 256 the narrow weights (o_proj, down_proj: N = 4096) give 64 x 128 tiles of 4 row
+ * tiles x 32 column tiles, and every column tile's W is read from L2 once per row tile: the
+ * 256-row down projection moves about 700 MB through L2 for its 117 MB of weights, and is 0.82
+ * of cuBLASLt (bench/results/gpu-20261130-0a7150f-bn224). Here the CM blocks of a cluster take
+ * CM consecutive row tiles of one column tile; each block loads its own A tile and a BN / CM
+ * row slice of the W tile, multicast into every block of the cluster, so a W tile leaves L2
+ * once per cluster. A stage is refilled only when the consumers of every block of the cluster
+ * have released it: each consumer warp arrives on that stage's "empty" barrier in every block.
+ * The consumers are the plain kernel's (same wgmma sequence on the same swizzled layout: a W
+ * slice lands where a single load of the whole tile would have put it, at a multiple of 1024
+ * bytes), so the bytes equal variant 0's, as the device self-check and the gpu tests verify.
+ * Blocks whose row tile is past M (M not a multiple of CM x BM) load a valid A tile, keep the
+ * protocol and store nothing. */
+
+__device__ __forceinline__ void tma_load_mc(unsigned smem, const CUtensorMap *tm, int k0, int r0,
+                                            unsigned bar, unsigned short mask)
+{
+	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+	             ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem),
+	             "l"((uint64_t)tm), "r"(k0), "r"(r0), "r"(bar), "h"(mask)
+	             : "memory");
+}
+
+/* Arrives on barrier bar (this block's shared address) of block `rank` of the cluster. */
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
+{
+	unsigned remote;
+	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+	asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+
+__device__ __forceinline__ void cluster_sync_all(void)
+{
+	asm volatile("barrier.cluster.arrive.release.aligned;\n"
+	             "barrier.cluster.wait.acquire.aligned;\n" ::
+	                 : "memory");
+}
+
+__device__ __forceinline__ unsigned cluster_rank(void)
+{
+	unsigned r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+	return r;
+}
+
+template <typename cfg, int CM>
+__global__ void __launch_bounds__(cfg::THREADS, 1)
+    gemm_ref_tma_mc_kernel(const __grid_constant__ CUtensorMap tmA,
+                           const __grid_constant__ CUtensorMap tmW, float *__restrict__ C, int M,
+                           int N, int K)
+{
+	constexpr int BM = cfg::BM, BN = cfg::BN, STAGES = cfg::STAGES;
+	static_assert(BM == 64 && BN % (8 * CM) == 0, "one consumer warpgroup; 8-row W slices");
+	extern __shared__ __align__(1024) unsigned char smem_raw[];
+	unsigned base = (unsigned)__cvta_generic_to_shared(smem_raw);
+	base = (base + 1023u) & ~1023u;
+	unsigned full = base + STAGES * cfg::STAGE_BYTES, empty = full + STAGES * 8;
+	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+	unsigned rank = cluster_rank();
+	int tiles_m = (M + BM - 1) / BM, groups_m = (tiles_m + CM - 1) / CM;
+	int ctiles = groups_m * ((N + BN - 1) / BN);
+	int cid = (int)blockIdx.x / CM, nclusters = (int)gridDim.x / CM;
+	int KT = (K + DS_GR_BK - 1) / DS_GR_BK;
+
+	if (tid == 0) {
+		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmA) : "memory");
+		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmW) : "memory");
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(full + 8 * s, 1);
+			mbar_init(empty + 8 * s,
+			          4 * CM); /* lane 0 of every consumer warp, every block */
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+	}
+	cluster_sync_all(); /* no block multicasts into or arrives on a barrier not yet set up */
+
+	if (wg == 0) {
+		if (tid == 0) {
+			int it = 0;
+			for (int ct = cid; ct < ctiles; ct += nclusters) {
+				int tm = (ct % groups_m) * CM + (int)rank, tn = ct / groups_m;
+				int am = tm < tiles_m ? tm : 0; /* past M: any valid A tile */
+				for (int kt = 0; kt < KT; kt++, it++) {
+					int s = it % STAGES;
+					mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+					unsigned sa = base + s * cfg::STAGE_BYTES;
+					mbar_expect_tx(full + 8 * s, cfg::STAGE_BYTES);
+					tma_load(sa, &tmA, kt * DS_GR_BK, am * BM, full + 8 * s);
+					tma_load_mc(sa + cfg::A_BYTES + rank * (BN / CM) * 128,
+					            &tmW, kt * DS_GR_BK,
+					            tn * BN + (int)rank * (BN / CM), full + 8 * s,
+					            (unsigned short)((1u << CM) - 1));
+				}
+			}
+		}
+	} else {
+		int it = 0;
+		for (int ct = cid; ct < ctiles; ct += nclusters) {
+			int tm = (ct % groups_m) * CM + (int)rank, tn = ct / groups_m;
+			float d[BN / 2];
+#pragma unroll
+			for (int i = 0; i < BN / 2; i++)
+				d[i] = 0.0f;
+			for (int kt = 0; kt < KT; kt++, it++) {
+				int s = it % STAGES;
+				mbar_wait(full + 8 * s, (it / STAGES) & 1);
+				unsigned sa = base + s * cfg::STAGE_BYTES;
+				unsigned sb = sa + cfg::A_BYTES;
+				asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+				for (int ks = 0; ks < DS_GR_BK / 16; ks++)
+					gr_wgmma<BN>(d, gr_desc(sa + ks * 32),
+					             gr_desc(sb + ks * 32));
+				asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+				asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+				if (kt > 0 && lane == 0)
+					for (unsigned r = 0; r < (unsigned)CM; r++)
+						mbar_arrive_cluster(empty + 8 * ((it - 1) % STAGES),
+						                    r);
+			}
+			asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+			if (lane == 0)
+				for (unsigned r = 0; r < (unsigned)CM; r++)
+					mbar_arrive_cluster(empty + 8 * ((it - 1) % STAGES), r);
+			/* a row tile past M stores nothing (its rows are all >= M) */
+			gr_store<BN>(d, C, M, N, tm * BM, tn * BN, warp, lane);
+		}
+	}
+	__syncwarp();
+	cluster_sync_all(); /* no block leaves while another may still write to its stages */
+}
+
+template <typename cfg, int CM>
+static cudaError_t tma_mc_launch(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
+                                 int K, cudaStream_t st)
+{
+	CUtensorMap ta, tw;
+	cudaError_t e = gr_tma_maps_bm(A, W, M, N, K, cfg::BM, cfg::BN / CM, &ta, &tw);
+	if (e != cudaSuccess)
+		return e;
+	int tiles_m = (M + cfg::BM - 1) / cfg::BM;
+	unsigned ctiles =
+	    (unsigned)((tiles_m + CM - 1) / CM) * (unsigned)((N + cfg::BN - 1) / cfg::BN);
+	cudaLaunchAttribute attr;
+	attr.id = cudaLaunchAttributeClusterDimension;
+	attr.val.clusterDim.x = CM;
+	attr.val.clusterDim.y = 1;
+	attr.val.clusterDim.z = 1;
+	cudaLaunchConfig_t lc = {};
+	lc.gridDim = dim3(ctiles * CM);
+	lc.blockDim = dim3(cfg::THREADS);
+	lc.dynamicSmemBytes = cfg::SMEM;
+	lc.stream = st;
+	lc.attrs = &attr;
+	lc.numAttrs = 1;
+	e = cudaLaunchKernelEx(&lc, gemm_ref_tma_mc_kernel<cfg, CM>, ta, tw, C, M, N, K);
+	return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+/* The multicast configurations built: the 64 x 128 tile with 9 stages, clusters of 2 and 4. */
+using tma_mc_cfg = tma_cfg<64, 128, 9>;
+
+cudaError_t ds_gemm_ref_tma_mc_launch(int mc, const uint16_t *A, const uint16_t *W, float *C, int M,
+                                      int N, int K, cudaStream_t st)
+{
+	if (mc == 2)
+		return tma_mc_launch<tma_mc_cfg, 2>(A, W, C, M, N, K, st);
+	if (mc == 4)
+		return tma_mc_launch<tma_mc_cfg, 4>(A, W, C, M, N, K, st);
+	return cudaErrorInvalidValue;
+}
+
+cudaError_t ds_gemm_ref_tma_mc_setup(void)
+{
+	cudaError_t e = cudaFuncSetAttribute(gemm_ref_tma_mc_kernel<tma_mc_cfg, 2>,
+	                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                                     (int)tma_mc_cfg::SMEM);
+	if (e != cudaSuccess)
+		return e;
+	return cudaFuncSetAttribute(gemm_ref_tma_mc_kernel<tma_mc_cfg, 4>,
+	                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                            (int)tma_mc_cfg::SMEM);
+}
+
+/* Blocks resident at once: active clusters x mc (bench diagnostics and the tests). */
+cudaError_t ds_gemm_ref_tma_mc_resident(int mc, int *ctas)
+{
+	cudaLaunchAttribute attr;
+	attr.id = cudaLaunchAttributeClusterDimension;
+	attr.val.clusterDim.x = (unsigned)mc;
+	attr.val.clusterDim.y = 1;
+	attr.val.clusterDim.z = 1;
+	cudaLaunchConfig_t lc = {};
+	lc.gridDim = dim3(4 * (unsigned)mc);
+	lc.blockDim = dim3(tma_mc_cfg::THREADS);
+	lc.dynamicSmemBytes = tma_mc_cfg::SMEM;
+	lc.attrs = &attr;
+	lc.numAttrs = 1;
+	int clusters = 0;
+	cudaError_t e = mc == 2 ? cudaOccupancyMaxActiveClusters(
+	                              &clusters, gemm_ref_tma_mc_kernel<tma_mc_cfg, 2>, &lc)
+	                : mc == 4 ? cudaOccupancyMaxActiveClusters(
+	                                &clusters, gemm_ref_tma_mc_kernel<tma_mc_cfg, 4>, &lc)
+	                          : cudaErrorInvalidValue;
+	*ctas = clusters * mc;
+	return e;
+}
+
 typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
                               const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
                               const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
