@@ -147,11 +147,6 @@ cudaError_t ds_gemm_ref_splitk_launch(int S, int stages, const uint16_t *A, cons
                                       float *C, int M, int N, int K, cudaStream_t st);
 cudaError_t ds_gemm_ref_splitk_setup(void);
 cudaError_t ds_gemm_ref_splitk_resident(int S, int stages, int *ctas);
-/* The TMA variants whose clusters of mc blocks share W tiles by multicast (gemm_ref_tma.cu). */
-cudaError_t ds_gemm_ref_tma_mc_launch(int mc, const uint16_t *A, const uint16_t *W, float *C, int M,
-                                      int N, int K, cudaStream_t st);
-cudaError_t ds_gemm_ref_tma_mc_setup(void);
-cudaError_t ds_gemm_ref_tma_mc_resident(int mc, int *ctas);
 
 static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "cp128x128s3",     /* 0: the original kernel: cp.async, 3 stages, row-major raster */
@@ -173,23 +168,19 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma64x128s9g",    /* 16: the 64x128 tile with 9 stages, 1 per SM (144 KB of W in flight) */
     "tma128x224s4g",   /* 17: TMA, 128x224 tile, 4 stages, 1 per SM (wave fit on gate/up) */
     "tma128x224s4gp",  /* 18: variant 17, persistent */
-    "tma64x128s9m2",   /* 19: variant 16 in clusters of 2 row tiles sharing W by multicast */
-    "tma64x128s9m4",   /* 20: the same in clusters of 4 row tiles */
 };
 
 /* K splits of each variant: 1 except the cluster split-K variants. */
-static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4,
-                                                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2,
+                                                             4, 1, 1, 1, 1, 1, 1, 1, 1};
 
-/* Tile of each TMA variant without split-K (3..6, 11..20): {BM, BN, STAGES, persistent,
- * cluster of row tiles sharing W (0: none)}; zeros for the others. */
-static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][5] = {
-    {0, 0, 0, 0, 0},     {0, 0, 0, 0, 0},     {0, 0, 0, 0, 0},     {128, 256, 4, 0, 0},
-    {128, 128, 6, 0, 0}, {128, 256, 4, 1, 0}, {128, 128, 6, 1, 0}, {0, 0, 0, 0, 0},
-    {0, 0, 0, 0, 0},     {0, 0, 0, 0, 0},     {0, 0, 0, 0, 0},     {64, 128, 4, 0, 0},
-    {64, 128, 4, 1, 0},  {64, 64, 6, 0, 0},   {64, 64, 6, 1, 0},   {64, 64, 14, 0, 0},
-    {64, 128, 9, 0, 0},  {128, 224, 4, 0, 0}, {128, 224, 4, 1, 0}, {64, 128, 9, 0, 2},
-    {64, 128, 9, 0, 4},
+/* Tile of each TMA variant without split-K (3..6, 11..18): {BM, BN, STAGES, persistent};
+ * zeros for the others. */
+static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][4] = {
+    {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},     {128, 256, 4, 0}, {128, 128, 6, 0},
+    {128, 256, 4, 1}, {128, 128, 6, 1}, {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},
+    {0, 0, 0, 0},     {64, 128, 4, 0},  {64, 128, 4, 1},  {64, 64, 6, 0},   {64, 64, 6, 1},
+    {64, 64, 14, 0},  {64, 128, 9, 0},  {128, 224, 4, 0}, {128, 224, 4, 1},
 };
 
 extern "C" int ds_k_gemm_ref_variant_splits(int variant)
@@ -227,10 +218,6 @@ static cudaError_t variant_launch(int variant, const uint16_t *A, const uint16_t
 		return cp_launch<256, 4, true, SILU>(A, W, C, M, N, K, st);
 	default: {
 		const int *t = variant_tma[variant];
-		if (t[4] > 1)
-			return SILU
-			           ? cudaErrorNotSupported
-			           : ds_gemm_ref_tma_mc_launch(t[4], A, W, (float *)C, M, N, K, st);
 		if (t[0])
 			return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, SILU, A, W, C, M,
 			                              N, K, st);
@@ -289,8 +276,6 @@ extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)
 		return ds_gemm_ref_splitk_resident(variant_splits[variant], variant >= 9 ? 3 : 6,
 		                                   ctas);
 	default:
-		if (variant_tma[variant][4] > 1)
-			return ds_gemm_ref_tma_mc_resident(variant_tma[variant][4], ctas);
 		return ds_gemm_ref_tma_resident(variant_tma[variant][0], variant_tma[variant][1],
 		                                variant_tma[variant][2], dev, ctas);
 	}
@@ -312,9 +297,9 @@ extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 	cudaError_t e = cp_setup<128, 3, false>();
 	if (e != cudaSuccess)
 		return e;
-	cudaError_t others[4] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>(),
-	                         ds_gemm_ref_splitk_setup(), ds_gemm_ref_tma_mc_setup()};
-	for (int i = 0; i < 4; i++)
+	cudaError_t others[3] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>(),
+	                         ds_gemm_ref_splitk_setup()};
+	for (int i = 0; i < 3; i++)
 		if (others[i] != cudaSuccess)
 			(void)cudaGetLastError();
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {

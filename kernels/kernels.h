@@ -84,17 +84,16 @@ cudaError_t ds_k_gemm_ref_setup(void);
 /* Variants of the same invariant contract (kernels/gemm_ref.cu, gemm_ref_tma.cu,
  * gemm_ref_splitk.cu): each has one fixed tile and a fixed K reduction, so rows are
  * bit-identical for any M and placement within a variant (not across variants). Variants 0..6,
- * 11..16 (64-row tiles), 17..18 (128x224 tiles) and 19..20 (64-row tiles in clusters of 2 and 4
- * sharing W tiles by TMA multicast) have no split-K and are built to give variant
+ * 11..16 (64-row tiles) and 17..18 (128x224 tiles) have no split-K and are built to give variant
  * 0's bytes (the reference path checks that on the device before letting one stand in); 7 and 8 (6
  * stages) and 9 and 10 (3 stages, two CTAs per SM) split K over a thread-block cluster of S = 2, 4,
  * 2, 4 CTAs, with the k-ranges a function of K and S only and the partials combined in a
  * fixed order. Choose the variant from the weight's (N, K) only, never from M. Variant 0 is
  * ds_k_gemm_ref.
  * ds_k_gemm_ref_setup covers all of them (it fails only for variant 0; another variant's
- * setup failure shows as its launch error). Variants 3..20 except 7..10 (TMA) also need A and
+ * setup failure shows as its launch error). Variants 3..18 except 7..10 (TMA) also need A and
  * W 16-byte aligned. */
-#define DS_K_GEMM_REF_N_VARIANTS 21
+#define DS_K_GEMM_REF_N_VARIANTS 19
 cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
                                   int M, int N, int K, cudaStream_t st);
 /* The gate/up GEMM with SiLU*mul in its epilogue: H (M, F) bf16 = bf16(silu(g) * u) for
