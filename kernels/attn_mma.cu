@@ -750,7 +750,8 @@ static unsigned mt_grid_x(int T, struct ds_k_dims d)
 static unsigned mt_split_grid_x(int T, int top, struct ds_k_dims d)
 {
 	long long cap = 1024 / d.n_kv < 32 ? 32 : 1024 / d.n_kv;
-	cap = cap > T ? cap : T < 256 ? T : 256;
+	long long per_row = T < 256 ? T : 256;
+	cap = cap > per_row ? cap : per_row;
 	long long items = (long long)T * (top / MT_TILE + 1);
 	return (unsigned)(items < cap ? items : cap);
 }
