@@ -73,12 +73,11 @@ struct ds_cuda_pick {
  * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
  * iterations of weights they stage before the wait (stage); and the fused decode layers (mega:
  * every layer in one kernel, kernels/mega.cu), with PDL on or off for the kernels after it. */
-#define DS_CUDA_N_STEP_CFGS 19
+#define DS_CUDA_N_STEP_CFGS 16
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
 	bool mega;
-	float slack; /* ds_cuda_fast.skinny_slack */
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -107,11 +106,6 @@ struct ds_cuda_fast {
 	 * tries 0-3 unless DS_FAST_SKINNY_STAGE=0: stage_tune) */
 	int skinny_stage;
 	bool stage_tune;
-	/* a GEMM whose fastest candidate alone is cuBLASLt or the GEMV takes its best skinny
-	 * variant instead when that is within this fraction of it (0: the fastest alone): inside a
-	 * PDL chain the skinny kernel's early weight loads and staging hide what timing one GEMM
-	 * cannot see. Set by the graph tuning's configurations only. */
-	float skinny_slack;
 	/* decode graphs: each bucket's graph is captured under every step configuration
 	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off, and staged
 	 * weights for skinny GEMMs under PDL) and the fastest replay kept

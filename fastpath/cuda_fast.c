@@ -436,20 +436,6 @@ static void pick_time_variants(struct ds_cuda_ctx *c, struct cand *x, struct can
 	}
 }
 
-/* The kind and variant to run for pick pk: its own, or its fastest skinny variant (as kind
- * skinny_kind) where that is within the fast path's slack of the pick's time. */
-static void pick_run(const struct ds_cuda_fast *f, const struct ds_cuda_pick *pk, int skinny_kind,
-                     int *kind, int *v)
-{
-	*kind = pk->kind;
-	*v = pk->variant;
-	if (*kind != skinny_kind && f->skinny_slack > 0.0f && isfinite(pk->ms_skinny) &&
-	    pk->ms_skinny <= pk->ms_best * (1.0f + f->skinny_slack)) {
-		*kind = skinny_kind;
-		*v = pk->skinny_best;
-	}
-}
-
 /* pk takes its fastest skinny variant, as kind, where it beats pk->ms_best. */
 static void pick_prefer_skinny(struct ds_cuda_pick *pk, int kind)
 {
@@ -533,8 +519,10 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 		enum ds_status rv = pick_lookup(c, A, W, C, M, N, K, &pk, err);
 		if (rv != DS_OK)
 			return rv;
-		if (pk)
-			pick_run(&c->fast, pk, DS_CUDA_GEMM_SKINNY, &kind, &v);
+		if (pk) {
+			kind = pk->kind;
+			v = pk->variant;
+		}
 	}
 	if (kind == DS_CUDA_GEMM_LT)
 		return lt_gemm(c, A, W, C, M, N, K, err);
@@ -605,11 +593,8 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
 		enum ds_status rv = silu_pick_lookup(c, gu, h, W, C, M, N, K, &pk, err);
 		if (rv != DS_OK)
 			return rv;
-		int kind = -1, v = 0;
-		if (pk)
-			pick_run(&c->fast, pk, DS_CUDA_GEMM_SKINNY_SILU, &kind, &v);
-		if (kind == DS_CUDA_GEMM_SKINNY_SILU) {
-			DS_CUDA_TRY(ds_k_skinny_silu(gu, W, C, M, N, K, v, c->fast.pdl,
+		if (pk && pk->kind == DS_CUDA_GEMM_SKINNY_SILU) {
+			DS_CUDA_TRY(ds_k_skinny_silu(gu, W, C, M, N, K, pk->variant, c->fast.pdl,
 			                             c->fast.skinny_stage, c->stream),
 			            err);
 			return DS_OK;

@@ -15,19 +15,14 @@
 /* Skinny GEMMs (and the GEMV), PDL and the fused q/k/v epilogue, each on or off (on the H200,
  * GEMV/cuBLASLt only beat the per-GEMM picks by 3% inside the batch-1 step, PDL off beat on by
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
- * or 3 iterations of weights before their wait; then the fused layers; then staged skinny GEMMs
- * preferred over cuBLASLt within 10% or 25% of its time alone (skinny_slack). */
+ * or 3 iterations of weights before their wait. */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0, false, 0.0f},   {false, true, true, 0, false, 0.0f},
-    {true, false, true, 0, false, 0.0f},  {false, false, true, 0, false, 0.0f},
-    {true, true, false, 0, false, 0.0f},  {false, true, false, 0, false, 0.0f},
-    {true, false, false, 0, false, 0.0f}, {false, false, false, 0, false, 0.0f},
-    {true, true, true, 1, false, 0.0f},   {true, true, true, 2, false, 0.0f},
-    {true, true, true, 3, false, 0.0f},   {true, true, false, 1, false, 0.0f},
-    {true, true, false, 2, false, 0.0f},  {true, true, false, 3, false, 0.0f},
-    {true, true, true, 0, true, 0.0f},    {true, false, true, 0, true, 0.0f},
-    {true, true, true, 3, false, 0.10f},  {true, true, true, 3, false, 0.25f},
-    {true, true, true, 2, false, 0.25f}};
+    {true, true, true, 0, false},   {false, true, true, 0, false},  {true, false, true, 0, false},
+    {false, false, true, 0, false}, {true, true, false, 0, false},  {false, true, false, 0, false},
+    {true, false, false, 0, false}, {false, false, false, 0, false}, {true, true, true, 1, false},
+    {true, true, true, 2, false},   {true, true, true, 3, false},   {true, true, false, 1, false},
+    {true, true, false, 2, false},  {true, true, false, 3, false},  {true, true, true, 0, true},
+    {true, false, true, 0, true}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -52,7 +47,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		return rv;
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv, mega0 = f->mega;
 	int stage0 = f->skinny_stage;
-	float slack0 = f->skinny_slack;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
 	int best_i = -1;
@@ -67,7 +61,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		f->fuse_qkv = sc->fuse;
 		f->skinny_stage = sc->stage;
 		f->mega = sc->mega;
-		f->skinny_slack = sc->slack;
 		cudaGraphExec_t g = NULL;
 		bool warm = true;
 		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
@@ -90,7 +83,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	f->fuse_qkv = fuse0;
 	f->skinny_stage = stage0;
 	f->mega = mega0;
-	f->skinny_slack = slack0;
 	if (rv == DS_OK && !best)
 		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
 		             1 << bi);

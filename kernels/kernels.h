@@ -131,14 +131,14 @@ cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int
  * the 16-row operand, the batch padded to 8/16/32/64). K % 8 == 0, any N; A and W 16-byte
  * aligned. variant (0 .. DS_K_SKINNY_VARIANTS-1) picks a block shape (warps per block, weight
  * tiles per warp, K unroll, K split over a thread-block cluster of 1..8, weight prefetch
- * depth, warps grouped along N to share activation loads); every variant is correct for every
- * M, the fast path times them.
+ * depth); every variant is
+ * correct for every M, the fast path times them.
  * pdl != 0 launches with programmatic stream serialization: the kernel issues its first
  * weight loads, then waits for the previous kernel (griddepcontrol.wait) before it reads A or
  * writes C. Reduction order depends on the variant (not on the data): not batch-invariant.
  * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
 #define DS_K_SKINNY_MAX_M 64
-#define DS_K_SKINNY_VARIANTS 22
+#define DS_K_SKINNY_VARIANTS 14
 /* stage (0 .. DS_K_SKINNY_MAX_STAGE): each warp also copies the weights of its next stage
  * iterations into shared memory before that wait (as many as a block has and 96 KB holds), so
  * under PDL a GEMM after a kernel that leaves DRAM idle (RMSNorm, attention) streams part of

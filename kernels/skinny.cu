@@ -32,104 +32,71 @@
 
 namespace cg = cooperative_groups;
 
-/* The variants, one X(nt_index, variant, NT, WARPS, R, U, KS, PF, WN) each: for batch tiles NT
+/* The variants, one X(nt_index, variant, NT, WARPS, R, U, KS, PF) each: for batch tiles NT
  * (M <= 8, 16, 32, 64), WARPS warps per block, R 16-row weight tiles per warp, U 32-wide K
  * chunks per iteration (in flight per lane: 2 * R * U 16-byte weight loads, twice that with
  * PF), KS blocks per thread-block cluster splitting K (1: no cluster), PF: the next
- * iteration's weights are requested before this one's activations are read, WN groups of
- * warps along N sharing the activation loads (1: every warp on the block's tiles). Variants
- * 0..5 are round 1's (measured on the H200), 6..11 split K, 12..13 only prefetch, 14..21
- * group warps along N. The fast path times them all for its shapes. Shared memory is WARPS *
- * R * NT * 512 bytes (+ WN * R * NT * 512 for KS > 1), kept <= 48 KB (no opt-in). */
+ * iteration's weights are requested before this one's activations are read. Variants 0..5
+ * are round 1's (measured on the H200), 6..11 split K, 12..13 only prefetch. The fast path
+ * times them all for its shapes. Shared memory is WARPS * R * NT * 512 bytes
+ * (+ R * NT * 512 for KS > 1), kept <= 48 KB (no opt-in). */
 #define SKINNY_VARIANTS(X)                                                                         \
-	X(0, 0, 1, 8, 1, 4, 1, 0, 1)                                                               \
-	X(0, 1, 1, 16, 1, 4, 1, 0, 1)                                                              \
-	X(0, 2, 1, 8, 2, 4, 1, 0, 1)                                                               \
-	X(0, 3, 1, 4, 1, 8, 1, 0, 1)                                                               \
-	X(0, 4, 1, 8, 1, 8, 1, 0, 1)                                                               \
-	X(0, 5, 1, 16, 1, 2, 1, 0, 1)                                                              \
-	X(0, 6, 1, 8, 1, 4, 2, 1, 1)                                                               \
-	X(0, 7, 1, 8, 1, 4, 4, 1, 1)                                                               \
-	X(0, 8, 1, 8, 1, 2, 8, 1, 1)                                                               \
-	X(0, 9, 1, 4, 1, 8, 4, 1, 1)                                                               \
-	X(0, 10, 1, 16, 1, 2, 4, 1, 1)                                                             \
-	X(0, 11, 1, 8, 2, 2, 4, 1, 1)                                                              \
-	X(0, 12, 1, 8, 1, 4, 1, 1, 1)                                                              \
-	X(0, 13, 1, 16, 1, 2, 1, 1, 1)                                                             \
-	X(0, 14, 1, 8, 1, 4, 1, 1, 4)                                                              \
-	X(0, 15, 1, 8, 1, 4, 1, 1, 8)                                                              \
-	X(0, 16, 1, 8, 1, 4, 2, 1, 4)                                                              \
-	X(0, 17, 1, 8, 1, 2, 4, 1, 2)                                                              \
-	X(0, 18, 1, 8, 1, 2, 2, 1, 8)                                                              \
-	X(0, 19, 1, 4, 2, 4, 1, 1, 4)                                                              \
-	X(0, 20, 1, 8, 2, 2, 1, 1, 4)                                                              \
-	X(0, 21, 1, 16, 1, 2, 1, 1, 4)                                                             \
-	X(1, 0, 2, 8, 1, 4, 1, 0, 1)                                                               \
-	X(1, 1, 2, 16, 1, 2, 1, 0, 1)                                                              \
-	X(1, 2, 2, 8, 2, 2, 1, 0, 1)                                                               \
-	X(1, 3, 2, 4, 1, 8, 1, 0, 1)                                                               \
-	X(1, 4, 2, 8, 1, 8, 1, 0, 1)                                                               \
-	X(1, 5, 2, 16, 1, 4, 1, 0, 1)                                                              \
-	X(1, 6, 2, 8, 1, 4, 2, 1, 1)                                                               \
-	X(1, 7, 2, 8, 1, 4, 4, 1, 1)                                                               \
-	X(1, 8, 2, 8, 1, 2, 8, 1, 1)                                                               \
-	X(1, 9, 2, 4, 1, 8, 4, 1, 1)                                                               \
-	X(1, 10, 2, 16, 1, 2, 4, 1, 1)                                                             \
-	X(1, 11, 2, 8, 2, 2, 4, 1, 1)                                                              \
-	X(1, 12, 2, 8, 1, 4, 1, 1, 1)                                                              \
-	X(1, 13, 2, 16, 1, 2, 1, 1, 1)                                                             \
-	X(1, 14, 2, 8, 1, 4, 1, 1, 4)                                                              \
-	X(1, 15, 2, 8, 1, 4, 1, 1, 8)                                                              \
-	X(1, 16, 2, 8, 1, 4, 2, 1, 4)                                                              \
-	X(1, 17, 2, 8, 1, 2, 4, 1, 2)                                                              \
-	X(1, 18, 2, 8, 1, 2, 2, 1, 8)                                                              \
-	X(1, 19, 2, 4, 2, 4, 1, 1, 4)                                                              \
-	X(1, 20, 2, 8, 2, 2, 1, 1, 4)                                                              \
-	X(1, 21, 2, 16, 1, 2, 1, 1, 4)                                                             \
-	X(2, 0, 4, 8, 1, 4, 1, 0, 1)                                                               \
-	X(2, 1, 4, 16, 1, 2, 1, 0, 1)                                                              \
-	X(2, 2, 4, 8, 2, 2, 1, 0, 1)                                                               \
-	X(2, 3, 4, 4, 2, 4, 1, 0, 1)                                                               \
-	X(2, 4, 4, 4, 1, 8, 1, 0, 1)                                                               \
-	X(2, 5, 4, 16, 1, 4, 1, 0, 1)                                                              \
-	X(2, 6, 4, 8, 1, 4, 2, 1, 1)                                                               \
-	X(2, 7, 4, 8, 1, 4, 4, 1, 1)                                                               \
-	X(2, 8, 4, 8, 1, 2, 8, 1, 1)                                                               \
-	X(2, 9, 4, 4, 1, 8, 4, 1, 1)                                                               \
-	X(2, 10, 4, 4, 2, 4, 4, 1, 1)                                                              \
-	X(2, 11, 4, 8, 2, 2, 2, 1, 1)                                                              \
-	X(2, 12, 4, 8, 1, 4, 1, 1, 1)                                                              \
-	X(2, 13, 4, 4, 2, 4, 1, 1, 1)                                                              \
-	X(2, 14, 4, 8, 1, 4, 1, 1, 4)                                                              \
-	X(2, 15, 4, 8, 1, 4, 1, 1, 8)                                                              \
-	X(2, 16, 4, 8, 1, 4, 2, 1, 4)                                                              \
-	X(2, 17, 4, 8, 1, 2, 4, 1, 2)                                                              \
-	X(2, 18, 4, 8, 1, 2, 2, 1, 8)                                                              \
-	X(2, 19, 4, 4, 2, 4, 1, 1, 4)                                                              \
-	X(2, 20, 4, 8, 2, 2, 1, 1, 4)                                                              \
-	X(2, 21, 4, 8, 1, 2, 1, 0, 8)                                                              \
-	X(3, 0, 8, 8, 1, 2, 1, 0, 1)                                                               \
-	X(3, 1, 8, 8, 1, 4, 1, 0, 1)                                                               \
-	X(3, 2, 8, 4, 2, 2, 1, 0, 1)                                                               \
-	X(3, 3, 8, 4, 1, 4, 1, 0, 1)                                                               \
-	X(3, 4, 8, 4, 1, 2, 1, 0, 1)                                                               \
-	X(3, 5, 8, 4, 2, 1, 1, 0, 1)                                                               \
-	X(3, 6, 8, 8, 1, 2, 2, 1, 1)                                                               \
-	X(3, 7, 8, 8, 1, 2, 4, 1, 1)                                                               \
-	X(3, 8, 8, 4, 1, 4, 4, 1, 1)                                                               \
-	X(3, 9, 8, 4, 2, 2, 4, 1, 1)                                                               \
-	X(3, 10, 8, 4, 1, 2, 8, 1, 1)                                                              \
-	X(3, 11, 8, 8, 1, 4, 2, 1, 1)                                                              \
-	X(3, 12, 8, 8, 1, 2, 1, 1, 1)                                                              \
-	X(3, 13, 8, 4, 2, 2, 1, 1, 1)                                                              \
-	X(3, 14, 8, 8, 1, 2, 1, 1, 4)                                                              \
-	X(3, 15, 8, 8, 1, 2, 1, 1, 8)                                                              \
-	X(3, 16, 8, 8, 1, 2, 2, 1, 4)                                                              \
-	X(3, 17, 8, 8, 1, 2, 4, 1, 2)                                                              \
-	X(3, 18, 8, 4, 1, 2, 2, 1, 4)                                                              \
-	X(3, 19, 8, 4, 2, 2, 1, 1, 4)                                                              \
-	X(3, 20, 8, 4, 2, 2, 2, 1, 2)                                                              \
-	X(3, 21, 8, 8, 1, 4, 1, 0, 8)
+	X(0, 0, 1, 8, 1, 4, 1, 0)                                                                  \
+	X(0, 1, 1, 16, 1, 4, 1, 0)                                                                 \
+	X(0, 2, 1, 8, 2, 4, 1, 0)                                                                  \
+	X(0, 3, 1, 4, 1, 8, 1, 0)                                                                  \
+	X(0, 4, 1, 8, 1, 8, 1, 0)                                                                  \
+	X(0, 5, 1, 16, 1, 2, 1, 0)                                                                 \
+	X(0, 6, 1, 8, 1, 4, 2, 1)                                                                  \
+	X(0, 7, 1, 8, 1, 4, 4, 1)                                                                  \
+	X(0, 8, 1, 8, 1, 2, 8, 1)                                                                  \
+	X(0, 9, 1, 4, 1, 8, 4, 1)                                                                  \
+	X(0, 10, 1, 16, 1, 2, 4, 1)                                                                \
+	X(0, 11, 1, 8, 2, 2, 4, 1)                                                                 \
+	X(0, 12, 1, 8, 1, 4, 1, 1)                                                                 \
+	X(0, 13, 1, 16, 1, 2, 1, 1)                                                                \
+	X(1, 0, 2, 8, 1, 4, 1, 0)                                                                  \
+	X(1, 1, 2, 16, 1, 2, 1, 0)                                                                 \
+	X(1, 2, 2, 8, 2, 2, 1, 0)                                                                  \
+	X(1, 3, 2, 4, 1, 8, 1, 0)                                                                  \
+	X(1, 4, 2, 8, 1, 8, 1, 0)                                                                  \
+	X(1, 5, 2, 16, 1, 4, 1, 0)                                                                 \
+	X(1, 6, 2, 8, 1, 4, 2, 1)                                                                  \
+	X(1, 7, 2, 8, 1, 4, 4, 1)                                                                  \
+	X(1, 8, 2, 8, 1, 2, 8, 1)                                                                  \
+	X(1, 9, 2, 4, 1, 8, 4, 1)                                                                  \
+	X(1, 10, 2, 16, 1, 2, 4, 1)                                                                \
+	X(1, 11, 2, 8, 2, 2, 4, 1)                                                                 \
+	X(1, 12, 2, 8, 1, 4, 1, 1)                                                                 \
+	X(1, 13, 2, 16, 1, 2, 1, 1)                                                                \
+	X(2, 0, 4, 8, 1, 4, 1, 0)                                                                  \
+	X(2, 1, 4, 16, 1, 2, 1, 0)                                                                 \
+	X(2, 2, 4, 8, 2, 2, 1, 0)                                                                  \
+	X(2, 3, 4, 4, 2, 4, 1, 0)                                                                  \
+	X(2, 4, 4, 4, 1, 8, 1, 0)                                                                  \
+	X(2, 5, 4, 16, 1, 4, 1, 0)                                                                 \
+	X(2, 6, 4, 8, 1, 4, 2, 1)                                                                  \
+	X(2, 7, 4, 8, 1, 4, 4, 1)                                                                  \
+	X(2, 8, 4, 8, 1, 2, 8, 1)                                                                  \
+	X(2, 9, 4, 4, 1, 8, 4, 1)                                                                  \
+	X(2, 10, 4, 4, 2, 4, 4, 1)                                                                 \
+	X(2, 11, 4, 8, 2, 2, 2, 1)                                                                 \
+	X(2, 12, 4, 8, 1, 4, 1, 1)                                                                 \
+	X(2, 13, 4, 4, 2, 4, 1, 1)                                                                 \
+	X(3, 0, 8, 8, 1, 2, 1, 0)                                                                  \
+	X(3, 1, 8, 8, 1, 4, 1, 0)                                                                  \
+	X(3, 2, 8, 4, 2, 2, 1, 0)                                                                  \
+	X(3, 3, 8, 4, 1, 4, 1, 0)                                                                  \
+	X(3, 4, 8, 4, 1, 2, 1, 0)                                                                  \
+	X(3, 5, 8, 4, 2, 1, 1, 0)                                                                  \
+	X(3, 6, 8, 8, 1, 2, 2, 1)                                                                  \
+	X(3, 7, 8, 8, 1, 2, 4, 1)                                                                  \
+	X(3, 8, 8, 4, 1, 4, 4, 1)                                                                  \
+	X(3, 9, 8, 4, 2, 2, 4, 1)                                                                  \
+	X(3, 10, 8, 4, 1, 2, 8, 1)                                                                 \
+	X(3, 11, 8, 8, 1, 4, 2, 1)                                                                 \
+	X(3, 12, 8, 8, 1, 2, 1, 1)                                                                 \
+	X(3, 13, 8, 4, 2, 2, 1, 1)
 
 __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 {
@@ -239,31 +206,24 @@ __device__ __forceinline__ uint4 silu_operand(const float *__restrict__ gu, int 
 	return make_uint4(word[0], word[1], word[2], word[3]);
 }
 
-/* Block (tile, rank): the block's warps are WN groups along N by WK = WARPS / WN along K; warp
- * (wn, wk) = (warp / WK, warp % WK). tile = blockIdx.x / KS owns weight rows [16 R WN tile,
- * 16 R WN (tile + 1)), group wn rows 16 R (WN tile + wn) + [0, 16 R); rank (its place in a
- * KS-block cluster) and wk the K chunks (rank * WK + wk) * U + i * KS * WK * U + [0, U). The
- * WN groups read the same activation fragments, so with WN > 1 a block takes A from L2 once
- * for WN weight tiles (L1 serves the other groups): at 8-64 batch rows A's traffic otherwise
- * reaches half to twice W's. With KS > 1 each block sums its warps into part, the cluster
- * syncs, and block q sums the KS parts of every KS-th output element over distributed shared
- * memory in rank order (fixed: no atomics, no memset, no second kernel). */
-template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU, int WN>
+/* Block (tile, rank): tile = blockIdx.x / KS owns weight rows [16 R tile, 16 R (tile + 1)),
+ * rank (its place in a KS-block cluster) the K chunks (rank * WARPS + warp) * U + i * KS *
+ * WARPS * U + [0, U). With KS > 1 each block sums its warps into part, the cluster syncs, and
+ * block q sums the KS parts of every KS-th output element over distributed shared memory in
+ * rank order (fixed: no atomics, no memset, no second kernel). */
+template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_kernel(const void *__restrict__ A, const uint16_t *__restrict__ W, float *__restrict__ C,
                   int M, int N, int K, int stage)
 {
 	/* (WARPS, R, NT, 32 lanes) fragments, then part (KS > 1), then stage slabs of weights */
 	extern __shared__ float4 sk_red[];
-	static_assert(WARPS % WN == 0, "the warps split evenly into groups along N");
-	constexpr int WK = WARPS / WN;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	const int wn = warp / WK, wk = warp % WK;
 	int rank = 0;
 	if constexpr (KS > 1)
 		rank = (int)cg::this_cluster().block_rank();
-	const int row0 = ((blockIdx.x / KS) * WN + wn) * (16 * R);
-	const int nch = (K + 31) / 32, step = KS * WK * U;
+	const int row0 = (blockIdx.x / KS) * (16 * R);
+	const int nch = (K + 31) / 32, step = KS * WARPS * U;
 	static_assert(!SILU || NT == 1, "the fused SiLU operand is built for one batch tile");
 
 	/* rows outside N / M read row 0 under a false predicate and contribute zeros */
@@ -298,11 +258,11 @@ __global__ void __launch_bounds__(WARPS * 32)
 	uint4 wv[U][R][2];
 	const uint4 zero = make_uint4(0, 0, 0, 0);
 	const int tid = threadIdx.x, nthr = WARPS * 32;
-	int c = (rank * WK + wk) * U;
+	int c = (rank * WARPS + warp) * U;
 	load_w<U, R>(wv, wp, wok, c, t, K);
 	/* the next `stage` iterations' weights go to shared memory now: under PDL, while the
 	 * previous kernel (an RMSNorm or the attention, which leave DRAM mostly idle) still runs */
-	const uint4 *stg = (const uint4 *)(sk_red + (WARPS + (KS > 1 ? WN : 0)) * R * NT * 32);
+	const uint4 *stg = (const uint4 *)(sk_red + (WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32);
 	for (int it = 1; it <= stage && c + it * step < nch; it++)
 		stage_w<U, R>((uint4 *)stg + (size_t)(it - 1) * (U * R * 2) * nthr, wp, wok,
 		              c + it * step, t, K, tid, nthr);
@@ -366,22 +326,19 @@ __global__ void __launch_bounds__(WARPS * 32)
 			sk_red[((warp * R + r) * NT + j) * 32 + lane] =
 			    make_float4(acc[r][j][0], acc[r][j][1], acc[r][j][2], acc[r][j][3]);
 	__syncthreads();
-	/* output element e: weight row rr (fastest, so stores to C coalesce), batch column cc, of
-	 * group q's tile r; the group's WK warps summed in order */
+	/* output element e: weight row rr (fastest, so stores to C coalesce), batch column cc */
 	const float *red = (const float *)sk_red;
-	float *part = (float *)(sk_red + WARPS * R * NT * 32); /* (WN * R * NT * 128), KS > 1 */
-	const int row_blk = (blockIdx.x / KS) * WN * (16 * R);
-	for (int e = threadIdx.x; e < WN * R * NT * 128; e += WARPS * 32) {
-		int rr = e & 15, cc = (e >> 4) & 7, j = (e >> 7) % NT, r = (e >> 7) / NT % R;
-		int q = (e >> 7) / (NT * R);
-		int m = j * 8 + cc, n = row_blk + (q * R + r) * 16 + rr;
+	float *part = (float *)(sk_red + WARPS * R * NT * 32); /* (R * NT * 128), KS > 1 */
+	for (int e = threadIdx.x; e < R * NT * 128; e += WARPS * 32) {
+		int rr = e & 15, cc = (e >> 4) & 7, j = (e >> 7) % NT, r = (e >> 7) / NT;
+		int m = j * 8 + cc, n = row0 + r * 16 + rr;
 		if (KS == 1 && (m >= M || n >= N))
 			continue;
 		int fl = (rr & 7) * 4 + (cc >> 1), fi = (rr >> 3) * 2 + (cc & 1);
 		float s = 0.0f;
 #pragma unroll
-		for (int w = 0; w < WK; w++)
-			s += red[((((q * WK + w) * R + r) * NT + j) * 32 + fl) * 4 + fi];
+		for (int w = 0; w < WARPS; w++)
+			s += red[(((w * R + r) * NT + j) * 32 + fl) * 4 + fi];
 		if (KS == 1)
 			C[(size_t)m * N + n] = s;
 		else
@@ -394,12 +351,10 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
 		for (int q = 0; q < KS; q++)
 			parts[q] = cl.map_shared_rank(part, q);
-		for (int e = rank * WARPS * 32 + threadIdx.x; e < WN * R * NT * 128;
+		for (int e = rank * WARPS * 32 + threadIdx.x; e < R * NT * 128;
 		     e += KS * WARPS * 32) {
-			int rr = e & 15, cc = (e >> 4) & 7, j = (e >> 7) % NT,
-			    r = (e >> 7) / NT % R;
-			int q = (e >> 7) / (NT * R);
-			int m = j * 8 + cc, n = row_blk + (q * R + r) * 16 + rr;
+			int rr = e & 15, cc = (e >> 4) & 7, j = (e >> 7) % NT, r = (e >> 7) / NT;
+			int m = j * 8 + cc, n = row0 + r * 16 + rr;
 			if (m >= M || n >= N)
 				continue;
 			float s = 0.0f;
@@ -416,23 +371,23 @@ __global__ void __launch_bounds__(WARPS * 32)
  * to a second block and to the kernel before it, which PDL runs alongside) */
 #define SKINNY_STAGE_BYTES (96 * 1024)
 
-template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU, int WN>
+template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
                                  int pdl, int stage, cudaStream_t st)
 {
-	constexpr size_t red = (size_t)(WARPS + (KS > 1 ? WN : 0)) * R * NT * 32 * sizeof(float4);
+	constexpr size_t red = (size_t)(WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32 * sizeof(float4);
 	constexpr size_t slab = (size_t)U * R * 2 * WARPS * 32 * sizeof(uint4);
 	static_assert(red <= 48 * 1024, "skinny variant needs more than 48 KB of shared memory");
 	static_assert(KS >= 1 && KS <= 8, "cluster size must be portable (<= 8)");
-	unsigned tiles = (unsigned)((N + 16 * R * WN - 1) / (16 * R * WN));
+	unsigned tiles = (unsigned)((N + 16 * R - 1) / (16 * R));
 	if ((size_t)tiles * KS > 0x7fffffffu)
 		return cudaErrorInvalidValue;
 	/* no more iterations than the block has after its first, and what fits the budget */
-	int nch = (K + 31) / 32, step = KS * (WARPS / WN) * U;
+	int nch = (K + 31) / 32, step = KS * WARPS * U;
 	stage = DS_MIN(stage, (nch + step - 1) / step - 1);
 	stage = DS_MAX(DS_MIN(stage, (int)(SKINNY_STAGE_BYTES / slab)), 0);
 	size_t smem = red + (size_t)stage * slab;
-	auto fn = skinny_kernel<NT, R, U, WARPS, KS, PF, SILU, WN>;
+	auto fn = skinny_kernel<NT, R, U, WARPS, KS, PF, SILU>;
 	if (smem > 48 * 1024) {
 		cudaError_t e = ds_allow_smem(fn, smem);
 		if (e != cudaSuccess)
@@ -445,15 +400,15 @@ static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int
 /* Variant I of a batch tile, fused SiLU or not. The fused SiLU variants exist for the first batch
  * tile only (M <= 8): above it every block recomputing the activations costs more than the
  * separate kernel saves. */
-template <int I, int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU, int WN>
+template <int I, int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 static cudaError_t skinny_launch_v(const void *A, const uint16_t *W, float *C, int M, int N, int K,
                                    int pdl, int stage, cudaStream_t st)
 {
 	if constexpr (SILU && I != 0)
 		return cudaErrorInvalidValue;
 	else
-		return skinny_launch<NT, R, U, WARPS, KS, PF, SILU, WN>(A, W, C, M, N, K, pdl,
-		                                                        stage, st);
+		return skinny_launch<NT, R, U, WARPS, KS, PF, SILU>(A, W, C, M, N, K, pdl, stage,
+		                                                    st);
 }
 
 static int skinny_nt_index(int M)
@@ -465,19 +420,15 @@ extern "C" int ds_k_skinny_describe(int M, int variant, char *buf, size_t len)
 {
 	if (M < 1 || M > DS_K_SKINNY_MAX_M || variant < 0 || variant >= DS_K_SKINNY_VARIANTS)
 		return -1;
-	switch (skinny_nt_index(M) * 32 + variant) {
-#define SKINNY_DESC(i, v, nt, w, r, u, ks, pf, wn)                                                 \
-	case i * 32 + v:                                                                           \
-		return snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d%s%s%s", 8 * nt, w, r, u,         \
+	switch (skinny_nt_index(M) * 16 + variant) {
+#define SKINNY_DESC(i, v, nt, w, r, u, ks, pf)                                                     \
+	case i * 16 + v:                                                                           \
+		return snprintf(buf, len, "skinny_n%d_w%d_r%d_u%d%s%s", 8 * nt, w, r, u,           \
 		                ks == 2   ? "_k2"                                                  \
 		                : ks == 4 ? "_k4"                                                  \
 		                : ks == 8 ? "_k8"                                                  \
 		                          : "",                                                    \
-		                pf ? "_pf" : "",                                                   \
-		                wn == 2   ? "_g2"                                                  \
-		                : wn == 4 ? "_g4"                                                  \
-		                : wn == 8 ? "_g8"                                                  \
-		                          : "");
+		                pf ? "_pf" : "");
 		SKINNY_VARIANTS(SKINNY_DESC)
 #undef SKINNY_DESC
 	default:
@@ -497,11 +448,11 @@ static cudaError_t skinny_dispatch(const void *A, const uint16_t *W, float *C, i
 	    variant < 0 || variant >= DS_K_SKINNY_VARIANTS || stage < 0 ||
 	    stage > DS_K_SKINNY_MAX_STAGE || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
-	switch (skinny_nt_index(M) * 32 + variant) {
-#define SKINNY_CASE(i, v, nt, w, r, u, ks, pf, wn)                                                 \
-	case i * 32 + v:                                                                           \
-		return skinny_launch_v<i, nt, r, u, w, ks, pf, SILU, wn>(A, W, C, M, N, K, pdl,    \
-		                                                         stage, st);
+	switch (skinny_nt_index(M) * 16 + variant) {
+#define SKINNY_CASE(i, v, nt, w, r, u, ks, pf)                                                     \
+	case i * 16 + v:                                                                           \
+		return skinny_launch_v<i, nt, r, u, w, ks, pf, SILU>(A, W, C, M, N, K, pdl, stage, \
+		                                                     st);
 		SKINNY_VARIANTS(SKINNY_CASE)
 #undef SKINNY_CASE
 	default:

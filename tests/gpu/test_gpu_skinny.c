@@ -344,12 +344,11 @@ static void test_graph_tune(void **state)
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
 			print_message(
 			    "B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
-			    "fuse %d stage %d slack %.2f) %.3f ms\n",
+			    "fuse %d stage %d) %.3f ms\n",
 			    B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
 			    (int)ds_cuda_fast_step_cfgs[kept].pdl,
 			    (int)ds_cuda_fast_step_cfgs[kept].fuse,
-			    ds_cuda_fast_step_cfgs[kept].stage, ds_cuda_fast_step_cfgs[kept].slack,
-			    c->fast.graph_ms[bi][kept]);
+			    ds_cuda_fast_step_cfgs[kept].stage, c->fast.graph_ms[bi][kept]);
 			/* the same switches untuned: eager, then captured */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.graph_tune = false;
@@ -358,7 +357,6 @@ static void test_graph_tune(void **state)
 			c->fast.fuse_qkv = ds_cuda_fast_step_cfgs[kept].fuse;
 			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
 			c->fast.mega = ds_cuda_fast_step_cfgs[kept].mega;
-			c->fast.skinny_slack = ds_cuda_fast_step_cfgs[kept].slack;
 			decode_fix_expect_lg0(&f, B, 3);
 			assert_non_null(c->fast.graph[bi]);
 			/* staged weights change no bit (the most stages, eager then captured) */
@@ -367,7 +365,6 @@ static void test_graph_tune(void **state)
 			decode_fix_expect_lg0(&f, B, 3);
 			c->fast.skinny_stage = 0;
 			c->fast.mega = false;
-			c->fast.skinny_slack = 0.0f;
 		}
 	}
 	decode_fix_free(&f);
