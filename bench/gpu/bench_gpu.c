@@ -153,7 +153,7 @@ static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, i
 
 /* Whether the comma-separated list in environment variable var (unset or empty: every name)
  * holds name. */
-static bool name_picked(const char *var, const char *name)
+bool name_picked(const char *var, const char *name)
 {
 	const char *v = getenv(var);
 	size_t n = strlen(name);
@@ -165,13 +165,13 @@ static bool name_picked(const char *var, const char *name)
 	return false;
 }
 
-/* Whether ATTN_POINTS (e.g. "8:2048,32:512"; unset: every point) names batch B at context
- * ctx, so a profiler run can time one shape. */
-static bool attn_point_picked(int B, int ctx)
+/* Whether environment variable var (e.g. "8:2048,32:512"; unset: every point) names batch B
+ * at context ctx, so a profiler run can time one shape. */
+bool point_picked(const char *var, int B, int ctx)
 {
 	char name[32];
 	snprintf(name, sizeof(name), "%d:%d", B, ctx);
-	return name_picked("ATTN_POINTS", name);
+	return name_picked(var, name);
 }
 
 int bench_attn(struct bench *b)
@@ -207,7 +207,7 @@ int bench_attn(struct bench *b)
 	int written = 0;
 	for (size_t pi = 0; pi < DS_ARRAY_LEN(pts); pi++) {
 		int B = pts[pi].B, ctx = pts[pi].ctx, nb = (ctx + 1 + BS - 1) / BS;
-		if (!attn_point_picked(B, ctx))
+		if (!point_picked("ATTN_POINTS", B, ctx))
 			continue;
 		for (int i = 0; i < B; i++) {
 			c->hm.ids[i] = 1;

@@ -43,6 +43,10 @@ FILE *json_open(const char *dir, const char *name);
 /* A number for the JSON output: NaN / inf (a launch that was refused) as -1. */
 double json_num(double x);
 int env_int(const char *k, int def);
+/* Whether the comma-separated list in environment variable var (unset or empty: every name)
+ * holds name; point_picked: whether var (e.g. "8:2048,32:512") names batch B at context ctx. */
+bool name_picked(const char *var, const char *name);
+bool point_picked(const char *var, int B, int ctx);
 
 /* ---- decode-step accounting (bench_gpu_step.c) ---- */
 size_t decode_weight_bytes(const struct ds_model_config *c, int B);

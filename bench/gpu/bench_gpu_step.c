@@ -103,6 +103,8 @@ int bench_decode(struct bench *b)
 		for (size_t bi = 0; bi < DS_ARRAY_LEN(batches); bi++) {
 			int B = batches[bi], ctx = ctxs[ci];
 			double tf = 0, tr = 0;
+			if (!point_picked("DECODE_POINTS", B, ctx))
+				continue;
 			if (decode_time(b, DS_PATH_FAST, B, ctx, 15, &tf) ||
 			    decode_time(b, DS_PATH_REF, B, ctx, 7, &tr))
 				return 1;
