@@ -769,6 +769,13 @@ static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 	return p->T == p->R && (p->n_seq == p->T || p->one_row_per_seq);
 }
 
+/* The decode attention's merge counters when it merges its own splits (attn_merge), else NULL
+ * (the combine kernel). */
+static unsigned *attn_counters(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p)
+{
+	return c->fast.attn_merge && p->T <= c->cap_rows ? c->fast.attn_cnt : NULL;
+}
+
 /* The decode kernel's variant DS_FAST_ATTN names: unset or "mma" (also for unknown names),
  * "reg", "pipe"; -1 for "old" (the tiled CUDA-core kernel for every pass). (The copy-only
  * diagnostic is the bench's alone: its output is meaningless.) */
@@ -806,15 +813,17 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 		if (rv != DS_OK)
 			return rv;
-		/* partials merged by the combine kernel: merging in the attention's last block per
-		 * row and KV head (a counter buffer) made the captured llama3-8b step slower on the
-		 * H200, attention 0.38 vs 0.26 ms per step at batch 1 and the step 4.71 vs 4.47 ms
-		 * (bench/results/gpu-20261129-da0db27, ablate all_fused_qkv vs all_fused_combine);
-		 * with several rows of one sequence (all_rows passes) the mma variant's reads
-		 * before its PDL wait would race the epilogue's K/V writes: launched without PDL */
+		/* partials merged by the combine kernel, or with attn_merge by the attention's last
+		 * block per row and KV head (a counter buffer): that made the captured llama3-8b
+		 * step slower on the H200 at batch 1, attention 0.38 vs 0.26 ms per step and the
+		 * step 4.71 vs 4.47 ms (bench/results/gpu-20261129-da0db27, ablate all_fused_qkv vs
+		 * all_fused_combine), so the graph tuning decides per bucket; with several rows of
+		 * one sequence (all_rows passes) the mma variant's reads before its PDL wait would
+		 * race the epilogue's K/V writes: launched without PDL */
 		int pdl = c->fast.pdl && pass_one_row_per_seq(p);
-		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-		                               c->att, NULL, variant, pdl, c->stream),
+		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split,
+		                               c->part, c->att, attn_counters(c, p), variant, pdl,
+		                               c->stream),
 		            err);
 		return DS_OK;
 	}
@@ -857,7 +866,8 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 		return rv;
 	struct ds_k_qkv_epi e = {c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs};
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-	                                 c->att, NULL, variant, c->fast.pdl, c->stream),
+	                                 c->att, attn_counters(c, p), variant, c->fast.pdl,
+	                                 c->stream),
 	            err);
 	*done = true;
 	return DS_OK;
@@ -1036,6 +1046,12 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	const char *ss = getenv("DS_FAST_SKINNY_STAGE");
 	f->skinny_stage = ss ? DS_MAX(DS_MIN(atoi(ss), DS_K_SKINNY_MAX_STAGE), 0) : 0;
 	f->stage_tune = !(ss && strcmp(ss, "0") == 0);
+	const char *am = getenv("DS_FAST_ATTN_MERGE");
+	f->attn_merge = am && strcmp(am, "1") == 0;
+	f->merge_tune = !(am && strcmp(am, "0") == 0);
+	size_t n_cnt = (size_t)c->cap_rows * c->cfg.n_kv_head;
+	DS_CUDA_TRY(cudaMalloc((void **)&f->attn_cnt, n_cnt * sizeof(unsigned)), err);
+	DS_CUDA_TRY(cudaMemset(f->attn_cnt, 0, n_cnt * sizeof(unsigned)), err);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
@@ -1063,6 +1079,8 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 		cudaFree(f->mega_bar);
 	if (f->mega_cnt)
 		cudaFree(f->mega_cnt);
+	if (f->attn_cnt)
+		cudaFree(f->attn_cnt);
 	if (f->lt)
 		cublasLtDestroy(f->lt);
 	memset(f, 0, sizeof(*f));

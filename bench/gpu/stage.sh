@@ -37,6 +37,13 @@ for lib in $libs; do
   path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
   [ -n "$path" ] && cp -L "$path" "$dest/devlib/"
 done
+# the kernel timeline library (bench/gpu/cupti_trace.c) and CUPTI, where the build has them
+if [ -f "$build/bench/libdscupti.so" ]; then
+  cp "$build/bench/libdscupti.so" "$dest/devlib/"
+  cupti=$(find /usr/local/cuda/lib64/ /usr/local/cuda/lib/ /usr/local/cuda/extras/CUPTI/lib64/ \
+    -name 'libcupti.so.*' 2>/dev/null | head -1)
+  [ -n "$cupti" ] && cp -L "$cupti" "$dest/devlib/"
+fi
 # the executables each hold the CUDA kernels (~11 MB): gzip them (a third of the size) so a
 # staged folder stays under the device tool's 64 MiB; run.sh unpacks them
 gzip -6 "$dest"/bin/*

@@ -304,7 +304,8 @@ static void test_skinny_silu(void **state)
 
 /* Decode graphs tuned over the step configurations: the first (tuning) call and the replays give
  * the same bits, every allowed configuration was timed, the kept one is the fastest, and its
- * output equals an untuned run with that configuration's switches (eager, then graph). With
+ * output equals an untuned run with that configuration's switches (eager, then graph), also with
+ * the attention's split merge switched (attn_merge: the same bits either way). With
  * DS_CUDA_SKINNY=0 semantics (skinny off) only the skinny-free configurations are tried. */
 static void test_graph_tune(void **state)
 {
@@ -344,11 +345,12 @@ static void test_graph_tune(void **state)
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
 			print_message(
 			    "B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
-			    "fuse %d stage %d) %.3f ms\n",
+			    "fuse %d stage %d merge %d) %.3f ms\n",
 			    B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
 			    (int)ds_cuda_fast_step_cfgs[kept].pdl,
 			    (int)ds_cuda_fast_step_cfgs[kept].fuse,
-			    ds_cuda_fast_step_cfgs[kept].stage, c->fast.graph_ms[bi][kept]);
+			    ds_cuda_fast_step_cfgs[kept].stage,
+			    (int)ds_cuda_fast_step_cfgs[kept].merge, c->fast.graph_ms[bi][kept]);
 			/* the same switches untuned: eager, then captured */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.graph_tune = false;
@@ -357,6 +359,7 @@ static void test_graph_tune(void **state)
 			c->fast.fuse_qkv = ds_cuda_fast_step_cfgs[kept].fuse;
 			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
 			c->fast.mega = ds_cuda_fast_step_cfgs[kept].mega;
+			c->fast.attn_merge = ds_cuda_fast_step_cfgs[kept].merge;
 			decode_fix_expect_lg0(&f, B, 3);
 			assert_non_null(c->fast.graph[bi]);
 			/* staged weights change no bit (the most stages, eager then captured) */
@@ -365,6 +368,11 @@ static void test_graph_tune(void **state)
 			decode_fix_expect_lg0(&f, B, 3);
 			c->fast.skinny_stage = 0;
 			c->fast.mega = false;
+			/* the attention merging its own splits gives the combine kernel's bits */
+			ds_cuda_fast_graphs_reset(c);
+			c->fast.attn_merge = !ds_cuda_fast_step_cfgs[kept].merge;
+			decode_fix_expect_lg0(&f, B, 3);
+			c->fast.attn_merge = false;
 		}
 	}
 	decode_fix_free(&f);
