@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""trace_summary.py TRACE [TRACE...] - where the time of a graph-replayed decode step goes.
+"""trace_summary.py [--layers N] TRACE [TRACE...] - where the time of a graph-replayed decode step goes.
 
 TRACE is a kernel timeline written by bench/gpu/cupti_trace.c (one line a kernel: start_ns
 end_ns graph_id node_id grid_x grid_y grid_z block_x name). The graphs replayed most often are the
@@ -8,7 +8,9 @@ step 7 times). For each such graph this prints, over its replays (the median rep
 time): the step's wall time, and per kernel class the count, the summed kernel time, and the
 idle time before the class's kernels (from the end of the last kernel still running to the
 kernel's start: launch gaps and dependency waits no kernel overlaps). Kernel time summed over a
-class may exceed its share of the wall time when PDL lets kernels overlap.
+class may exceed its share of the wall time when PDL lets kernels overlap, so the median replay
+is also split by position in the layer (N layers, default 32) into frontier advances, which
+add up to the wall time.
 """
 import collections
 import gzip
@@ -93,8 +95,40 @@ def summarize(reps):
     return walls[med], cnt, busy, idle, len(rep)
 
 
+def per_layer(rep, n_layer):
+    """The replay's kernels between the first and the final n_layer-th period, by position in
+    the layer: mean frontier advance (end minus the latest earlier end: the step's wall time
+    splits exactly into these), duration, and start relative to the latest earlier end
+    (negative: launched early under PDL)."""
+    per = (len(rep) - 1) // n_layer - 0
+    while per > 1 and (len(rep) - 1 - per * n_layer) < 0:
+        per -= 1
+    acc = collections.defaultdict(lambda: [0, 0, 0])
+    names = {}
+    prev = rep[0][1]
+    for i, (s, e, _, name, _) in enumerate(rep[1 : 1 + per * n_layer]):
+        a = acc[i % per]
+        a[0] += e - prev
+        a[1] += e - s
+        a[2] += s - prev
+        prev = max(prev, e)
+        names[i % per] = name
+    print(f"    per layer position (mean of {n_layer} layers; us): advance, duration, start")
+    tot = 0.0
+    for i in range(per):
+        a = [x / n_layer / 1e3 for x in acc[i]]
+        tot += a[0]
+        print(f"    {i:3d} {a[0]:8.2f} {a[1]:8.2f} {a[2]:8.2f}  {kclass(names[i]):<12} {names[i][:60]}")
+    print(f"    layer: {tot:.2f} us; after the layers: "
+          + ", ".join(f"{kclass(r[3])} {(r[1] - r[0]) / 1e3:.2f}" for r in rep[1 + per * n_layer :]))
+
+
 def main():
-    for path in sys.argv[1:]:
+    n_layer = 32
+    args = sys.argv[1:]
+    if args[:1] == ["--layers"]:
+        n_layer, args = int(args[1]), args[2:]
+    for path in args:
         rows = load(path)
         reps = replays(rows)
         print(f"{path}: {len(rows)} kernels, {len(reps)} graphs")
@@ -113,6 +147,8 @@ def main():
                     f"    {c:<16}{cnt[c]:>6}{busy[c] / 1e6:>11.3f}"
                     f"{busy[c] / cnt[c] / 1e3:>9.2f}{idle[c] / 1e6:>9.3f}"
                 )
+            walls_sorted = sorted(range(len(rl)), key=lambda i: walls[i])
+            per_layer(rl[walls_sorted[len(rl) // 2]], n_layer)
         sys.stdout.flush()
 
 
