@@ -366,13 +366,14 @@ static void test_graph_tune(void **state)
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.skinny_stage = DS_K_SKINNY_MAX_STAGE;
 			decode_fix_expect_lg0(&f, B, 3);
-			c->fast.skinny_stage = 0;
-			c->fast.mega = false;
 			/* the attention merging its own splits gives the combine kernel's bits */
 			ds_cuda_fast_graphs_reset(c);
+			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
 			c->fast.attn_merge = !ds_cuda_fast_step_cfgs[kept].merge;
 			decode_fix_expect_lg0(&f, B, 3);
 			c->fast.attn_merge = false;
+			c->fast.skinny_stage = 0;
+			c->fast.mega = false;
 		}
 	}
 	decode_fix_free(&f);
