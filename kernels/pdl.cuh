@@ -48,7 +48,7 @@ static inline cudaError_t ds_launch_attrs(void (*kernel)(KArgs...), dim3 grid, d
                                           int coop, Args &&...args)
 {
 	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[4];
+	cudaLaunchAttribute at[3];
 	unsigned n = 0;
 	cfg.gridDim = grid;
 	cfg.blockDim = block;
@@ -57,12 +57,6 @@ static inline cudaError_t ds_launch_attrs(void (*kernel)(KArgs...), dim3 grid, d
 	if (pdl) {
 		at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
 		at[n].val.programmaticStreamSerializationAllowed = 1;
-		n++;
-		/* every kernel of the PDL chain asks for the largest shared-memory carveout, as the
-		 * GEMMs and the attention need it: a small kernel (RMSNorm, SiLU*mul) left to the
-		 * driver's choice may get an SM split the next big kernel must wait to change */
-		at[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-		at[n].val.sharedMemCarveout = 100;
 		n++;
 	}
 	if (cluster_x > 1) {
