@@ -25,23 +25,6 @@ __device__ __forceinline__ void ds_grid_dep_wait(void)
 #endif
 }
 
-/* The two halves of ds_grid_dep_wait, for a kernel that lets the next one launch only once it
- * has read its inputs: its dependents' early work (a GEMM staging its weights) then does not
- * queue in DRAM ahead of those reads. */
-__device__ __forceinline__ void ds_grid_dep_wait_only(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void ds_grid_dep_trigger(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
 /* Allows kernel fn dynamic shared memory of smem bytes (over 48 KB needs an opt-in). Not a stream
  * operation: relaxed capture mode keeps the call legal while a stream is being captured. */
 template <typename... KArgs>

@@ -60,13 +60,9 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
                                int hidden, float eps, uint16_t *out)
 {
 	__shared__ float sh[32];
-	/* the next kernel may launch once this block has read its row (below): a skinny GEMM
-	 * staging weights before its own wait would otherwise fill DRAM's queues ahead of the
-	 * row's loads */
-	ds_grid_dep_wait_only();
+	ds_grid_dep_wait();
 	int r = blockIdx.x;
 	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
-		ds_grid_dep_trigger();
 		for (int i = threadIdx.x; i < hidden; i += blockDim.x)
 			out[(size_t)r * hidden + i] = 0;
 		return;
@@ -93,7 +89,6 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 			}
 		}
 	}
-	ds_grid_dep_trigger();
 	ss = block_sum(ss, sh);
 	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
 	uint16_t *o = out + (size_t)r * hidden;
