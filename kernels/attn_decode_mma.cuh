@@ -255,12 +255,11 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	}
 	/* the merge area's floats, then (CL) this block's merged state */
 	float *sf = (float *)sh_kv, *sh_m = sf, *sh_l = sf + DA_WARPS * G;
-	float *sh_acc = sf + 2 * DA_WARPS * G, *cpart = sh_acc + DA_WARPS * G * D;
-	(void)cpart;    /* (the CPU emulation has no clusters) */
-	if (z >= nsu) { /* (CL: a block without positions still merges others' states) */
+	float *sh_acc = sf + 2 * DA_WARPS * G;
+	if (z >= nsu) {
 #ifndef DS_DATTN_EMU
 		if constexpr (CL)
-			dattn_cluster_merge<D, G>(sh_m, sh_l, sh_acc, cpart, false, nsu, z, nz, o);
+			dattn_cluster_merge<D, G>(sh_m, sh_l, sh_acc, NULL, false, nsu, z, nz, o);
 #endif
 		return;
 	}
@@ -401,7 +400,8 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	}
 #ifndef DS_DATTN_EMU
 	if constexpr (CL) {
-		dattn_cluster_merge<D, G>(sh_m, sh_l, sh_acc, cpart, true, nsu, z, nz, o);
+		dattn_cluster_merge<D, G>(sh_m, sh_l, sh_acc, sh_acc + DA_WARPS * G * D, true, nsu,
+		                          z, nz, o);
 		return;
 	}
 #endif
