@@ -73,12 +73,12 @@ struct ds_cuda_pick {
  * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
  * iterations of weights they stage before the wait (stage); and the fused decode layers (mega:
  * every layer in one kernel, kernels/mega.cu), with PDL on or off for the kernels after it. */
-#define DS_CUDA_N_STEP_CFGS 24
+#define DS_CUDA_N_STEP_CFGS 20
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
 	bool mega;
-	int merge; /* ds_cuda_fast.attn_merge */
+	bool merge; /* ds_cuda_fast.attn_merge */
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -107,13 +107,11 @@ struct ds_cuda_fast {
 	 * tries 0-3 unless DS_FAST_SKINNY_STAGE=0: stage_tune) */
 	int skinny_stage;
 	bool stage_tune;
-	/* how the decode attention merges its splits (the same bits every way): 0 the combine
-	 * kernel; 1 the last block of each (row, KV head) (attn_cnt: cap_rows * n_kv_head counters,
-	 * zero between launches); 2 the splits of a (row, KV head) form a thread-block cluster and
-	 * merge in it (at most DS_K_ATTN_DECODE_MAX_CLUSTER splits). DS_FAST_ATTN_MERGE=1 or 2 sets
-	 * it, 0 keeps the graph tuning from trying 1 and 2 (merge_tune) */
-	int attn_merge;
-	bool merge_tune;
+	/* decode attention: the last block of each (row, KV head) merges the splits' partials
+	 * (attn_cnt: cap_rows * n_kv_head counters, zero between launches) instead of the combine
+	 * kernel; the same bits. DS_FAST_ATTN_MERGE=1 sets it, 0 keeps the graph tuning from trying
+	 * it (merge_tune) */
+	bool attn_merge, merge_tune;
 	unsigned *attn_cnt;
 	/* decode graphs: each bucket's graph is captured under every step configuration
 	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off, and staged

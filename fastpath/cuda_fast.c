@@ -723,22 +723,6 @@ static enum ds_status fast_gemm_gu_silu(struct ds_cuda_ctx *c, const uint16_t *A
 	return DS_OK;
 }
 
-/* The decode attention's merge counters when it merges its own splits in its last block
- * (attn_merge 1), else NULL (the combine kernel, or a cluster's merge). */
-static unsigned *attn_counters(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p)
-{
-	return c->fast.attn_merge == 1 && p->T <= c->cap_rows ? c->fast.attn_cnt : NULL;
-}
-
-/* The variant to launch for decode variant `variant`: the mma variant merges its splits in a
- * cluster when attn_merge says so. */
-static int attn_launch_variant(const struct ds_cuda_ctx *c, int variant)
-{
-	return variant == DS_K_ATTN_DECODE_MMA && c->fast.attn_merge == 2
-	           ? DS_K_ATTN_DECODE_MMA_CLUSTER
-	           : variant;
-}
-
 /* The decode kernel's grid split for T rows, from the batch and the kernel's occupancy: the
  * split s minimising waves(s) * (1 / s + 1 / 16), where waves(s) = ceil(T * n_kv * s / resident
  * blocks) and 1/16 stands for a block's fixed cost (latency chain, merges) against streaming a
@@ -771,8 +755,6 @@ static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, stru
 		s = atoi(fs);
 	s = DS_MIN(s, (c->cfg.max_pos + 31) / 32);
 	s = DS_MIN(s, DS_K_ATTN_DECODE_MAX_SPLIT);
-	if (attn_launch_variant(c, variant) == DS_K_ATTN_DECODE_MMA_CLUSTER)
-		s = DS_MIN(s, DS_K_ATTN_DECODE_MAX_CLUSTER);
 	s = DS_MAX(s, 1);
 	*split = ds_cuda_split_cap(c, T, s);
 	return DS_OK;
@@ -785,6 +767,13 @@ static enum ds_status fast_decode_split(const struct ds_cuda_ctx *c, int T, stru
 static bool pass_one_row_per_seq(const struct ds_cuda_pass *p)
 {
 	return p->T == p->R && (p->n_seq == p->T || p->one_row_per_seq);
+}
+
+/* The decode attention's merge counters when it merges its own splits (attn_merge), else NULL
+ * (the combine kernel). */
+static unsigned *attn_counters(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p)
+{
+	return c->fast.attn_merge && p->T <= c->cap_rows ? c->fast.attn_cnt : NULL;
 }
 
 /* The decode kernel's variant DS_FAST_ATTN names: unset or "mma" (also for unknown names),
@@ -833,8 +822,8 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		 * race the epilogue's K/V writes: launched without PDL */
 		int pdl = c->fast.pdl && pass_one_row_per_seq(p);
 		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split,
-		                               c->part, c->att, attn_counters(c, p),
-		                               attn_launch_variant(c, variant), pdl, c->stream),
+		                               c->part, c->att, attn_counters(c, p), variant, pdl,
+		                               c->stream),
 		            err);
 		return DS_OK;
 	}
@@ -877,8 +866,8 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 		return rv;
 	struct ds_k_qkv_epi e = {c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs};
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-	                                 c->att, attn_counters(c, p),
-	                                 attn_launch_variant(c, variant), c->fast.pdl, c->stream),
+	                                 c->att, attn_counters(c, p), variant, c->fast.pdl,
+	                                 c->stream),
 	            err);
 	*done = true;
 	return DS_OK;
@@ -1058,7 +1047,7 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->skinny_stage = ss ? DS_MAX(DS_MIN(atoi(ss), DS_K_SKINNY_MAX_STAGE), 0) : 0;
 	f->stage_tune = !(ss && strcmp(ss, "0") == 0);
 	const char *am = getenv("DS_FAST_ATTN_MERGE");
-	f->attn_merge = am && (strcmp(am, "1") == 0 || strcmp(am, "2") == 0) ? atoi(am) : 0;
+	f->attn_merge = am && strcmp(am, "1") == 0;
 	f->merge_tune = !(am && strcmp(am, "0") == 0);
 	size_t n_cnt = (size_t)c->cap_rows * c->cfg.n_kv_head;
 	DS_CUDA_TRY(cudaMalloc((void **)&f->attn_cnt, n_cnt * sizeof(unsigned)), err);

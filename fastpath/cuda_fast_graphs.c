@@ -16,22 +16,19 @@
  * GEMV/cuBLASLt only beat the per-GEMM picks by 3% inside the batch-1 step, PDL off beat on by
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
  * or 3 iterations of weights before their wait; the fused layers; then four of those with the
- * decode attention merging its own splits (attn_merge: in its last block, then in a cluster)
- * instead of the combine kernel, which on the H200 cost 6-7 us a layer at batch 8
- * (bench/results/gpu-20261130-e572c35-trace). */
+ * decode attention merging its own splits (attn_merge) instead of the combine kernel, which on
+ * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace). */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0, false, 0},   {false, true, true, 0, false, 0},
-    {true, false, true, 0, false, 0},  {false, false, true, 0, false, 0},
-    {true, true, false, 0, false, 0},  {false, true, false, 0, false, 0},
-    {true, false, false, 0, false, 0}, {false, false, false, 0, false, 0},
-    {true, true, true, 1, false, 0},   {true, true, true, 2, false, 0},
-    {true, true, true, 3, false, 0},   {true, true, false, 1, false, 0},
-    {true, true, false, 2, false, 0},  {true, true, false, 3, false, 0},
-    {true, true, true, 0, true, 0},    {true, false, true, 0, true, 0},
-    {true, true, true, 0, false, 1},   {false, true, true, 0, false, 1},
-    {true, true, true, 2, false, 1},   {true, true, true, 3, false, 1},
-    {true, true, true, 0, false, 2},   {false, true, true, 0, false, 2},
-    {true, true, true, 2, false, 2},   {true, true, true, 3, false, 2}};
+    {true, true, true, 0, false, false},   {false, true, true, 0, false, false},
+    {true, false, true, 0, false, false},  {false, false, true, 0, false, false},
+    {true, true, false, 0, false, false},  {false, true, false, 0, false, false},
+    {true, false, false, 0, false, false}, {false, false, false, 0, false, false},
+    {true, true, true, 1, false, false},   {true, true, true, 2, false, false},
+    {true, true, true, 3, false, false},   {true, true, false, 1, false, false},
+    {true, true, false, 2, false, false},  {true, true, false, 3, false, false},
+    {true, true, true, 0, true, false},    {true, false, true, 0, true, false},
+    {true, true, true, 0, false, true},    {false, true, true, 0, false, true},
+    {true, true, true, 2, false, true},    {true, true, true, 3, false, true}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -55,7 +52,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	if (rv != DS_OK)
 		return rv;
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv, mega0 = f->mega;
-	int merge0 = f->attn_merge;
+	bool merge0 = f->attn_merge;
 	int stage0 = f->skinny_stage;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
@@ -66,7 +63,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0) ||
 		    (sc->stage && !f->stage_tune) ||
 		    (sc->mega && !(f->mega_tune && ds_cuda_fast_mega_fits(c, pb))) ||
-		    (sc->merge && !f->merge_tune) || (merge0 && sc->merge != merge0))
+		    (sc->merge && !f->merge_tune) || (!sc->merge && merge0))
 			continue;
 		f->skinny = sc->skinny;
 		f->pdl = sc->pdl;

@@ -29,11 +29,6 @@
 #include "pdl.cuh"
 #include "cu_common.cuh"
 
-#ifndef DS_DATTN_EMU
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-#endif
-
 #include <math.h>
 
 #include "attn_decode_core.cuh"
@@ -306,20 +301,16 @@ struct dattn_inst {
 	dattn_fn fn;
 	int pb;
 	size_t smem;
-	bool cluster; /* the splits of a (row, KV head) are one cluster and merge in it */
 };
 
-/* The mma variant's instance (NOMATH: copies only; CL: splits merged in a cluster). */
-template <int D, int G, bool NOMATH, bool CL = false>
-static struct dattn_inst dattn_mma_inst(bool fused)
+/* The mma variant's instance (NOMATH: copies only). */
+template <int D, int G, bool NOMATH> static struct dattn_inst dattn_mma_inst(bool fused)
 {
 	typedef dattn_mma<D, G> Q;
 	struct dattn_inst r;
-	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH, CL>
-	             : dattn_mma_kernel<D, G, false, NOMATH, CL>;
+	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH> : dattn_mma_kernel<D, G, false, NOMATH>;
 	r.smem = fused ? Q::SMEM_EPI : Q::SMEM;
 	r.pb = Q::P;
-	r.cluster = CL;
 	return r;
 }
 
@@ -327,7 +318,7 @@ static struct dattn_inst dattn_mma_inst(bool fused)
  * epilogue); fn = NULL when there is none. */
 static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = false)
 {
-	struct dattn_inst r = {NULL, 0, 0, false};
+	struct dattn_inst r = {NULL, 0, 0};
 	int G = d.n_head / d.n_kv;
 #define DA_CASE(dd, g)                                                                             \
 	if (d.head_dim == dd && G == g) {                                                          \
@@ -339,8 +330,6 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = fals
 			r = dattn_mma_inst<dd, g, false>(fused);                                   \
 		} else if (v == DS_K_ATTN_DECODE_MMA_COPYONLY) {                                   \
 			r = dattn_mma_inst<dd, g, true>(fused);                                    \
-		} else if (v == DS_K_ATTN_DECODE_MMA_CLUSTER) {                                    \
-			r = dattn_mma_inst<dd, g, false, true>(fused);                             \
 		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \
 			r.fn = dattn_kernel<dd, g>;                                                \
 		}                                                                                  \
@@ -373,7 +362,7 @@ static cudaError_t dattn_prepare(const struct dattn_inst *in)
 extern "C" cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant,
                                                     int *blocks_per_sm)
 {
-	struct dattn_inst in = {NULL, 0, 0, false};
+	struct dattn_inst in = {NULL, 0, 0};
 	if (ds_k_attn_decode_supported(d))
 		in = dattn_pick(d, variant);
 	if (!in.fn || !blocks_per_sm)
@@ -398,17 +387,12 @@ static cudaError_t dattn_launch(struct dattn_inst in, const uint16_t *q, const u
 	if (T <= 0)
 		return cudaSuccess;
 	if (!in.fn || n_split < 1 || n_split > DS_K_ATTN_DECODE_MAX_SPLIT ||
-	    (n_split > 1 && !part && !in.cluster) || d.n_head > 65535 ||
-	    (in.cluster && n_split > DS_K_ATTN_DECODE_MAX_CLUSTER))
+	    (n_split > 1 && !part) || d.n_head > 65535)
 		return cudaErrorInvalidValue;
 	cudaError_t e = dattn_prepare(&in);
 	if (e != cudaSuccess)
 		return e;
 	float qscale = DA_LOG2E / sqrtf((float)d.head_dim);
-	if (in.cluster)
-		return ds_launch_attrs(in.fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), in.smem,
-		                       st, pdl, dim3(1, 1, n_split), 0, q, kv, tm, d, qscale, part,
-		                       out, (unsigned *)NULL, ep);
 	unsigned *cnt = n_split > 1 ? counters : NULL;
 	e = ds_launch(in.fn, dim3(T, d.n_kv, n_split), dim3(DA_THREADS), in.smem, st, pdl, q, kv, tm,
 	              d, qscale, part, out, cnt, ep);
@@ -424,7 +408,7 @@ extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
                                           unsigned *counters, int variant, int pdl,
                                           cudaStream_t st)
 {
-	struct dattn_inst in = {NULL, 0, 0, false};
+	struct dattn_inst in = {NULL, 0, 0};
 	if (ds_k_attn_decode_supported(d))
 		in = dattn_pick(d, variant);
 	struct ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
@@ -437,7 +421,7 @@ extern "C" cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint1
                                             unsigned *counters, int variant, int pdl,
                                             cudaStream_t st)
 {
-	struct dattn_inst in = {NULL, 0, 0, false};
+	struct dattn_inst in = {NULL, 0, 0};
 	if (ds_k_attn_decode_supported(d) && ep && ep->qkv && ep->cs)
 		in = dattn_pick(d, variant, true);
 	struct ds_k_qkv_epi e = {NULL, NULL, NULL, NULL, NULL};

@@ -28,8 +28,7 @@ template <int D, int G> struct dattn_mma {
 	static constexpr size_t SMEM_EPI = SMEM + (size_t)(G + 2) * D * sizeof(float);
 	static constexpr int KS = D / 16, ND = D / 8, CPP = D / 8;
 	static_assert(G >= 1 && G <= 8, "the query heads are mma rows 0..7");
-	static_assert(SMEM >= sizeof(float) * (DA_WARPS + 1) * G * (D + 2),
-	              "merge area, then a cluster's merged state");
+	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
 };
 
 /* Where position pos of the source's KV head lives (K; V is s.vstride further). */
@@ -156,68 +155,11 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
 	}
 }
 
-#ifndef DS_DATTN_EMU
-/* CL: the nz splits of one (row, KV head) are one thread-block cluster (grid z), and they merge
- * over distributed shared memory instead of through global partials and a combine kernel. Each
- * block that holds positions (z < nsu) leaves its merged state (M, L and the unnormalised
- * output of its G heads, as dattn_store_merged writes a partial) after the stage buffers' merge
- * area; after the cluster barrier, block z merges every nz-th output element over the blocks
- * 0..nsu-1 in rank order with dattn_merge_dim's arithmetic, so the bits are the combine
- * kernel's. A block without positions (z >= nsu) only takes part in the two barriers (the second
- * keeps every block's shared memory alive until the last read). nsu == 1 is the same for the
- * whole cluster, and then the one block writes o itself, as without clusters. */
-template <int D, int G>
-__device__ __forceinline__ void dattn_cluster_merge(float *sh_m, float *sh_l, float *sh_acc,
-                                                    float *cpart, bool active, int nsu, int z,
-                                                    int nz, uint16_t *o)
-{
-	constexpr size_t prow = (size_t)(D + 2);
-	if (active) {
-		__syncthreads();
-		for (int i = threadIdx.x; i < G * D; i += DA_THREADS) {
-			int g = i / D, k = i % D;
-			float M, L, A;
-			dattn_warps_merge<D, G, DA_WARPS>(sh_m, sh_l, sh_acc, g, k, &M, &L, &A);
-			if (nsu == 1) {
-				o[i] = ds_f32_to_bf16(A / L);
-				continue;
-			}
-			cpart[g * prow + 2 + k] = A;
-			if (k == 0) {
-				cpart[g * prow] = M;
-				cpart[g * prow + 1] = L;
-			}
-		}
-	}
-	if (nsu == 1)
-		return;
-	cg::cluster_group cl = cg::this_cluster();
-	cl.sync(); /* every active block's state is written (release/acquire in the cluster) */
-	for (int i = z * DA_THREADS + threadIdx.x; i < G * D; i += nz * DA_THREADS) {
-		int g = i / D, k = i % D;
-		float M = -INFINITY;
-		for (int r = 0; r < nsu; r++)
-			M = fmaxf(M, cl.map_shared_rank(cpart, r)[g * prow]);
-		float L = 0.0f, A = 0.0f;
-		for (int r = 0; r < nsu; r++) {
-			const float *pr = cl.map_shared_rank(cpart, r) + g * prow;
-			float mr = pr[0];
-			float e = mr == -INFINITY ? 0.0f : exp2f(mr - M);
-			L = fmaf(pr[1], e, L);
-			A = fmaf(pr[2 + k], e, A);
-		}
-		o[i] = ds_f32_to_bf16(A / L);
-	}
-	cl.sync(); /* no block leaves while another still reads its state */
-}
-#endif
-
 /* EPI: q, the own K and V come from the fused epilogue (e) instead of q and the cache; the
  * block holding the row's own position writes that K and V to the cache. NOMATH (a diagnostic
  * for bench_gpu attn only: its output is meaningless): the same copies, stages and barriers
- * without the arithmetic, to tell the copy pipeline's limit from the math's. CL: the splits of a
- * (row, KV head) are a cluster and merge in it (dattn_cluster_merge). */
-template <int D, int G, bool EPI, bool NOMATH = false, bool CL = false>
+ * without the arithmetic, to tell the copy pipeline's limit from the math's. */
+template <int D, int G, bool EPI, bool NOMATH = false>
 __global__ void __launch_bounds__(DA_THREADS, 2)
     dattn_mma_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                      struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt,
@@ -253,16 +195,8 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 				o[i] = 0;
 		return;
 	}
-	/* the merge area's floats, then (CL) this block's merged state */
-	float *sf = (float *)sh_kv, *sh_m = sf, *sh_l = sf + DA_WARPS * G;
-	float *sh_acc = sf + 2 * DA_WARPS * G;
-	if (z >= nsu) {
-#ifndef DS_DATTN_EMU
-		if constexpr (CL)
-			dattn_cluster_merge<D, G>(sh_m, sh_l, sh_acc, NULL, false, nsu, z, nz, o);
-#endif
+	if (z >= nsu)
 		return;
-	}
 	int hi = src.hi;
 	bool own = p < hi, own_early = own && p < lo + (Q::STAGES - 1) * Q::P;
 	float *ep = (float *)(sh_kv + (size_t)Q::STAGES * Q::STAGE);
@@ -387,6 +321,8 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	}
 	l += __shfl_xor_sync(0xffffffffu, l, 1);
 	l += __shfl_xor_sync(0xffffffffu, l, 2);
+	float *sf = (float *)sh_kv, *sh_m = sf, *sh_l = sf + DA_WARPS * G;
+	float *sh_acc = sf + 2 * DA_WARPS * G;
 	if (g < G) {
 #pragma unroll
 		for (int j = 0; j < Q::ND; j++) {
@@ -398,13 +334,6 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 			sh_l[warp * G + g] = l;
 		}
 	}
-#ifndef DS_DATTN_EMU
-	if constexpr (CL) {
-		dattn_cluster_merge<D, G>(sh_m, sh_l, sh_acc, sh_acc + DA_WARPS * G * D, true, nsu,
-		                          z, nz, o);
-		return;
-	}
-#endif
 	dattn_block_merge<D, G>(sh_m, sh_l, sh_acc, nsu, z, nz, part,
 	                        (size_t)t * d.n_head + (size_t)kh * G, o,
 	                        cnt ? cnt + (size_t)t * d.n_kv + kh : NULL);

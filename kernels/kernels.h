@@ -263,13 +263,8 @@ enum ds_k_attn_decode_variant {
 	DS_K_ATTN_DECODE_PIPE = 1,
 	DS_K_ATTN_DECODE_MMA = 2,
 	DS_K_ATTN_DECODE_N_VARIANTS = 3,
-	DS_K_ATTN_DECODE_MMA_COPYONLY = 16,
-	DS_K_ATTN_DECODE_MMA_CLUSTER = 17
+	DS_K_ATTN_DECODE_MMA_COPYONLY = 16
 };
-/* MMA_CLUSTER: MMA whose n_split (at most DS_K_ATTN_DECODE_MAX_CLUSTER) blocks of a row and KV
- * head are one thread-block cluster and merge their partial results over distributed shared
- * memory: no partials buffer (part may be NULL), no counters, no combine kernel, the same bits. */
-#define DS_K_ATTN_DECODE_MAX_CLUSTER 8
 cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *blocks_per_sm);
 /* counters: NULL (rows with several splits are merged by a second kernel), or T * n_kv zeroed
  * uint32 (the last block of a row and KV head merges them and zeroes its counter again, so the

@@ -1252,6 +1252,6 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	off += (size_t)16 * nslot + 8;
 	if ((e = ds_allow_smem(fn, off)) != cudaSuccess)
 		return e;
-	return ds_launch_attrs(fn, dim3((unsigned)n_blocks), dim3(MG_THREADS), off, st, 0,
-	                       dim3(1, 1, 1), 1, *a, pl);
+	return ds_launch_attrs(fn, dim3((unsigned)n_blocks), dim3(MG_THREADS), off, st, 0, 1, 1, *a,
+	                       pl);
 }

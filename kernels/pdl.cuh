@@ -40,13 +40,12 @@ static inline cudaError_t ds_allow_smem(void (*fn)(KArgs...), size_t smem)
 }
 
 /* kernel<<<grid, block, smem, st>>>(args...), with the PDL attribute when pdl != 0, in
- * thread-block clusters of cl blocks when cl has more than one (grid a multiple of it in each
- * dimension), and as a cooperative launch (every block resident at once, or an error) when
- * coop != 0. */
+ * thread-block clusters of cluster_x blocks along x when cluster_x > 1 (grid.x a multiple), and
+ * as a cooperative launch (every block resident at once, or an error) when coop != 0. */
 template <typename... KArgs, typename... Args>
 static inline cudaError_t ds_launch_attrs(void (*kernel)(KArgs...), dim3 grid, dim3 block,
-                                          size_t smem, cudaStream_t st, int pdl, dim3 cl, int coop,
-                                          Args &&...args)
+                                          size_t smem, cudaStream_t st, int pdl, int cluster_x,
+                                          int coop, Args &&...args)
 {
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute at[3];
@@ -60,11 +59,11 @@ static inline cudaError_t ds_launch_attrs(void (*kernel)(KArgs...), dim3 grid, d
 		at[n].val.programmaticStreamSerializationAllowed = 1;
 		n++;
 	}
-	if (cl.x * cl.y * cl.z > 1) {
+	if (cluster_x > 1) {
 		at[n].id = cudaLaunchAttributeClusterDimension;
-		at[n].val.clusterDim.x = cl.x;
-		at[n].val.clusterDim.y = cl.y;
-		at[n].val.clusterDim.z = cl.z;
+		at[n].val.clusterDim.x = (unsigned)cluster_x;
+		at[n].val.clusterDim.y = 1;
+		at[n].val.clusterDim.z = 1;
 		n++;
 	}
 	if (coop) {
@@ -85,8 +84,8 @@ static inline cudaError_t ds_launch_cluster(void (*kernel)(KArgs...), dim3 grid,
                                             size_t smem, cudaStream_t st, int pdl, int cluster_x,
                                             Args &&...args)
 {
-	return ds_launch_attrs(kernel, grid, block, smem, st, pdl, dim3((unsigned)cluster_x, 1, 1),
-	                       0, std::forward<Args>(args)...);
+	return ds_launch_attrs(kernel, grid, block, smem, st, pdl, cluster_x, 0,
+	                       std::forward<Args>(args)...);
 }
 
 /* kernel<<<grid, block, smem, st>>>(args...), with the PDL attribute when pdl != 0. */
@@ -94,8 +93,7 @@ template <typename... KArgs, typename... Args>
 static inline cudaError_t ds_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                     cudaStream_t st, int pdl, Args &&...args)
 {
-	return ds_launch_attrs(kernel, grid, block, smem, st, pdl, dim3(1, 1, 1), 0,
-	                       std::forward<Args>(args)...);
+	return ds_launch_attrs(kernel, grid, block, smem, st, pdl, 1, 0, std::forward<Args>(args)...);
 }
 
 #endif

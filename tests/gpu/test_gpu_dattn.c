@@ -8,9 +8,8 @@
  * kernel check runs for every variant (reg: register-streamed, pipe: cp.async-pipelined, mma:
  * tensor cores), and
  * again with the fused merge (per-(row, KV head) counters: the same bits as the combine kernel,
- * counters back at zero, also across graph replays), and the mma variant with its splits merged
- * in a thread-block cluster (the same bits, no partials buffer, at most 8 splits); the pipelined
- * variant must fit more blocks per SM than the register one. */
+ * counters back at zero, also across graph replays); the pipelined variant must fit more
+ * blocks per SM than the register one. */
 #include "gpu_util.h"
 #include "gpu_model.h"
 #include "kernels.h"
@@ -210,7 +209,7 @@ static void dcase_bs(int n_head, int n_kv, int D, int bs, int T, int salt)
 		f.pos[t] = row_pos(t, T, salt);
 	dfix_upload_meta(&f);
 	double *ref = dref_all(&f);
-	int splits[] = {1, 2, 7, DS_K_ATTN_DECODE_MAX_CLUSTER, DS_K_ATTN_DECODE_MAX_SPLIT};
+	int splits[] = {1, 2, 7, DS_K_ATTN_DECODE_MAX_SPLIT};
 	char what[96];
 	uint16_t *sep = malloc(f.q_n * 2), *fused = malloc(f.q_n * 2);
 	for (int v = 0; v < DS_K_ATTN_DECODE_N_VARIANTS; v++)
@@ -236,26 +235,6 @@ static void dcase_bs(int n_head, int n_kv, int D, int bs, int T, int salt)
 				fail_msg("%s split %d: fused merge differs from the combine kernel",
 				         what, splits[s]);
 			dfix_check_counters(&f, what);
-			/* the mma variant's splits as one cluster: the same bits again, with no
-			 * partials buffer; more splits than a cluster holds are refused */
-			if (v != DS_K_ATTN_DECODE_MMA)
-				continue;
-			CK(cudaMemset(f.dout, 0x7f, f.q_n * 2));
-			cudaError_t ce =
-			    ds_k_attn_decode_v(f.dq, f.dkv, dfix_tm(&f), T, f.d, splits[s], NULL,
-			                       f.dout, NULL, DS_K_ATTN_DECODE_MMA_CLUSTER, pdl, 0);
-			if (splits[s] > DS_K_ATTN_DECODE_MAX_CLUSTER) {
-				assert_int_equal(ce, cudaErrorInvalidValue);
-				continue;
-			}
-			CK(ce);
-			CK(cudaDeviceSynchronize());
-			from_dev(fused, f.dout, f.q_n * 2);
-			dev_check_guard(f.dout, f.q_n * 2);
-			if (memcmp(sep, fused, f.q_n * 2) != 0)
-				fail_msg(
-				    "%s split %d: cluster merge differs from the combine kernel",
-				    what, splits[s]);
 		}
 	free(sep);
 	free(fused);
