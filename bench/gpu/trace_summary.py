@@ -96,13 +96,12 @@ def summarize(reps):
 
 
 def per_layer(rep, n_layer):
-    """The replay's kernels between the first and the final n_layer-th period, by position in
-    the layer: mean frontier advance (end minus the latest earlier end: the step's wall time
-    splits exactly into these), duration, and start relative to the latest earlier end
-    (negative: launched early under PDL)."""
-    per = (len(rep) - 1) // n_layer - 0
-    while per > 1 and (len(rep) - 1 - per * n_layer) < 0:
-        per -= 1
+    """The replay's kernels after the first (the embedding) taken as n_layer equal periods (the
+    kernels left after them: the final norm, LM head and sampling), by position in the period:
+    mean frontier advance (end minus the latest earlier end: the step's wall time splits exactly
+    into these), duration, and start relative to the latest earlier end (negative: launched
+    early under PDL)."""
+    per = (len(rep) - 1) // n_layer
     acc = collections.defaultdict(lambda: [0, 0, 0])
     names = {}
     prev = rep[0][1]
