@@ -5,8 +5,8 @@
  * buffer is appended to FILE as one line a kernel:
  *   start_ns end_ns graph_id node_id grid_x grid_y grid_z block_x name
  * (graph_id 0: launched outside a graph; node_id: the kernel's node in that graph; names as the
- * compiler mangled them). Tracing adds a
- * little time to each launch; kernel durations are the device's own.
+ * compiler mangled them). Tracing adds a little time to each launch; kernel durations are the
+ * device's own.
  *
  * Key decision: CUPTI's buffer callbacks carry no user pointer, so rather than keep a file handle
  * or a record list in a global, each completed buffer reopens FILE (its path from the
@@ -37,8 +37,6 @@ static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_r
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
                                       size_t valid)
 {
-	(void)ctx;
-	(void)stream;
 	(void)size;
 	const char *path = getenv("CUPTI_TRACE");
 	FILE *f = path ? fopen(path, "a") : NULL;

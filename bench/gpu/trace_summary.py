@@ -77,10 +77,17 @@ def replays(rows):
     return out
 
 
+def wall(rep):
+    return rep[-1][1] - rep[0][0]
+
+
+def median_replay(reps):
+    """The replay of median wall time."""
+    return sorted(reps, key=wall)[len(reps) // 2]
+
+
 def summarize(reps):
-    walls = [r[-1][1] - r[0][0] for r in reps]
-    med = sorted(range(len(reps)), key=lambda i: walls[i])[len(reps) // 2]
-    rep = reps[med]
+    rep = median_replay(reps)
     cnt = collections.Counter()
     busy = collections.Counter()
     idle = collections.Counter()
@@ -92,7 +99,7 @@ def summarize(reps):
         if s > last_end:
             idle[c] += s - last_end
         last_end = max(last_end, e)
-    return walls[med], cnt, busy, idle, len(rep)
+    return wall(rep), cnt, busy, idle, len(rep)
 
 
 def per_layer(rep, n_layer):
@@ -133,10 +140,10 @@ def main():
         print(f"{path}: {len(rows)} kernels, {len(reps)} graphs")
         top = sorted(reps.items(), key=lambda kv: -len(kv[1]))[:2]
         for gid, rl in top:
-            wall, cnt, busy, idle, n = summarize(rl)
-            walls = [r[-1][1] - r[0][0] for r in rl]
+            med, cnt, busy, idle, n = summarize(rl)
+            walls = [wall(r) for r in rl]
             print(
-                f"  graph {gid}: {len(rl)} replays of {n} kernels; wall median {wall / 1e6:.3f} ms "
+                f"  graph {gid}: {len(rl)} replays of {n} kernels; wall median {med / 1e6:.3f} ms "
                 f"(min {min(walls) / 1e6:.3f}, max {max(walls) / 1e6:.3f}); "
                 f"idle {sum(idle.values()) / 1e6:.3f} ms"
             )
@@ -146,8 +153,7 @@ def main():
                     f"    {c:<16}{cnt[c]:>6}{busy[c] / 1e6:>11.3f}"
                     f"{busy[c] / cnt[c] / 1e3:>9.2f}{idle[c] / 1e6:>9.3f}"
                 )
-            walls_sorted = sorted(range(len(rl)), key=lambda i: walls[i])
-            per_layer(rl[walls_sorted[len(rl) // 2]], n_layer)
+            per_layer(median_replay(rl), n_layer)
         sys.stdout.flush()
 
 
