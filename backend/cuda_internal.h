@@ -134,10 +134,9 @@ struct ds_cuda_fast {
 	size_t gu_scratch_bytes;
 	/* the fused kernel's settings (struct ds_k_mega): weights_evict_first (DS_FAST_MEGA_WEF=0:
 	 * off), attn_splits (DS_FAST_MEGA_NZ=n; 0, the default: auto) and att_gate
-	 * (DS_FAST_MEGA_GATE=n; -1: off), tc_seg (DS_FAST_MEGA_TSEG=n; 0: 2048), att_pipe
-	 * (DS_FAST_MEGA_PIPE=1) and norm_passes (DS_FAST_MEGA_NORMP=n) */
-	bool mega_wef, mega_gate_late, mega_pipe;
-	int mega_nz, mega_gate, mega_tseg, mega_normp;
+	 * (DS_FAST_MEGA_GATE=n; -1: off) */
+	bool mega_wef, mega_gate_late;
+	int mega_nz, mega_gate;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

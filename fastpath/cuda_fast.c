@@ -931,13 +931,6 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->mega_gate = gate ? DS_MAX(atoi(gate), -1) : DS_FAST_MEGA_GATE;
 	const char *gl = getenv("DS_FAST_MEGA_GATE_LATE");
 	f->mega_gate_late = gl && strcmp(gl, "1") == 0;
-	const char *ts = getenv("DS_FAST_MEGA_TSEG");
-	int tseg = ts ? atoi(ts) : 0; /* a power of two from 256 to 2048, else the default */
-	f->mega_tseg = tseg >= 256 && tseg <= 2048 && (tseg & (tseg - 1)) == 0 ? tseg : 0;
-	const char *pp = getenv("DS_FAST_MEGA_PIPE");
-	f->mega_pipe = pp && strcmp(pp, "1") == 0;
-	const char *np = getenv("DS_FAST_MEGA_NORMP");
-	f->mega_normp = np ? DS_MAX(DS_MIN(atoi(np), 2), 1) : 1;
 	for (int l = 0; l < cfg->n_layer && f->mega_ok; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		f->mega_ok = !L->bqkv && !L->q_norm && !L->k_norm;
@@ -1015,9 +1008,6 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .attn_splits = f->mega_nz,
 	    .att_gate = f->mega_gate,
 	    .att_gate_late = f->mega_gate_late,
-	    .tc_seg = f->mega_tseg,
-	    .att_pipe = f->mega_pipe,
-	    .norm_passes = f->mega_normp,
 	};
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);
 	*done = true;

@@ -371,17 +371,6 @@ struct ds_k_mega {
 	 * done, so its K/V loads do not queue behind a full ring's copies */
 	int att_gate;
 	bool att_gate_late; /* the gate opens once the partials are stored and counted instead */
-	/* tensor-core mode (8 rows): K elements of one weight row per ring slot, a power of two
-	 * from 256 to 2048 (0: 2048); smaller slots make smaller steps (16 slots each) and more of
-	 * them in the ring */
-	int tc_seg;
-	/* attention items load their second iteration's K/V before the q/k/v -> attention
-	 * barrier too, and each later iteration's while the one before it is folded in */
-	bool att_pipe;
-	/* RMSNorm inputs: passes over x (1024 columns each) whose loads are issued together, 1 or
-	 * 2 (0: 1). These two take kernel variants built for head_dim 128, GQA 4 only (mega.cu,
-	 * mg_pick); elsewhere they are ignored */
-	int norm_passes;
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
  * dot products done, its partials stored and counted (taken at attention's start when the block

@@ -59,16 +59,15 @@
 #define MG_SEG (MG_SLOT / 2)          /* elements per slot at most */
 #define MG_PLANES 16                  /* producer lanes issuing copies */
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES, a multiple of MG_CWARPS */
-#define MG_MAX_SLOTS 128
+#define MG_MAX_SLOTS 64
 
 /* From MG_TC_M batch rows up, the GEMVs run on tensor cores (mma.sync m16n8k16) over tiles of 16
- * weight rows: 16 consecutive slots hold one K segment of a tile's rows (the plan's tseg
- * elements at most, ds_k_mega.tc_seg), which all eight consumer warps read (warp w: the
- * segment's w-th eighth of columns) and release (a slot's empty barrier then counts 8
- * arrivals). Slots sit 2 * tseg + MG_TPAD bytes apart, so rows g and g + 1 (the lanes of one
+ * weight rows: 16 consecutive slots hold one K segment of a tile's rows, which all eight consumer
+ * warps read (warp w: the segment's w-th eighth of columns) and release (a slot's empty barrier
+ * then counts 8 arrivals). Slots sit MG_TSLOT bytes apart, so rows g and g + 1 (the lanes of one
  * 16-byte load phase) hit different banks. */
 #define MG_TC_M 8
-#define MG_TPAD 64
+#define MG_TSLOT (MG_SLOT + 64)
 #define MG_TROWS 16
 
 enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE, MG_HEAD = MG_NPHASE /* after the layers */ };
@@ -76,8 +75,6 @@ enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE, MG_HEAD = MG_NPHASE /* after the
 /* What the host computed for a launch: the shared-memory carve-up and the attention split. */
 struct mg_plan {
 	int nslot;
-	int tseg;        /* tensor-core mode: the largest segment (elements) */
-	unsigned tslot;  /* tensor-core mode: bytes between slots */
 	unsigned a_off;  /* bf16 GEMV inputs (T, kmax); between phases, attention's merge area */
 	unsigned ps_off; /* per-(row, segment) partial dots */
 	unsigned red_off;
@@ -89,10 +86,10 @@ struct mg_plan {
 	float qscale;
 };
 
-/* The largest segment (in elements) up to smax that divides K: slots never straddle two rows. */
-__host__ __device__ __forceinline__ int mg_seg(int K, int smax)
+/* The largest segment (in elements) that divides K: slots never straddle two rows. */
+__host__ __device__ __forceinline__ int mg_seg(int K)
 {
-	int s = smax;
+	int s = MG_SEG;
 	while (s > 256 && K % s != 0)
 		s >>= 1;
 	return s;
@@ -141,9 +138,8 @@ __host__ __device__ __forceinline__ void mg_share(int n, int b, int nb, int *u0,
 	*u1 = (int)((long long)n * (b + 1) / nb);
 }
 
-__device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a,
-                                                       const struct ds_k_mega_layer &L, int kind,
-                                                       bool tc, const struct mg_plan &pl)
+__device__ __forceinline__ struct mg_phase
+mg_phase_of(const struct ds_k_mega &a, const struct ds_k_mega_layer &L, int kind, bool tc)
 {
 	struct mg_phase p;
 	p.kind = kind;
@@ -156,7 +152,7 @@ __device__ __forceinline__ struct mg_phase mg_phase_of(const struct ds_k_mega &a
 	      : kind == MG_DOWN ? L.w_down
 	                      : a.lm_head;
 	p.K = mg_k(kind, a);
-	p.seg = mg_seg(p.K, tc ? pl.tseg : MG_SEG);
+	p.seg = mg_seg(p.K);
 	p.nseg = p.K / p.seg;
 	p.parts = tc ? 1 : p.nseg;
 	mg_share(mg_units(kind, a), (int)blockIdx.x, (int)gridDim.x, &p.u0, &p.u1);
@@ -325,7 +321,7 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
 			mbar_expect_tx(full + 8 * slot, v ? bytes : 0u);
 			if (v)
-				mg_bulk(ring + slot * pl.tslot,
+				mg_bulk(ring + slot * MG_TSLOT,
 				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg,
 				        bytes, full + 8 * slot, hint);
 		}
@@ -360,12 +356,12 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 		for (int kind = 0; kind < MG_NPHASE; kind++) {
 			struct mg_gate g = {kind == MG_O ? a.att_gate : -1, att_bar,
 			                    (unsigned)l & 1u};
-			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC, pl), pl, ring, full, empty,
-			                   it, hint, g);
+			mg_produce_rows<M>(mg_phase_of(a, L, kind, TC), pl, ring, full, empty, it,
+			                   hint, g);
 		}
 	}
 	/* the LM head in the consumers' chunks */
-	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC, pl);
+	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
 	int u1 = p.u1;
 	for (int u = p.u0; u < u1; u += pl.head_rows) {
 		p.u0 = u;
@@ -386,51 +382,34 @@ template <int M> __host__ __device__ __forceinline__ int mg_astride(int K)
 /* The GEMV input of an RMSNorm phase in one pass over x: A (M, n) bf16 = x * w, and each warp's
  * part of each row's sum of squares in red[m * MG_CWARPS + warp]. The 1 / rms factor is a
  * scalar per row, so it is applied to the dot products in the epilogue (mg_norm_scale) instead
- * of before the bf16 rounding: the GEMV need not wait for the reduction. A thread's columns
- * come in passes of 4 (MG_CTHREADS * 4 apart); the loads of NP passes and every row are issued
- * together (NP = 2: half the L2 round trips, M * 8 more registers). The sums take the passes
- * in order whatever NP is: the same bits. */
-template <int M, int NP>
+ * of before the bf16 rounding: the GEMV need not wait for the reduction. */
+template <int M>
 __device__ void mg_norm_in(const struct ds_k_mega &a, const uint16_t *w, uint16_t *A, float *red)
 {
-	constexpr int STEP = MG_CTHREADS * 4;
 	int n = a.hidden;
 	float ss[M];
 #pragma unroll
 	for (int m = 0; m < M; m++)
 		ss[m] = 0.0f;
-	for (int i0 = threadIdx.x * 4; i0 < n; i0 += NP * STEP) {
-		uint2 wv[NP];
-		float4 v[NP][M]; /* every row's loads of np passes in flight at once */
+	for (int i = threadIdx.x * 4; i < n; i += MG_CTHREADS * 4) {
+		uint2 wv = __ldg((const uint2 *)(w + i));
+		float4 v[M]; /* every row's loads in flight at once */
 #pragma unroll
-		for (int j = 0; j < NP; j++) {
-			int i = i0 + j * STEP;
-			if (i < n) {
-				wv[j] = __ldg((const uint2 *)(w + i));
+		for (int m = 0; m < M; m++)
+			v[m] = __ldcg((const float4 *)(a.x + (size_t)m * n + i));
+		unsigned wp[2] = {wv.x, wv.y};
 #pragma unroll
-				for (int m = 0; m < M; m++)
-					v[j][m] = __ldcg((const float4 *)(a.x + (size_t)m * n + i));
+		for (int m = 0; m < M; m++) {
+			float xs[4] = {v[m].x, v[m].y, v[m].z, v[m].w};
+			uint16_t o[4];
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				unsigned wb = (wp[k / 2] >> (16 * (k % 2))) & 0xffffu;
+				ss[m] = __fmaf_rn(xs[k], xs[k], ss[m]);
+				o[k] = ds_f32_to_bf16(__fmul_rn(xs[k], ds_bf16_to_f32(wb)));
 			}
-		}
-#pragma unroll
-		for (int j = 0; j < NP; j++) {
-			int i = i0 + j * STEP;
-			if (i >= n)
-				continue;
-			unsigned wp[2] = {wv[j].x, wv[j].y};
-#pragma unroll
-			for (int m = 0; m < M; m++) {
-				float xs[4] = {v[j][m].x, v[j][m].y, v[j][m].z, v[j][m].w};
-				uint16_t o[4];
-#pragma unroll
-				for (int k = 0; k < 4; k++) {
-					unsigned wb = (wp[k / 2] >> (16 * (k % 2))) & 0xffffu;
-					ss[m] = __fmaf_rn(xs[k], xs[k], ss[m]);
-					o[k] = ds_f32_to_bf16(__fmul_rn(xs[k], ds_bf16_to_f32(wb)));
-				}
-				*(uint2 *)(A + (size_t)m * mg_astride<M>(n) + i) = make_uint2(
-				    o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
-			}
+			*(uint2 *)(A + (size_t)m * mg_astride<M>(n) + i) =
+			    make_uint2(o[0] | (unsigned)o[1] << 16, o[2] | (unsigned)o[3] << 16);
 		}
 	}
 #pragma unroll
@@ -584,8 +563,8 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 			mbar_wait(full + 8 * (ga % ns), (ga / ns) & 1u);
 			mbar_wait(full + 8 * (gb % ns), (gb / ns) & 1u);
 			__syncwarp();
-			const unsigned char *wa = smem + (size_t)(ga % ns) * pl.tslot + col * 2;
-			const unsigned char *wb = smem + (size_t)(gb % ns) * pl.tslot + col * 2;
+			const unsigned char *wa = smem + (size_t)(ga % ns) * MG_TSLOT + col * 2;
+			const unsigned char *wb = smem + (size_t)(gb % ns) * MG_TSLOT + col * 2;
 #pragma unroll
 			for (int c = 0; c < 8; c++) {
 				if (c >= nc)
@@ -863,16 +842,14 @@ template <int D, int G> __device__ __forceinline__ int mg_att_base(const struct 
 	return t.lo + (int)(threadIdx.x >> 5) * S::U * S::PPS + (int)(threadIdx.x & 31) / S::LP;
 }
 
-/* This lane's K offsets in iteration itn of item t (positions from the lane's first plus itn
- * block iterations) in a layer's cache, in 16-byte units (MG_NO_OFF past hi; the host keeps a
- * layer's cache under 2^32 units). */
+/* This lane's first-iteration K offsets of item t in a layer's cache, in 16-byte units
+ * (MG_NO_OFF past hi; the host keeps a layer's cache under 2^32 units). */
 template <int D, int G>
-__device__ void mg_att_offs(const struct ds_k_mega &a, const struct mg_att &t, int itn,
+__device__ void mg_att_offs(const struct ds_k_mega &a, const struct mg_att &t,
                             unsigned (&off)[dattn_shape<D, G>::U])
 {
 	typedef dattn_shape<D, G> S;
-	constexpr int PB = MG_CWARPS * S::U * S::PPS;
-	int base0 = mg_att_base<D, G>(t) + itn * PB, sub = (threadIdx.x & 31) % S::LP;
+	int base0 = mg_att_base<D, G>(t), sub = (threadIdx.x & 31) % S::LP;
 	bool any = t.m >= 0 && t.pos >= 0 && t.z < t.nsu;
 	struct dattn_src src = dattn_src_of<D>(a.d, a.kv, t.hi, t.bt);
 #pragma unroll
@@ -886,17 +863,17 @@ __device__ void mg_att_offs(const struct ds_k_mega &a, const struct mg_att &t, i
 	}
 }
 
-/* The item's K/V of iteration itn (offsets off, mg_att_offs) at positions before pos (written
- * by earlier passes); zeros elsewhere. */
+/* The item's first-iteration K/V at positions before pos (written by earlier passes); zeros
+ * elsewhere. */
 template <int D, int G>
-__device__ __forceinline__ void
-mg_att_load_old(const struct mg_att &t, int itn, const unsigned (&off)[dattn_shape<D, G>::U],
-                const uint16_t *kv, size_t vstride, uint4 (&k)[dattn_shape<D, G>::U],
-                uint4 (&v)[dattn_shape<D, G>::U])
+__device__ __forceinline__ void mg_att_load_old(const struct mg_att &t,
+                                                const unsigned (&off)[dattn_shape<D, G>::U],
+                                                const uint16_t *kv, size_t vstride,
+                                                uint4 (&k)[dattn_shape<D, G>::U],
+                                                uint4 (&v)[dattn_shape<D, G>::U])
 {
 	typedef dattn_shape<D, G> S;
-	constexpr int PB = MG_CWARPS * S::U * S::PPS;
-	int base0 = mg_att_base<D, G>(t) + itn * PB;
+	int base0 = mg_att_base<D, G>(t);
 	const uint4 *kq = (const uint4 *)kv, *vq = (const uint4 *)(kv + vstride);
 #pragma unroll
 	for (int u = 0; u < S::U; u++) {
@@ -904,35 +881,6 @@ mg_att_load_old(const struct mg_att &t, int itn, const unsigned (&off)[dattn_sha
 		k[u] = old ? __ldcg(kq + off[u]) : make_uint4(0, 0, 0, 0);
 		v[u] = old ? __ldcg(vq + off[u]) : make_uint4(0, 0, 0, 0);
 	}
-}
-
-/* A lane's K/V of an attention item's first P block iterations (1 or 2) and their offsets, loaded
- * before the q/k/v -> attention barrier; with P = 2 the two buffers also take turns in the later
- * iterations, one loading while the other is folded in. */
-template <int D, int G, int P> struct mg_kv {
-	unsigned off[P][dattn_shape<D, G>::U];
-	uint4 k[P][dattn_shape<D, G>::U], v[P][dattn_shape<D, G>::U];
-};
-
-/* b's offsets for item t (once per item: they hold in every layer). */
-template <int D, int G, int P>
-__device__ __forceinline__ void mg_kv_offs(const struct ds_k_mega &a, const struct mg_att &t,
-                                           struct mg_kv<D, G, P> &b)
-{
-#pragma unroll
-	for (int j = 0; j < P; j++)
-		mg_att_offs<D, G>(a, t, j, b.off[j]);
-}
-
-/* b's K/V of earlier positions in layer cache kv. */
-template <int D, int G, int P>
-__device__ __forceinline__ void mg_kv_load_old(const struct ds_k_mega &a, const struct mg_att &t,
-                                               const uint16_t *kv, struct mg_kv<D, G, P> &b)
-{
-	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * D;
-#pragma unroll
-	for (int j = 0; j < P; j++)
-		mg_att_load_old<D, G>(t, j, b.off[j], kv, vstride, b.k[j], b.v[j]);
 }
 
 /* Stamp k of layer l (DS_K_MEGA_STAMPS per layer) when tracing. */
@@ -955,16 +903,16 @@ __device__ __forceinline__ void mg_gate_open(const struct ds_k_mega &a, int sl, 
 		mbar_arrive(att_bar);
 }
 
-/* Runs item t of layer cache kv, the K/V of earlier positions of its first P iterations already
- * in b. With P = 2 each later iteration is loaded into the buffer just folded in while the other
- * one is folded in: the same steps in the same order, the same bits. A row with one split writes
- * its output; otherwise every split writes its partials (m, l, acc) for the KV head's G query
- * heads, counts itself in, and the last one merges them (counters return to zero), so no barrier
- * and merge phase follow. */
-template <int D, int G, int P>
+/* Runs item t of layer cache kv, its first iteration's K/V of earlier positions already in k, v.
+ * A row with one split writes its output; otherwise every split writes its partials (m, l, acc)
+ * for the KV head's G query heads, counts itself in, and the last one merges them (counters
+ * return to zero), so no barrier and merge phase follow. */
+template <int D, int G>
 __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
-                           const struct mg_att &t, struct mg_kv<D, G, P> &b, const uint16_t *kv,
-                           float *sh, float *red, int sl, unsigned att_bar)
+                           const struct mg_att &t, const unsigned (&off)[dattn_shape<D, G>::U],
+                           const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
+                           uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red, int sl,
+                           unsigned att_bar)
 {
 	typedef dattn_shape<D, G> S;
 	constexpr int PB = MG_CWARPS * S::U * S::PPS;
@@ -984,40 +932,21 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 		return;
 	int base0 = mg_att_base<D, G>(t);
 #pragma unroll
-	for (int j = 0; j < P; j++)
-#pragma unroll
-		for (int u = 0; u < S::U; u++) {
-			unsigned of = b.off[j][u];
-			if (of != MG_NO_OFF && base0 + j * PB + u * S::PPS == t.pos) {
-				/* written this phase */
-				b.k[j][u] = __ldcg((const uint4 *)kv + of);
-				b.v[j][u] = __ldcg((const uint4 *)(kv + vstride) + of);
-			}
+	for (int u = 0; u < S::U; u++)
+		if (off[u] != MG_NO_OFF && base0 + u * S::PPS == t.pos) { /* written this phase */
+			ka[u] = __ldcg((const uint4 *)kv + off[u]);
+			va[u] = __ldcg((const uint4 *)(kv + vstride) + off[u]);
 		}
 	float qr[G][8];
 	dattn_load_q<D, G, true>(a.q + h0 * D, sub, pl.qscale, qr);
 	float mm[G], ll[G], acc[G][8];
 	dattn_state_init<G>(mm, ll, acc);
+	dattn_step<D, G>(ka, va, base0, t.hi, qr, mm, ll, acc);
 	struct dattn_src src =
 	    dattn_src_of<D>(d, kv + (size_t)t.kh * d.block_size * D + sub * 8, t.hi, t.bt);
-	dattn_step<D, G>(b.k[0], b.v[0], base0, t.hi, qr, mm, ll, acc);
-	if constexpr (P == 1) {
-		for (int p = base0 + PB; p - slot < t.hi; p += PB) { /* further iterations */
-			dattn_load<S::U, S::PPS, true>(src, p, b.k[0], b.v[0]);
-			dattn_step<D, G>(b.k[0], b.v[0], p, t.hi, qr, mm, ll, acc);
-		}
-	} else { /* iteration p in buffer 1, p + PB loading into buffer 0, and so on */
-		for (int p = base0 + PB; p - slot < t.hi; p += 2 * PB) {
-			bool more = p + PB - slot < t.hi;
-			if (more)
-				dattn_load<S::U, S::PPS, true>(src, p + PB, b.k[0], b.v[0]);
-			dattn_step<D, G>(b.k[1], b.v[1], p, t.hi, qr, mm, ll, acc);
-			if (!more)
-				break;
-			if (p + 2 * PB - slot < t.hi)
-				dattn_load<S::U, S::PPS, true>(src, p + 2 * PB, b.k[1], b.v[1]);
-			dattn_step<D, G>(b.k[0], b.v[0], p + PB, t.hi, qr, mm, ll, acc);
-		}
+	for (int b = base0 + PB; b - slot < t.hi; b += PB) { /* further iterations */
+		dattn_load<S::U, S::PPS, true>(src, b, ka, va);
+		dattn_step<D, G>(ka, va, b, t.hi, qr, mm, ll, acc);
 	}
 	if (sl >= 0)
 		mg_stamp(a, sl, 12);
@@ -1054,11 +983,13 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 }
 
 /* The attention items of layer cache kv, strided over the grid: the block's first item is mine
- * (its K/V in b, loaded before the barrier), any further one is worked out here. */
-template <int M, int D, int G, int P>
+ * (ka, va loaded before the barrier), any further one is worked out here. */
+template <int M, int D, int G>
 __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl,
-                             const struct mg_att &mine, struct mg_kv<D, G, P> &b,
-                             const uint16_t *kv, float *sh, float *red, int l, unsigned att_bar)
+                             const struct mg_att &mine, const unsigned (&off)[dattn_shape<D, G>::U],
+                             const uint16_t *kv, uint4 (&ka)[dattn_shape<D, G>::U],
+                             uint4 (&va)[dattn_shape<D, G>::U], float *sh, float *red, int l,
+                             unsigned att_bar)
 {
 	mg_stamp(a, l, 12); /* in case the block has no dot products or partials */
 	mg_stamp(a, l, 13);
@@ -1068,15 +999,15 @@ __device__ void mg_attention(const struct ds_k_mega &a, const struct mg_plan &pl
 		mbar_arrive(att_bar);
 	if (mine.m < 0)
 		return;
-	mg_att_run<D, G, P>(a, pl, mine, b, kv, sh, red, l, att_bar);
+	mg_att_run<D, G>(a, pl, mine, off, kv, ka, va, sh, red, l, att_bar);
 	mg_csync();
-	/* b's offsets are the first item's, for every layer: further items use their own */
-	struct mg_kv<D, G, P> c;
+	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * a.d.head_dim;
 	for (int item = blockIdx.x + gridDim.x; item < M * a.d.n_kv * pl.nz; item += gridDim.x) {
 		struct mg_att t = mg_att_of<M, D, G>(a, pl, item);
-		mg_kv_offs<D, G, P>(a, t, c);
-		mg_kv_load_old<D, G, P>(a, t, kv, c);
-		mg_att_run<D, G, P>(a, pl, t, c, kv, sh, red, -1, 0);
+		unsigned o[dattn_shape<D, G>::U];
+		mg_att_offs<D, G>(a, t, o);
+		mg_att_load_old<D, G>(t, o, kv, vstride, ka, va);
+		mg_att_run<D, G>(a, pl, t, o, kv, ka, va, sh, red, -1, 0);
 		mg_csync();
 	}
 }
@@ -1089,14 +1020,11 @@ __device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, 
 	mg_stamp(a, l, k + 1);
 }
 
-/* X: the variant's bits (mg_pick): 1, the attention's K/V in two buffers (a.att_pipe); 2, the
- * RMSNorm inputs' loads two passes at a time (a.norm_passes >= 2). */
-template <int M, int D, int G, int X>
+template <int M, int D, int G>
 __global__ void __launch_bounds__(MG_THREADS, 1)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
 {
 	constexpr bool TC = M >= MG_TC_M;
-	constexpr int P = X & 1 ? 2 : 1, NP = X & 2 ? 2 : 1;
 	extern __shared__ __align__(1024) unsigned char smem[];
 	unsigned ring = (unsigned)__cvta_generic_to_shared(smem);
 	unsigned full = ring + pl.bar_off, empty = full + 8 * pl.nslot;
@@ -1124,43 +1052,45 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 	unsigned it = 0;
 	int qd = a.d.n_head * a.d.head_dim;
+	size_t vstride = (size_t)a.d.n_kv * a.d.block_size * D;
 	if (threadIdx.x == 0)
 		*mine = mg_att_of<M, D, G>(a, pl, blockIdx.x);
 	mg_rows_init<M>(a, kvo, rpos); /* syncs the consumer warps */
-	struct mg_kv<D, G, P> kvb;
-	mg_kv_offs<D, G, P>(a, *mine, kvb);
+	unsigned off[dattn_shape<D, G>::U];
+	mg_att_offs<D, G>(a, *mine, off);
+	uint4 ka[dattn_shape<D, G>::U], va[dattn_shape<D, G>::U];
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
 		mg_stamp(a, l, 0);
 
-		struct mg_phase p = mg_phase_of(a, L, MG_QKV, TC, pl);
-		mg_norm_in<M, NP>(a, L.attn_norm, A, red);
+		struct mg_phase p = mg_phase_of(a, L, MG_QKV, TC);
+		mg_norm_in<M>(a, L.attn_norm, A, red);
 		mg_stamp(a, l, 1);
 		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
-		mg_kv_load_old<D, G, P>(a, *mine, kv, kvb); /* across the barrier */
+		mg_att_load_old<D, G>(*mine, off, kv, vstride, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
 
 		/* attention's merge area: A, idle until the o phase copies its input in */
-		mg_attention<M, D, G, P>(a, pl, *mine, kvb, kv, (float *)A, red, l, att_bar);
+		mg_attention<M, D, G>(a, pl, *mine, off, kv, ka, va, (float *)A, red, l, att_bar);
 		mg_phase_sync(a, l, 4);
 
-		p = mg_phase_of(a, L, MG_O, TC, pl);
+		p = mg_phase_of(a, L, MG_O, TC);
 		mg_copy_in<M>(a.att, qd, A);
 		mg_gemv_any<M, false>(p, pl, A, qd, A, ps, scr, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
 		mg_phase_sync(a, l, 6);
 
-		p = mg_phase_of(a, L, MG_GU, TC, pl);
-		mg_norm_in<M, NP>(a, L.ffn_norm, A, red);
+		p = mg_phase_of(a, L, MG_GU, TC);
+		mg_norm_in<M>(a, L.ffn_norm, A, red);
 		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps, red);
 		mg_phase_sync(a, l, 8);
 
 		/* tensor-core mode stages the down projection's input segment by segment in A: M
 		 * rows of ffn would not fit in shared memory */
-		p = mg_phase_of(a, L, MG_DOWN, TC, pl);
+		p = mg_phase_of(a, L, MG_DOWN, TC);
 		if (TC) {
 			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, A, ps, scr, smem, full, empty,
 			                     it);
@@ -1175,8 +1105,8 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 	}
 
 	/* the final RMSNorm and the LM head, in chunks of head_rows rows (the partial-dot area) */
-	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC, pl);
-	mg_norm_in<M, NP>(a, a.out_norm, A, red);
+	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
+	mg_norm_in<M>(a, a.out_norm, A, red);
 	int u1 = p.u1;
 	for (int u = p.u0; u < u1; u += pl.head_rows) {
 		p.u0 = u;
@@ -1201,24 +1131,11 @@ extern "C" int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn)
 
 typedef void (*mg_fn)(struct ds_k_mega, struct mg_plan);
 
-/* The kernel for T rows, head_dim D, GQA G and variant X (mega_kernel). The variants X > 0 (more
- * registers for more loads in flight; 168 a thread is the limit at 288 threads, and they spill)
- * are built for head_dim 128, GQA 4 only (llama3-8b's shape): elsewhere X falls back to 0. */
-static mg_fn mg_pick(int T, int D, int G, int X)
+static mg_fn mg_pick(int T, int D, int G)
 {
-#define MG_VAR(m, x)                                                                               \
-	if (T == m && D == 128 && G == 4 && X == x)                                                \
-		return mega_kernel<m, 128, 4, x>;
-#define MG_VARS(m) MG_VAR(m, 1) MG_VAR(m, 2) MG_VAR(m, 3)
-	MG_VARS(1)
-	MG_VARS(2)
-	MG_VARS(4)
-	MG_VARS(8)
-#undef MG_VARS
-#undef MG_VAR
 #define MG_CASE(m, dd, g)                                                                          \
 	if (T == m && D == dd && G == g)                                                           \
-		return mega_kernel<m, dd, g, 0>;
+		return mega_kernel<m, dd, g>;
 #define MG_M(m)                                                                                    \
 	MG_CASE(m, 64, 1)                                                                          \
 	MG_CASE(m, 64, 2)                                                                          \
@@ -1241,7 +1158,7 @@ static mg_fn mg_pick(int T, int D, int G, int X)
 static int mg_max_items(int kind, const struct ds_k_mega *a, int nb, bool tc)
 {
 	int n = mg_units(kind, *a), K = mg_k(kind, *a);
-	return (n + nb - 1) / nb * mg_rpu(kind) * (tc ? 1 : K / mg_seg(K, MG_SEG));
+	return (n + nb - 1) / nb * mg_rpu(kind) * (tc ? 1 : K / mg_seg(K));
 }
 
 static size_t mg_align(size_t v, size_t a)
@@ -1261,7 +1178,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	    a->vocab < 1)
 		return cudaErrorInvalidValue;
 	int D = d.head_dim, G = d.n_head / d.n_kv, qd = d.n_head * D;
-	mg_fn fn = mg_pick(T, D, G, (a->att_pipe ? 1 : 0) | (a->norm_passes >= 2 ? 2 : 0));
+	mg_fn fn = mg_pick(T, D, G);
 	if (!fn)
 		return cudaErrorInvalidValue;
 	struct mg_plan pl;
@@ -1278,18 +1195,12 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	 * attention item and row offsets | mbarriers */
 	/* tensor-core mode stages the down projection's input segment by segment (mg_stage) */
 	bool tc = T >= MG_TC_M;
-	int tseg = a->tc_seg ? a->tc_seg : MG_SEG;
-	if (tseg < 256 || tseg > MG_SEG || (tseg & (tseg - 1)) != 0)
-		return cudaErrorInvalidValue;
-	pl.tseg = tseg;
-	pl.tslot = (unsigned)(2 * tseg + MG_TPAD);
-	unsigned slot_bytes = tc ? pl.tslot : MG_SLOT;
+	unsigned slot_bytes = tc ? MG_TSLOT : MG_SLOT;
 	size_t scr_bytes = tc ? (size_t)2 * MG_CWARPS * MG_TROWS * T * 4 : 0;
 	int kmax = a->hidden > qd ? a->hidden : qd;
 	kmax = tc || kmax > a->ffn ? kmax : a->ffn;
 	size_t a_bytes = (size_t)T * (tc ? mg_astride<MG_TC_M>(kmax) : kmax) * 2;
-	size_t stage_bytes =
-	    (size_t)2 * T * (mg_seg(a->ffn, tseg) + 32) * 2; /* mg_stage's two buffers */
+	size_t stage_bytes = (size_t)2 * T * (mg_seg(a->ffn) + 32) * 2; /* mg_stage's two buffers */
 	a_bytes = tc && stage_bytes > a_bytes ? stage_bytes : a_bytes;
 	size_t ps_floats = tc ? (size_t)MG_TROWS * T : 0; /* a head chunk: at least a tile */
 	for (int k = 0; k < MG_NPHASE; k++) {
@@ -1302,8 +1213,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (tc) /* whole tiles */
 		pl.head_rows = (int)(ps_floats / T / MG_TROWS * MG_TROWS);
 	else
-		pl.head_rows =
-		    (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden, MG_SEG))));
+		pl.head_rows = (int)(ps_floats / ((size_t)T * (a->hidden / mg_seg(a->hidden))));
 	size_t red_bytes = (size_t)T * MG_CWARPS * 4; /* the RMSNorm partial sums */
 	size_t row_bytes = MG_ATT_BYTES + (size_t)T * (8 + 4);
 	size_t rest = mg_align(a_bytes, 16) + mg_align(ps_floats * 4, 16) + scr_bytes +

@@ -57,38 +57,15 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
 }
 
 /* The settings the bench also times the fused kernel under (kernels.h, struct ds_k_mega):
- * evict-first weights, attention splits (0: auto), the producer's attention gate (-1: off; late:
- * it opens after the partials), the tensor-core slots' segment (0: 2048), the attention's
- * pipelined iterations, the RMSNorm input's passes loaded together. The first is the kernel's
- * defaults before the last three settings existed; the last is the seventeenth session's
- * combination. */
-static const struct mega_setting {
+ * evict-first weights, attention splits (0: auto), the producer's attention gate (-1: off). The
+ * first is the kernel as it was before these settings. */
+static const struct {
 	bool wef;
 	int nz, gate;
 	bool late;
-	int tseg;
-	bool pipe;
-	int normp;
-} settings[] = {
-    {true, 0, 16, false, 0, false, 1},    {false, 0, -1, false, 0, false, 1},
-    {true, 0, 16, true, 0, false, 1},     {true, 0, 16, false, 0, true, 1},
-    {true, 0, 16, false, 0, false, 2},    {true, 0, 16, false, 0, false, 4},
-    {true, 0, 16, false, 1024, false, 1}, {true, 0, 16, false, 512, false, 1},
-    {true, 0, 16, false, 256, false, 1},  {true, 0, 16, false, 1024, true, 4},
-    {true, 0, 16, false, 512, true, 4},
-};
-
-/* Sets the backend's fused-kernel settings to st. */
-static void mega_set(struct ds_cuda_fast *f, const struct mega_setting *st)
-{
-	f->mega_wef = st->wef;
-	f->mega_nz = st->nz;
-	f->mega_gate = st->gate;
-	f->mega_gate_late = st->late;
-	f->mega_tseg = st->tseg;
-	f->mega_pipe = st->pipe;
-	f->mega_normp = st->normp;
-}
+} settings[] = {{false, 0, -1, false}, {true, 0, -1, false}, {true, 0, 8, false},
+                {true, 0, 16, false},  {true, 0, 24, false}, {true, 0, 16, true},
+                {true, 0, 32, true},   {true, 0, 64, true},  {true, 8, 16, false}};
 
 /* One point: the kernel-per-op step (tuned), the fused step under the backend's settings and
  * under each of settings, and a traced fused step; prints and writes its JSON (first: no comma
@@ -103,9 +80,9 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	size_t n_stamps = (size_t)nb * nl * DS_K_MEGA_STAMPS;
 	double t_op = 0, t_mega = 0, total = 0, t_set[DS_ARRAY_LEN(settings)];
 	double mean_us[N_PHASES], max_us[N_PHASES];
-	const struct mega_setting st0 = {f->mega_wef,       f->mega_nz,   f->mega_gate,
-	                                 f->mega_gate_late, f->mega_tseg, f->mega_pipe,
-	                                 f->mega_normp};
+	int nz0 = f->mega_nz, gate0 = f->mega_gate;
+	bool late0 = f->mega_gate_late;
+	bool wef0 = f->mega_wef;
 	/* the kernel-per-op step, tuned over its own configurations */
 	ds_cuda_fast_graphs_reset(c);
 	f->graph_tune = true;
@@ -120,10 +97,16 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_mega);
 	for (size_t i = 0; i < DS_ARRAY_LEN(settings) && rc == 0; i++) {
 		ds_cuda_fast_graphs_reset(c);
-		mega_set(f, &settings[i]);
+		f->mega_wef = settings[i].wef;
+		f->mega_nz = settings[i].nz;
+		f->mega_gate = settings[i].gate;
+		f->mega_gate_late = settings[i].late;
 		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_set[i]);
 	}
-	mega_set(f, &st0);
+	f->mega_wef = wef0;
+	f->mega_nz = nz0;
+	f->mega_gate = gate0;
+	f->mega_gate_late = late0;
 	/* traced (a graph of its own: the trace pointer is a kernel argument) */
 	ds_cuda_fast_graphs_reset(c);
 	f->mega_trace = dtr;
@@ -145,14 +128,11 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	       t_mega / t_op, t_tr * 1e3, total * 1e-3);
 	printf(
 	    "  settings (ef: weights evict-first; nz: attention splits, 0 auto; g: attention gate, "
-	    "-1 off, late: opens after the partials; s: tensor-core segment, 0 = 2048; p: "
-	    "attention pipelined; n: RMSNorm passes at once), ms (ratio to the first):");
-	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++) {
-		const struct mega_setting *st = &settings[i];
-		printf(" ef%d/nz%d/g%d%s/s%d/p%d/n%d %.3f (%.3f)", (int)st->wef, st->nz, st->gate,
-		       st->late ? "late" : "", st->tseg, (int)st->pipe, st->normp, t_set[i] * 1e3,
+	    "-1 off, late: opens after the partials), ms (ratio to the first):");
+	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++)
+		printf(" ef%d/nz%d/g%d%s %.3f (%.3f)", (int)settings[i].wef, settings[i].nz,
+		       settings[i].gate, settings[i].late ? "late" : "", t_set[i] * 1e3,
 		       t_set[i] / t_set[0]);
-	}
 	printf("\n  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
 	for (int k = 0; k < N_PHASES; k++)
 		printf("  %-28s %10.2f %10.2f\n", phases[k].name, mean_us[k], max_us[k]);
@@ -162,17 +142,13 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	        "\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
 	        "\"att_gate_late\": %s, \"settings\": [",
 	        first ? "" : ",\n", B, ctx, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
-	        total, st0.wef ? "true" : "false", st0.nz, st0.gate, st0.late ? "true" : "false");
-	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++) {
-		const struct mega_setting *st = &settings[i];
+	        total, wef0 ? "true" : "false", nz0, gate0, late0 ? "true" : "false");
+	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++)
 		fprintf(js,
 		        "%s{\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
-		        "\"att_gate_late\": %s, \"tc_seg\": %d, \"att_pipe\": %s, "
-		        "\"norm_passes\": %d, \"ms\": %.4f}",
-		        i ? ", " : "", st->wef ? "true" : "false", st->nz, st->gate,
-		        st->late ? "true" : "false", st->tseg, st->pipe ? "true" : "false",
-		        st->normp, t_set[i] * 1e3);
-	}
+		        "\"att_gate_late\": %s, \"ms\": %.4f}",
+		        i ? ", " : "", settings[i].wef ? "true" : "false", settings[i].nz,
+		        settings[i].gate, settings[i].late ? "true" : "false", t_set[i] * 1e3);
 	fprintf(js, "], \"phases\": [");
 	for (int k = 0; k < N_PHASES; k++)
 		fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",
