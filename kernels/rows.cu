@@ -30,12 +30,30 @@ __device__ float block_sum(float v, float *sh)
 	return s;
 }
 
-__global__ void embed_kernel(const uint16_t *tab, const int32_t *ids, int hidden, float *x)
+/* Row t of x = the bf16 table's row ids[t] in fp32. Eight elements a thread per 16-byte load
+ * where the row allows (hidden % 8 == 0, both rows 16-byte aligned): one element per iteration
+ * stored through a pointer the next load might alias serialised a round trip per element
+ * (7.8 us a decode step on the H200, bench/results/gpu-20261130-e572c35-trace). */
+__global__ void embed_kernel(const uint16_t *__restrict__ tab, const int32_t *__restrict__ ids,
+                             int hidden, float *__restrict__ x)
 {
 	ds_grid_dep_wait();
 	int t = blockIdx.x;
 	const uint16_t *src = tab + (size_t)ids[t] * hidden;
 	float *dst = x + (size_t)t * hidden;
+	if (hidden % 8 == 0 && (uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0) {
+		for (int i = threadIdx.x * 8; i < hidden; i += blockDim.x * 8) {
+			uint4 v = __ldg((const uint4 *)(src + i));
+			unsigned w[4] = {v.x, v.y, v.z, v.w};
+			float f[8];
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				f[k] = ds_bf16_to_f32((uint16_t)(w[k / 2] >> (16 * (k % 2))));
+			*(float4 *)(dst + i) = make_float4(f[0], f[1], f[2], f[3]);
+			*(float4 *)(dst + i + 4) = make_float4(f[4], f[5], f[6], f[7]);
+		}
+		return;
+	}
 	for (int i = threadIdx.x; i < hidden; i += blockDim.x)
 		dst[i] = ds_bf16_to_f32(src[i]);
 }

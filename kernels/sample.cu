@@ -315,13 +315,18 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 /* Row blockIdx.x over gridDim.y blocks: with one, the whole row in this block; with more, each
  * block's range's statistics go to part, the last block of the row to finish (cnt, left zero)
  * merges them in range order (fixed: the same bits whichever block is last) and finishes. The
- * block count depends on the vocabulary only (ds_k_sample_split_blocks), never on the batch. */
+ * block count depends on the vocabulary only (ds_k_sample_split_blocks), never on the batch.
+ * The merging block's threads fetch the parts at once (one L2 round trip, not one or two per
+ * part in thread 0's loop: at 31 parts that chain took most of the kernel's 39-57 us on the
+ * H200, bench/results/gpu-20261130-e572c35-trace). */
+static_assert(DS_K_SAMPLE_MAX_SPLIT <= SMP_WARPS, "the merge's terms sit in smp_shared.d");
+
 __global__ void __launch_bounds__(SMP_THREADS)
     sample_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
                   struct ds_k_sample_out *out, struct smp_part *part, unsigned *cnt)
 {
 	__shared__ struct smp_shared sh;
-	__shared__ struct smp_part merged;
+	__shared__ struct smp_part merged, parts[DS_K_SAMPLE_MAX_SPLIT];
 	__shared__ bool last;
 	ds_grid_dep_wait(); /* no-op unless launched with PDL (the fast path's decode chain) */
 	int r = blockIdx.x, b = blockIdx.y, nb = gridDim.y;
@@ -342,27 +347,41 @@ __global__ void __launch_bounds__(SMP_THREADS)
 		__syncthreads();
 		if (!last)
 			return;
-		if (threadIdx.x == 0) {
+		if (threadIdx.x < nb) {
 			__threadfence();
-			const volatile struct smp_part *pp = part + (size_t)r * nb;
-			struct smp_part m;
-			m.t.m1 = pp[0].t.m1;
-			m.t.m2 = pp[0].t.m2;
-			m.t.id = pp[0].t.id;
-			m.gb.g = pp[0].gb.g;
-			m.gb.id = pp[0].gb.id;
+			const volatile struct smp_part *q = part + (size_t)r * nb + threadIdx.x;
+			struct smp_part *d = &parts[threadIdx.x];
+			d->t.m1 = q->t.m1;
+			d->t.m2 = q->t.m2;
+			d->t.id = q->t.id;
+			d->se = q->se;
+			d->gb.g = q->gb.g;
+			d->gb.id = q->gb.id;
+		}
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			struct smp_part m = parts[0];
 			for (int k = 1; k < nb; k++) {
-				struct top2 tk = {pp[k].t.m1, pp[k].t.m2, pp[k].t.id};
-				struct gbest gk = {pp[k].gb.g, pp[k].gb.id};
-				m.t = top2_merge(m.t, tk);
-				m.gb = gbest_merge(m.gb, gk);
+				m.t = top2_merge(m.t, parts[k].t);
+				m.gb = gbest_merge(m.gb, parts[k].gb);
 			}
-			double m1 = (double)m.t.m1, se = 0.0;
-			for (int k = 0; k < nb; k++) /* ranges whose maximum is -inf hold nothing */
-				if (pp[k].t.m1 != -INFINITY)
-					se += pp[k].se * exp((double)pp[k].t.m1 - m1);
-			m.se = se;
 			merged = m;
+		}
+		__syncthreads();
+		/* each part's share of the row's sum of exp(logit - max), in parallel; summed in
+		 * range order (ranges whose maximum is -inf hold nothing) */
+		double m1 = (double)merged.t.m1;
+		if (threadIdx.x < nb)
+			sh.d[threadIdx.x] =
+			    parts[threadIdx.x].t.m1 != -INFINITY
+			        ? parts[threadIdx.x].se * exp((double)parts[threadIdx.x].t.m1 - m1)
+			        : 0.0;
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			double se = 0.0;
+			for (int k = 0; k < nb; k++)
+				se += sh.d[k];
+			merged.se = se;
 		}
 		__syncthreads();
 		pt = merged;

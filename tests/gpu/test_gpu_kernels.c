@@ -34,13 +34,14 @@ static void test_synth_matches_host(void **state)
 
 /* ---- embedding, RMSNorm, SiLU*mul ---- */
 
-static void test_embed(void **state)
+/* The embedding gather at hidden sizes of the 16-byte path (72, 4096) and the element path
+ * (70: rows not a multiple of 8 elements, nor 16-byte aligned). */
+static void embed_case(int V, int H)
 {
-	(void)state;
-	int V = 301, H = 72, T = 9;
+	int T = 9;
 	uint16_t *tab = malloc((size_t)V * H * 2);
 	fill_bf16(tab, (size_t)V * H, 1, 1.0f);
-	int32_t ids[9] = {0, 300, 5, 5, 17, 299, 1, 150, 2};
+	int32_t ids[9] = {0, V - 1, 5, 5, 17, V - 2, 1, V / 2, 2};
 	float *x = malloc((size_t)T * H * 4);
 	void *dt = to_dev(tab, (size_t)V * H * 2), *di = to_dev(ids, sizeof(ids));
 	float *dx = dev_alloc_guarded((size_t)T * H * 4);
@@ -55,6 +56,14 @@ static void test_embed(void **state)
 	cudaFree(dx);
 	free(tab);
 	free(x);
+}
+
+static void test_embed(void **state)
+{
+	(void)state;
+	embed_case(301, 72);
+	embed_case(301, 70);
+	embed_case(50, 4096);
 }
 
 static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
