@@ -20,14 +20,16 @@
 
 cudaError_t ds_cuda_sample(struct ds_cuda_ctx *c, bool fast, int R, int pdl)
 {
-	/* the fast path spreads a row of a small batch over several blocks (on the H200, batch 1:
-	 * 0.010 vs 0.058 ms, batch 8: 0.041 vs 0.058; batch 32 slower, 0.084 vs 0.060:
-	 * bench/results/gpu-20261129-c60b03e); the reference path keeps one block per row, so its
+	/* the fast path spreads the rows over about one block an SM (a block of 1024 threads takes
+	 * an SM; at batch 32 one block a row took 57 us, bench/results/gpu-20261130-e572c35-trace)
+	 * with fp32 exp terms; the reference path keeps one block per row and fp64, so its
 	 * logprobs stay the same bits at every batch size */
-	int V = c->cfg.vocab_size, nb = ds_k_sample_split_blocks(V);
-	if (fast && nb > 1 && R * nb <= 2 * c->n_sm)
-		return ds_k_sample_split_pdl(c->logits, R, V, c->dm.sp, c->dm.out, c->sample_ws,
-		                             pdl, c->stream);
+	int V = c->cfg.vocab_size;
+	if (fast) {
+		int nb = DS_MAX(1, DS_MIN(ds_k_sample_split_blocks(V), c->n_sm / DS_MAX(R, 1)));
+		return ds_k_sample_split_pdl(c->logits, R, V, nb, c->dm.sp, c->dm.out, c->sample_ws,
+		                             c->cap_rows, pdl, c->stream);
+	}
 	return ds_k_sample_pdl(c->logits, R, V, c->dm.sp, c->dm.out, pdl, c->stream);
 }
 

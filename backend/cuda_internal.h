@@ -307,8 +307,9 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
                                  struct ds_err *err);
 
 /* Samples the pass's R rows of c->logits into c->dm.out on c->stream (backend/cuda_backend.c):
- * on the fast path (fast) a small batch spreads each row over several blocks
- * (ds_k_sample_split_pdl), else one block per row. pdl: as for the *_pdl launchers. */
+ * on the fast path (fast) with ds_k_sample_split_pdl, a small batch's rows each spread over
+ * several blocks; on the reference path one block per row (ds_k_sample_pdl). pdl: as for the
+ * *_pdl launchers. */
 cudaError_t ds_cuda_sample(struct ds_cuda_ctx *c, bool fast, int R, int pdl);
 
 /* Runs the layers, final norm, lm_head and sampling for the pass whose metadata is already on

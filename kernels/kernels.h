@@ -315,19 +315,19 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
                         const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
                         cudaStream_t st);
 
-/* The same function with each row spread over ds_k_sample_split_blocks(vocab) blocks (a count
- * that depends on the vocabulary only, so a row's result never depends on the batch): each
- * block takes a range's top two, exp-sum and Gumbel-max; the row's last block merges them in
- * range order and finishes (top-k / top-p rows: that block searches the whole row). Tokens and
- * margins equal ds_k_sample's; logprobs may differ from it in the last bits (the exp-sum is
- * taken per range). ws: ds_k_sample_ws_bytes(n_rows, vocab) bytes, 16-byte aligned, zero
- * before the first launch and left zero; NULL allowed when the count is 1. */
+/* The fast path's version: each row spread over nb blocks (1 to ds_k_sample_split_blocks(vocab);
+ * the fast path picks it from the batch, so a row's logprob may depend on it): each block takes
+ * a range's top two, exp-sum and Gumbel-max; the row's last block merges them in range order
+ * and finishes (top-k / top-p rows: that block searches the whole row). Tokens and margins
+ * equal ds_k_sample's; logprobs may differ from it by about 1e-7 (the exp terms are fp32 and
+ * the sum is taken per range). ws: ds_k_sample_ws_bytes(cap, vocab) bytes for up to cap rows,
+ * 16-byte aligned, zero before the first launch and left zero; NULL allowed when nb is 1. */
 #define DS_K_SAMPLE_MAX_SPLIT 32
 int ds_k_sample_split_blocks(int vocab);
-size_t ds_k_sample_ws_bytes(int n_rows, int vocab);
-cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab,
+size_t ds_k_sample_ws_bytes(int cap, int vocab);
+cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab, int nb,
                                   const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
-                                  void *ws, int pdl, cudaStream_t st);
+                                  void *ws, int cap, int pdl, cudaStream_t st);
 
 /* ---- fused decode layers (kernels/mega.cu) ---- */
 

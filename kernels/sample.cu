@@ -179,13 +179,16 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
 /* One block's share of a row: its range's top two and lowest-id maximum, the sum of
  * exp(logit - m1) over the range with m1 the range's maximum, and (temperature without filters)
  * its range's Gumbel-max. With the range the whole row this is the single-block sampler's
- * first pass, in its order. */
+ * first pass, in its order. F32: the exp terms in fp32 (summed in fp64), for the fast path: an
+ * fp64 exp per logit took most of a row's time (about 25 us of one SM's fp64 units at a vocabulary
+ * of 128256 on the H200), the fp32 one moves a logprob by about 1e-7. */
 struct smp_part {
 	struct top2 t;
 	double se;
 	struct gbest gb;
 };
 
+template <bool F32>
 __device__ struct smp_part sample_range(const float *L, int lo, int hi,
                                         const struct ds_k_sample_row &P, bool gumbel,
                                         struct smp_shared *sh)
@@ -206,7 +209,7 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 	pt.t = block_top2(t, sh);
 	double m1 = (double)pt.t.m1, se = 0.0;
 	for (int i = lo + tid; i < hi; i += SMP_THREADS)
-		se += exp((double)L[i] - m1);
+		se += F32 ? (double)expf(L[i] - pt.t.m1) : exp((double)L[i] - m1);
 	pt.se = block_dsum(se, sh);
 	struct gbest b = {-INFINITY, 0x7fffffff};
 	if (gumbel) {
@@ -313,17 +316,18 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 }
 
 /* Row blockIdx.x over gridDim.y blocks: with one, the whole row in this block; with more, each
- * block's range's statistics go to part, the last block of the row to finish (cnt, left zero)
- * merges them in range order (fixed: the same bits whichever block is last) and finishes. The
- * block count depends on the vocabulary only (ds_k_sample_split_blocks), never on the batch.
+ * block's range's statistics go to part (row r's at r * pstride), the last block of the row to
+ * finish (cnt, left zero) merges them in range order (fixed: the same bits whichever block is
+ * last) and finishes. The caller picks the block count (the fast path: from the batch).
  * The merging block's threads fetch the parts at once (one L2 round trip, not one or two per
  * part in thread 0's loop: at 31 parts that chain took most of the kernel's 39-57 us on the
  * H200, bench/results/gpu-20261130-e572c35-trace). */
 static_assert(DS_K_SAMPLE_MAX_SPLIT <= SMP_WARPS, "the merge's terms sit in smp_shared.d");
 
+template <bool F32>
 __global__ void __launch_bounds__(SMP_THREADS)
     sample_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
-                  struct ds_k_sample_out *out, struct smp_part *part, unsigned *cnt)
+                  struct ds_k_sample_out *out, struct smp_part *part, int pstride, unsigned *cnt)
 {
 	__shared__ struct smp_shared sh;
 	__shared__ struct smp_part merged, parts[DS_K_SAMPLE_MAX_SPLIT];
@@ -335,10 +339,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
 	bool gumbel =
 	    P.temperature > 0.0f && !(P.top_k > 0 && P.top_k < vocab) && !(P.top_p < 1.0f);
 	int chunk = (vocab + nb - 1) / nb, lo = min(b * chunk, vocab), hi = min(lo + chunk, vocab);
-	struct smp_part pt = sample_range(L, lo, hi, P, gumbel, &sh);
+	struct smp_part pt = sample_range<F32>(L, lo, hi, P, gumbel, &sh);
 	if (nb > 1) {
 		if (threadIdx.x == 0) {
-			part[(size_t)r * nb + b] = pt;
+			part[(size_t)r * pstride + b] = pt;
 			__threadfence();
 			last = atomicAdd(cnt + r, 1u) == (unsigned)nb - 1;
 			if (last)
@@ -349,7 +353,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
 			return;
 		if (threadIdx.x < nb) {
 			__threadfence();
-			const volatile struct smp_part *q = part + (size_t)r * nb + threadIdx.x;
+			const volatile struct smp_part *q =
+			    part + (size_t)r * pstride + threadIdx.x;
 			struct smp_part *d = &parts[threadIdx.x];
 			d->t.m1 = q->t.m1;
 			d->t.m2 = q->t.m2;
@@ -395,26 +400,35 @@ extern "C" int ds_k_sample_split_blocks(int vocab)
 	return nb < 1 ? 1 : nb > DS_K_SAMPLE_MAX_SPLIT ? DS_K_SAMPLE_MAX_SPLIT : nb;
 }
 
-extern "C" size_t ds_k_sample_ws_bytes(int n_rows, int vocab)
+/* The workspace of cap rows: a counter per row first, then each row's parts, at places that do
+ * not depend on the launch's rows or block count (a counter must stay zero between launches; a
+ * part is written before it is read in every launch). */
+static size_t smp_cnt_bytes(int cap)
 {
-	return (size_t)n_rows *
-	       (ds_k_sample_split_blocks(vocab) * sizeof(struct smp_part) + sizeof(unsigned));
+	return ((size_t)cap * sizeof(unsigned) + 15) / 16 * 16;
 }
 
-extern "C" cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab,
+extern "C" size_t ds_k_sample_ws_bytes(int cap, int vocab)
+{
+	return smp_cnt_bytes(cap) +
+	       (size_t)cap * ds_k_sample_split_blocks(vocab) * sizeof(struct smp_part);
+}
+
+extern "C" cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab, int nb,
                                              const struct ds_k_sample_row *sp,
-                                             struct ds_k_sample_out *out, void *ws, int pdl,
-                                             cudaStream_t st)
+                                             struct ds_k_sample_out *out, void *ws, int cap,
+                                             int pdl, cudaStream_t st)
 {
 	if (n_rows <= 0)
 		return cudaSuccess;
-	int nb = ds_k_sample_split_blocks(vocab);
-	if (nb > 1 && (!ws || (uintptr_t)ws % 16 != 0))
+	int nmax = ds_k_sample_split_blocks(vocab);
+	if (nb < 1 || nb > nmax || (nb > 1 && (!ws || (uintptr_t)ws % 16 != 0 || n_rows > cap)))
 		return cudaErrorInvalidValue;
-	struct smp_part *part = (struct smp_part *)ws;
-	unsigned *cnt = nb > 1 ? (unsigned *)(part + (size_t)n_rows * nb) : NULL;
-	return ds_launch(sample_kernel, dim3(n_rows, nb), dim3(SMP_THREADS), 0, st, pdl, logits,
-	                 vocab, sp, out, part, cnt);
+	unsigned *cnt = nb > 1 ? (unsigned *)ws : NULL;
+	struct smp_part *part =
+	    nb > 1 ? (struct smp_part *)((char *)ws + smp_cnt_bytes(cap)) : NULL;
+	return ds_launch(sample_kernel<true>, dim3(n_rows, nb), dim3(SMP_THREADS), 0, st, pdl,
+	                 logits, vocab, sp, out, part, nmax, cnt);
 }
 
 extern "C" cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
@@ -423,8 +437,8 @@ extern "C" cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int voca
 {
 	if (n_rows <= 0)
 		return cudaSuccess;
-	return ds_launch(sample_kernel, dim3(n_rows, 1), dim3(SMP_THREADS), 0, st, pdl, logits,
-	                 vocab, sp, out, (struct smp_part *)NULL, (unsigned *)NULL);
+	return ds_launch(sample_kernel<false>, dim3(n_rows, 1), dim3(SMP_THREADS), 0, st, pdl,
+	                 logits, vocab, sp, out, (struct smp_part *)NULL, 0, (unsigned *)NULL);
 }
 
 extern "C" cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,

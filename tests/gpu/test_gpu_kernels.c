@@ -532,28 +532,44 @@ static void sample_case(int vocab)
 	CK(ds_k_sample(dL, R, vocab, dsp, dout, 0));
 	from_dev(out, dout, on);
 	dev_check_guard(dout, on);
-	/* the split sampler (ranges of a row in several blocks), twice on one workspace: the
-	 * same tokens and margins as the single-block one, logprobs within rounding, and its
-	 * counters back at zero (the second run's results equal the first's) */
+	/* the fast path's sampler (ranges of a row in nb blocks, fp32 exp terms) on one workspace,
+	 * launch after launch at other row and block counts: the same tokens and margins as the
+	 * single-block one, logprobs within rounding, and its counters back at zero (a repeated
+	 * launch gives the first one's bits; counters that moved with the rows or the block count
+	 * would land on an earlier launch's parts) */
 	size_t wsb = ds_k_sample_ws_bytes(R, vocab);
 	void *ws = NULL;
 	CK(cudaMalloc(&ws, wsb));
 	CK(cudaMemset(ws, 0, wsb));
 	struct ds_k_sample_out *dsplit = dev_alloc_guarded(on), *split = malloc(on),
 	                       *split2 = malloc(on);
-	for (int run = 0; run < 2; run++) {
-		CK(ds_k_sample_split_pdl(dL, R, vocab, dsp, dsplit, ws, 0, 0));
-		from_dev(run ? split2 : split, dsplit, on);
+	int nmax = ds_k_sample_split_blocks(vocab);
+	const struct {
+		int rows, nb;
+	} runs[] = {{R, nmax}, {5, nmax}, {R, DS_MIN(3, nmax)}, {R - 1, 1}, {R, nmax}};
+	for (size_t k = 0; k < DS_ARRAY_LEN(runs); k++) {
+		int rows = runs[k].rows, nb = runs[k].nb;
+		size_t rb = (size_t)rows * sizeof(struct ds_k_sample_out);
+		CK(ds_k_sample_split_pdl(dL, rows, vocab, nb, dsp, dsplit, ws, R, 0, 0));
+		from_dev(split, dsplit, rb);
+		CK(ds_k_sample_split_pdl(dL, rows, vocab, nb, dsp, dsplit, ws, R, 0, 0));
+		from_dev(split2, dsplit, rb);
+		assert_memory_equal(split, split2, rb);
+		for (int r = 0; r < rows; r++) {
+			assert_int_equal(split[r].token, out[r].token);
+			assert_true(split[r].margin == out[r].margin);
+			assert_true(fabsf(split[r].logprob - out[r].logprob) < 1e-5f);
+		}
 	}
 	dev_check_guard(dsplit, on);
-	assert_memory_equal(split, split2, on);
-	for (int r = 0; r < R; r++) {
-		assert_int_equal(split[r].token, out[r].token);
-		assert_true(split[r].margin == out[r].margin);
-		assert_true(fabsf(split[r].logprob - out[r].logprob) < 1e-5f);
-	}
-	print_message("sample vocab %d: split over %d blocks, same tokens and margins\n", vocab,
-	              ds_k_sample_split_blocks(vocab));
+	assert_int_equal(ds_k_sample_split_pdl(dL, R, vocab, nmax + 1, dsp, dsplit, ws, R, 0, 0),
+	                 cudaErrorInvalidValue);
+	if (nmax > 1)
+		assert_int_equal(
+		    ds_k_sample_split_pdl(dL, R, vocab, nmax, dsp, dsplit, ws, R - 1, 0, 0),
+		    cudaErrorInvalidValue);
+	print_message("sample vocab %d: split over up to %d blocks, same tokens and margins\n",
+	              vocab, nmax);
 	cudaFree(ws);
 	cudaFree(dsplit);
 	free(split);
