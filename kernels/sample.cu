@@ -15,6 +15,7 @@
 
 #define SMP_THREADS 1024
 #define SMP_WARPS (SMP_THREADS / 32)
+#define SMP_BATCH 8 /* a range pass's loads in flight per thread */
 
 __device__ __forceinline__ uint32_t fkey(float f)
 {
@@ -53,13 +54,13 @@ __device__ __forceinline__ struct gbest gbest_merge(struct gbest a, struct gbest
 	return (b.g > a.g || (b.g == a.g && b.id < a.id)) ? b : a;
 }
 
-/* Id i's Gumbel-perturbed logit (noise from ds_sample_key), kept in b when it is the larger;
- * ids come in increasing order per thread, so ties keep the lowest. */
-__device__ __forceinline__ void gumbel_take(struct gbest *b, const float *L, int i,
+/* Id i's Gumbel-perturbed logit (logit x, noise from ds_sample_key), kept in b when it is the
+ * larger; ids come in increasing order per thread, so ties keep the lowest. */
+__device__ __forceinline__ void gumbel_take(struct gbest *b, float x, int i,
                                             const struct ds_k_sample_row &P, double inv_t)
 {
 	double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
-	double g = (double)L[i] * inv_t - log(-log(u));
+	double g = (double)x * inv_t - log(-log(u));
 	if (g > b->g) {
 		b->g = g;
 		b->id = i;
@@ -72,6 +73,31 @@ struct smp_shared {
 	double d[SMP_WARPS];
 	long long c[SMP_WARPS];
 };
+
+/* Calls f(i, L[i]) for i = i0, i0 + step, ... below hi, in that order, with the loads of
+ * SMP_BATCH of them in flight at once. A loop that loaded and used one logit per iteration
+ * waited a memory round trip per logit: a pass over a row of 128256 took about 50 us of one
+ * block on the H200 (bench/results/gpu-20261130-2f13592-sample2), and top-k / top-p make about
+ * 33 passes. The order of the calls, so every sum's order, is the loop's: the same bits. */
+template <typename F>
+__device__ __forceinline__ void smp_walk(const float *L, int i0, int hi, int step, F f)
+{
+	for (; i0 < hi; i0 += SMP_BATCH * step) {
+		float v[SMP_BATCH];
+#pragma unroll
+		for (int k = 0; k < SMP_BATCH; k++) {
+			int i = i0 + k * step;
+			v[k] = i < hi ? L[i] : 0.0f;
+		}
+#pragma unroll
+		for (int k = 0; k < SMP_BATCH; k++) {
+			int i = i0 + k * step;
+			if (i >= hi)
+				break;
+			f(i, v[k]);
+		}
+	}
+}
 
 __device__ struct top2 block_top2(struct top2 v, struct smp_shared *sh)
 {
@@ -164,12 +190,11 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
                           long long take_k, double m1, double inv_t, struct smp_shared *sh)
 {
 	double s = 0.0;
-	for (int i = threadIdx.x; i < vocab; i += SMP_THREADS) {
-		float v = L[i];
+	smp_walk(L, threadIdx.x, vocab, SMP_THREADS, [&](int, float v) {
 		uint32_t k = fkey(v);
 		if (k >= c && (!has_k || k > tk))
 			s += exp(((double)v - m1) * inv_t);
-	}
+	});
 	s = block_dsum(s, sh);
 	if (has_k && c <= tk)
 		s += (double)take_k * exp(((double)fkey_val(tk) - m1) * inv_t);
@@ -196,8 +221,7 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 	int tid = threadIdx.x;
 	struct smp_part pt;
 	struct top2 t = {-INFINITY, -INFINITY, 0x7fffffff};
-	for (int i = lo + tid; i < hi; i += SMP_THREADS) {
-		float v = L[i];
+	smp_walk(L, lo + tid, hi, SMP_THREADS, [&](int i, float v) {
 		if (v > t.m1) {
 			t.m2 = t.m1;
 			t.m1 = v;
@@ -205,18 +229,18 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 		} else if (v > t.m2) {
 			t.m2 = v;
 		}
-	}
+	});
 	pt.t = block_top2(t, sh);
 	double m1 = (double)pt.t.m1, se = 0.0;
-	for (int i = lo + tid; i < hi; i += SMP_THREADS)
-		se += F32 ? (double)expf(L[i] - pt.t.m1) : exp((double)L[i] - m1);
+	float m1f = pt.t.m1;
+	smp_walk(L, lo + tid, hi, SMP_THREADS,
+	         [&](int, float v) { se += F32 ? (double)expf(v - m1f) : exp((double)v - m1); });
 	pt.se = block_dsum(se, sh);
 	struct gbest b = {-INFINITY, 0x7fffffff};
 	if (gumbel) {
 		double inv_t = 1.0 / (double)P.temperature;
-		for (int i = lo + tid; i < hi; i += SMP_THREADS) {
-			gumbel_take(&b, L, i, P, inv_t);
-		}
+		smp_walk(L, lo + tid, hi, SMP_THREADS,
+		         [&](int i, float v) { gumbel_take(&b, v, i, P, inv_t); });
 		b = block_gbest(b, sh);
 	}
 	pt.gb = b;
@@ -247,14 +271,14 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 			for (int bit = 31; bit >= 0; bit--) {
 				uint32_t cand = tk | (1u << bit);
 				long long n = 0;
-				for (int i = tid; i < vocab; i += SMP_THREADS)
-					n += fkey(L[i]) >= cand;
+				smp_walk(L, tid, vocab, SMP_THREADS,
+				         [&](int, float x) { n += fkey(x) >= cand; });
 				if (block_count(n, sh) >= P.top_k)
 					tk = cand;
 			}
 			long long gt = 0;
-			for (int i = tid; i < vocab; i += SMP_THREADS)
-				gt += fkey(L[i]) > tk;
+			smp_walk(L, tid, vocab, SMP_THREADS,
+			         [&](int, float x) { gt += fkey(x) > tk; });
 			take_k = P.top_k - block_count(gt, sh);
 		}
 		/* top-p: the largest key v whose upper mass reaches top_p of the total */
@@ -278,8 +302,8 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 				avail = take_k;
 			} else {
 				long long n = 0;
-				for (int i = tid; i < vocab; i += SMP_THREADS)
-					n += fkey(L[i]) == v;
+				smp_walk(L, tid, vocab, SMP_THREADS,
+				         [&](int, float x) { n += fkey(x) == v; });
 				avail = block_count(n, sh);
 			}
 			double ev = exp(((double)fkey_val(v) - m1) * inv_t);
@@ -292,19 +316,17 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 		int per = (vocab + SMP_THREADS - 1) / SMP_THREADS;
 		int lo = tid * per, hi = min(lo + per, vocab);
 		long long ties = 0;
-		for (int i = lo; i < hi; i++)
-			ties += fkey(L[i]) == v;
+		smp_walk(L, lo, hi, 1, [&](int, float x) { ties += fkey(x) == v; });
 		long long rank = block_excl_scan(ties, sh);
 		struct gbest b = {-INFINITY, 0x7fffffff};
-		for (int i = lo; i < hi; i++) {
-			uint32_t k = fkey(L[i]);
+		smp_walk(L, lo, hi, 1, [&](int i, float x) {
+			uint32_t k = fkey(x);
 			bool in = k > v;
 			if (k == v)
 				in = rank++ < take;
-			if (!in)
-				continue;
-			gumbel_take(&b, L, i, P, inv_t);
-		}
+			if (in)
+				gumbel_take(&b, x, i, P, inv_t);
+		});
 		b = block_gbest(b, sh);
 		tok = b.id == 0x7fffffff ? t.id : b.id;
 	}

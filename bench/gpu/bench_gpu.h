@@ -65,6 +65,7 @@ int bench_mixstep(struct bench *b);  /* bench_gpu_step.c */
 int bench_passprof(struct bench *b); /* bench_gpu_step.c */
 int bench_ablate(struct bench *b);   /* bench_gpu_step.c */
 int bench_mega(struct bench *b);     /* bench_gpu_mega.c */
+int bench_sample(struct bench *b);   /* bench_gpu_sample.c */
 int bench_e2e(struct bench *b);      /* bench_gpu_e2e.c */
 
 #endif

@@ -1,0 +1,18 @@
+#!/bin/bash
+# seventeenth session, call 3 (2f13592: the fast sampler over about one block an SM at any batch, fp32 exp terms, fixed workspace places):
+# gpu suite; profile; decode; kernel timelines at (32, 512) and (256, 512).
+cd "$(dirname "$0")" && . ./libpath.sh && stage_unpack $PWD && export LD_LIBRARY_PATH=$(stage_libpath $PWD)
+o=$OUT; mkdir -p $o/j $o/d $o/t
+clean() { sed 's/cuda: generating weights[^l]*//'; }
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; echo "commit $(cat COMMIT)"
+for t in bin/test_gpu_*; do s=$(date +%s); timeout 300 $t > /tmp/t.log 2>&1; rc=$?; cat /tmp/t.log; echo "=== $t rc=$rc ($(( $(date +%s) - s )) s)"; done; } > $o/tests.log 2>&1
+grep -E "=== |FAILED|rror" $o/tests.log | tail -20
+timeout 150 bin/bench_gpu $o/j profile 2>&1 | clean > $o/bench.log
+grep -E "graph step" $o/bench.log
+timeout 150 bin/bench_gpu $o/d decode 2>&1 | clean > $o/decode.log
+grep -E "^ +[0-9]+ +[0-9]+ " $o/decode.log
+for p in 32:512 256:512; do n=b${p%%:*}c${p##*:}
+DECODE_POINTS=$p CUPTI_TRACE=/tmp/$n.trace LD_PRELOAD=$PWD/devlib/libdscupti.so timeout 100 bin/bench_gpu $o/t decode > /dev/null 2>&1
+gzip -c /tmp/$n.trace > $o/trace-$n.gz; done
+python3 trace_summary.py $o/trace-*.gz > $o/summary.txt 2>&1; grep -E "wall median|layer:|embed|sample" $o/summary.txt
+tar -czf $o/json.tar.gz -C $o j d t && rm -rf $o/j $o/d $o/t
