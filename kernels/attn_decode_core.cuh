@@ -210,19 +210,44 @@ __device__ __forceinline__ void dattn_weights(float m, float mo, float *wa, floa
 
 /* The merged output of one head at dim k from its nsu partials (base: split 0; rows of prow
  * floats: m, l, acc[D]). One arithmetic for the combine kernel and the fused merge; __ldcg
- * because other blocks wrote them (read through L2, never a stale L1 line). */
+ * because other blocks wrote them (read through L2, never a stale L1 line). The loads of
+ * DATTN_MERGE_BATCH splits are issued before they are used: a load per split and use waited
+ * an L2 round trip each, about 3 nsu of them (the combine kernel took 7 us at batch 8, ctx
+ * 512 on the H200, bench/results/gpu-20261130-e572c35-trace). The maximum and the sums take
+ * the splits in order as before: the same bits. */
+#define DATTN_MERGE_BATCH 16
 __device__ __forceinline__ float dattn_merge_dim(const float *base, int nsu, size_t prow, int k)
 {
+	constexpr int B = DATTN_MERGE_BATCH;
 	float M = -INFINITY;
-	for (int z = 0; z < nsu; z++)
-		M = fmaxf(M, __ldcg(base + z * prow));
+	for (int z0 = 0; z0 < nsu; z0 += B) {
+		float m[B];
+#pragma unroll
+		for (int j = 0; j < B; j++)
+			m[j] = z0 + j < nsu ? __ldcg(base + (z0 + j) * prow) : -INFINITY;
+#pragma unroll
+		for (int j = 0; j < B; j++)
+			M = fmaxf(M, m[j]);
+	}
 	float L = 0.0f, A = 0.0f;
-	for (int z = 0; z < nsu; z++) {
-		const float *pz = base + z * prow;
-		float mz = __ldcg(pz);
-		float e = mz == -INFINITY ? 0.0f : exp2f(mz - M);
-		L = fmaf(__ldcg(pz + 1), e, L);
-		A = fmaf(__ldcg(pz + 2 + k), e, A);
+	for (int z0 = 0; z0 < nsu; z0 += B) {
+		float m[B], l[B], a[B];
+#pragma unroll
+		for (int j = 0; j < B; j++) {
+			const float *pz = base + (z0 + j) * prow;
+			bool in = z0 + j < nsu;
+			m[j] = in ? __ldcg(pz) : -INFINITY;
+			l[j] = in ? __ldcg(pz + 1) : 0.0f;
+			a[j] = in ? __ldcg(pz + 2 + k) : 0.0f;
+		}
+#pragma unroll
+		for (int j = 0; j < B; j++) {
+			if (z0 + j >= nsu)
+				break;
+			float e = m[j] == -INFINITY ? 0.0f : exp2f(m[j] - M);
+			L = fmaf(l[j], e, L);
+			A = fmaf(a[j], e, A);
+		}
 	}
 	return A / L;
 }
