@@ -322,6 +322,13 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
  * equal ds_k_sample's; logprobs may differ from it by about 1e-7 (the exp terms are fp32 and
  * the sum is taken per range). ws: ds_k_sample_ws_bytes(cap, vocab) bytes for up to cap rows,
  * 16-byte aligned, zero before the first launch and left zero; NULL allowed when nb is 1. */
+/* Test hook: per row (temperature > 0), the top-k key and the top-p cut found by the sampler's
+ * searches (a few bits a pass) and by the one-bit-a-pass searches they replaced; out (n_rows, 4):
+ * tk, tk bitwise, cut, cut bitwise (0 where the row has no such filter). */
+cudaError_t ds_k_sample_search_check(const float *logits, int n_rows, int vocab,
+                                     const struct ds_k_sample_row *sp, uint32_t *out,
+                                     cudaStream_t st);
+
 #define DS_K_SAMPLE_MAX_SPLIT 32
 int ds_k_sample_split_blocks(int vocab);
 size_t ds_k_sample_ws_bytes(int cap, int vocab);

@@ -67,11 +67,20 @@ __device__ __forceinline__ void gumbel_take(struct gbest *b, float x, int i,
 	}
 }
 
+/* The key searches (top-k's k-th largest key, top-p's cut) take SMP_KBITS / SMP_PBITS bits of
+ * the key a pass, evaluating every candidate of those bits in one pass over the row. */
+#define SMP_KBITS 3
+#define SMP_PBITS 3
+#define SMP_KJ ((1 << SMP_KBITS) - 1) /* candidates a pass */
+#define SMP_PJ ((1 << SMP_PBITS) - 1)
+
 struct smp_shared {
 	struct top2 t2[SMP_WARPS];
 	struct gbest gb[SMP_WARPS];
 	double d[SMP_WARPS];
 	long long c[SMP_WARPS];
+	double dm[SMP_PJ][SMP_WARPS]; /* per candidate: the warps' sums */
+	int cm[SMP_KJ][SMP_WARPS];    /* per candidate: the warps' counts */
 };
 
 /* Calls f(i, L[i]) for i = i0, i0 + step, ... below hi, in that order, with the loads of
@@ -201,6 +210,189 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
 	return s;
 }
 
+/* The top_k-th largest key of the row (top_k < vocab): the largest key c with at least top_k
+ * logits of key >= c. The one-bit-a-pass search took 32 passes over the row; this one takes
+ * SMP_KBITS bits a pass, counting at each of their 2^SMP_KBITS - 1 nonzero candidates at once.
+ * The count falls as c grows, so the result is the same key. */
+__device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp_shared *sh)
+{
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	uint32_t tk = 0;
+	for (int hi = 32; hi > 0;) {
+		int nb = min(SMP_KBITS, hi), lo = hi - nb, J = (1 << nb) - 1;
+		int n[SMP_KJ];
+#pragma unroll
+		for (int j = 0; j < SMP_KJ; j++)
+			n[j] = 0;
+		smp_walk(L, tid, vocab, SMP_THREADS, [&](int, float x) {
+			uint32_t k = fkey(x);
+#pragma unroll
+			for (int j = 0; j < SMP_KJ; j++)
+				n[j] += k >= (tk | (uint32_t)(j + 1) << lo);
+		});
+#pragma unroll
+		for (int j = 0; j < SMP_KJ; j++) {
+			for (int o = 16; o > 0; o >>= 1)
+				n[j] += __shfl_xor_sync(0xffffffffu, n[j], o);
+			if (lane == 0)
+				sh->cm[j][warp] = n[j];
+		}
+		__syncthreads();
+		int best = 0;
+		for (int j = 0; j < J; j++) {
+			long long c = 0;
+			for (int w = 0; w < SMP_WARPS; w++)
+				c += sh->cm[j][w];
+			if (c >= top_k)
+				best = j + 1;
+		}
+		__syncthreads();
+		tk |= (uint32_t)best << lo;
+		hi = lo;
+	}
+	return tk;
+}
+
+/* The top-p cut: the largest key v with mass_ge(v) >= target, SMP_PBITS bits a pass. Each pass
+ * sums, for each of its candidates c, exactly the terms mass_ge(c) sums in mass_ge's order and
+ * reduces them with block_dsum's tree, so every candidate's mass has mass_ge's bits; the mass
+ * only falls as c grows (positive terms, rounding is monotone), so the cut is the one-bit-a-pass
+ * search's. */
+__device__ uint32_t smp_p_cut(const float *L, int vocab, bool has_k, uint32_t tk, long long take_k,
+                              double m1, double inv_t, double target, struct smp_shared *sh)
+{
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	double tie = has_k ? (double)take_k * exp(((double)fkey_val(tk) - m1) * inv_t) : 0.0;
+	uint32_t v = 0;
+	for (int hi = 32; hi > 0;) {
+		int nb = min(SMP_PBITS, hi), lo = hi - nb, J = (1 << nb) - 1;
+		double s[SMP_PJ];
+#pragma unroll
+		for (int j = 0; j < SMP_PJ; j++)
+			s[j] = 0.0;
+		uint32_t c0 = v | (uint32_t)1 << lo; /* the lowest candidate */
+		smp_walk(L, tid, vocab, SMP_THREADS, [&](int, float x) {
+			uint32_t k = fkey(x);
+			if (k < c0 || (has_k && k <= tk))
+				return;
+			double e = exp(((double)x - m1) * inv_t);
+#pragma unroll
+			for (int j = 0; j < SMP_PJ; j++)
+				if (k >= (v | (uint32_t)(j + 1) << lo))
+					s[j] += e;
+		});
+#pragma unroll
+		for (int j = 0; j < SMP_PJ; j++) {
+			for (int o = 16; o > 0; o >>= 1)
+				s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+			if (lane == 0)
+				sh->dm[j][warp] = s[j];
+		}
+		__syncthreads();
+		int best = 0;
+		for (int j = 0; j < J; j++) {
+			double m = 0.0;
+			for (int w = 0; w < SMP_WARPS; w++)
+				m += sh->dm[j][w];
+			uint32_t c = v | (uint32_t)(j + 1) << lo;
+			if (has_k && c <= tk)
+				m += tie;
+			if (m >= target)
+				best = j + 1;
+		}
+		__syncthreads();
+		v |= (uint32_t)best << lo;
+		hi = lo;
+	}
+	return v;
+}
+
+/* The one-bit-a-pass searches smp_kth_key and smp_p_cut replaced, kept as the reference that
+ * ds_k_sample_search_check holds them to. */
+__device__ uint32_t smp_kth_key_bitwise(const float *L, int vocab, int top_k, struct smp_shared *sh)
+{
+	uint32_t tk = 0;
+	for (int bit = 31; bit >= 0; bit--) {
+		uint32_t cand = tk | (1u << bit);
+		long long n = 0;
+		smp_walk(L, threadIdx.x, vocab, SMP_THREADS,
+		         [&](int, float x) { n += fkey(x) >= cand; });
+		if (block_count(n, sh) >= top_k)
+			tk = cand;
+	}
+	return tk;
+}
+
+__device__ uint32_t smp_p_cut_bitwise(const float *L, int vocab, bool has_k, uint32_t tk,
+                                      long long take_k, double m1, double inv_t, double target,
+                                      struct smp_shared *sh)
+{
+	uint32_t v = 0;
+	for (int bit = 31; bit >= 0; bit--) {
+		uint32_t cand = v | (1u << bit);
+		if (mass_ge(L, vocab, cand, has_k, tk, take_k, m1, inv_t, sh) >= target)
+			v = cand;
+	}
+	return v;
+}
+
+/* Row blockIdx.x: the top-k key and the top-p cut by both searches, as sample_finish sets them
+ * up (out: tk, tk bitwise, v, v bitwise; 0 where the row has no such filter). */
+__global__ void __launch_bounds__(SMP_THREADS)
+    sample_search_check_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
+                               uint32_t *out)
+{
+	__shared__ struct smp_shared sh;
+	const float *L = logits + (size_t)blockIdx.x * vocab;
+	struct ds_k_sample_row P = sp[blockIdx.x];
+	struct top2 t = {-INFINITY, -INFINITY, 0x7fffffff};
+	smp_walk(L, threadIdx.x, vocab, SMP_THREADS, [&](int i, float v) {
+		if (v > t.m1) {
+			t.m2 = t.m1;
+			t.m1 = v;
+			t.id = i;
+		} else if (v > t.m2) {
+			t.m2 = v;
+		}
+	});
+	t = block_top2(t, &sh);
+	double m1 = (double)t.m1, inv_t = 1.0 / (double)P.temperature;
+	bool has_k = P.top_k > 0 && P.top_k < vocab, has_p = P.top_p < 1.0f;
+	uint32_t tk = 0, tk_b = 0, v = 0, v_b = 0;
+	long long take_k = vocab;
+	if (has_k) {
+		tk = smp_kth_key(L, vocab, P.top_k, &sh);
+		tk_b = smp_kth_key_bitwise(L, vocab, P.top_k, &sh);
+		long long gt = 0;
+		smp_walk(L, threadIdx.x, vocab, SMP_THREADS,
+		         [&](int, float x) { gt += fkey(x) > tk; });
+		take_k = P.top_k - block_count(gt, &sh);
+	}
+	if (has_p) {
+		double z = mass_ge(L, vocab, 0, has_k, tk, take_k, m1, inv_t, &sh);
+		double target = (double)P.top_p * z;
+		v = smp_p_cut(L, vocab, has_k, tk, take_k, m1, inv_t, target, &sh);
+		v_b = smp_p_cut_bitwise(L, vocab, has_k, tk, take_k, m1, inv_t, target, &sh);
+	}
+	if (threadIdx.x == 0) {
+		uint32_t *o = out + (size_t)blockIdx.x * 4;
+		o[0] = tk;
+		o[1] = tk_b;
+		o[2] = v;
+		o[3] = v_b;
+	}
+}
+
+extern "C" cudaError_t ds_k_sample_search_check(const float *logits, int n_rows, int vocab,
+                                                const struct ds_k_sample_row *sp, uint32_t *out,
+                                                cudaStream_t st)
+{
+	if (n_rows <= 0)
+		return cudaSuccess;
+	sample_search_check_kernel<<<n_rows, SMP_THREADS, 0, st>>>(logits, vocab, sp, out);
+	return cudaGetLastError();
+}
+
 /* One block's share of a row: its range's top two and lowest-id maximum, the sum of
  * exp(logit - m1) over the range with m1 the range's maximum, and (temperature without filters)
  * its range's Gumbel-max. With the range the whole row this is the single-block sampler's
@@ -268,14 +460,7 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 		uint32_t tk = 0;
 		long long take_k = vocab;
 		if (has_k) {
-			for (int bit = 31; bit >= 0; bit--) {
-				uint32_t cand = tk | (1u << bit);
-				long long n = 0;
-				smp_walk(L, tid, vocab, SMP_THREADS,
-				         [&](int, float x) { n += fkey(x) >= cand; });
-				if (block_count(n, sh) >= P.top_k)
-					tk = cand;
-			}
+			tk = smp_kth_key(L, vocab, P.top_k, sh);
 			long long gt = 0;
 			smp_walk(L, tid, vocab, SMP_THREADS,
 			         [&](int, float x) { gt += fkey(x) > tk; });
@@ -287,13 +472,7 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 		if (has_p) {
 			double z = mass_ge(L, vocab, 0, has_k, tk, take_k, m1, inv_t, sh);
 			double target = (double)P.top_p * z;
-			v = 0;
-			for (int bit = 31; bit >= 0; bit--) {
-				uint32_t cand = v | (1u << bit);
-				if (mass_ge(L, vocab, cand, has_k, tk, take_k, m1, inv_t, sh) >=
-				    target)
-					v = cand;
-			}
+			v = smp_p_cut(L, vocab, has_k, tk, take_k, m1, inv_t, target, sh);
 			double above = v == 0xffffffffu ? 0.0
 			                                : mass_ge(L, vocab, v + 1, has_k, tk,
 			                                          take_k, m1, inv_t, sh);

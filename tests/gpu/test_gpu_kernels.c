@@ -603,6 +603,70 @@ static void test_sample(void **state)
 	sample_case(128256);
 }
 
+/* The sampler's top-k and top-p searches (a few key bits a pass) find the keys the
+ * one-bit-a-pass searches find (ds_k_sample_search_check), on rows of random logits, of logits
+ * on a coarse grid (many equal keys at every cut), of one value, and with -inf entries, at
+ * temperatures 0.5-3 and cuts from one id to almost all. */
+static void search_case(int vocab)
+{
+	enum { R = 96 };
+	size_t n = (size_t)R * vocab;
+	float *L = malloc(n * 4);
+	fill_f32(L, n, 71 + vocab, 4.0f);
+	struct ds_k_sample_row sp[R];
+	const int ks[] = {0, 1, 2, 7, 50, 1000, vocab - 1};
+	const float ps[] = {1.0f, 0.02f, 0.3f, 0.9f, 0.999f}, ts[] = {0.5f, 1.0f, 3.0f};
+	for (int r = 0; r < R; r++) {
+		float *lr = L + (size_t)r * vocab;
+		if (r % 4 == 1) /* a coarse grid: ties everywhere */
+			for (int i = 0; i < vocab; i++)
+				lr[i] = floorf(lr[i] * 2.0f) / 2.0f;
+		if (r % 8 == 2) /* one value */
+			for (int i = 0; i < vocab; i++)
+				lr[i] = 1.25f;
+		if (r % 8 == 3) /* masked ids */
+			for (int i = 0; i < vocab; i += 3)
+				lr[i] = -INFINITY;
+		struct ds_k_sample_row row = {ts[r % 3], ks[(r / 3) % 7], ps[(r / 2) % 5],
+		                              0,         (uint64_t)r,     r};
+		if (row.top_k == 0 && row.top_p >= 1.0f)
+			row.top_p = 0.5f;
+		sp[r] = row;
+	}
+	float *dL = to_dev(L, n * 4);
+	struct ds_k_sample_row *dsp = to_dev(sp, sizeof(sp));
+	uint32_t out[R * 4], *dout = dev_alloc_guarded(sizeof(out));
+	CK(ds_k_sample_search_check(dL, R, vocab, dsp, dout, 0));
+	from_dev(out, dout, sizeof(out));
+	dev_check_guard(dout, sizeof(out));
+	int nk = 0, np = 0;
+	for (int r = 0; r < R; r++) {
+		if (out[4 * r] != out[4 * r + 1] || out[4 * r + 2] != out[4 * r + 3])
+			fail_msg("vocab %d row %d (T=%g k=%d p=%g): top-k key %08x vs %08x, top-p "
+			         "cut %08x vs %08x",
+			         vocab, r, sp[r].temperature, sp[r].top_k, sp[r].top_p, out[4 * r],
+			         out[4 * r + 1], out[4 * r + 2], out[4 * r + 3]);
+		nk += out[4 * r] != 0;
+		np += out[4 * r + 2] != 0;
+	}
+	print_message("sample searches vocab %d: %d top-k keys and %d top-p cuts equal the "
+	              "bitwise searches'\n",
+	              vocab, nk, np);
+	assert_true(nk >= R / 2 && np >= R / 3);
+	cudaFree(dL);
+	cudaFree(dsp);
+	cudaFree(dout);
+	free(L);
+}
+
+static void test_sample_search(void **state)
+{
+	(void)state;
+	search_case(259);
+	search_case(4096);
+	search_case(128256);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -615,6 +679,7 @@ int main(void)
 	    cmocka_unit_test(test_gemv),
 	    cmocka_unit_test(test_attention),
 	    cmocka_unit_test(test_sample),
+	    cmocka_unit_test(test_sample_search),
 	};
 	return cmocka_run_group_tests_name("gpu_kernels", tests, NULL, NULL);
 }
