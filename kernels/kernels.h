@@ -318,9 +318,11 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
 /* The fast path's version: each row spread over nb blocks (1 to ds_k_sample_split_blocks(vocab);
  * the fast path picks it from the batch, so a row's logprob may depend on it): each block takes
  * a range's top two, exp-sum and Gumbel-max; the row's last block merges them in range order
- * and finishes (top-k / top-p rows: that block searches the whole row). Tokens and margins
- * equal ds_k_sample's; logprobs may differ from it by about 1e-7 (the exp terms are fp32 and
- * the sum is taken per range). ws: ds_k_sample_ws_bytes(cap, vocab) bytes for up to cap rows,
+ * and finishes (top-k / top-p rows: that block searches the whole row). Greedy and filtered
+ * rows' tokens and every margin equal ds_k_sample's; an unfiltered temperature row's Gumbel
+ * noise is fp32, so its token differs only where two perturbed logits are within fp32
+ * rounding; logprobs may differ by about 1e-7 (the exp terms are fp32 and the sum is taken per
+ * range). ws: ds_k_sample_ws_bytes(cap, vocab) bytes for up to cap rows,
  * 16-byte aligned, zero before the first launch and left zero; NULL allowed when nb is 1. */
 /* Test hook: per row (temperature > 0), the top-k key and the top-p cut found by the sampler's
  * searches (a few bits a pass) and by the one-bit-a-pass searches they replaced; out (n_rows, 4):

@@ -55,12 +55,24 @@ __device__ __forceinline__ struct gbest gbest_merge(struct gbest a, struct gbest
 }
 
 /* Id i's Gumbel-perturbed logit (logit x, noise from ds_sample_key), kept in b when it is the
- * larger; ids come in increasing order per thread, so ties keep the lowest. */
+ * larger; ids come in increasing order per thread, so ties keep the lowest. F32 (the fast
+ * path's unfiltered rows): the noise from the key's top 23 bits, u in (0, 1) exactly, and fp32
+ * logs: two fp64 logs per logit took about 50 us of one SM's fp64 units a row of 128256 on the
+ * H200 (bench/results/gpu-20261130-c9ae68e-search, temp0.8); the token differs from the fp64
+ * one's only when two perturbed logits are within fp32 rounding. */
+template <bool F32 = false>
 __device__ __forceinline__ void gumbel_take(struct gbest *b, float x, int i,
                                             const struct ds_k_sample_row &P, double inv_t)
 {
-	double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
-	double g = (double)x * inv_t - log(-log(u));
+	double g;
+	if (F32) {
+		uint64_t h = ds_sample_key(P.seed, P.pos, i);
+		float u = ((float)(uint32_t)(h >> 41) + 0.5f) * (1.0f / 8388608.0f);
+		g = (double)(x * (float)inv_t - logf(-logf(u)));
+	} else {
+		double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
+		g = (double)x * inv_t - log(-log(u));
+	}
 	if (g > b->g) {
 		b->g = g;
 		b->id = i;
@@ -432,7 +444,7 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 	if (gumbel) {
 		double inv_t = 1.0 / (double)P.temperature;
 		smp_walk(L, lo + tid, hi, SMP_THREADS,
-		         [&](int i, float v) { gumbel_take(&b, v, i, P, inv_t); });
+		         [&](int i, float v) { gumbel_take<F32>(&b, v, i, P, inv_t); });
 		b = block_gbest(b, sh);
 	}
 	pt.gb = b;

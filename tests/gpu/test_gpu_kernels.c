@@ -532,11 +532,13 @@ static void sample_case(int vocab)
 	CK(ds_k_sample(dL, R, vocab, dsp, dout, 0));
 	from_dev(out, dout, on);
 	dev_check_guard(dout, on);
-	/* the fast path's sampler (ranges of a row in nb blocks, fp32 exp terms) on one workspace,
-	 * launch after launch at other row and block counts: the same tokens and margins as the
-	 * single-block one, logprobs within rounding, and its counters back at zero (a repeated
-	 * launch gives the first one's bits; counters that moved with the rows or the block count
-	 * would land on an earlier launch's parts) */
+	/* the fast path's sampler (ranges of a row in nb blocks, fp32 exp terms and Gumbel noise)
+	 * on one workspace, launch after launch at other row and block counts: the same tokens
+	 * (an unfiltered temperature row could differ where two perturbed logits are within fp32
+	 * rounding; none of these rows is such a case) and margins as the single-block one,
+	 * logprobs within rounding, and its counters back at zero (a repeated launch gives the
+	 * first one's bits; counters that moved with the rows or the block count would land on an
+	 * earlier launch's parts) */
 	size_t wsb = ds_k_sample_ws_bytes(R, vocab);
 	void *ws = NULL;
 	CK(cudaMalloc(&ws, wsb));
