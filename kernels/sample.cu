@@ -222,101 +222,88 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
 	return s;
 }
 
-/* The top_k-th largest key of the row (top_k < vocab): the largest key c with at least top_k
- * logits of key >= c. The one-bit-a-pass search took 32 passes over the row; this one takes
- * SMP_KBITS bits a pass, counting at each of their 2^SMP_KBITS - 1 nonzero candidates at once.
- * The count falls as c grows, so the result is the same key. */
-__device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp_shared *sh)
+/* The largest key c, built NB bits a pass from the top, for which ok(c, total) holds, where
+ * total is the block's sum over the row's logits x of key k >= c of the value val gives them
+ * (val(k, x, &v) false: x adds nothing): each pass sums at every nonzero candidate of its bits at
+ * once, each in the per-thread order of smp_walk and then over the warps in order from zero,
+ * as block_count and block_dsum do. ok must hold at c = 0 and, as c grows, stop holding for good
+ * (a count or a mass of positive terms only falls as c grows: rounding is monotone), so this
+ * finds the key a one-bit-a-pass search finds, in about 32 / NB passes instead of 32. part:
+ * (2^NB - 1, SMP_WARPS) shared scratch. */
+template <int NB, typename T, typename Val, typename Ok>
+__device__ uint32_t smp_key_search(const float *L, int vocab, T (*part)[SMP_WARPS], Val val, Ok ok)
 {
+	constexpr int NJ = (1 << NB) - 1;
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	uint32_t tk = 0;
+	uint32_t c = 0;
 	for (int hi = 32; hi > 0;) {
-		int nb = min(SMP_KBITS, hi), lo = hi - nb, J = (1 << nb) - 1;
-		int n[SMP_KJ];
+		int nb = min(NB, hi), lo = hi - nb, J = (1 << nb) - 1;
+		uint32_t c0 = c | (uint32_t)1 << lo; /* the lowest candidate */
+		T s[NJ];
 #pragma unroll
-		for (int j = 0; j < SMP_KJ; j++)
-			n[j] = 0;
+		for (int j = 0; j < NJ; j++)
+			s[j] = 0;
 		smp_walk(L, tid, vocab, SMP_THREADS, [&](int, float x) {
 			uint32_t k = fkey(x);
-#pragma unroll
-			for (int j = 0; j < SMP_KJ; j++)
-				n[j] += k >= (tk | (uint32_t)(j + 1) << lo);
-		});
-#pragma unroll
-		for (int j = 0; j < SMP_KJ; j++) {
-			for (int o = 16; o > 0; o >>= 1)
-				n[j] += __shfl_xor_sync(0xffffffffu, n[j], o);
-			if (lane == 0)
-				sh->cm[j][warp] = n[j];
-		}
-		__syncthreads();
-		int best = 0;
-		for (int j = 0; j < J; j++) {
-			long long c = 0;
-			for (int w = 0; w < SMP_WARPS; w++)
-				c += sh->cm[j][w];
-			if (c >= top_k)
-				best = j + 1;
-		}
-		__syncthreads();
-		tk |= (uint32_t)best << lo;
-		hi = lo;
-	}
-	return tk;
-}
-
-/* The top-p cut: the largest key v with mass_ge(v) >= target, SMP_PBITS bits a pass. Each pass
- * sums, for each of its candidates c, exactly the terms mass_ge(c) sums in mass_ge's order and
- * reduces them with block_dsum's tree, so every candidate's mass has mass_ge's bits; the mass
- * only falls as c grows (positive terms, rounding is monotone), so the cut is the one-bit-a-pass
- * search's. */
-__device__ uint32_t smp_p_cut(const float *L, int vocab, bool has_k, uint32_t tk, long long take_k,
-                              double m1, double inv_t, double target, struct smp_shared *sh)
-{
-	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	double tie = has_k ? (double)take_k * exp(((double)fkey_val(tk) - m1) * inv_t) : 0.0;
-	uint32_t v = 0;
-	for (int hi = 32; hi > 0;) {
-		int nb = min(SMP_PBITS, hi), lo = hi - nb, J = (1 << nb) - 1;
-		double s[SMP_PJ];
-#pragma unroll
-		for (int j = 0; j < SMP_PJ; j++)
-			s[j] = 0.0;
-		uint32_t c0 = v | (uint32_t)1 << lo; /* the lowest candidate */
-		smp_walk(L, tid, vocab, SMP_THREADS, [&](int, float x) {
-			uint32_t k = fkey(x);
-			if (k < c0 || (has_k && k <= tk))
+			T v;
+			if (k < c0 || !val(k, x, &v))
 				return;
-			double e = exp(((double)x - m1) * inv_t);
 #pragma unroll
-			for (int j = 0; j < SMP_PJ; j++)
-				if (k >= (v | (uint32_t)(j + 1) << lo))
-					s[j] += e;
+			for (int j = 0; j < NJ; j++)
+				if (k >= (c | (uint32_t)(j + 1) << lo))
+					s[j] += v;
 		});
 #pragma unroll
-		for (int j = 0; j < SMP_PJ; j++) {
+		for (int j = 0; j < NJ; j++) {
 			for (int o = 16; o > 0; o >>= 1)
 				s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
 			if (lane == 0)
-				sh->dm[j][warp] = s[j];
+				part[j][warp] = s[j];
 		}
 		__syncthreads();
 		int best = 0;
 		for (int j = 0; j < J; j++) {
-			double m = 0.0;
+			T t = 0;
 			for (int w = 0; w < SMP_WARPS; w++)
-				m += sh->dm[j][w];
-			uint32_t c = v | (uint32_t)(j + 1) << lo;
-			if (has_k && c <= tk)
-				m += tie;
-			if (m >= target)
+				t += part[j][w];
+			if (ok(c | (uint32_t)(j + 1) << lo, t))
 				best = j + 1;
 		}
 		__syncthreads();
-		v |= (uint32_t)best << lo;
+		c |= (uint32_t)best << lo;
 		hi = lo;
 	}
-	return v;
+	return c;
+}
+
+/* The top_k-th largest key of the row (top_k < vocab): the largest key c with at least top_k
+ * logits of key >= c. */
+__device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp_shared *sh)
+{
+	return smp_key_search<SMP_KBITS, int>(
+	    L, vocab, sh->cm,
+	    [](uint32_t, float, int *v) {
+		    *v = 1;
+		    return true;
+	    },
+	    [&](uint32_t, int n) { return n >= top_k; });
+}
+
+/* The top-p cut: the largest key v with mass_ge(v) >= target; each candidate's mass has
+ * mass_ge's bits (the same terms in the same order and tree). */
+__device__ uint32_t smp_p_cut(const float *L, int vocab, bool has_k, uint32_t tk, long long take_k,
+                              double m1, double inv_t, double target, struct smp_shared *sh)
+{
+	double tie = has_k ? (double)take_k * exp(((double)fkey_val(tk) - m1) * inv_t) : 0.0;
+	return smp_key_search<SMP_PBITS, double>(
+	    L, vocab, sh->dm,
+	    [&](uint32_t k, float x, double *v) {
+		    if (has_k && k <= tk)
+			    return false;
+		    *v = exp(((double)x - m1) * inv_t);
+		    return true;
+	    },
+	    [&](uint32_t c, double m) { return (has_k && c <= tk ? m + tie : m) >= target; });
 }
 
 /* The one-bit-a-pass searches smp_kth_key and smp_p_cut replaced, kept as the reference that
