@@ -318,17 +318,19 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
 /* The fast path's version: each row spread over nb blocks (1 to ds_k_sample_split_blocks(vocab);
  * the fast path picks it from the batch, so a row's logprob may depend on it): each block takes
  * a range's top two, exp-sum and Gumbel-max; the row's last block merges them in range order
- * and finishes (top-k / top-p rows: that block searches the whole row). Greedy and filtered
- * rows' tokens and every margin equal ds_k_sample's; an unfiltered temperature row's Gumbel
- * noise is fp32, so its token differs only where two perturbed logits are within fp32
- * rounding; logprobs may differ by about 1e-7 (the exp terms are fp32 and the sum is taken per
- * range). ws: ds_k_sample_ws_bytes(cap, vocab) bytes for up to cap rows,
- * 16-byte aligned, zero before the first launch and left zero; NULL allowed when nb is 1. */
+ * and finishes (top-k / top-p rows: that block searches the whole row). Greedy rows' tokens
+ * and every margin equal ds_k_sample's; a temperature row's Gumbel noise and a top-p row's
+ * weights are fp32 (summed in fp64), so its token differs only where two perturbed logits, or
+ * a cut's mass and its target, are within fp32 rounding; logprobs may differ by about 1e-7 (the
+ * exp terms are fp32 and the sum is taken per range). ws: ds_k_sample_ws_bytes(cap, vocab) bytes
+ * for up to cap rows, 16-byte aligned, zero before the first launch and left zero; NULL allowed
+ * when nb is 1. */
 /* Test hook: per row (temperature > 0), the top-k key and the top-p cut found by the sampler's
- * searches (a few bits a pass) and by the one-bit-a-pass searches they replaced; out (n_rows, 4):
- * tk, tk bitwise, cut, cut bitwise (0 where the row has no such filter). */
+ * searches (a few bits a pass) and by the one-bit-a-pass searches they replaced, with the
+ * reference path's fp64 weights or (f32) the fast path's fp32 ones; out (n_rows, 4): tk, tk
+ * bitwise, cut, cut bitwise (0 where the row has no such filter). */
 cudaError_t ds_k_sample_search_check(const float *logits, int n_rows, int vocab,
-                                     const struct ds_k_sample_row *sp, uint32_t *out,
+                                     const struct ds_k_sample_row *sp, int f32, uint32_t *out,
                                      cudaStream_t st);
 
 #define DS_K_SAMPLE_MAX_SPLIT 32

@@ -205,8 +205,16 @@ __device__ long long block_excl_scan(long long v, struct smp_shared *sh)
 	return base + inc - v;
 }
 
+/* A logit x's weight exp((x - m1) / T) in a row's top-p mass (m1: the row's maximum, inv_t:
+ * 1 / T): fp64, or (F32, the fast path) fp32 summed in fp64, about a fifth of the time. */
+template <bool F32> __device__ __forceinline__ double smp_weight(float x, double m1, double inv_t)
+{
+	return F32 ? (double)expf((x - (float)m1) * (float)inv_t) : exp(((double)x - m1) * inv_t);
+}
+
 /* The filtered set's mass at or above key c (exp((logit - m1) / T) summed in a fixed order):
  * items with key >= c that are in the top-k set, where take_k ties at tk belong to it. */
+template <bool F32>
 __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uint32_t tk,
                           long long take_k, double m1, double inv_t, struct smp_shared *sh)
 {
@@ -214,11 +222,11 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
 	smp_walk(L, threadIdx.x, vocab, SMP_THREADS, [&](int, float v) {
 		uint32_t k = fkey(v);
 		if (k >= c && (!has_k || k > tk))
-			s += exp(((double)v - m1) * inv_t);
+			s += smp_weight<F32>(v, m1, inv_t);
 	});
 	s = block_dsum(s, sh);
 	if (has_k && c <= tk)
-		s += (double)take_k * exp(((double)fkey_val(tk) - m1) * inv_t);
+		s += (double)take_k * smp_weight<F32>(fkey_val(tk), m1, inv_t);
 	return s;
 }
 
@@ -291,16 +299,17 @@ __device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp
 
 /* The top-p cut: the largest key v with mass_ge(v) >= target; each candidate's mass has
  * mass_ge's bits (the same terms in the same order and tree). */
+template <bool F32>
 __device__ uint32_t smp_p_cut(const float *L, int vocab, bool has_k, uint32_t tk, long long take_k,
                               double m1, double inv_t, double target, struct smp_shared *sh)
 {
-	double tie = has_k ? (double)take_k * exp(((double)fkey_val(tk) - m1) * inv_t) : 0.0;
+	double tie = has_k ? (double)take_k * smp_weight<F32>(fkey_val(tk), m1, inv_t) : 0.0;
 	return smp_key_search<SMP_PBITS, double>(
 	    L, vocab, sh->dm,
 	    [&](uint32_t k, float x, double *v) {
 		    if (has_k && k <= tk)
 			    return false;
-		    *v = exp(((double)x - m1) * inv_t);
+		    *v = smp_weight<F32>(x, m1, inv_t);
 		    return true;
 	    },
 	    [&](uint32_t c, double m) { return (has_k && c <= tk ? m + tie : m) >= target; });
@@ -322,6 +331,7 @@ __device__ uint32_t smp_kth_key_bitwise(const float *L, int vocab, int top_k, st
 	return tk;
 }
 
+template <bool F32>
 __device__ uint32_t smp_p_cut_bitwise(const float *L, int vocab, bool has_k, uint32_t tk,
                                       long long take_k, double m1, double inv_t, double target,
                                       struct smp_shared *sh)
@@ -329,67 +339,10 @@ __device__ uint32_t smp_p_cut_bitwise(const float *L, int vocab, bool has_k, uin
 	uint32_t v = 0;
 	for (int bit = 31; bit >= 0; bit--) {
 		uint32_t cand = v | (1u << bit);
-		if (mass_ge(L, vocab, cand, has_k, tk, take_k, m1, inv_t, sh) >= target)
+		if (mass_ge<F32>(L, vocab, cand, has_k, tk, take_k, m1, inv_t, sh) >= target)
 			v = cand;
 	}
 	return v;
-}
-
-/* Row blockIdx.x: the top-k key and the top-p cut by both searches, as sample_finish sets them
- * up (out: tk, tk bitwise, v, v bitwise; 0 where the row has no such filter). */
-__global__ void __launch_bounds__(SMP_THREADS)
-    sample_search_check_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
-                               uint32_t *out)
-{
-	__shared__ struct smp_shared sh;
-	const float *L = logits + (size_t)blockIdx.x * vocab;
-	struct ds_k_sample_row P = sp[blockIdx.x];
-	struct top2 t = {-INFINITY, -INFINITY, 0x7fffffff};
-	smp_walk(L, threadIdx.x, vocab, SMP_THREADS, [&](int i, float v) {
-		if (v > t.m1) {
-			t.m2 = t.m1;
-			t.m1 = v;
-			t.id = i;
-		} else if (v > t.m2) {
-			t.m2 = v;
-		}
-	});
-	t = block_top2(t, &sh);
-	double m1 = (double)t.m1, inv_t = 1.0 / (double)P.temperature;
-	bool has_k = P.top_k > 0 && P.top_k < vocab, has_p = P.top_p < 1.0f;
-	uint32_t tk = 0, tk_b = 0, v = 0, v_b = 0;
-	long long take_k = vocab;
-	if (has_k) {
-		tk = smp_kth_key(L, vocab, P.top_k, &sh);
-		tk_b = smp_kth_key_bitwise(L, vocab, P.top_k, &sh);
-		long long gt = 0;
-		smp_walk(L, threadIdx.x, vocab, SMP_THREADS,
-		         [&](int, float x) { gt += fkey(x) > tk; });
-		take_k = P.top_k - block_count(gt, &sh);
-	}
-	if (has_p) {
-		double z = mass_ge(L, vocab, 0, has_k, tk, take_k, m1, inv_t, &sh);
-		double target = (double)P.top_p * z;
-		v = smp_p_cut(L, vocab, has_k, tk, take_k, m1, inv_t, target, &sh);
-		v_b = smp_p_cut_bitwise(L, vocab, has_k, tk, take_k, m1, inv_t, target, &sh);
-	}
-	if (threadIdx.x == 0) {
-		uint32_t *o = out + (size_t)blockIdx.x * 4;
-		o[0] = tk;
-		o[1] = tk_b;
-		o[2] = v;
-		o[3] = v_b;
-	}
-}
-
-extern "C" cudaError_t ds_k_sample_search_check(const float *logits, int n_rows, int vocab,
-                                                const struct ds_k_sample_row *sp, uint32_t *out,
-                                                cudaStream_t st)
-{
-	if (n_rows <= 0)
-		return cudaSuccess;
-	sample_search_check_kernel<<<n_rows, SMP_THREADS, 0, st>>>(logits, vocab, sp, out);
-	return cudaGetLastError();
 }
 
 /* One block's share of a row: its range's top two and lowest-id maximum, the sum of
@@ -438,8 +391,62 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 	return pt;
 }
 
+/* Row blockIdx.x: the top-k key and the top-p cut by both searches, as sample_finish<F32> sets
+ * them up (out: tk, tk bitwise, v, v bitwise; 0 where the row has no such filter). */
+template <bool F32>
+__global__ void __launch_bounds__(SMP_THREADS)
+    sample_search_check_kernel(const float *logits, int vocab, const struct ds_k_sample_row *sp,
+                               uint32_t *out)
+{
+	__shared__ struct smp_shared sh;
+	const float *L = logits + (size_t)blockIdx.x * vocab;
+	struct ds_k_sample_row P = sp[blockIdx.x];
+	struct top2 t = sample_range<F32>(L, 0, vocab, P, false, &sh).t;
+	double m1 = (double)t.m1, inv_t = 1.0 / (double)P.temperature;
+	bool has_k = P.top_k > 0 && P.top_k < vocab, has_p = P.top_p < 1.0f;
+	uint32_t tk = 0, tk_b = 0, v = 0, v_b = 0;
+	long long take_k = vocab;
+	if (has_k) {
+		tk = smp_kth_key(L, vocab, P.top_k, &sh);
+		tk_b = smp_kth_key_bitwise(L, vocab, P.top_k, &sh);
+		long long gt = 0;
+		smp_walk(L, threadIdx.x, vocab, SMP_THREADS,
+		         [&](int, float x) { gt += fkey(x) > tk; });
+		take_k = P.top_k - block_count(gt, &sh);
+	}
+	if (has_p) {
+		double z = mass_ge<F32>(L, vocab, 0, has_k, tk, take_k, m1, inv_t, &sh);
+		double target = (double)P.top_p * z;
+		v = smp_p_cut<F32>(L, vocab, has_k, tk, take_k, m1, inv_t, target, &sh);
+		v_b = smp_p_cut_bitwise<F32>(L, vocab, has_k, tk, take_k, m1, inv_t, target, &sh);
+	}
+	if (threadIdx.x == 0) {
+		uint32_t *o = out + (size_t)blockIdx.x * 4;
+		o[0] = tk;
+		o[1] = tk_b;
+		o[2] = v;
+		o[3] = v_b;
+	}
+}
+
+extern "C" cudaError_t ds_k_sample_search_check(const float *logits, int n_rows, int vocab,
+                                                const struct ds_k_sample_row *sp, int f32,
+                                                uint32_t *out, cudaStream_t st)
+{
+	if (n_rows <= 0)
+		return cudaSuccess;
+	if (f32)
+		sample_search_check_kernel<true>
+		    <<<n_rows, SMP_THREADS, 0, st>>>(logits, vocab, sp, out);
+	else
+		sample_search_check_kernel<false>
+		    <<<n_rows, SMP_THREADS, 0, st>>>(logits, vocab, sp, out);
+	return cudaGetLastError();
+}
+
 /* The row's token from its merged statistics (t, lse; gb: the Gumbel-max when gumbel), running
  * the top-k / top-p search over the whole row when the row has filters; writes out. */
+template <bool F32>
 __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sample_row &P,
                               struct top2 t, double lse, struct gbest gb, bool gumbel,
                               struct ds_k_sample_out *out, struct smp_shared *sh)
@@ -469,12 +476,12 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 		uint32_t v = tk;
 		long long take = take_k;
 		if (has_p) {
-			double z = mass_ge(L, vocab, 0, has_k, tk, take_k, m1, inv_t, sh);
+			double z = mass_ge<F32>(L, vocab, 0, has_k, tk, take_k, m1, inv_t, sh);
 			double target = (double)P.top_p * z;
-			v = smp_p_cut(L, vocab, has_k, tk, take_k, m1, inv_t, target, sh);
+			v = smp_p_cut<F32>(L, vocab, has_k, tk, take_k, m1, inv_t, target, sh);
 			double above = v == 0xffffffffu ? 0.0
-			                                : mass_ge(L, vocab, v + 1, has_k, tk,
-			                                          take_k, m1, inv_t, sh);
+			                                : mass_ge<F32>(L, vocab, v + 1, has_k, tk,
+			                                               take_k, m1, inv_t, sh);
 			long long avail;
 			if (has_k && v == tk) {
 				avail = take_k;
@@ -484,7 +491,7 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 				         [&](int, float x) { n += fkey(x) == v; });
 				avail = block_count(n, sh);
 			}
-			double ev = exp(((double)fkey_val(v) - m1) * inv_t);
+			double ev = smp_weight<F32>(fkey_val(v), m1, inv_t);
 			double need = ceil((target - above) / ev);
 			take = need < 1.0 ? 1 : (long long)need;
 			if (take > avail)
@@ -503,7 +510,7 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 			if (k == v)
 				in = rank++ < take;
 			if (in)
-				gumbel_take(&b, x, i, P, inv_t);
+				gumbel_take<F32>(&b, x, i, P, inv_t);
 		});
 		b = block_gbest(b, sh);
 		tok = b.id == 0x7fffffff ? t.id : b.id;
@@ -591,7 +598,8 @@ __global__ void __launch_bounds__(SMP_THREADS)
 		__syncthreads();
 		pt = merged;
 	}
-	sample_finish(L, vocab, P, pt.t, (double)pt.t.m1 + log(pt.se), pt.gb, gumbel, out + r, &sh);
+	sample_finish<F32>(L, vocab, P, pt.t, (double)pt.t.m1 + log(pt.se), pt.gb, gumbel, out + r,
+	                   &sh);
 }
 
 extern "C" int ds_k_sample_split_blocks(int vocab)

@@ -532,10 +532,11 @@ static void sample_case(int vocab)
 	CK(ds_k_sample(dL, R, vocab, dsp, dout, 0));
 	from_dev(out, dout, on);
 	dev_check_guard(dout, on);
-	/* the fast path's sampler (ranges of a row in nb blocks, fp32 exp terms and Gumbel noise)
-	 * on one workspace, launch after launch at other row and block counts: the same tokens
-	 * (an unfiltered temperature row could differ where two perturbed logits are within fp32
-	 * rounding; none of these rows is such a case) and margins as the single-block one,
+	/* the fast path's sampler (ranges of a row in nb blocks, fp32 exp terms, Gumbel noise and
+	 * top-p weights) on one workspace, launch after launch at other row and block counts: the
+	 * same tokens (a temperature row could differ where two perturbed logits, or a top-p cut's
+	 * mass and its target, are within fp32 rounding; none of these rows is such a case) and
+	 * margins as the single-block one,
 	 * logprobs within rounding, and its counters back at zero (a repeated launch gives the
 	 * first one's bits; counters that moved with the rows or the block count would land on an
 	 * earlier launch's parts) */
@@ -638,23 +639,27 @@ static void search_case(int vocab)
 	float *dL = to_dev(L, n * 4);
 	struct ds_k_sample_row *dsp = to_dev(sp, sizeof(sp));
 	uint32_t out[R * 4], *dout = dev_alloc_guarded(sizeof(out));
-	CK(ds_k_sample_search_check(dL, R, vocab, dsp, dout, 0));
-	from_dev(out, dout, sizeof(out));
-	dev_check_guard(dout, sizeof(out));
-	int nk = 0, np = 0;
-	for (int r = 0; r < R; r++) {
-		if (out[4 * r] != out[4 * r + 1] || out[4 * r + 2] != out[4 * r + 3])
-			fail_msg("vocab %d row %d (T=%g k=%d p=%g): top-k key %08x vs %08x, top-p "
-			         "cut %08x vs %08x",
-			         vocab, r, sp[r].temperature, sp[r].top_k, sp[r].top_p, out[4 * r],
-			         out[4 * r + 1], out[4 * r + 2], out[4 * r + 3]);
-		nk += out[4 * r] != 0;
-		np += out[4 * r + 2] != 0;
+	for (int f32 = 0; f32 < 2; f32++) {
+		CK(ds_k_sample_search_check(dL, R, vocab, dsp, f32, dout, 0));
+		from_dev(out, dout, sizeof(out));
+		dev_check_guard(dout, sizeof(out));
+		int nk = 0, np = 0;
+		for (int r = 0; r < R; r++) {
+			if (out[4 * r] != out[4 * r + 1] || out[4 * r + 2] != out[4 * r + 3])
+				fail_msg(
+				    "vocab %d row %d (T=%g k=%d p=%g, %s weights): top-k key %08x "
+				    "vs %08x, top-p cut %08x vs %08x",
+				    vocab, r, sp[r].temperature, sp[r].top_k, sp[r].top_p,
+				    f32 ? "fp32" : "fp64", out[4 * r], out[4 * r + 1],
+				    out[4 * r + 2], out[4 * r + 3]);
+			nk += out[4 * r] != 0;
+			np += out[4 * r + 2] != 0;
+		}
+		print_message("sample searches vocab %d, %s weights: %d top-k keys and %d top-p "
+		              "cuts equal the bitwise searches'\n",
+		              vocab, f32 ? "fp32" : "fp64", nk, np);
+		assert_true(nk >= R / 2 && np >= R / 3);
 	}
-	print_message("sample searches vocab %d: %d top-k keys and %d top-p cuts equal the "
-	              "bitwise searches'\n",
-	              vocab, nk, np);
-	assert_true(nk >= R / 2 && np >= R / 3);
 	cudaFree(dL);
 	cudaFree(dsp);
 	cudaFree(dout);
