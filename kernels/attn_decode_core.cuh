@@ -213,12 +213,37 @@ __device__ __forceinline__ void dattn_weights(float m, float mo, float *wa, floa
  * because other blocks wrote them (read through L2, never a stale L1 line). The loads of
  * DATTN_MERGE_BATCH splits are issued before they are used: a load per split and use waited
  * an L2 round trip each, about 3 nsu of them (the combine kernel took 7 us at batch 8, ctx
- * 512 on the H200, bench/results/gpu-20261130-e572c35-trace). The maximum and the sums take
- * the splits in order as before: the same bits. */
+ * 512 on the H200, bench/results/gpu-20261130-e572c35-trace); up to DATTN_MERGE_BATCH splits
+ * take one round of loads. The maximum and the sums take the splits in order as before: the
+ * same bits. */
 #define DATTN_MERGE_BATCH 16
 __device__ __forceinline__ float dattn_merge_dim(const float *base, int nsu, size_t prow, int k)
 {
 	constexpr int B = DATTN_MERGE_BATCH;
+	if (nsu <=
+	    B) { /* the usual case: one round of loads, the maximum and sums from registers */
+		float m[B], l[B], a[B], M = -INFINITY, L = 0.0f, A = 0.0f;
+#pragma unroll
+		for (int j = 0; j < B; j++) {
+			const float *pz = base + j * prow;
+			bool in = j < nsu;
+			m[j] = in ? __ldcg(pz) : -INFINITY;
+			l[j] = in ? __ldcg(pz + 1) : 0.0f;
+			a[j] = in ? __ldcg(pz + 2 + k) : 0.0f;
+		}
+#pragma unroll
+		for (int j = 0; j < B; j++)
+			M = fmaxf(M, m[j]);
+#pragma unroll
+		for (int j = 0; j < B; j++) {
+			if (j >= nsu)
+				break;
+			float e = m[j] == -INFINITY ? 0.0f : exp2f(m[j] - M);
+			L = fmaf(l[j], e, L);
+			A = fmaf(a[j], e, A);
+		}
+		return A / L;
+	}
 	float M = -INFINITY;
 	for (int z0 = 0; z0 < nsu; z0 += B) {
 		float m[B];
