@@ -321,10 +321,10 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
  * and finishes (top-k / top-p rows: that block searches the whole row). Greedy rows' tokens
  * and every margin equal ds_k_sample's; a temperature row's Gumbel noise and a top-p row's
  * weights are fp32 (summed in fp64), so its token differs only where two perturbed logits, or
- * a cut's mass and its target, are within fp32 rounding; logprobs may differ by about 1e-7 (the
- * exp terms are fp32 and the sum is taken per range). ws: ds_k_sample_ws_bytes(cap, vocab) bytes
- * for up to cap rows, 16-byte aligned, zero before the first launch and left zero; NULL allowed
- * when nb is 1. */
+ * a cut's mass and its target, are within fp32 rounding; logprobs may differ in the last bits
+ * (the exp terms are fp32 and the sum is taken per range; test_sample: within 1e-5). ws:
+ * ds_k_sample_ws_bytes(cap, vocab) bytes for up to cap rows, 16-byte aligned, zero before the first
+ * launch and left zero; NULL allowed when nb is 1. */
 /* Test hook: per row (temperature > 0), the top-k key and the top-p cut found by the sampler's
  * searches (a few bits a pass) and by the one-bit-a-pass searches they replaced, with the
  * reference path's fp64 weights or (f32) the fast path's fp32 ones; out (n_rows, 4): tk, tk

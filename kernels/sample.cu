@@ -56,10 +56,10 @@ __device__ __forceinline__ struct gbest gbest_merge(struct gbest a, struct gbest
 
 /* Id i's Gumbel-perturbed logit (logit x, noise from ds_sample_key), kept in b when it is the
  * larger; ids come in increasing order per thread, so ties keep the lowest. F32 (the fast
- * path's unfiltered rows): the noise from the key's top 23 bits, u in (0, 1) exactly, and fp32
- * logs: two fp64 logs per logit took about 50 us of one SM's fp64 units a row of 128256 on the
- * H200 (bench/results/gpu-20261130-c9ae68e-search, temp0.8); the token differs from the fp64
- * one's only when two perturbed logits are within fp32 rounding. */
+ * path): the noise from the key's top 23 bits, u in (0, 1) exactly, and fp32 logs: with two
+ * fp64 logs per logit a temperature row at 256 rows took 347 us, with fp32 ones 196 us on the
+ * H200 (bench/results/gpu-20261130-603456e-merge, -2c76465-final: sample.log, temp0.8); the
+ * token differs from the fp64 one's only when two perturbed logits are within fp32 rounding. */
 template <bool F32 = false>
 __device__ __forceinline__ void gumbel_take(struct gbest *b, float x, int i,
                                             const struct ds_k_sample_row &P, double inv_t)
@@ -206,7 +206,8 @@ __device__ long long block_excl_scan(long long v, struct smp_shared *sh)
 }
 
 /* A logit x's weight exp((x - m1) / T) in a row's top-p mass (m1: the row's maximum, inv_t:
- * 1 / T): fp64, or (F32, the fast path) fp32 summed in fp64, about a fifth of the time. */
+ * 1 / T): fp64, or (F32, the fast path) fp32 summed in fp64 (a top-p 0.9 row took 854 us with
+ * fp64 weights, 546 us with fp32 ones: bench/results/gpu-20261130-8de707c-topp32). */
 template <bool F32> __device__ __forceinline__ double smp_weight(float x, double m1, double inv_t)
 {
 	return F32 ? (double)expf((x - (float)m1) * (float)inv_t) : exp(((double)x - m1) * inv_t);
@@ -348,9 +349,9 @@ __device__ uint32_t smp_p_cut_bitwise(const float *L, int vocab, bool has_k, uin
 /* One block's share of a row: its range's top two and lowest-id maximum, the sum of
  * exp(logit - m1) over the range with m1 the range's maximum, and (temperature without filters)
  * its range's Gumbel-max. With the range the whole row this is the single-block sampler's
- * first pass, in its order. F32: the exp terms in fp32 (summed in fp64), for the fast path: an
- * fp64 exp per logit took most of a row's time (about 25 us of one SM's fp64 units at a vocabulary
- * of 128256 on the H200), the fp32 one moves a logprob by about 1e-7. */
+ * first pass, in its order. F32: the exp terms in fp32 (summed in fp64), for the fast path,
+ * whose logprobs need not be the reference's bits (test_sample holds them within 1e-5 of the
+ * single-block fp64 sampler's). */
 struct smp_part {
 	struct top2 t;
 	double se;
