@@ -55,7 +55,8 @@ __device__ __forceinline__ struct gbest gbest_merge(struct gbest a, struct gbest
 }
 
 /* Id i's Gumbel-perturbed logit (logit x, noise from ds_sample_key), kept in b when it is the
- * larger; ids come in increasing order per thread, so ties keep the lowest. F32 (the fast
+ * larger (ties: the first visited, the lowest id where a thread's ids come in increasing order;
+ * F32, whose walks do not keep that order, takes the lower id explicitly). F32 (the fast
  * path): the noise from the key's top 23 bits, u in (0, 1) exactly, and fp32 logs: with two
  * fp64 logs per logit a temperature row at 256 rows took 347 us, with fp32 ones 196 us on the
  * H200 (bench/results/gpu-20261130-603456e-merge, -2c76465-final: sample.log, temp0.8); the
@@ -73,7 +74,7 @@ __device__ __forceinline__ void gumbel_take(struct gbest *b, float x, int i,
 		double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
 		g = (double)x * inv_t - log(-log(u));
 	}
-	if (g > b->g) {
+	if (g > b->g || (F32 && g == b->g && i < b->id)) {
 		b->g = g;
 		b->id = i;
 	}
@@ -117,6 +118,61 @@ __device__ __forceinline__ void smp_walk(const float *L, int i0, int hi, int ste
 				break;
 			f(i, v[k]);
 		}
+	}
+}
+
+/* Calls f(i, L[i]) for every i in [lo, hi) of the block's range: F32 false, as smp_walk from
+ * lo + thread with stride SMP_THREADS (each thread's ids in increasing order: the reference
+ * path's sums keep their order); F32 true (the fast path, whose sums need not keep it), with
+ * 16-byte loads, SMP_BATCH4 of them in flight a thread, where L is 16-byte aligned (a thread's
+ * ids then do not come in increasing order: maxima break ties by id explicitly). */
+#define SMP_BATCH4 4
+template <bool F32, typename F>
+__device__ __forceinline__ void smp_walk_range(const float *L, int lo, int hi, F f)
+{
+	int tid = threadIdx.x;
+	if (!F32 || (uintptr_t)L % 16 != 0) {
+		smp_walk(L, lo + tid, hi, SMP_THREADS, f);
+		return;
+	}
+	int a = min(hi, (lo + 3) & ~3), b = max(a, hi & ~3); /* [a, b): whole float4s */
+	if (tid < a - lo)
+		f(lo + tid, L[lo + tid]);
+	if (tid < hi - b)
+		f(b + tid, L[b + tid]);
+	const float4 *V = (const float4 *)(L + a);
+	int n4 = (b - a) / 4;
+	for (int j0 = tid; j0 < n4; j0 += SMP_BATCH4 * SMP_THREADS) {
+		float4 v[SMP_BATCH4];
+#pragma unroll
+		for (int k = 0; k < SMP_BATCH4; k++) {
+			int j = j0 + k * SMP_THREADS;
+			v[k] = j < n4 ? V[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		}
+#pragma unroll
+		for (int k = 0; k < SMP_BATCH4; k++) {
+			int j = j0 + k * SMP_THREADS;
+			if (j >= n4)
+				break;
+			int i = a + 4 * j;
+			f(i, v[k].x);
+			f(i + 1, v[k].y);
+			f(i + 2, v[k].z);
+			f(i + 3, v[k].w);
+		}
+	}
+}
+
+/* Folds logit v of id i into a thread's top two. A thread's ids come in increasing order
+ * unless F32 (smp_walk_range), so then the maximum's ties go to the lowest id explicitly. */
+template <bool F32> __device__ __forceinline__ void top2_take(struct top2 *t, float v, int i)
+{
+	if (v > t->m1 || (F32 && v == t->m1 && i < t->id)) {
+		t->m2 = t->m1;
+		t->m1 = v;
+		t->id = i;
+	} else if (v > t->m2) {
+		t->m2 = v;
 	}
 }
 
@@ -220,7 +276,7 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
                           long long take_k, double m1, double inv_t, struct smp_shared *sh)
 {
 	double s = 0.0;
-	smp_walk(L, threadIdx.x, vocab, SMP_THREADS, [&](int, float v) {
+	smp_walk_range<F32>(L, 0, vocab, [&](int, float v) {
 		uint32_t k = fkey(v);
 		if (k >= c && (!has_k || k > tk))
 			s += smp_weight<F32>(v, m1, inv_t);
@@ -234,12 +290,12 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
 /* The largest key c, built NB bits a pass from the top, for which ok(c, total) holds, where
  * total is the block's sum over the row's logits x of key k >= c of the value val gives them
  * (val(k, x, &v) false: x adds nothing): each pass sums at every nonzero candidate of its bits at
- * once, each in the per-thread order of smp_walk and then over the warps in order from zero,
+ * once, each in the per-thread order of smp_walk_range and then over the warps in order from zero,
  * as block_count and block_dsum do. ok must hold at c = 0 and, as c grows, stop holding for good
  * (a count or a mass of positive terms only falls as c grows: rounding is monotone), so this
  * finds the key a one-bit-a-pass search finds, in about 32 / NB passes instead of 32. part:
  * (2^NB - 1, SMP_WARPS) shared scratch. */
-template <int NB, typename T, typename Val, typename Ok>
+template <int NB, bool F32, typename T, typename Val, typename Ok>
 __device__ uint32_t smp_key_search(const float *L, int vocab, T (*part)[SMP_WARPS], Val val, Ok ok)
 {
 	constexpr int NJ = (1 << NB) - 1;
@@ -252,7 +308,7 @@ __device__ uint32_t smp_key_search(const float *L, int vocab, T (*part)[SMP_WARP
 #pragma unroll
 		for (int j = 0; j < NJ; j++)
 			s[j] = 0;
-		smp_walk(L, tid, vocab, SMP_THREADS, [&](int, float x) {
+		smp_walk_range<F32>(L, 0, vocab, [&](int, float x) {
 			uint32_t k = fkey(x);
 			T v;
 			if (k < c0 || !val(k, x, &v))
@@ -287,9 +343,10 @@ __device__ uint32_t smp_key_search(const float *L, int vocab, T (*part)[SMP_WARP
 
 /* The top_k-th largest key of the row (top_k < vocab): the largest key c with at least top_k
  * logits of key >= c. */
+template <bool F32>
 __device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp_shared *sh)
 {
-	return smp_key_search<SMP_KBITS, int>(
+	return smp_key_search<SMP_KBITS, F32, int>(
 	    L, vocab, sh->cm,
 	    [](uint32_t, float, int *v) {
 		    *v = 1;
@@ -305,7 +362,7 @@ __device__ uint32_t smp_p_cut(const float *L, int vocab, bool has_k, uint32_t tk
                               double m1, double inv_t, double target, struct smp_shared *sh)
 {
 	double tie = has_k ? (double)take_k * smp_weight<F32>(fkey_val(tk), m1, inv_t) : 0.0;
-	return smp_key_search<SMP_PBITS, double>(
+	return smp_key_search<SMP_PBITS, F32, double>(
 	    L, vocab, sh->dm,
 	    [&](uint32_t k, float x, double *v) {
 		    if (has_k && k <= tk)
@@ -318,14 +375,14 @@ __device__ uint32_t smp_p_cut(const float *L, int vocab, bool has_k, uint32_t tk
 
 /* The one-bit-a-pass searches smp_kth_key and smp_p_cut replaced, kept as the reference that
  * ds_k_sample_search_check holds them to. */
+template <bool F32>
 __device__ uint32_t smp_kth_key_bitwise(const float *L, int vocab, int top_k, struct smp_shared *sh)
 {
 	uint32_t tk = 0;
 	for (int bit = 31; bit >= 0; bit--) {
 		uint32_t cand = tk | (1u << bit);
 		long long n = 0;
-		smp_walk(L, threadIdx.x, vocab, SMP_THREADS,
-		         [&](int, float x) { n += fkey(x) >= cand; });
+		smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { n += fkey(x) >= cand; });
 		if (block_count(n, sh) >= top_k)
 			tk = cand;
 	}
@@ -363,29 +420,21 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
                                         const struct ds_k_sample_row &P, bool gumbel,
                                         struct smp_shared *sh)
 {
-	int tid = threadIdx.x;
 	struct smp_part pt;
 	struct top2 t = {-INFINITY, -INFINITY, 0x7fffffff};
-	smp_walk(L, lo + tid, hi, SMP_THREADS, [&](int i, float v) {
-		if (v > t.m1) {
-			t.m2 = t.m1;
-			t.m1 = v;
-			t.id = i;
-		} else if (v > t.m2) {
-			t.m2 = v;
-		}
-	});
+	smp_walk_range<F32>(L, lo, hi, [&](int i, float v) { top2_take<F32>(&t, v, i); });
 	pt.t = block_top2(t, sh);
 	double m1 = (double)pt.t.m1, se = 0.0;
 	float m1f = pt.t.m1;
-	smp_walk(L, lo + tid, hi, SMP_THREADS,
-	         [&](int, float v) { se += F32 ? (double)expf(v - m1f) : exp((double)v - m1); });
+	smp_walk_range<F32>(L, lo, hi, [&](int, float v) {
+		se += F32 ? (double)expf(v - m1f) : exp((double)v - m1);
+	});
 	pt.se = block_dsum(se, sh);
 	struct gbest b = {-INFINITY, 0x7fffffff};
 	if (gumbel) {
 		double inv_t = 1.0 / (double)P.temperature;
-		smp_walk(L, lo + tid, hi, SMP_THREADS,
-		         [&](int i, float v) { gumbel_take<F32>(&b, v, i, P, inv_t); });
+		smp_walk_range<F32>(L, lo, hi,
+		                    [&](int i, float v) { gumbel_take<F32>(&b, v, i, P, inv_t); });
 		b = block_gbest(b, sh);
 	}
 	pt.gb = b;
@@ -408,11 +457,10 @@ __global__ void __launch_bounds__(SMP_THREADS)
 	uint32_t tk = 0, tk_b = 0, v = 0, v_b = 0;
 	long long take_k = vocab;
 	if (has_k) {
-		tk = smp_kth_key(L, vocab, P.top_k, &sh);
-		tk_b = smp_kth_key_bitwise(L, vocab, P.top_k, &sh);
+		tk = smp_kth_key<F32>(L, vocab, P.top_k, &sh);
+		tk_b = smp_kth_key_bitwise<F32>(L, vocab, P.top_k, &sh);
 		long long gt = 0;
-		smp_walk(L, threadIdx.x, vocab, SMP_THREADS,
-		         [&](int, float x) { gt += fkey(x) > tk; });
+		smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { gt += fkey(x) > tk; });
 		take_k = P.top_k - block_count(gt, &sh);
 	}
 	if (has_p) {
@@ -467,10 +515,9 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 		uint32_t tk = 0;
 		long long take_k = vocab;
 		if (has_k) {
-			tk = smp_kth_key(L, vocab, P.top_k, sh);
+			tk = smp_kth_key<F32>(L, vocab, P.top_k, sh);
 			long long gt = 0;
-			smp_walk(L, tid, vocab, SMP_THREADS,
-			         [&](int, float x) { gt += fkey(x) > tk; });
+			smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { gt += fkey(x) > tk; });
 			take_k = P.top_k - block_count(gt, sh);
 		}
 		/* top-p: the largest key v whose upper mass reaches top_p of the total */
@@ -488,8 +535,8 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 				avail = take_k;
 			} else {
 				long long n = 0;
-				smp_walk(L, tid, vocab, SMP_THREADS,
-				         [&](int, float x) { n += fkey(x) == v; });
+				smp_walk_range<F32>(L, 0, vocab,
+				                    [&](int, float x) { n += fkey(x) == v; });
 				avail = block_count(n, sh);
 			}
 			double ev = smp_weight<F32>(fkey_val(v), m1, inv_t);
