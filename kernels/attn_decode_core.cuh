@@ -208,6 +208,42 @@ __device__ __forceinline__ void dattn_weights(float m, float mo, float *wa, floa
 	*wb = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
 }
 
+#define DATTN_MERGE_BATCH 16
+
+/* The m, l and acc[k] of splits z0 .. z0 + DATTN_MERGE_BATCH - 1 below nsu (past nsu: m = -inf,
+ * l = acc = 0). */
+__device__ __forceinline__ void dattn_merge_load(const float *base, int z0, int nsu, size_t prow,
+                                                 int k, float (&m)[DATTN_MERGE_BATCH],
+                                                 float (&l)[DATTN_MERGE_BATCH],
+                                                 float (&a)[DATTN_MERGE_BATCH])
+{
+#pragma unroll
+	for (int j = 0; j < DATTN_MERGE_BATCH; j++) {
+		const float *pz = base + (z0 + j) * prow;
+		bool in = z0 + j < nsu;
+		m[j] = in ? __ldcg(pz) : -INFINITY;
+		l[j] = in ? __ldcg(pz + 1) : 0.0f;
+		a[j] = in ? __ldcg(pz + 2 + k) : 0.0f;
+	}
+}
+
+/* Folds the loaded splits z0 .. below nsu into L and A under the maximum M, in split order. */
+__device__ __forceinline__ void dattn_merge_fold(int z0, int nsu, float M,
+                                                 const float (&m)[DATTN_MERGE_BATCH],
+                                                 const float (&l)[DATTN_MERGE_BATCH],
+                                                 const float (&a)[DATTN_MERGE_BATCH], float &L,
+                                                 float &A)
+{
+#pragma unroll
+	for (int j = 0; j < DATTN_MERGE_BATCH; j++) {
+		if (z0 + j >= nsu)
+			break;
+		float e = m[j] == -INFINITY ? 0.0f : exp2f(m[j] - M);
+		L = fmaf(l[j], e, L);
+		A = fmaf(a[j], e, A);
+	}
+}
+
 /* The merged output of one head at dim k from its nsu partials (base: split 0; rows of prow
  * floats: m, l, acc[D]). One arithmetic for the combine kernel and the fused merge; __ldcg
  * because other blocks wrote them (read through L2, never a stale L1 line). The loads of
@@ -216,63 +252,28 @@ __device__ __forceinline__ void dattn_weights(float m, float mo, float *wa, floa
  * 512 on the H200, bench/results/gpu-20261130-e572c35-trace); up to DATTN_MERGE_BATCH splits
  * take one round of loads. The maximum and the sums take the splits in order as before: the
  * same bits. */
-#define DATTN_MERGE_BATCH 16
 __device__ __forceinline__ float dattn_merge_dim(const float *base, int nsu, size_t prow, int k)
 {
 	constexpr int B = DATTN_MERGE_BATCH;
-	if (nsu <=
-	    B) { /* the usual case: one round of loads, the maximum and sums from registers */
-		float m[B], l[B], a[B], M = -INFINITY, L = 0.0f, A = 0.0f;
+	/* the first B splits stay in registers: with nsu <= B, one round of loads */
+	float m[B], l[B], a[B], M = -INFINITY, L = 0.0f, A = 0.0f;
+	dattn_merge_load(base, 0, nsu, prow, k, m, l, a);
 #pragma unroll
-		for (int j = 0; j < B; j++) {
-			const float *pz = base + j * prow;
-			bool in = j < nsu;
-			m[j] = in ? __ldcg(pz) : -INFINITY;
-			l[j] = in ? __ldcg(pz + 1) : 0.0f;
-			a[j] = in ? __ldcg(pz + 2 + k) : 0.0f;
-		}
+	for (int j = 0; j < B; j++)
+		M = fmaxf(M, m[j]);
+	for (int z0 = B; z0 < nsu; z0 += B) { /* the maximum over the rest */
+		float mz[B];
 #pragma unroll
 		for (int j = 0; j < B; j++)
-			M = fmaxf(M, m[j]);
+			mz[j] = z0 + j < nsu ? __ldcg(base + (z0 + j) * prow) : -INFINITY;
 #pragma unroll
-		for (int j = 0; j < B; j++) {
-			if (j >= nsu)
-				break;
-			float e = m[j] == -INFINITY ? 0.0f : exp2f(m[j] - M);
-			L = fmaf(l[j], e, L);
-			A = fmaf(a[j], e, A);
-		}
-		return A / L;
+		for (int j = 0; j < B; j++)
+			M = fmaxf(M, mz[j]);
 	}
-	float M = -INFINITY;
-	for (int z0 = 0; z0 < nsu; z0 += B) {
-		float m[B];
-#pragma unroll
-		for (int j = 0; j < B; j++)
-			m[j] = z0 + j < nsu ? __ldcg(base + (z0 + j) * prow) : -INFINITY;
-#pragma unroll
-		for (int j = 0; j < B; j++)
-			M = fmaxf(M, m[j]);
-	}
-	float L = 0.0f, A = 0.0f;
-	for (int z0 = 0; z0 < nsu; z0 += B) {
-		float m[B], l[B], a[B];
-#pragma unroll
-		for (int j = 0; j < B; j++) {
-			const float *pz = base + (z0 + j) * prow;
-			bool in = z0 + j < nsu;
-			m[j] = in ? __ldcg(pz) : -INFINITY;
-			l[j] = in ? __ldcg(pz + 1) : 0.0f;
-			a[j] = in ? __ldcg(pz + 2 + k) : 0.0f;
-		}
-#pragma unroll
-		for (int j = 0; j < B; j++) {
-			if (z0 + j >= nsu)
-				break;
-			float e = m[j] == -INFINITY ? 0.0f : exp2f(m[j] - M);
-			L = fmaf(l[j], e, L);
-			A = fmaf(a[j], e, A);
-		}
+	dattn_merge_fold(0, nsu, M, m, l, a, L, A);
+	for (int z0 = B; z0 < nsu; z0 += B) {
+		dattn_merge_load(base, z0, nsu, prow, k, m, l, a);
+		dattn_merge_fold(z0, nsu, M, m, l, a, L, A);
 	}
 	return A / L;
 }
