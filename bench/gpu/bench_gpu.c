@@ -53,6 +53,41 @@ double median(double *v, int n)
 	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+int event_median(cudaStream_t st, int warm, int reps, int (*run)(void *), void *arg, double *out_s)
+{
+	cudaEvent_t e[2] = {NULL, NULL};
+	double *t = malloc((size_t)reps * sizeof(*t));
+	cudaError_t ce = cudaEventCreate(&e[0]);
+	if (ce == cudaSuccess)
+		ce = cudaEventCreate(&e[1]);
+	int rc = t && ce == cudaSuccess ? 0 : 1;
+	for (int i = -warm; i < reps && rc == 0; i++) {
+		float ms = 0.0f;
+		ce = cudaEventRecord(e[0], st);
+		if (ce == cudaSuccess && (rc = run(arg)) != 0)
+			break;
+		if (ce == cudaSuccess)
+			ce = cudaEventRecord(e[1], st);
+		if (ce == cudaSuccess)
+			ce = cudaEventSynchronize(e[1]);
+		if (ce == cudaSuccess)
+			ce = cudaEventElapsedTime(&ms, e[0], e[1]);
+		if (ce != cudaSuccess)
+			rc = 1;
+		else if (i >= 0)
+			t[i] = ms * 1e-3;
+	}
+	if (ce != cudaSuccess)
+		fprintf(stderr, "bench: timing: %s\n", cudaGetErrorString(ce));
+	if (rc == 0)
+		*out_s = median(t, reps);
+	for (int k = 0; k < 2; k++)
+		if (e[k])
+			cudaEventDestroy(e[k]);
+	free(t);
+	return rc;
+}
+
 FILE *json_open(const char *dir, const char *name)
 {
 	char path[512];
@@ -65,6 +100,18 @@ FILE *json_open(const char *dir, const char *name)
 
 /* ---- copy roofline ---- */
 
+struct copy_run {
+	void *dst, *src;
+	size_t n;
+};
+
+static int copy_run(void *arg)
+{
+	struct copy_run *r = arg;
+	CK(cudaMemcpyAsync(r->dst, r->src, r->n, cudaMemcpyDeviceToDevice, 0));
+	return 0;
+}
+
 int bench_copy(struct bench *b)
 {
 	size_t n = (size_t)2 << 30;
@@ -72,21 +119,10 @@ int bench_copy(struct bench *b)
 	CK(cudaMalloc(&src, n));
 	CK(cudaMalloc(&dst, n));
 	CK(cudaMemset(src, 1, n));
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	double t[20];
-	for (int i = -3; i < 20; i++) {
-		CK(cudaEventRecord(e0, 0));
-		CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, 0));
-		CK(cudaEventRecord(e1, 0));
-		CK(cudaEventSynchronize(e1));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms * 1e-3;
-	}
-	double s = median(t, 20);
+	struct copy_run r = {dst, src, n};
+	double s = 0;
+	if (event_median(0, 3, 20, copy_run, &r, &s) != 0)
+		return 1;
 	b->copy_bw = 2.0 * (double)n / s;
 	printf("copy: %.2f GB moved in %.3f ms: %.0f GB/s (read + write)\n", 2.0 * n / 1e9, s * 1e3,
 	       b->copy_bw / 1e9);
@@ -100,8 +136,6 @@ int bench_copy(struct bench *b)
 	}
 	cudaFree(src);
 	cudaFree(dst);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
 	return 0;
 }
 
@@ -120,35 +154,48 @@ int env_int(const char *k, int def)
 
 /* ---- attention bandwidth ---- */
 
+/* One decode attention of pass p for event_median: path 0, the fast path's (diag >= 0: the
+ * decode kernel's variant diag at split, ds_k_attn_decode_v); 1, the reference path's; 2,
+ * attn.cu's older fast kernel. */
+struct attn_run {
+	struct ds_cuda_ctx *c;
+	const struct ds_cuda_pass *p;
+	int path, split, diag;
+};
+
+static int attn_run(void *arg)
+{
+	struct attn_run *r = arg;
+	struct ds_cuda_ctx *c = r->c;
+	struct ds_err err;
+	enum ds_status rv = DS_OK;
+	if (r->path == 2)
+		CK(ds_k_attn_fast(c->q, c->kv, ds_cuda_tokmeta(c), r->p->T, ds_cuda_dims(c),
+		                  r->split, c->part, c->att, c->stream));
+	else if (r->path == 1)
+		rv = ds_cuda_ref_ops.attention(c, r->p, c->kv, 0, &err);
+	else if (r->diag >= 0)
+		CK(ds_k_attn_decode_v(c->q, c->kv, ds_cuda_tokmeta(c), r->p->T, ds_cuda_dims(c),
+		                      r->split, c->part, c->att, NULL, r->diag, 0, c->stream));
+	else
+		rv = ds_cuda_fast_ops.attention(c, r->p, c->kv, r->split, &err);
+	if (rv != DS_OK) {
+		fprintf(stderr, "attn: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}
+
 /* Median seconds of 20 fast-path attentions of pass p (after 2 warm-ups); 1 on error. With
  * diag >= 0, the decode kernel's variant diag (ds_k_attn_decode_v, e.g. the copy-only
  * diagnostic, which the backend never runs) at split instead. */
 static int attn_time_fast(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, int split, int diag,
-                          cudaEvent_t e0, cudaEvent_t e1, double *sec)
+                          double *sec)
 {
-	double t[20];
-	struct ds_err err;
 	if (diag >= 0) /* the partial buffer's cap, as the fast path applies it */
 		split = ds_cuda_split_cap(c, p->T, split);
-	for (int i = -2; i < 20; i++) {
-		CK(cudaEventRecord(e0, c->stream));
-		if (diag >= 0) {
-			CK(ds_k_attn_decode_v(c->q, c->kv, ds_cuda_tokmeta(c), p->T,
-			                      ds_cuda_dims(c), split, c->part, c->att, NULL, diag,
-			                      0, c->stream));
-		} else if (ds_cuda_fast_ops.attention(c, p, c->kv, split, &err) != DS_OK) {
-			fprintf(stderr, "attn: %s\n", err.msg);
-			return 1;
-		}
-		CK(cudaEventRecord(e1, c->stream));
-		CK(cudaEventSynchronize(e1));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms * 1e-3;
-	}
-	*sec = median(t, 20);
-	return 0;
+	struct attn_run r = {c, p, 0, split, diag};
+	return event_median(c->stream, 2, 20, attn_run, &r, sec);
 }
 
 /* Whether the comma-separated list in environment variable var (unset or empty: every name)
@@ -201,9 +248,6 @@ int bench_attn(struct bench *b)
 	/* the fast path at forced decode splits (DS_FAST_ATTN_SPLIT; the partial buffer may cap
 	 * it), to check the split model */
 	static const int sweep[] = {1, 2, 4, 8, 16, 32, 64};
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
 	int written = 0;
 	for (size_t pi = 0; pi < DS_ARRAY_LEN(pts); pi++) {
 		int B = pts[pi].B, ctx = pts[pi].ctx, nb = (ctx + 1 + BS - 1) / BS;
@@ -229,34 +273,13 @@ int bench_attn(struct bench *b)
 		double tt[5]; /* fast, ref, old, reg, pipe */
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
 		for (int ref = 0; ref < 5; ref++) {
-			double t[20];
 			/* 3, 4: the fast path with the register / CUDA-core pipelined variant */
 			const char *force = ref == 3 ? "reg" : ref == 4 ? "pipe" : NULL;
 			if (force && setenv("DS_FAST_ATTN", force, 1) != 0)
 				return 1;
-			for (int i = -2; i < 20; i++) {
-				CK(cudaEventRecord(e0, c->stream));
-				enum ds_status rv = DS_OK;
-				if (ref == 2)
-					CK(ds_k_attn_fast(c->q, c->kv, ds_cuda_tokmeta(c), B,
-					                  ds_cuda_dims(c), split, c->part, c->att,
-					                  c->stream));
-				else
-					rv = ref == 1 ? ds_cuda_ref_ops.attention(c, &p, c->kv, 0, &err)
-					         : ds_cuda_fast_ops.attention(c, &p, c->kv, split,
-					                                      &err);
-				if (rv != DS_OK) {
-					fprintf(stderr, "attn: %s\n", err.msg);
-					return 1;
-				}
-				CK(cudaEventRecord(e1, c->stream));
-				CK(cudaEventSynchronize(e1));
-				float ms;
-				CK(cudaEventElapsedTime(&ms, e0, e1));
-				if (i >= 0)
-					t[i] = ms * 1e-3;
-			}
-			tt[ref] = median(t, 20);
+			struct attn_run r = {c, &p, ref <= 2 ? ref : 0, split, -1};
+			if (event_median(c->stream, 2, 20, attn_run, &r, &tt[ref]) != 0)
+				return 1;
 			if (force && (sel ? setenv("DS_FAST_ATTN", sel, 1) : unsetenv("DS_FAST_ATTN")))
 				return 1;
 		}
@@ -296,11 +319,11 @@ int bench_attn(struct bench *b)
 			fprintf(f, ", \"%s_us_by_forced_split\": {", vn);
 			for (size_t k = 0; k < DS_ARRAY_LEN(sweep); k++) {
 				char v[16];
-				double ts;
+				double ts = 0;
 				snprintf(v, sizeof(v), "%d", sweep[k]);
 				if (setenv("DS_FAST_ATTN_SPLIT", v, 1) != 0 ||
-				    attn_time_fast(c, &p, diag >= 0 ? sweep[k] : split, diag, e0,
-				                   e1, &ts) != 0)
+				    attn_time_fast(c, &p, diag >= 0 ? sweep[k] : split, diag,
+				                   &ts) != 0)
 					return 1;
 				printf(" %s:%.1f", v, ts * 1e6);
 				fprintf(f, "%s\"%s\": %.2f", k ? ", " : "", v, ts * 1e6);
@@ -319,12 +342,36 @@ int bench_attn(struct bench *b)
 	free(fs);
 	fprintf(f, "\n]}\n");
 	fclose(f);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
 	return 0;
 }
 
 /* ---- reference attention: CUDA-core kernel (attn.cu) vs tensor-core kernel (attn_mma.cu) ---- */
+
+/* One reference attention of T rows for event_median: mode 0, attn.cu's kernel at split; 1,
+ * attn_mma.cu's walk on the plan in c->dm.aplan; else its split launch (top, occ, and whether
+ * the plan splits). */
+struct attnref_run {
+	struct ds_cuda_ctx *c;
+	struct ds_k_dims d;
+	int T, mode, split, top, occ;
+	bool splits;
+};
+
+static int attnref_run(void *arg)
+{
+	struct attnref_run *r = arg;
+	struct ds_cuda_ctx *c = r->c;
+	if (r->mode == 0)
+		CK(ds_k_attn_ref(c->q, c->kv, ds_cuda_tokmeta(c), r->T, r->d, r->split, c->part,
+		                 c->att, c->stream));
+	else if (r->mode == 1)
+		CK(ds_k_attn_ref_mma(c->q, c->kv, ds_cuda_tokmeta(c), c->dm.aplan, r->T, r->d,
+		                     r->occ, c->att, c->stream));
+	else
+		CK(ds_k_attn_ref_mma_split(c->q, c->kv, ds_cuda_tokmeta(c), c->dm.aplan, r->T, r->d,
+		                           r->top, r->occ, c->part, r->splits, c->att, c->stream));
+	return 0;
+}
 
 /* Section "attnref": one layer's reference attention on the llama3-8b shapes, as:
  *  old   ds_k_attn_ref (CUDA cores, split as refpath/cuda_ref.c picked it before the mma kernel),
@@ -377,9 +424,6 @@ int bench_attn_ref(struct bench *b)
 	printf("%-24s %5s %9s %9s %9s %9s %9s %3s %9s %8s %8s %6s %5s %10s %16s\n", "point", "rows",
 	       "old_us", "walk_us", "new_us", "split_us", "graph_us", "occ", "other_us", "new/old",
 	       "new/walk", "newGBs", "same", "max|o-n|", "xxh3(walk)");
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
 	size_t qd = (size_t)ds_model_q_dim(cfg);
 	enum { NK = 6 }; /* old, walk, new, split, graph, new on the other build (occ) */
 	uint16_t *o[NK];
@@ -437,28 +481,9 @@ int bench_attn_ref(struct bench *b)
 				occ = 5 - occ_new;
 			CK(cudaMemcpyAsync(c->dm.aplan, hp, DS_K_ATTN_MMA_PLAN_INTS(T) * 4,
 			                   cudaMemcpyHostToDevice, c->stream));
-			double t[20];
-			for (int i = -2; i < 20; i++) {
-				CK(cudaEventRecord(e0, c->stream));
-				if (k == 0)
-					CK(ds_k_attn_ref(c->q, c->kv, ds_cuda_tokmeta(c), T, d,
-					                 split, c->part, c->att, c->stream));
-				else if (k == 1)
-					CK(ds_k_attn_ref_mma(c->q, c->kv, ds_cuda_tokmeta(c),
-					                     c->dm.aplan, T, d, occ, c->att,
-					                     c->stream));
-				else
-					CK(ds_k_attn_ref_mma_split(
-					    c->q, c->kv, ds_cuda_tokmeta(c), c->dm.aplan, T, d, top,
-					    occ, c->part, k == 4 || hp[1] != 0, c->att, c->stream));
-				CK(cudaEventRecord(e1, c->stream));
-				CK(cudaEventSynchronize(e1));
-				float ms;
-				CK(cudaEventElapsedTime(&ms, e0, e1));
-				if (i >= 0)
-					t[i] = ms * 1e-3;
-			}
-			tt[k] = median(t, 20);
+			struct attnref_run r = {c, d, T, k, split, top, occ, k == 4 || hp[1] != 0};
+			if (event_median(c->stream, 2, 20, attnref_run, &r, &tt[k]) != 0)
+				return 1;
 			CK(cudaMemcpy(o[k], c->att, (size_t)T * qd * 2, cudaMemcpyDeviceToHost));
 		}
 		bool same = true;
@@ -502,8 +527,6 @@ int bench_attn_ref(struct bench *b)
 		free(o[k]);
 	for (int k = 0; k < 3; k++)
 		free(plans[k]);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
 	return rc;
 }
 

@@ -39,6 +39,10 @@ struct bench {
 /* ---- helpers (bench_gpu.c) ---- */
 double now_s(void);
 double median(double *v, int n);
+/* Median seconds of reps runs of run(arg) on stream st, each timed by events around it, after
+ * warm untimed ones; run returns 0, or a code that ends the timing and is returned (1 on a CUDA
+ * error of the timing itself). */
+int event_median(cudaStream_t st, int warm, int reps, int (*run)(void *), void *arg, double *out_s);
 FILE *json_open(const char *dir, const char *name);
 /* A number for the JSON output: NaN / inf (a launch that was refused) as -1. */
 double json_num(double x);

@@ -4,43 +4,53 @@
 
 #include <math.h>
 
+/* One GEMM launch for event_median: ref (0 = cuBLASLt, the fast path; 1 = reference, wgmma;
+ * 2 = the older mma.sync kernel) or, v >= 0, reference variant v. */
+struct gemm_run {
+	struct ds_cuda_ctx *c;
+	int ref, v;
+	const uint16_t *A, *W;
+	float *C;
+	int M, N, K;
+};
+
+static int gemm_run(void *arg)
+{
+	struct gemm_run *r = arg;
+	struct ds_cuda_ctx *c = r->c;
+	struct ds_err err;
+	enum ds_status rv = DS_OK;
+	if (r->v >= 0) {
+		cudaError_t le =
+		    ds_k_gemm_ref_variant(r->v, r->A, r->W, r->C, r->M, r->N, r->K, c->stream);
+		if (le == cudaSuccess)
+			return 0;
+		fprintf(stderr, "gemm variant %d (%s) at %dx%dx%d: %s\n", r->v,
+		        ds_k_gemm_ref_variant_name(r->v), r->M, r->N, r->K, cudaGetErrorString(le));
+		(void)cudaGetLastError();
+		CK(cudaStreamSynchronize(c->stream)); /* a sticky error stops the run here */
+		return 2;
+	}
+	if (r->ref == 2) {
+		if (ds_k_gemm_mma(r->A, r->W, r->C, r->M, r->N, r->K, c->stream) != cudaSuccess)
+			rv = ds_errf(&err, DS_ERR_DEVICE, "mma gemm launch failed");
+	} else {
+		rv = r->ref ? ds_cuda_ref_ops.gemm(c, r->A, r->W, r->C, r->M, r->N, r->K, &err)
+		            : ds_cuda_fast_ops.gemm(c, r->A, r->W, r->C, r->M, r->N, r->K, &err);
+	}
+	if (rv != DS_OK) {
+		fprintf(stderr, "gemm %d %d %d: %s\n", r->M, r->N, r->K, err.msg);
+		return 1;
+	}
+	return 0;
+}
+
 /* ref: 0 = cuBLASLt (fast path), 1 = reference (wgmma), 2 = the older mma.sync kernel */
 static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t *W, float *C,
                      int M, int N, int K, double *out_s)
 {
-	struct ds_cuda_ctx *c = b->c;
-	struct ds_err err;
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	int reps = M >= 2048 ? 10 : 30;
-	double *t = malloc((size_t)reps * sizeof(double));
-	for (int i = -2; i < reps; i++) {
-		CK(cudaEventRecord(e0, c->stream));
-		enum ds_status rv = DS_OK;
-		if (ref == 2) {
-			if (ds_k_gemm_mma(A, W, C, M, N, K, c->stream) != cudaSuccess)
-				rv = ds_errf(&err, DS_ERR_DEVICE, "mma gemm launch failed");
-		} else {
-			rv = ref ? ds_cuda_ref_ops.gemm(c, A, W, C, M, N, K, &err)
-			         : ds_cuda_fast_ops.gemm(c, A, W, C, M, N, K, &err);
-		}
-		if (rv != DS_OK) {
-			fprintf(stderr, "gemm %d %d %d: %s\n", M, N, K, err.msg);
-			return 1;
-		}
-		CK(cudaEventRecord(e1, c->stream));
-		CK(cudaEventSynchronize(e1));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms * 1e-3;
-	}
-	*out_s = median(t, reps);
-	free(t);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	return 0;
+	struct gemm_run r = {b->c, ref, -1, A, W, C, M, N, K};
+	return event_median(b->c->stream, 2, M >= 2048 ? 10 : 30, gemm_run, &r, out_s);
 }
 
 /* One variant of the reference GEMM (kernels/gemm_ref*.cu), timed like time_gemm. A variant
@@ -49,36 +59,8 @@ static int time_gemm(struct bench *b, int ref, const uint16_t *A, const uint16_t
 static int time_gemm_variant(struct bench *b, int v, const uint16_t *A, const uint16_t *W, float *C,
                              int M, int N, int K, double *out_s)
 {
-	cudaStream_t st = b->c->stream;
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	int reps = M >= 2048 ? 10 : 30;
-	double t[30];
-	for (int i = -2; i < reps; i++) {
-		CK(cudaEventRecord(e0, st));
-		cudaError_t le = ds_k_gemm_ref_variant(v, A, W, C, M, N, K, st);
-		if (le != cudaSuccess) {
-			fprintf(stderr, "gemm variant %d (%s) at %dx%dx%d: %s\n", v,
-			        ds_k_gemm_ref_variant_name(v), M, N, K, cudaGetErrorString(le));
-			(void)cudaGetLastError();
-			CK(cudaEventRecord(e1, st)); /* a sticky error stops the run here */
-			CK(cudaEventSynchronize(e1));
-			cudaEventDestroy(e0);
-			cudaEventDestroy(e1);
-			return 2;
-		}
-		CK(cudaEventRecord(e1, st));
-		CK(cudaEventSynchronize(e1));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms * 1e-3;
-	}
-	*out_s = median(t, reps);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	return 0;
+	struct gemm_run r = {b->c, 1, v, A, W, C, M, N, K};
+	return event_median(b->c->stream, 2, M >= 2048 ? 10 : 30, gemm_run, &r, out_s);
 }
 
 /* Rows 0 and M-1 of C (M, N) into h (2 N floats). */

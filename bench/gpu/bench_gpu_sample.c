@@ -7,28 +7,24 @@
 
 #include <math.h>
 
+struct sample_run {
+	struct ds_cuda_ctx *c;
+	bool fast;
+	int R;
+};
+
+static int sample_run(void *arg)
+{
+	struct sample_run *r = arg;
+	CK(ds_cuda_sample(r->c, r->fast, r->R, 0));
+	return 0;
+}
+
 /* Median time (s) of ds_cuda_sample(fast) over R rows of c->logits, eager. */
 static int sample_time(struct bench *b, bool fast, int R, double *out_s)
 {
-	struct ds_cuda_ctx *c = b->c;
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	double t[15];
-	for (int i = -3; i < 15; i++) {
-		CK(cudaEventRecord(e0, c->stream));
-		CK(ds_cuda_sample(c, fast, R, 0));
-		CK(cudaEventRecord(e1, c->stream));
-		CK(cudaEventSynchronize(e1));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms * 1e-3;
-	}
-	*out_s = median(t, 15);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	return 0;
+	struct sample_run r = {b->c, fast, R};
+	return event_median(b->c->stream, 3, 15, sample_run, &r, out_s);
 }
 
 int bench_sample(struct bench *b)

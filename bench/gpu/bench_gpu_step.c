@@ -350,27 +350,26 @@ static void prof_decode_bytes(const struct ds_model_config *cfg, int B, int ctx,
 	bytes[PROF_SAMPLE] = 4.0 * B * V;
 }
 
+struct graph_run {
+	struct ds_cuda_ctx *c;
+	cudaGraphExec_t ge;
+};
+
+static int graph_run(void *arg)
+{
+	struct graph_run *r = arg;
+	CK(cudaGraphLaunch(r->ge, r->c->stream));
+	return 0;
+}
+
 /* Median of 20 replays of graph ge on c's stream, after 3 untimed (ms). */
 static int graph_replay_ms(struct ds_cuda_ctx *c, cudaGraphExec_t ge, double *ms_out)
 {
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	double t[20];
-	for (int i = -3; i < 20; i++) {
-		CK(cudaEventRecord(e0, c->stream));
-		CK(cudaGraphLaunch(ge, c->stream));
-		CK(cudaEventRecord(e1, c->stream));
-		CK(cudaEventSynchronize(e1));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		if (i >= 0)
-			t[i] = ms;
-	}
-	*ms_out = median(t, 20);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	return 0;
+	struct graph_run r = {c, ge};
+	double s = 0;
+	int rc = event_median(c->stream, 3, 20, graph_run, &r, &s);
+	*ms_out = s * 1e3;
+	return rc;
 }
 
 /* Median time of replaying bucket bi's captured decode graph (ms; -1: none). */
