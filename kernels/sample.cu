@@ -99,8 +99,8 @@ struct smp_shared {
 /* Calls f(i, L[i]) for i = i0, i0 + step, ... below hi, in that order, with the loads of
  * SMP_BATCH of them in flight at once. A loop that loaded and used one logit per iteration
  * waited a memory round trip per logit: a pass over a row of 128256 took about 50 us of one
- * block on the H200 (bench/results/gpu-20261130-2f13592-sample2), and top-k / top-p make about
- * 33 passes. The order of the calls, so every sum's order, is the loop's: the same bits. */
+ * block on the H200 (bench/results/gpu-20261130-2f13592-sample2), and a top-k / top-p row
+ * makes about 14 of them. The order of the calls, so every sum's order, is the loop's: the same bits. */
 template <typename F>
 __device__ __forceinline__ void smp_walk(const float *L, int i0, int hi, int step, F f)
 {
