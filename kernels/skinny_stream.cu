@@ -8,10 +8,14 @@
  * Why: the register-streaming variants keep 32-64 KB of weight loads in flight per SM, which on
  * the H200 holds them to about 3.6 TB/s on the large decode shapes, while a decode GEMM's weights
  * are a pure stream. Here one block per SM owns a contiguous run of 16-row weight tiles and a
- * producer warp copies them with bulk async copies (TMA, cp.async.bulk) into a ring of slots in
- * shared memory, each slot one tile's 256-column chunk of weights plus the batch rows of A for
- * those columns. Up to 16 slots (about 128 KB of weights) are in flight per SM, with no register
- * cost, and a slot is freed as soon as the one warp that reads it is done.
+ * producer thread copies them with TMA tensor copies into a ring of slots in shared memory, each
+ * slot one tile's 256-column chunk of weights (one 16 x 256 box, 8 KB) plus the batch rows of A
+ * for those columns (one more box). Up to 16 slots (128 KB of weights) are in flight per SM, with
+ * no register cost, and a slot is freed as soon as the one warp that reads it is done. Boxes,
+ * not row copies: on the H200 every bulk copy costs the SM's copy engine about 70 ns whatever
+ * its size up to a few KB, so 512-byte row copies held the first version of this kernel to
+ * 0.9 TB/s (bench/results/gpu-20261130-8cd71d0-stream). Out-of-bounds box elements (rows past N
+ * or M, columns past K) arrive as zeros, so no operand needs masking.
  *
  * Under programmatic dependent launch the producer fills the whole ring with weights before
  * griddepcontrol.wait (weights are never written by the forward pass) and copies A's chunks only
@@ -29,25 +33,27 @@
 #include "mma_prims.cuh"
 #include "pdl.cuh"
 #include "silu.cuh"
+#include "tma_map.cuh"
 
 #include <stdio.h>
 
 #define SS_CWARPS 8                      /* consumer warps */
 #define SS_THREADS (SS_CWARPS * 32 + 32) /* + the producer warp */
-#define SS_KC 256                        /* columns per slot */
+#define SS_KC 256                        /* columns per slot (the largest box side) */
 #define SS_MAX_NT 4                      /* batch tiles of 8 rows per launch */
-/* Bytes per staged bf16 row: 512 + 64, so rows g and g + 1 (one 16-byte load phase of 8 lanes)
- * fall in different halves of the banks. The fused SiLU form stages a batch row's fp32 gate and
- * up parts (2 x 1 KB) + 16 bytes, for the same reason with 32-byte reads. */
-#define SS_WROW (SS_KC * 2 + 64)
-#define SS_GROW (SS_KC * 8 + 16)
 
+/* A slot: the weight box (16 rows of SS_KC bf16, dense), then the batch box: 8 NT rows of SS_KC
+ * bf16, or for the fused SiLU form 8 rows of (gate, up) x SS_KC fp32. Dense rows put lanes g and
+ * g + 1 of a load phase in the same banks (a 2-way conflict); the consumer warps have time to
+ * spare, the stream does not. */
 template <int NT, bool SILU> struct ss_shape {
-	static constexpr unsigned W_BYTES = 16 * SS_WROW;
-	static constexpr unsigned B_ROW = SILU ? SS_GROW : SS_WROW;
+	static constexpr unsigned W_ROW = SS_KC * 2;
+	static constexpr unsigned W_BYTES = 16 * W_ROW;
+	static constexpr unsigned B_ROW = SILU ? SS_KC * 8 : SS_KC * 2;
 	static constexpr unsigned SLOT = W_BYTES + 8 * NT * B_ROW;
 	static constexpr unsigned SCR = SS_CWARPS * NT * 32 * 16; /* partial tiles (float4) */
-	static_assert(SLOT % 16 == 0, "bulk copies need 16-byte aligned slots");
+	static_assert(SLOT % 128 == 0, "tensor copies need 128-byte aligned slots");
+	static_assert(!SILU || NT == 1, "the fused SiLU form has one batch tile");
 };
 
 /* Shared memory of a launch with nslot slots: the ring, the partial tiles, 2 mbarriers a slot. */
@@ -57,76 +63,54 @@ template <int NT, bool SILU> static size_t ss_smem(int nslot)
 	return (size_t)nslot * S::SLOT + S::SCR + (size_t)16 * nslot;
 }
 
-/* Tiles [t0, t1) of block b out of nb (sizes differ by at most one). */
+/* This block's tiles [t0, t1) (sizes differ by at most one). */
 __device__ __forceinline__ void ss_tiles(int tiles, int *t0, int *t1)
 {
 	*t0 = (int)((long long)tiles * blockIdx.x / gridDim.x);
 	*t1 = (int)((long long)tiles * (blockIdx.x + 1) / gridDim.x);
 }
 
-/* The producer: copies of item q = (tile t0 + q / nch, chunk q % nch) into slot q % nslot; the
- * weight rows of the first ring before the grid-dependency wait, every A part after it. Lane i
- * issues copies i, i + 32, ... of an item (weight rows first, then A rows). */
+/* The producer (one thread): item q = (tile t0 + q / nch, chunk q % nch) into slot q % nslot;
+ * the weight boxes of the first ring before the grid-dependency wait, every batch box after. */
 template <int NT, bool SILU>
-__device__ void ss_produce(const void *A, const uint16_t *W, int M, int N, int K, int t0, int t1,
+__device__ void ss_produce(const CUtensorMap *tw, const CUtensorMap *ta, int K, int t0, int t1,
                            unsigned ring, unsigned full, unsigned empty, int nslot)
 {
 	typedef ss_shape<NT, SILU> S;
-	const int lane = threadIdx.x & 31, nch = (K + SS_KC - 1) / SS_KC;
-	const int items = (t1 - t0) * nch, nb = M < 8 * NT ? M : 8 * NT;
-	const struct ds_bulk_hint wh = ds_bulk_evict_first(true), none = {0, false};
+	const int nch = (K + SS_KC - 1) / SS_KC, items = (t1 - t0) * nch;
 	const int pre = items < nslot ? items : nslot;
-	/* copy j of item q: weight row j (< nr), or A row j - nr (each SILU row: gate, then up) */
-	auto issue = [&](int q, bool weights, bool acts) {
-		int T = t0 + q / nch, k0 = (q % nch) * SS_KC, kc = min(SS_KC, K - k0);
-		int nr = min(16, N - 16 * T), na = SILU ? 2 * nb : nb;
-		unsigned slot = ring + (unsigned)(q % nslot) * S::SLOT,
-		         bar = full + 8 * (q % nslot);
-		for (int j = lane; j < nr + na; j += 32) {
-			if (j < nr) {
-				if (weights)
-					ds_bulk_g2s(slot + j * SS_WROW,
-					            W + (size_t)(16 * T + j) * K + k0,
-					            (unsigned)kc * 2, bar, wh);
-			} else if (acts && !SILU) {
-				int m = j - nr;
-				ds_bulk_g2s(slot + S::W_BYTES + m * S::B_ROW,
-				            (const uint16_t *)A + (size_t)m * K + k0,
-				            (unsigned)kc * 2, bar, none);
-			} else if (acts) {
-				int m = (j - nr) >> 1, h = (j - nr) & 1; /* h: the up half */
-				ds_bulk_g2s(slot + S::W_BYTES + m * S::B_ROW + h * SS_KC * 4,
-				            (const float *)A + (size_t)m * 2 * K + (size_t)h * K +
-				                k0,
-				            (unsigned)kc * 4, bar, none);
-			}
-		}
+	const struct ds_bulk_hint wh = ds_bulk_evict_first(true);
+	asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)tw) : "memory");
+	asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)ta) : "memory");
+	auto dst = [&](int q) { return ring + (unsigned)(q % nslot) * S::SLOT; };
+	auto bar = [&](int q) { return full + 8 * (unsigned)(q % nslot); };
+	auto weights = [&](int q) {
+		ds_tma_2d(dst(q), tw, (q % nch) * SS_KC, 16 * (t0 + q / nch), bar(q), wh.on,
+		          wh.pol);
 	};
-	auto expect = [&](int q) {
-		int T = t0 + q / nch, kc = min(SS_KC, K - (q % nch) * SS_KC);
-		int nr = min(16, N - 16 * T);
-		unsigned bytes = (unsigned)(nr * kc * 2 + nb * kc * (SILU ? 8 : 2));
-		if (lane == 0)
-			mbar_expect_tx(full + 8 * (q % nslot), bytes);
-		__syncwarp();
+	auto acts = [&](int q) {
+		if constexpr (SILU)
+			ds_tma_3d(dst(q) + S::W_BYTES, ta, (q % nch) * SS_KC, 0, 0, bar(q));
+		else
+			ds_tma_2d(dst(q) + S::W_BYTES, ta, (q % nch) * SS_KC, 0, bar(q), false, 0);
 	};
 	for (int q = 0; q < pre; q++) {
-		expect(q);
-		issue(q, true, false);
+		mbar_expect_tx(bar(q), S::SLOT);
+		weights(q);
 	}
 	ds_grid_dep_wait(); /* A is the previous kernel's output */
 	asm volatile("fence.proxy.async.global;\n" ::: "memory");
 	for (int q = 0; q < pre; q++)
-		issue(q, false, true);
+		acts(q);
 	for (int q = pre; q < items; q++) {
-		if (lane == 0)
-			mbar_wait(empty + 8 * (q % nslot), ((unsigned)(q / nslot) & 1u) ^ 1u);
-		expect(q);
-		issue(q, true, true);
+		mbar_wait(empty + 8 * (unsigned)(q % nslot), ((unsigned)(q / nslot) & 1u) ^ 1u);
+		mbar_expect_tx(bar(q), S::SLOT);
+		weights(q);
+		acts(q);
 	}
 }
 
-/* The batch operand of chunk column col (lane's 8 elements) of batch tile j from the slot. */
+/* The batch operand of chunk column col (the lane's 8 elements) of batch tile j from the slot. */
 template <int NT, bool SILU>
 __device__ __forceinline__ uint4 ss_operand(const unsigned char *bs, int j, int g, int col)
 {
@@ -150,11 +134,11 @@ __device__ __forceinline__ uint4 ss_operand(const unsigned char *bs, int j, int 
 
 template <int NT, bool SILU>
 __global__ void __launch_bounds__(SS_THREADS, 1)
-    ss_kernel(const void *__restrict__ A, const uint16_t *__restrict__ W, float *__restrict__ C,
-              int M, int N, int K, int nslot)
+    ss_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap ta,
+              float *__restrict__ C, int M, int N, int K, int nslot)
 {
 	typedef ss_shape<NT, SILU> S;
-	extern __shared__ __align__(128) unsigned char ss_mem[];
+	extern __shared__ __align__(1024) unsigned char ss_mem[];
 	const unsigned ring = (unsigned)__cvta_generic_to_shared(ss_mem);
 	const unsigned full = ring + (unsigned)nslot * S::SLOT + S::SCR, empty = full + 8 * nslot;
 	float4 *scr = (float4 *)(ss_mem + (size_t)nslot * S::SLOT);
@@ -171,12 +155,14 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 	__syncthreads();
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	if (warp == SS_CWARPS) {
-		ss_produce<NT, SILU>(A, W, M, N, K, t0, t1, ring, full, empty, nslot);
+		if (lane == 0)
+			ss_produce<NT, SILU>(&tw, &ta, K, t0, t1, ring, full, empty, nslot);
+		else
+			ds_grid_dep_wait();
 		return;
 	}
 	ds_grid_dep_wait(); /* C may still be read by the previous kernel */
 	const int nch = (K + SS_KC - 1) / SS_KC;
-	const uint4 zero = make_uint4(0, 0, 0, 0);
 	for (int T = t0; T < t1; T++) {
 		float acc[NT][4];
 #pragma unroll
@@ -191,19 +177,16 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 			const unsigned char *bs = ws + S::W_BYTES;
 #pragma unroll
 			for (int ch = 0; ch < SS_KC / 32; ch++) {
-				if (k0 + ch * 32 >= K)
+				if (k0 + ch * 32 >= K) /* the box's zeros: nothing to add */
 					break;
-				/* past K the slot holds stale bytes: both operands are zeroed */
 				const int col = ch * 32 + 8 * t;
-				const bool ok = k0 + col < K;
-				uint4 w0 = ok ? *(const uint4 *)(ws + g * SS_WROW + col * 2) : zero;
-				uint4 w1 =
-				    ok ? *(const uint4 *)(ws + (g + 8) * SS_WROW + col * 2) : zero;
+				uint4 w0 = *(const uint4 *)(ws + g * S::W_ROW + col * 2);
+				uint4 w1 = *(const uint4 *)(ws + (g + 8) * S::W_ROW + col * 2);
 				const unsigned lo[4] = {w0.x, w1.x, w0.y, w1.y};
 				const unsigned hi[4] = {w0.z, w1.z, w0.w, w1.w};
 #pragma unroll
 				for (int j = 0; j < NT; j++) {
-					uint4 b = ok ? ss_operand<NT, SILU>(bs, j, g, col) : zero;
+					uint4 b = ss_operand<NT, SILU>(bs, j, g, col);
 					mt_mma(acc[j], lo, b.x, b.y);
 					mt_mma(acc[j], hi, b.z, b.w);
 				}
@@ -212,7 +195,8 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 			if (lane == 0)
 				mbar_arrive(empty + 8 * slot);
 		}
-		/* the tile: rows past N and batch columns past M hold garbage and are not stored */
+		/* the tile, summed over the warps in order; rows past N and columns past M are
+		 * zeros and not stored */
 #pragma unroll
 		for (int j = 0; j < NT; j++)
 			scr[(warp * NT + j) * 32 + lane] =
@@ -265,9 +249,32 @@ static cudaError_t ss_launch(const void *A, const uint16_t *W, float *C, int M, 
 	auto fn = ss_kernel<NT, SILU>;
 	if ((e = ds_allow_smem(fn, smem)) != cudaSuccess)
 		return e;
+	/* W (N, K) in 16 x SS_KC boxes; A (M, K) in 8 NT x SS_KC boxes, or gu (M, 2, K) fp32 in
+	 * 8 x 2 x SS_KC boxes */
+	CUtensorMap tw, ta;
+	cuuint64_t wd[2] = {(cuuint64_t)K, (cuuint64_t)N}, ws[1] = {(cuuint64_t)K * 2};
+	cuuint32_t wb[2] = {SS_KC, 16};
+	e = ds_tma_encode(&tw, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, W, wd, ws, wb,
+	                  CU_TENSOR_MAP_SWIZZLE_NONE);
+	if (e != cudaSuccess)
+		return e;
+	if (SILU) {
+		cuuint64_t gd[3] = {(cuuint64_t)K, 2, (cuuint64_t)M};
+		cuuint64_t gs[2] = {(cuuint64_t)K * 4, (cuuint64_t)K * 8};
+		cuuint32_t gb[3] = {SS_KC, 2, 8};
+		e = ds_tma_encode(&ta, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, A, gd, gs, gb,
+		                  CU_TENSOR_MAP_SWIZZLE_NONE);
+	} else {
+		cuuint64_t ad[2] = {(cuuint64_t)K, (cuuint64_t)M}, as[1] = {(cuuint64_t)K * 2};
+		cuuint32_t ab[2] = {SS_KC, 8 * NT};
+		e = ds_tma_encode(&ta, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, A, ad, as, ab,
+		                  CU_TENSOR_MAP_SWIZZLE_NONE);
+	}
+	if (e != cudaSuccess)
+		return e;
 	int tiles = (N + 15) / 16, nb = tiles < sms ? tiles : sms;
-	return ds_launch_attrs(fn, dim3((unsigned)nb), dim3(SS_THREADS), smem, st, pdl, 1, 0, A, W,
-	                       C, M, N, K, nslot);
+	return ds_launch_attrs(fn, dim3((unsigned)nb), dim3(SS_THREADS), smem, st, pdl, 1, 0, tw,
+	                       ta, C, M, N, K, nslot);
 }
 
 extern "C" int ds_k_skinny_stream_describe(int M, bool deep, char *buf, size_t len)
