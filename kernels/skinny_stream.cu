@@ -8,24 +8,26 @@
  * Why: the register-streaming variants keep 32-64 KB of weight loads in flight per SM, which on
  * the H200 holds them to about 3.6 TB/s on the large decode shapes, while a decode GEMM's weights
  * are a pure stream. Here one block per SM owns a contiguous run of 16-row weight tiles and a
- * producer thread copies them with TMA tensor copies into a ring of slots in shared memory, each
- * slot one tile's 256-column chunk of weights (one 16 x 256 box, 8 KB) plus the batch rows of A
- * for those columns (one more box). Up to 16 slots (128 KB of weights) are in flight per SM, with
- * no register cost, and a slot is freed as soon as the one warp that reads it is done. Boxes,
- * not row copies: on the H200 every bulk copy costs the SM's copy engine about 70 ns whatever
- * its size up to a few KB, so 512-byte row copies held the first version of this kernel to
- * 0.9 TB/s (bench/results/gpu-20261130-8cd71d0-stream). Out-of-bounds box elements (rows past N
- * or M, columns past K) arrive as zeros, so no operand needs masking.
+ * producer thread copies them with TMA tensor copies into a ring of slots in shared memory, one
+ * slot per 16 x 256 box (8 KB) of a tile. Up to 24 slots (192 KB) are in flight per SM, with no
+ * register cost, and a slot is freed as soon as the one warp that reads it is done. The batch
+ * operand (small, in L2) is read by the consumer warps themselves, an item's loads issued before
+ * they wait for its weights. What the H200 showed (bench/results/gpu-20261130-8cd71d0-stream,
+ * gpu-20261130-0215c2c-box): a bulk copy of a 512-byte row costs the SM's copy engine about
+ * 70 ns, so row copies held the first version to 0.9 TB/s; with boxes, weights plus the batch
+ * rows in the ring moved about 37 bytes/ns per SM in all (3.1 TB/s of weights), the rate at
+ * which the fused decode kernel's ring also tops out, so only weights go through it. Boxes'
+ * out-of-bounds elements (rows past N, columns past K) arrive as zeros.
  *
  * Under programmatic dependent launch the producer fills the whole ring with weights before
- * griddepcontrol.wait (weights are never written by the forward pass) and copies A's chunks only
- * after it, so a GEMM after RMSNorm or attention streams its first ring of weights while they
- * run. Weight copies carry an L2 evict-first hint.
+ * griddepcontrol.wait (weights are never written by the forward pass), so a GEMM after RMSNorm
+ * or attention streams its first ring of weights while they run. Weight copies carry an L2
+ * evict-first hint.
  *
  * Order: slot item q (tile q / nch, chunk q % nch) is read by consumer warp q % 8, which keeps
  * its own partial tile; at a tile's end the eight warps' partials are summed in warp order. The
  * sum order depends on K only, not on M, the data or timing: runs are bit-reproducible, and the
- * fused SiLU form (A built from the fp32 gate/up rows in the slot) gives the bits of
+ * fused SiLU form (the batch operand built from the fp32 gate/up rows) gives the bits of
  * ds_k_silu_mul followed by the plain form. Batches over 32 rows run as slices of 32 rows. */
 #include "kernels.h"
 #include "cu_common.cuh"
@@ -42,25 +44,19 @@
 #define SS_KC 256                        /* columns per slot (the largest box side) */
 #define SS_MAX_NT 4                      /* batch tiles of 8 rows per launch */
 
-/* A slot: the weight box (16 rows of SS_KC bf16, dense), then the batch box: 8 NT rows of SS_KC
- * bf16, or for the fused SiLU form 8 rows of (gate, up) x SS_KC fp32. Dense rows put lanes g and
- * g + 1 of a load phase in the same banks (a 2-way conflict); the consumer warps have time to
- * spare, the stream does not. */
-template <int NT, bool SILU> struct ss_shape {
-	static constexpr unsigned W_ROW = SS_KC * 2;
-	static constexpr unsigned W_BYTES = 16 * W_ROW;
-	static constexpr unsigned B_ROW = SILU ? SS_KC * 8 : SS_KC * 2;
-	static constexpr unsigned SLOT = W_BYTES + 8 * NT * B_ROW;
+/* A slot: the weight box, 16 rows of SS_KC bf16, dense (rows g and g + 1 of a load phase share
+ * banks: a 2-way conflict; the consumer warps have time to spare, the stream does not). */
+#define SS_WROW (SS_KC * 2)
+#define SS_SLOT (16 * SS_WROW)
+
+template <int NT> struct ss_shape {
 	static constexpr unsigned SCR = SS_CWARPS * NT * 32 * 16; /* partial tiles (float4) */
-	static_assert(SLOT % 128 == 0, "tensor copies need 128-byte aligned slots");
-	static_assert(!SILU || NT == 1, "the fused SiLU form has one batch tile");
 };
 
 /* Shared memory of a launch with nslot slots: the ring, the partial tiles, 2 mbarriers a slot. */
-template <int NT, bool SILU> static size_t ss_smem(int nslot)
+template <int NT> static size_t ss_smem(int nslot)
 {
-	typedef ss_shape<NT, SILU> S;
-	return (size_t)nslot * S::SLOT + S::SCR + (size_t)16 * nslot;
+	return (size_t)nslot * SS_SLOT + ss_shape<NT>::SCR + (size_t)16 * nslot;
 }
 
 /* This block's tiles [t0, t1) (sizes differ by at most one). */
@@ -70,78 +66,76 @@ __device__ __forceinline__ void ss_tiles(int tiles, int *t0, int *t1)
 	*t1 = (int)((long long)tiles * (blockIdx.x + 1) / gridDim.x);
 }
 
-/* The producer (one thread): item q = (tile t0 + q / nch, chunk q % nch) into slot q % nslot;
- * the weight boxes of the first ring before the grid-dependency wait, every batch box after. */
-template <int NT, bool SILU>
-__device__ void ss_produce(const CUtensorMap *tw, const CUtensorMap *ta, int K, int t0, int t1,
-                           unsigned ring, unsigned full, unsigned empty, int nslot)
+/* The producer (one thread): item q = (tile t0 + q / nch, chunk q % nch) into slot q % nslot,
+ * the first ring before the grid-dependency wait. */
+__device__ void ss_produce(const CUtensorMap *tw, int K, int t0, int t1, unsigned ring,
+                           unsigned full, unsigned empty, int nslot)
 {
-	typedef ss_shape<NT, SILU> S;
 	const int nch = (K + SS_KC - 1) / SS_KC, items = (t1 - t0) * nch;
-	const int pre = items < nslot ? items : nslot;
 	const struct ds_bulk_hint wh = ds_bulk_evict_first(true);
 	asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)tw) : "memory");
-	asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)ta) : "memory");
-	auto dst = [&](int q) { return ring + (unsigned)(q % nslot) * S::SLOT; };
-	auto bar = [&](int q) { return full + 8 * (unsigned)(q % nslot); };
-	auto weights = [&](int q) {
-		ds_tma_2d(dst(q), tw, (q % nch) * SS_KC, 16 * (t0 + q / nch), bar(q), wh.on,
-		          wh.pol);
-	};
-	auto acts = [&](int q) {
-		if constexpr (SILU)
-			ds_tma_3d(dst(q) + S::W_BYTES, ta, (q % nch) * SS_KC, 0, 0, bar(q));
-		else
-			ds_tma_2d(dst(q) + S::W_BYTES, ta, (q % nch) * SS_KC, 0, bar(q), false, 0);
-	};
-	for (int q = 0; q < pre; q++) {
-		mbar_expect_tx(bar(q), S::SLOT);
-		weights(q);
+	for (int q = 0; q < items; q++) {
+		unsigned slot = (unsigned)(q % nslot), bar = full + 8 * slot;
+		if (q == nslot)
+			ds_grid_dep_wait(); /* lets the next kernel launch; nothing here reads A */
+		if (q >= nslot)
+			mbar_wait(empty + 8 * slot, ((unsigned)(q / nslot) & 1u) ^ 1u);
+		mbar_expect_tx(bar, SS_SLOT);
+		ds_tma_2d(ring + slot * SS_SLOT, tw, (q % nch) * SS_KC, 16 * (t0 + q / nch), bar,
+		          wh.on, wh.pol);
 	}
-	ds_grid_dep_wait(); /* A is the previous kernel's output */
-	asm volatile("fence.proxy.async.global;\n" ::: "memory");
-	for (int q = 0; q < pre; q++)
-		acts(q);
-	for (int q = pre; q < items; q++) {
-		mbar_wait(empty + 8 * (unsigned)(q % nslot), ((unsigned)(q / nslot) & 1u) ^ 1u);
-		mbar_expect_tx(bar(q), S::SLOT);
-		weights(q);
-		acts(q);
-	}
+	if (items <= nslot)
+		ds_grid_dep_wait();
 }
 
-/* The batch operand of chunk column col (the lane's 8 elements) of batch tile j from the slot. */
+/* The batch operand of an item: lane (g, t)'s 8 elements of chunk ch for batch tile j, as bf16
+ * pairs; zeros past M or K. From A (M, K) bf16, or with SILU bf16(silu(g) * u) of the fp32
+ * gate/up rows gu (M, 2K), ds_silu_mul's arithmetic. */
 template <int NT, bool SILU>
-__device__ __forceinline__ uint4 ss_operand(const unsigned char *bs, int j, int g, int col)
+__device__ __forceinline__ void ss_load_b(const void *A, int M, int K, int k0, int g, int t,
+                                          uint4 (&b)[SS_KC / 32][NT])
 {
-	typedef ss_shape<NT, SILU> S;
-	if constexpr (SILU) {
-		const float *gp = (const float *)(bs + g * S::B_ROW) + col;
-		float4 g0 = *(const float4 *)gp, g1 = *(const float4 *)(gp + 4);
-		float4 u0 = *(const float4 *)(gp + SS_KC), u1 = *(const float4 *)(gp + SS_KC + 4);
-		float gv[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-		float uv[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-		unsigned w[4];
 #pragma unroll
-		for (int i = 0; i < 4; i++)
-			w[i] = (unsigned)ds_silu_mul_bf16(gv[2 * i], uv[2 * i]) |
-			       (unsigned)ds_silu_mul_bf16(gv[2 * i + 1], uv[2 * i + 1]) << 16;
-		return make_uint4(w[0], w[1], w[2], w[3]);
-	} else {
-		return *(const uint4 *)(bs + (8 * j + g) * S::B_ROW + col * 2);
-	}
+	for (int ch = 0; ch < SS_KC / 32; ch++)
+#pragma unroll
+		for (int j = 0; j < NT; j++) {
+			int m = 8 * j + g, k = k0 + ch * 32 + 8 * t;
+			b[ch][j] = make_uint4(0, 0, 0, 0);
+			if (m >= M || k >= K)
+				continue;
+			if constexpr (SILU) {
+				const float *gp = (const float *)A + (size_t)m * 2 * K + k;
+				float4 g0 = __ldg((const float4 *)gp),
+				       g1 = __ldg((const float4 *)gp + 1);
+				float4 u0 = __ldg((const float4 *)(gp + K)),
+				       u1 = __ldg((const float4 *)(gp + K) + 1);
+				float gv[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+				float uv[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+				unsigned w[4];
+#pragma unroll
+				for (int i = 0; i < 4; i++)
+					w[i] =
+					    (unsigned)ds_silu_mul_bf16(gv[2 * i], uv[2 * i]) |
+					    (unsigned)ds_silu_mul_bf16(gv[2 * i + 1], uv[2 * i + 1])
+					        << 16;
+				b[ch][j] = make_uint4(w[0], w[1], w[2], w[3]);
+			} else {
+				b[ch][j] =
+				    __ldg((const uint4 *)((const uint16_t *)A + (size_t)m * K + k));
+			}
+		}
 }
 
 template <int NT, bool SILU>
 __global__ void __launch_bounds__(SS_THREADS, 1)
-    ss_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap ta,
+    ss_kernel(const __grid_constant__ CUtensorMap tw, const void *__restrict__ A,
               float *__restrict__ C, int M, int N, int K, int nslot)
 {
-	typedef ss_shape<NT, SILU> S;
 	extern __shared__ __align__(1024) unsigned char ss_mem[];
 	const unsigned ring = (unsigned)__cvta_generic_to_shared(ss_mem);
-	const unsigned full = ring + (unsigned)nslot * S::SLOT + S::SCR, empty = full + 8 * nslot;
-	float4 *scr = (float4 *)(ss_mem + (size_t)nslot * S::SLOT);
+	const unsigned full = ring + (unsigned)nslot * SS_SLOT + ss_shape<NT>::SCR;
+	const unsigned empty = full + 8 * nslot;
+	float4 *scr = (float4 *)(ss_mem + (size_t)nslot * SS_SLOT);
 	int t0, t1;
 	ss_tiles((N + 15) / 16, &t0, &t1);
 	if (threadIdx.x == 0) {
@@ -156,12 +150,12 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	if (warp == SS_CWARPS) {
 		if (lane == 0)
-			ss_produce<NT, SILU>(&tw, &ta, K, t0, t1, ring, full, empty, nslot);
+			ss_produce(&tw, K, t0, t1, ring, full, empty, nslot);
 		else
 			ds_grid_dep_wait();
 		return;
 	}
-	ds_grid_dep_wait(); /* C may still be read by the previous kernel */
+	ds_grid_dep_wait(); /* A is the previous kernel's output, C may still be read by it */
 	const int nch = (K + SS_KC - 1) / SS_KC;
 	for (int T = t0; T < t1; T++) {
 		float acc[NT][4];
@@ -172,23 +166,23 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 		for (int c = ((warp - qb) % SS_CWARPS + SS_CWARPS) % SS_CWARPS; c < nch;
 		     c += SS_CWARPS) {
 			const int q = qb + c, slot = q % nslot, k0 = c * SS_KC;
+			uint4 b[SS_KC / 32][NT];
+			ss_load_b<NT, SILU>(A, M, K, k0, g, t, b);
 			mbar_wait(full + 8 * slot, (unsigned)(q / nslot) & 1u);
-			const unsigned char *ws = ss_mem + (size_t)slot * S::SLOT;
-			const unsigned char *bs = ws + S::W_BYTES;
+			const unsigned char *ws = ss_mem + (size_t)slot * SS_SLOT;
 #pragma unroll
 			for (int ch = 0; ch < SS_KC / 32; ch++) {
 				if (k0 + ch * 32 >= K) /* the box's zeros: nothing to add */
 					break;
 				const int col = ch * 32 + 8 * t;
-				uint4 w0 = *(const uint4 *)(ws + g * S::W_ROW + col * 2);
-				uint4 w1 = *(const uint4 *)(ws + (g + 8) * S::W_ROW + col * 2);
+				uint4 w0 = *(const uint4 *)(ws + g * SS_WROW + col * 2);
+				uint4 w1 = *(const uint4 *)(ws + (g + 8) * SS_WROW + col * 2);
 				const unsigned lo[4] = {w0.x, w1.x, w0.y, w1.y};
 				const unsigned hi[4] = {w0.z, w1.z, w0.w, w1.w};
 #pragma unroll
 				for (int j = 0; j < NT; j++) {
-					uint4 b = ss_operand<NT, SILU>(bs, j, g, col);
-					mt_mma(acc[j], lo, b.x, b.y);
-					mt_mma(acc[j], hi, b.z, b.w);
+					mt_mma(acc[j], lo, b[ch][j].x, b[ch][j].y);
+					mt_mma(acc[j], hi, b[ch][j].z, b[ch][j].w);
 				}
 			}
 			__syncwarp();
@@ -219,15 +213,16 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 	}
 }
 
-/* The ring: as many slots as fit (deep) or 8 (so a block leaves room for a kernel beside it),
- * a multiple of the 8 consumer warps: item q - nslot, the slot's previous round, is then the
- * same warp's earlier item, so no warp waits on a slot a round ahead (parity aliasing). */
-template <int NT, bool SILU> static int ss_nslot(int optin, bool deep)
+/* The ring: as many slots as fit up to 24 (deep) or 8 (so a block leaves room for a kernel
+ * beside it), a multiple of the 8 consumer warps: item q - nslot, the slot's previous round, is
+ * then the same warp's earlier item, so no warp waits on a slot a round ahead (parity
+ * aliasing). */
+template <int NT> static int ss_nslot(int optin, bool deep)
 {
 	int n = 8;
-	while (deep && n < 32 && ss_smem<NT, SILU>(n + 8) + 1024 <= (size_t)optin)
+	while (deep && n < 24 && ss_smem<NT>(n + 8) + 1024 <= (size_t)optin)
 		n += 8;
-	return ss_smem<NT, SILU>(n) + 1024 <= (size_t)optin ? n : 0;
+	return ss_smem<NT>(n) + 1024 <= (size_t)optin ? n : 0;
 }
 
 template <int NT, bool SILU>
@@ -242,39 +237,24 @@ static cudaError_t ss_launch(const void *A, const uint16_t *W, float *C, int M, 
 		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 	if (e != cudaSuccess)
 		return e;
-	int nslot = ss_nslot<NT, SILU>(optin, deep);
+	int nslot = ss_nslot<NT>(optin, deep);
 	if (nslot == 0)
 		return cudaErrorInvalidValue;
-	size_t smem = ss_smem<NT, SILU>(nslot);
+	size_t smem = ss_smem<NT>(nslot);
 	auto fn = ss_kernel<NT, SILU>;
 	if ((e = ds_allow_smem(fn, smem)) != cudaSuccess)
 		return e;
-	/* W (N, K) in 16 x SS_KC boxes; A (M, K) in 8 NT x SS_KC boxes, or gu (M, 2, K) fp32 in
-	 * 8 x 2 x SS_KC boxes */
-	CUtensorMap tw, ta;
+	/* W (N, K) in boxes of 16 rows x SS_KC columns */
+	CUtensorMap tw;
 	cuuint64_t wd[2] = {(cuuint64_t)K, (cuuint64_t)N}, ws[1] = {(cuuint64_t)K * 2};
 	cuuint32_t wb[2] = {SS_KC, 16};
 	e = ds_tma_encode(&tw, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, W, wd, ws, wb,
 	                  CU_TENSOR_MAP_SWIZZLE_NONE);
 	if (e != cudaSuccess)
 		return e;
-	if (SILU) {
-		cuuint64_t gd[3] = {(cuuint64_t)K, 2, (cuuint64_t)M};
-		cuuint64_t gs[2] = {(cuuint64_t)K * 4, (cuuint64_t)K * 8};
-		cuuint32_t gb[3] = {SS_KC, 2, 8};
-		e = ds_tma_encode(&ta, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, A, gd, gs, gb,
-		                  CU_TENSOR_MAP_SWIZZLE_NONE);
-	} else {
-		cuuint64_t ad[2] = {(cuuint64_t)K, (cuuint64_t)M}, as[1] = {(cuuint64_t)K * 2};
-		cuuint32_t ab[2] = {SS_KC, 8 * NT};
-		e = ds_tma_encode(&ta, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, A, ad, as, ab,
-		                  CU_TENSOR_MAP_SWIZZLE_NONE);
-	}
-	if (e != cudaSuccess)
-		return e;
 	int tiles = (N + 15) / 16, nb = tiles < sms ? tiles : sms;
-	return ds_launch_attrs(fn, dim3((unsigned)nb), dim3(SS_THREADS), smem, st, pdl, 1, 0, tw,
-	                       ta, C, M, N, K, nslot);
+	return ds_launch_attrs(fn, dim3((unsigned)nb), dim3(SS_THREADS), smem, st, pdl, 1, 0, tw, A,
+	                       C, M, N, K, nslot);
 }
 
 extern "C" int ds_k_skinny_stream_describe(int M, bool deep, char *buf, size_t len)
