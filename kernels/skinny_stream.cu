@@ -41,22 +41,27 @@
 
 #define SS_CWARPS 8                      /* consumer warps */
 #define SS_THREADS (SS_CWARPS * 32 + 32) /* + the producer warp */
-#define SS_KC 256                        /* columns per slot (the largest box side) */
+#define SS_WC 256                        /* columns a consumer warp reads of an item */
 #define SS_MAX_NT 4                      /* batch tiles of 8 rows per launch */
 
-/* A slot: the weight box, 16 rows of SS_KC bf16, dense (rows g and g + 1 of a load phase share
- * banks: a 2-way conflict; the consumer warps have time to spare, the stream does not). */
-#define SS_WROW (SS_KC * 2)
-#define SS_SLOT (16 * SS_WROW)
-
-template <int NT> struct ss_shape {
+/* A slot: the weight box, 16 rows of KC = WPS x SS_WC bf16, dense (rows g and g + 1 of a load
+ * phase share banks: a 2-way conflict; the consumer warps have time to spare, the stream does
+ * not), read by WPS warps, SS_WC columns each. Boxes wider than 256 bf16 columns view W as int64
+ * elements (a box side is at most 256 elements). */
+template <int NT, int WPS> struct ss_shape {
+	static constexpr int KC = WPS * SS_WC;
+	static constexpr unsigned WROW = KC * 2;
+	static constexpr unsigned SLOT = 16 * WROW;
 	static constexpr unsigned SCR = SS_CWARPS * NT * 32 * 16; /* partial tiles (float4) */
+	static constexpr int GROUPS = SS_CWARPS / WPS;            /* warp groups */
+	static_assert(SS_CWARPS % WPS == 0 && KC / 4 <= 256, "a box side is at most 256 elements");
 };
 
 /* Shared memory of a launch with nslot slots: the ring, the partial tiles, 2 mbarriers a slot. */
-template <int NT> static size_t ss_smem(int nslot)
+template <int NT, int WPS> static size_t ss_smem(int nslot)
 {
-	return (size_t)nslot * SS_SLOT + ss_shape<NT>::SCR + (size_t)16 * nslot;
+	typedef ss_shape<NT, WPS> S;
+	return (size_t)nslot * S::SLOT + S::SCR + (size_t)16 * nslot;
 }
 
 /* This block's tiles [t0, t1) (sizes differ by at most one). */
@@ -68,10 +73,13 @@ __device__ __forceinline__ void ss_tiles(int tiles, int *t0, int *t1)
 
 /* The producer (one thread): item q = (tile t0 + q / nch, chunk q % nch) into slot q % nslot,
  * the first ring before the grid-dependency wait. */
+template <int NT, int WPS>
 __device__ void ss_produce(const CUtensorMap *tw, int K, int t0, int t1, unsigned ring,
                            unsigned full, unsigned empty, int nslot)
 {
-	const int nch = (K + SS_KC - 1) / SS_KC, items = (t1 - t0) * nch;
+	typedef ss_shape<NT, WPS> S;
+	const int nch = (K + S::KC - 1) / S::KC, items = (t1 - t0) * nch;
+	const int cu = WPS > 1 ? S::KC / 4 : S::KC; /* box columns in the map's elements */
 	const struct ds_bulk_hint wh = ds_bulk_evict_first(true);
 	asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)tw) : "memory");
 	for (int q = 0; q < items; q++) {
@@ -80,8 +88,8 @@ __device__ void ss_produce(const CUtensorMap *tw, int K, int t0, int t1, unsigne
 			ds_grid_dep_wait(); /* lets the next kernel launch; nothing here reads A */
 		if (q >= nslot)
 			mbar_wait(empty + 8 * slot, ((unsigned)(q / nslot) & 1u) ^ 1u);
-		mbar_expect_tx(bar, SS_SLOT);
-		ds_tma_2d(ring + slot * SS_SLOT, tw, (q % nch) * SS_KC, 16 * (t0 + q / nch), bar,
+		mbar_expect_tx(bar, S::SLOT);
+		ds_tma_2d(ring + slot * S::SLOT, tw, (q % nch) * cu, 16 * (t0 + q / nch), bar,
 		          wh.on, wh.pol);
 	}
 	if (items <= nslot)
@@ -93,10 +101,10 @@ __device__ void ss_produce(const CUtensorMap *tw, int K, int t0, int t1, unsigne
  * gate/up rows gu (M, 2K), ds_silu_mul's arithmetic. */
 template <int NT, bool SILU>
 __device__ __forceinline__ void ss_load_b(const void *A, int M, int K, int k0, int g, int t,
-                                          uint4 (&b)[SS_KC / 32][NT])
+                                          uint4 (&b)[SS_WC / 32][NT])
 {
 #pragma unroll
-	for (int ch = 0; ch < SS_KC / 32; ch++)
+	for (int ch = 0; ch < SS_WC / 32; ch++)
 #pragma unroll
 		for (int j = 0; j < NT; j++) {
 			int m = 8 * j + g, k = k0 + ch * 32 + 8 * t;
@@ -126,22 +134,23 @@ __device__ __forceinline__ void ss_load_b(const void *A, int M, int K, int k0, i
 		}
 }
 
-template <int NT, bool SILU>
+template <int NT, bool SILU, int WPS>
 __global__ void __launch_bounds__(SS_THREADS, 1)
     ss_kernel(const __grid_constant__ CUtensorMap tw, const void *__restrict__ A,
               float *__restrict__ C, int M, int N, int K, int nslot)
 {
+	typedef ss_shape<NT, WPS> S;
 	extern __shared__ __align__(1024) unsigned char ss_mem[];
 	const unsigned ring = (unsigned)__cvta_generic_to_shared(ss_mem);
-	const unsigned full = ring + (unsigned)nslot * SS_SLOT + ss_shape<NT>::SCR;
+	const unsigned full = ring + (unsigned)nslot * S::SLOT + S::SCR;
 	const unsigned empty = full + 8 * nslot;
-	float4 *scr = (float4 *)(ss_mem + (size_t)nslot * SS_SLOT);
+	float4 *scr = (float4 *)(ss_mem + (size_t)nslot * S::SLOT);
 	int t0, t1;
 	ss_tiles((N + 15) / 16, &t0, &t1);
 	if (threadIdx.x == 0) {
 		for (int s = 0; s < nslot; s++) {
 			mbar_init(full + 8 * s, 1);
-			mbar_init(empty + 8 * s, 1);
+			mbar_init(empty + 8 * s, WPS);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -150,33 +159,34 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	if (warp == SS_CWARPS) {
 		if (lane == 0)
-			ss_produce(&tw, K, t0, t1, ring, full, empty, nslot);
+			ss_produce<NT, WPS>(&tw, K, t0, t1, ring, full, empty, nslot);
 		else
 			ds_grid_dep_wait();
 		return;
 	}
 	ds_grid_dep_wait(); /* A is the previous kernel's output, C may still be read by it */
-	const int nch = (K + SS_KC - 1) / SS_KC;
+	/* items of group warp / WPS; this warp reads columns [sub, sub + SS_WC) of each */
+	const int nch = (K + S::KC - 1) / S::KC, grp = warp / WPS, sub = (warp % WPS) * SS_WC;
 	for (int T = t0; T < t1; T++) {
 		float acc[NT][4];
 #pragma unroll
 		for (int j = 0; j < NT; j++)
 			acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 		const int qb = (T - t0) * nch;
-		for (int c = ((warp - qb) % SS_CWARPS + SS_CWARPS) % SS_CWARPS; c < nch;
-		     c += SS_CWARPS) {
-			const int q = qb + c, slot = q % nslot, k0 = c * SS_KC;
-			uint4 b[SS_KC / 32][NT];
+		for (int c = ((grp - qb) % S::GROUPS + S::GROUPS) % S::GROUPS; c < nch;
+		     c += S::GROUPS) {
+			const int q = qb + c, slot = q % nslot, k0 = c * S::KC + sub;
+			uint4 b[SS_WC / 32][NT];
 			ss_load_b<NT, SILU>(A, M, K, k0, g, t, b);
 			mbar_wait(full + 8 * slot, (unsigned)(q / nslot) & 1u);
-			const unsigned char *ws = ss_mem + (size_t)slot * SS_SLOT;
+			const unsigned char *ws = ss_mem + (size_t)slot * S::SLOT + sub * 2;
 #pragma unroll
-			for (int ch = 0; ch < SS_KC / 32; ch++) {
+			for (int ch = 0; ch < SS_WC / 32; ch++) {
 				if (k0 + ch * 32 >= K) /* the box's zeros: nothing to add */
 					break;
 				const int col = ch * 32 + 8 * t;
-				uint4 w0 = *(const uint4 *)(ws + g * SS_WROW + col * 2);
-				uint4 w1 = *(const uint4 *)(ws + (g + 8) * SS_WROW + col * 2);
+				uint4 w0 = *(const uint4 *)(ws + g * S::WROW + col * 2);
+				uint4 w1 = *(const uint4 *)(ws + (g + 8) * S::WROW + col * 2);
 				const unsigned lo[4] = {w0.x, w1.x, w0.y, w1.y};
 				const unsigned hi[4] = {w0.z, w1.z, w0.w, w1.w};
 #pragma unroll
@@ -213,22 +223,24 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 	}
 }
 
-/* The ring: as many slots as fit up to 24 (deep) or 8 (so a block leaves room for a kernel
- * beside it), a multiple of the 8 consumer warps: item q - nslot, the slot's previous round, is
- * then the same warp's earlier item, so no warp waits on a slot a round ahead (parity
- * aliasing). */
-template <int NT> static int ss_nslot(int optin, bool deep)
+/* The ring: as many slots as fit in 200 KB, a multiple of the warp groups: item q - nslot, the
+ * slot's previous round, is then read by the same warps earlier, so no warp waits on a slot a
+ * round ahead (parity aliasing). */
+template <int NT, int WPS> static int ss_nslot(int optin)
 {
-	int n = 8;
-	while (deep && n < 24 && ss_smem<NT>(n + 8) + 1024 <= (size_t)optin)
-		n += 8;
-	return ss_smem<NT>(n) + 1024 <= (size_t)optin ? n : 0;
+	const int step = ss_shape<NT, WPS>::GROUPS;
+	int n = 0;
+	while (ss_smem<NT, WPS>(n + step) <= (size_t)200 * 1024 &&
+	       ss_smem<NT, WPS>(n + step) + 1024 <= (size_t)optin)
+		n += step;
+	return n;
 }
 
-template <int NT, bool SILU>
+template <int NT, bool SILU, int WPS>
 static cudaError_t ss_launch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
-                             bool deep, int pdl, cudaStream_t st)
+                             int pdl, cudaStream_t st)
 {
+	typedef ss_shape<NT, WPS> S;
 	int dev = 0, optin = 0, sms = 0;
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e == cudaSuccess)
@@ -237,19 +249,22 @@ static cudaError_t ss_launch(const void *A, const uint16_t *W, float *C, int M, 
 		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 	if (e != cudaSuccess)
 		return e;
-	int nslot = ss_nslot<NT>(optin, deep);
+	int nslot = ss_nslot<NT, WPS>(optin);
 	if (nslot == 0)
 		return cudaErrorInvalidValue;
-	size_t smem = ss_smem<NT>(nslot);
-	auto fn = ss_kernel<NT, SILU>;
+	size_t smem = ss_smem<NT, WPS>(nslot);
+	auto fn = ss_kernel<NT, SILU, WPS>;
 	if ((e = ds_allow_smem(fn, smem)) != cudaSuccess)
 		return e;
-	/* W (N, K) in boxes of 16 rows x SS_KC columns */
+	/* W (N, K) in boxes of 16 rows x KC columns (as int64 elements of 4 columns when KC > 256:
+	 * K % 8 == 0) */
 	CUtensorMap tw;
-	cuuint64_t wd[2] = {(cuuint64_t)K, (cuuint64_t)N}, ws[1] = {(cuuint64_t)K * 2};
-	cuuint32_t wb[2] = {SS_KC, 16};
-	e = ds_tma_encode(&tw, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, W, wd, ws, wb,
-	                  CU_TENSOR_MAP_SWIZZLE_NONE);
+	const int ew = WPS > 1 ? 4 : 1;
+	cuuint64_t wd[2] = {(cuuint64_t)(K / ew), (cuuint64_t)N}, ws[1] = {(cuuint64_t)K * 2};
+	cuuint32_t wb[2] = {(cuuint32_t)(S::KC / ew), 16};
+	e = ds_tma_encode(
+	    &tw, WPS > 1 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, W,
+	    wd, ws, wb, CU_TENSOR_MAP_SWIZZLE_NONE);
 	if (e != cudaSuccess)
 		return e;
 	int tiles = (N + 15) / 16, nb = tiles < sms ? tiles : sms;
@@ -257,30 +272,44 @@ static cudaError_t ss_launch(const void *A, const uint16_t *W, float *C, int M, 
 	                       C, M, N, K, nslot);
 }
 
+/* The two variants: 1024-column boxes (32 KB, 4 warps each) and 512-column boxes (16 KB). */
+static int ss_wps(bool deep)
+{
+	return deep ? 4 : 2;
+}
+
 extern "C" int ds_k_skinny_stream_describe(int M, bool deep, char *buf, size_t len)
 {
 	int nt = M <= 8 ? 1 : M <= 16 ? 2 : 4;
 	int slices = (M + 8 * SS_MAX_NT - 1) / (8 * SS_MAX_NT);
-	return snprintf(buf, len, "stream_n%d%s%s", 8 * nt, deep ? "_deep" : "_s8",
+	return snprintf(buf, len, "stream_n%d_k%d%s", 8 * nt, ss_wps(deep) * SS_WC,
 	                slices > 1 ? "_sliced" : "");
 }
 
-extern "C" cudaError_t ds_k_skinny_stream(const void *A, const uint16_t *W, float *C, int M, int N,
-                                          int K, bool silu, bool deep, int pdl, cudaStream_t st)
+template <int WPS>
+static cudaError_t ss_dispatch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
+                               bool silu, int pdl, cudaStream_t st)
 {
 	if (silu)
-		return M <= 8 ? ss_launch<1, true>(A, W, C, M, N, K, deep, pdl, st)
+		return M <= 8 ? ss_launch<1, true, WPS>(A, W, C, M, N, K, pdl, st)
 		              : cudaErrorInvalidValue;
 	/* batches over 32 rows: slices of 32 rows, each its own launch */
 	for (int m0 = 0; m0 < M; m0 += 8 * SS_MAX_NT) {
 		int m = M - m0 < 8 * SS_MAX_NT ? M - m0 : 8 * SS_MAX_NT;
 		const uint16_t *a = (const uint16_t *)A + (size_t)m0 * K;
 		float *c = C + (size_t)m0 * N;
-		cudaError_t e = m <= 8    ? ss_launch<1, false>(a, W, c, m, N, K, deep, pdl, st)
-		                : m <= 16 ? ss_launch<2, false>(a, W, c, m, N, K, deep, pdl, st)
-		                          : ss_launch<4, false>(a, W, c, m, N, K, deep, pdl, st);
+		cudaError_t e = m <= 8    ? ss_launch<1, false, WPS>(a, W, c, m, N, K, pdl, st)
+		                : m <= 16 ? ss_launch<2, false, WPS>(a, W, c, m, N, K, pdl, st)
+		                          : ss_launch<4, false, WPS>(a, W, c, m, N, K, pdl, st);
 		if (e != cudaSuccess)
 			return e;
 	}
 	return cudaSuccess;
+}
+
+extern "C" cudaError_t ds_k_skinny_stream(const void *A, const uint16_t *W, float *C, int M, int N,
+                                          int K, bool silu, bool deep, int pdl, cudaStream_t st)
+{
+	return deep ? ss_dispatch<4>(A, W, C, M, N, K, silu, pdl, st)
+	            : ss_dispatch<2>(A, W, C, M, N, K, silu, pdl, st);
 }
