@@ -173,11 +173,22 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 		for (int j = 0; j < NT; j++)
 			acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 		const int qb = (T - t0) * nch;
-		for (int c = ((grp - qb) % S::GROUPS + S::GROUPS) % S::GROUPS; c < nch;
-		     c += S::GROUPS) {
+		/* with one batch tile, the next item's batch operand is loaded before this item's
+		 * weights are waited for and read (its L2 latency off the item's path) */
+		constexpr bool PRE = NT == 1;
+		uint4 b[SS_WC / 32][NT], bn[PRE ? SS_WC / 32 : 1][NT];
+		int c = ((grp - qb) % S::GROUPS + S::GROUPS) % S::GROUPS;
+		if (PRE && c < nch)
+			ss_load_b<NT, SILU>(A, M, K, c * S::KC + sub, g, t, b);
+		for (; c < nch; c += S::GROUPS) {
 			const int q = qb + c, slot = q % nslot, k0 = c * S::KC + sub;
-			uint4 b[SS_WC / 32][NT];
-			ss_load_b<NT, SILU>(A, M, K, k0, g, t, b);
+			if constexpr (PRE) {
+				if (c + S::GROUPS < nch)
+					ss_load_b<NT, SILU>(A, M, K, k0 + S::GROUPS * S::KC, g, t,
+					                    bn);
+			} else {
+				ss_load_b<NT, SILU>(A, M, K, k0, g, t, b);
+			}
 			mbar_wait(full + 8 * slot, (unsigned)(q / nslot) & 1u);
 			const unsigned char *ws = ss_mem + (size_t)slot * S::SLOT + sub * 2;
 #pragma unroll
@@ -198,6 +209,10 @@ __global__ void __launch_bounds__(SS_THREADS, 1)
 			__syncwarp();
 			if (lane == 0)
 				mbar_arrive(empty + 8 * slot);
+			if constexpr (PRE)
+#pragma unroll
+				for (int ch = 0; ch < SS_WC / 32; ch++)
+					b[ch][0] = bn[ch][0];
 		}
 		/* the tile, summed over the warps in order; rows past N and columns past M are
 		 * zeros and not stored */
