@@ -73,13 +73,12 @@ struct ds_cuda_pick {
  * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
  * iterations of weights they stage before the wait (stage); and the fused decode layers (mega:
  * every layer in one kernel, kernels/mega.cu), with PDL on or off for the kernels after it. */
-#define DS_CUDA_N_STEP_CFGS 22
+#define DS_CUDA_N_STEP_CFGS 20
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
 	bool mega;
-	bool merge;  /* ds_cuda_fast.attn_merge */
-	bool stream; /* ds_cuda_fast.stream */
+	bool merge; /* ds_cuda_fast.attn_merge */
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -108,10 +107,6 @@ struct ds_cuda_fast {
 	 * tries 0-3 unless DS_FAST_SKINNY_STAGE=0: stage_tune) */
 	int skinny_stage;
 	bool stage_tune;
-	/* every GEMM the skinny kernels serve runs the faster of its two streaming variants
-	 * (DS_K_SKINNY_STREAM: the weights' first ring copied before the PDL wait) whatever the
-	 * GEMM's own pick, and SiLU*mul runs as its own kernel; only the graph tuning sets it */
-	bool stream;
 	/* decode attention: the last block of each (row, KV head) merges the splits' partials
 	 * (attn_cnt: cap_rows * n_kv_head counters, zero between launches) instead of the combine
 	 * kernel; the same bits. DS_FAST_ATTN_MERGE=1 sets it, 0 keeps the graph tuning from trying

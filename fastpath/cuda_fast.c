@@ -523,15 +523,6 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 			kind = pk->kind;
 			v = pk->variant;
 		}
-		/* the streaming step configuration: the faster streaming variant that ran */
-		int s = DS_K_SKINNY_STREAM;
-		if (pk && c->fast.stream) {
-			s += pk->ms_variant[s + 1] < pk->ms_variant[s];
-			if (isfinite(pk->ms_variant[s])) {
-				kind = DS_CUDA_GEMM_SKINNY;
-				v = s;
-			}
-		}
 	}
 	if (kind == DS_CUDA_GEMM_LT)
 		return lt_gemm(c, A, W, C, M, N, K, err);
@@ -597,7 +588,7 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
 {
 	if (M <= 0)
 		return DS_OK;
-	if (c->fast.skinny && !c->fast.stream && M <= DS_K_SKINNY_SILU_MAX_M) {
+	if (c->fast.skinny && M <= DS_K_SKINNY_SILU_MAX_M) {
 		const struct ds_cuda_pick *pk = NULL;
 		enum ds_status rv = silu_pick_lookup(c, gu, h, W, C, M, N, K, &pk, err);
 		if (rv != DS_OK)
@@ -721,7 +712,7 @@ static enum ds_status fast_gemm_gu_silu(struct ds_cuda_ctx *c, const uint16_t *A
                                         struct ds_err *err)
 {
 	*done = false;
-	if (M <= 0 || !c->fast.skinny || c->fast.stream || M <= DS_K_SKINNY_SILU_MAX_M)
+	if (M <= 0 || !c->fast.skinny || M <= DS_K_SKINNY_SILU_MAX_M)
 		return DS_OK;
 	const struct ds_cuda_pick *pk = NULL;
 	enum ds_status rv = gu_pick_lookup(c, A, W, c->big, M, F, K, &pk, err);

@@ -17,22 +17,18 @@
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
  * or 3 iterations of weights before their wait; the fused layers; then four of those with the
  * decode attention merging its own splits (attn_merge) instead of the combine kernel, which on
- * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace); then
- * every GEMM on the streaming skinny variants, whose first ring of weights is copied while the
- * kernel before them runs (timed one GEMM at a time they rarely win: what they gain is in the
- * step). */
+ * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace). */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0, false, false, false},   {false, true, true, 0, false, false, false},
-    {true, false, true, 0, false, false, false},  {false, false, true, 0, false, false, false},
-    {true, true, false, 0, false, false, false},  {false, true, false, 0, false, false, false},
-    {true, false, false, 0, false, false, false}, {false, false, false, 0, false, false, false},
-    {true, true, true, 1, false, false, false},   {true, true, true, 2, false, false, false},
-    {true, true, true, 3, false, false, false},   {true, true, false, 1, false, false, false},
-    {true, true, false, 2, false, false, false},  {true, true, false, 3, false, false, false},
-    {true, true, true, 0, true, false, false},    {true, false, true, 0, true, false, false},
-    {true, true, true, 0, false, true, false},    {false, true, true, 0, false, true, false},
-    {true, true, true, 2, false, true, false},    {true, true, true, 3, false, true, false},
-    {true, true, true, 0, false, false, true},    {true, true, true, 0, false, true, true}};
+    {true, true, true, 0, false, false},   {false, true, true, 0, false, false},
+    {true, false, true, 0, false, false},  {false, false, true, 0, false, false},
+    {true, true, false, 0, false, false},  {false, true, false, 0, false, false},
+    {true, false, false, 0, false, false}, {false, false, false, 0, false, false},
+    {true, true, true, 1, false, false},   {true, true, true, 2, false, false},
+    {true, true, true, 3, false, false},   {true, true, false, 1, false, false},
+    {true, true, false, 2, false, false},  {true, true, false, 3, false, false},
+    {true, true, true, 0, true, false},    {true, false, true, 0, true, false},
+    {true, true, true, 0, false, true},    {false, true, true, 0, false, true},
+    {true, true, true, 2, false, true},    {true, true, true, 3, false, true}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -56,7 +52,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	if (rv != DS_OK)
 		return rv;
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv, mega0 = f->mega;
-	bool merge0 = f->attn_merge, stream0 = f->stream;
+	bool merge0 = f->attn_merge;
 	int stage0 = f->skinny_stage;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
@@ -75,7 +71,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		f->skinny_stage = sc->stage;
 		f->mega = sc->mega;
 		f->attn_merge = sc->merge;
-		f->stream = sc->stream;
 		cudaGraphExec_t g = NULL;
 		bool warm = true;
 		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
@@ -99,7 +94,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	f->skinny_stage = stage0;
 	f->mega = mega0;
 	f->attn_merge = merge0;
-	f->stream = stream0;
 	if (rv == DS_OK && !best)
 		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
 		             1 << bi);

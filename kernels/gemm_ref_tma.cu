@@ -36,7 +36,6 @@
 
 #include "kernels.h"
 #include "gemm_ref_common.cuh"
-#include "tma_map.cuh"
 
 #define TMA_SMEM_PER_SM (228 * 1024) /* sm_90: shared memory per SM, 1 KB of it per block */
 #define TMA_SMEM_PER_BLOCK (227 * 1024)
@@ -181,40 +180,24 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 	}
 }
 
-/* Declared in tma_map.cuh. */
-cudaError_t ds_tma_encode(CUtensorMap *tm, CUtensorMapDataType type, int rank, const void *p,
-                          const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
-                          CUtensorMapSwizzle swizzle)
-{
-	typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-	                              const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-	                              const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-	                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-	void *fn = NULL;
-	cudaDriverEntryPointQueryResult q;
-	cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-	                                                 cudaEnableDefault, &q);
-	if (e != cudaSuccess)
-		return e;
-	if (q != cudaDriverEntryPointSuccess || !fn)
-		return cudaErrorNotSupported;
-	cuuint32_t estride[3] = {1, 1, 1};
-	CUresult r =
-	    ((encode_fn)fn)(tm, type, (cuuint32_t)rank, (void *)p, dims, strides, box, estride,
-	                    CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-	                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-	return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
+typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                              const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                              const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 /* A 2D map over a (rows, K) bf16 row-major matrix, boxes of (box_rows, 64), 128B swizzle;
  * out-of-bounds elements read as zero. */
-static cudaError_t make_map(CUtensorMap *tm, const uint16_t *p, int rows, int K, int box_rows)
+static cudaError_t make_map(encode_fn enc, CUtensorMap *tm, const uint16_t *p, int rows, int K,
+                            int box_rows)
 {
 	cuuint64_t gdim[2] = {(cuuint64_t)K, (cuuint64_t)rows};
 	cuuint64_t gstride[1] = {(cuuint64_t)K * 2};
 	cuuint32_t box[2] = {DS_GR_BK, (cuuint32_t)box_rows};
-	return ds_tma_encode(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p, gdim, gstride, box,
-	                     CU_TENSOR_MAP_SWIZZLE_128B);
+	cuuint32_t estride[2] = {1, 1};
+	CUresult r = enc(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p, gdim, gstride, box,
+	                 estride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+	                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 /* Declared in gemm_ref_common.cuh. M, N > 0 and K % 8 == 0 were checked by the caller (the
@@ -224,9 +207,17 @@ cudaError_t gr_tma_maps_bm(const uint16_t *A, const uint16_t *W, int M, int N, i
 {
 	if (((uintptr_t)A | (uintptr_t)W) & 15u)
 		return cudaErrorInvalidValue;
-	cudaError_t e = make_map(ta, A, M, K, bm);
+	void *fn = NULL;
+	cudaDriverEntryPointQueryResult q;
+	cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+	                                                 cudaEnableDefault, &q);
+	if (e != cudaSuccess)
+		return e;
+	if (q != cudaDriverEntryPointSuccess || !fn)
+		return cudaErrorNotSupported;
+	e = make_map((encode_fn)fn, ta, A, M, K, bm);
 	if (e == cudaSuccess)
-		e = make_map(tw, W, N, K, bn);
+		e = make_map((encode_fn)fn, tw, W, N, K, bn);
 	return e;
 }
 

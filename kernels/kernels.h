@@ -138,12 +138,7 @@ cudaError_t ds_k_gemv(const uint16_t *A, const uint16_t *W, float *C, int M, int
  * writes C. Reduction order depends on the variant (not on the data): not batch-invariant.
  * Returns cudaErrorInvalidValue for a bad M, K, variant or alignment. */
 #define DS_K_SKINNY_MAX_M 64
-#define DS_K_SKINNY_VARIANTS 16
-/* Variants DS_K_SKINNY_STREAM (a ring of as many slots as fit) and DS_K_SKINNY_STREAM + 1 (8
- * slots) are the streaming GEMM of skinny_stream.cu: one block per SM, weights copied into a
- * shared-memory ring with bulk async copies (the whole first ring before the PDL wait), stage
- * ignored. */
-#define DS_K_SKINNY_STREAM 14
+#define DS_K_SKINNY_VARIANTS 14
 /* stage (0 .. DS_K_SKINNY_MAX_STAGE): each warp also copies the weights of its next stage
  * iterations into shared memory before that wait (as many as a block has and 96 KB holds), so
  * under PDL a GEMM after a kernel that leaves DRAM idle (RMSNorm, attention) streams part of
@@ -161,12 +156,6 @@ cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M
 /* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
  * snprintf's count, or -1 for an M or variant out of range. */
 int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);
-/* The streaming variants (skinny_stream.cu), called by ds_k_skinny and ds_k_skinny_silu after
- * their argument checks: A is bf16 (M, K), or with silu the fp32 (M, 2K) gate/up buffer (M <= 8);
- * deep: the largest ring, else 8 slots. */
-cudaError_t ds_k_skinny_stream(const void *A, const uint16_t *W, float *C, int M, int N, int K,
-                               bool silu, bool deep, int pdl, cudaStream_t st);
-int ds_k_skinny_stream_describe(int M, bool deep, char *buf, size_t len);
 
 /* ---- paged attention (kernels/attn.cu) ---- */
 

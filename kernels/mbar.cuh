@@ -1,8 +1,6 @@
 /* mbar.cuh - shared-memory mbarriers (sm_90): init, arrive, expect-tx, and a parity wait with a
  * watchdog. Used by the reference GEMM's TMA pipelines (gemm_ref_common.cuh) and the fused decode
- * kernel's weight ring (mega.cu) and the streaming skinny GEMM (skinny_stream.cu); bulk
- * global-to-shared copies with an optional L2 cache hint. Addresses are shared-state-space (cvta)
- * addresses. */
+ * kernel's weight ring (mega.cu). Addresses are shared-state-space (cvta) addresses. */
 #ifndef DS_MBAR_CUH
 #define DS_MBAR_CUH
 
@@ -57,40 +55,6 @@ __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
 	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
 	             "r"(bytes)
 	             : "memory");
-}
-
-/* An L2 cache hint for bulk copies: on, with policy pol (createpolicy), or off. */
-struct ds_bulk_hint {
-	unsigned long long pol;
-	bool on;
-};
-
-/* A bulk copy (TMA, async proxy) of bytes from global src to shared dst, completing on mbarrier
- * bar, under hint h. src, dst and bytes are multiples of 16. */
-__device__ __forceinline__ void ds_bulk_g2s(unsigned dst, const void *src, unsigned bytes,
-                                            unsigned bar, struct ds_bulk_hint h)
-{
-	if (h.on)
-		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-		             ".L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
-		             "l"(src), "r"(bytes), "r"(bar), "l"(h.pol)
-		             : "memory");
-	else
-		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-		             " [%0], [%1], %2, [%3];\n" ::"r"(dst),
-		             "l"(src), "r"(bytes), "r"(bar)
-		             : "memory");
-}
-
-/* The hint for weight copies: evict first (weights are read once a pass, so they need not push
- * out what other kernels or phases read again), or none. */
-__device__ __forceinline__ struct ds_bulk_hint ds_bulk_evict_first(bool evict_first)
-{
-	struct ds_bulk_hint h = {0, evict_first};
-	if (evict_first)
-		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n"
-		             : "=l"(h.pol));
-	return h;
 }
 
 #endif

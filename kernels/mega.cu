@@ -223,6 +223,39 @@ __device__ __forceinline__ void mg_grid_sync(unsigned long long *bar)
 
 /* ---- the producer: the block's weight rows, in consumption order ---- */
 
+/* The weight copies' L2 cache hint: on, with policy pol (createpolicy), or off. */
+struct mg_hint {
+	unsigned long long pol;
+	bool on;
+};
+
+/* A bulk copy of bytes from src to shared dst, completing on mbarrier bar, under hint h. */
+__device__ __forceinline__ void mg_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,
+                                        struct mg_hint h)
+{
+	if (h.on)
+		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+		             ".L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+		             "l"(src), "r"(bytes), "r"(bar), "l"(h.pol)
+		             : "memory");
+	else
+		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+		             " [%0], [%1], %2, [%3];\n" ::"r"(dst),
+		             "l"(src), "r"(bytes), "r"(bar)
+		             : "memory");
+}
+
+/* The weight copies' hint: evict first (weights are read once a pass, so they need not push
+ * out what attention reads again), or none. */
+__device__ __forceinline__ struct mg_hint mg_weight_hint(bool evict_first)
+{
+	struct mg_hint h = {0, evict_first};
+	if (evict_first)
+		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n"
+		             : "=l"(h.pol));
+	return h;
+}
+
 /* Where a producer phase waits for the block's attention dot products (mbarrier bar, phase
  * parity): before copy item `item` (< 0: nowhere). */
 struct mg_gate {
@@ -242,8 +275,8 @@ __device__ __forceinline__ int mg_gate_turn(struct mg_gate g, int n, int step)
  * reconverge after every turn: the items they wait for at once then span fewer than nslot
  * slots, so no lane waits on a slot's barrier a round ahead of another (parity aliasing). */
 __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan &pl, unsigned ring,
-                                 unsigned full, unsigned empty, unsigned &it,
-                                 struct ds_bulk_hint hint, struct mg_gate g)
+                                 unsigned full, unsigned empty, unsigned &it, struct mg_hint hint,
+                                 struct mg_gate g)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31;
@@ -260,7 +293,7 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
 			    p.W + (size_t)mg_row(p, q / p.nseg) * p.K + (size_t)(q % p.nseg) * p.seg;
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
 			mbar_expect_tx(full + 8 * slot, bytes);
-			ds_bulk_g2s(ring + slot * MG_SLOT, src, bytes, full + 8 * slot, hint);
+			mg_bulk(ring + slot * MG_SLOT, src, bytes, full + 8 * slot, hint);
 		}
 		__syncwarp();
 	}
@@ -271,7 +304,7 @@ __device__ void mg_produce_phase(const struct mg_phase &p, const struct mg_plan 
  * an arrival without bytes). */
 __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_plan &pl,
                                     unsigned ring, unsigned full, unsigned empty, unsigned &it,
-                                    struct ds_bulk_hint hint, struct mg_gate g)
+                                    struct mg_hint hint, struct mg_gate g)
 {
 	unsigned ns = (unsigned)pl.nslot;
 	int lane = threadIdx.x & 31, nrows = (p.u1 - p.u0) * p.rpu, items = mg_tc_items(p);
@@ -288,9 +321,9 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
 			mbar_expect_tx(full + 8 * slot, v ? bytes : 0u);
 			if (v)
-				ds_bulk_g2s(ring + slot * MG_TSLOT,
-				            p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg,
-				            bytes, full + 8 * slot, hint);
+				mg_bulk(ring + slot * MG_TSLOT,
+				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg,
+				        bytes, full + 8 * slot, hint);
 		}
 		__syncwarp();
 	}
@@ -298,9 +331,9 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 }
 
 template <int M>
-__device__ __forceinline__ void
-mg_produce_rows(const struct mg_phase &p, const struct mg_plan &pl, unsigned ring, unsigned full,
-                unsigned empty, unsigned &it, struct ds_bulk_hint hint, struct mg_gate g)
+__device__ __forceinline__ void mg_produce_rows(const struct mg_phase &p, const struct mg_plan &pl,
+                                                unsigned ring, unsigned full, unsigned empty,
+                                                unsigned &it, struct mg_hint hint, struct mg_gate g)
 {
 	if (M >= MG_TC_M)
 		mg_produce_phase_tc(p, pl, ring, full, empty, it, hint, g);
@@ -317,7 +350,7 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 	struct mg_gate none = {-1, 0, 0};
 	constexpr bool TC = M >= MG_TC_M;
 	unsigned it = 0;
-	struct ds_bulk_hint hint = ds_bulk_evict_first(a.weights_evict_first);
+	struct mg_hint hint = mg_weight_hint(a.weights_evict_first);
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		for (int kind = 0; kind < MG_NPHASE; kind++) {

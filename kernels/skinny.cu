@@ -420,8 +420,6 @@ extern "C" int ds_k_skinny_describe(int M, int variant, char *buf, size_t len)
 {
 	if (M < 1 || M > DS_K_SKINNY_MAX_M || variant < 0 || variant >= DS_K_SKINNY_VARIANTS)
 		return -1;
-	if (variant >= DS_K_SKINNY_STREAM)
-		return ds_k_skinny_stream_describe(M, variant == DS_K_SKINNY_STREAM, buf, len);
 	switch (skinny_nt_index(M) * 16 + variant) {
 #define SKINNY_DESC(i, v, nt, w, r, u, ks, pf)                                                     \
 	case i * 16 + v:                                                                           \
@@ -450,9 +448,6 @@ static cudaError_t skinny_dispatch(const void *A, const uint16_t *W, float *C, i
 	    variant < 0 || variant >= DS_K_SKINNY_VARIANTS || stage < 0 ||
 	    stage > DS_K_SKINNY_MAX_STAGE || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
-	if (variant >= DS_K_SKINNY_STREAM)
-		return ds_k_skinny_stream(A, W, C, M, N, K, SILU, variant == DS_K_SKINNY_STREAM,
-		                          pdl, st);
 	switch (skinny_nt_index(M) * 16 + variant) {
 #define SKINNY_CASE(i, v, nt, w, r, u, ks, pf)                                                     \
 	case i * 16 + v:                                                                           \
