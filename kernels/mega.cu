@@ -61,18 +61,14 @@
 #define MG_MIN_SLOTS 16               /* >= MG_PLANES, a multiple of MG_CWARPS */
 #define MG_MAX_SLOTS 64
 
-/* At MG_TC_M batch rows, the GEMVs run on tensor cores (mma.sync m16n8k16, the batch rows as the
- * A operand's rows 0..7, 8 weight rows as the B operand) over tiles of 8 weight rows: 8
- * consecutive slots hold one K segment of a tile's rows, which all eight consumer warps read
- * (warp w: the segment's w-th eighth of columns) and release (a slot's empty barrier then counts
- * 8 arrivals). Slots sit MG_TSLOT bytes apart, so rows g and g + 1 (the lanes of one 16-byte
- * load phase) hit different banks. Tiles of 8 rows, not 16 (the weights as the A operand): the
- * ring then holds 4 tiles' steps instead of 2, so consumers releasing a step late stall the
- * copies less (16-row tiles ran the 8-row layers' GEMVs 10-35% longer than one row's,
- * bench/results/gpu-20261130-7b47e50). */
+/* From MG_TC_M batch rows up, the GEMVs run on tensor cores (mma.sync m16n8k16) over tiles of 16
+ * weight rows: 16 consecutive slots hold one K segment of a tile's rows, which all eight consumer
+ * warps read (warp w: the segment's w-th eighth of columns) and release (a slot's empty barrier
+ * then counts 8 arrivals). Slots sit MG_TSLOT bytes apart, so rows g and g + 1 (the lanes of one
+ * 16-byte load phase) hit different banks. */
 #define MG_TC_M 8
 #define MG_TSLOT (MG_SLOT + 64)
-#define MG_TROWS 8
+#define MG_TROWS 16
 
 enum { MG_QKV, MG_O, MG_GU, MG_DOWN, MG_NPHASE, MG_HEAD = MG_NPHASE /* after the layers */ };
 
@@ -175,12 +171,12 @@ __device__ __forceinline__ int mg_row(const struct mg_phase &p, int r)
 	return u;
 }
 
-/* Tensor-core mode: row i of a block's tile T is local row mg_tc_lrow (a paired phase's two rows
- * of a unit are adjacent, i and i + 1). Rows past the block's share are empty slots. */
+/* Tensor-core mode: row i of a block's tile T is local row mg_tc_lrow; paired phases put a unit's
+ * first row at i < 8 and its second at i + 8, so one lane's accumulators hold both rows of a pair
+ * (mma rows g and g + 8). Rows past the block's share are empty slots. */
 __device__ __forceinline__ int mg_tc_lrow(const struct mg_phase &p, int T, int i)
 {
-	(void)p;
-	return MG_TROWS * T + i;
+	return p.rpu == 2 ? 2 * (8 * T + (i & 7)) + (i >> 3) : 16 * T + i;
 }
 
 /* Tensor-core mode: slot items of phase p (tile by tile, segment by segment, 16 rows each). */
@@ -520,23 +516,22 @@ __device__ __forceinline__ void mg_stage(const uint16_t *B, int bs, int seg, int
 	mt_commit();
 }
 
-/* The GEMV of phase p on tensor cores (M = 8): per 8-row tile and segment, warp w takes columns
- * [w * seg / 8, (w + 1) * seg / 8) of the 8 slots, one m16n8k16 pair per 32 of them, the batch
- * rows as A rows 0..7 (rows 8..15 zero) and the tile's weight rows as the 8 B columns; lane (g, t)
- * waits only for the slot of weight row g. The K order within 32 columns is permuted alike on
- * both sides: lane (g, t) takes columns 8t .. 8t + 7 of input row g and of weight row g, 8t +
- * {0..3} for the first mma and 8t + {4..7} for the second. The warps' partial tiles meet in scr
- * (two buffers: one sync per tile) and are summed in warp order into ps[row * M + m]. The input
- * B (M rows of stride bs) is in shared memory or, ST, in global memory written in this launch:
- * then each step's segment is staged into one of two buffers at stg with cp.async while the step
- * before runs (one consumer sync a step). */
+/* The GEMV of phase p on tensor cores (M a multiple of 8): per 16-row tile and segment, warp w
+ * takes columns [w * seg / 8, (w + 1) * seg / 8) of the 16 slots, one m16n8k16 pair per 32 of
+ * them and 8 batch rows; lane (g, t) waits only for the slots of rows g and g + 8. The K order
+ * within 32 columns is permuted alike on both sides: lane (g, t) takes columns 8t .. 8t + 7 from
+ * weight rows g and g + 8 and from input row g, 8t + {0..3} for the first mma and 8t + {4..7}
+ * for the second. The warps' partial tiles meet in scr (two buffers: one sync per tile) and are
+ * summed in warp order into ps[row * M + m]. The input B (M rows of stride bs) is in shared
+ * memory or, ST, in global memory written in this launch: then each step's segment is staged
+ * into one of two buffers at stg with cp.async while the step before runs (one consumer sync a
+ * step). */
 template <int M, bool ST>
 __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, const uint16_t *B,
                            int bs, uint16_t *stg, float *ps, float *scr, unsigned char *smem,
                            unsigned full, unsigned empty, unsigned &it)
 {
-	static_assert(M == 8, "the tensor-core GEMV takes 8 batch rows");
-	constexpr int TM = MG_TROWS * M;
+	constexpr int NT = M / 8, TM = MG_TROWS * M;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	int nrows = (p.u1 - p.u0) * p.rpu, nt = (nrows + MG_TROWS - 1) / MG_TROWS;
 	int cw = p.seg / MG_CWARPS, nc = cw / 32; /* 1 .. 8 chunks of 32 columns */
@@ -545,12 +540,16 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 	if (ST && steps > 0)
 		mg_stage<M>(B, bs, p.seg, 0, stg);
 	for (int T = 0; T < nt; T++) {
-		float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+		float acc[NT][4];
+#pragma unroll
+		for (int n = 0; n < NT; n++)
+			acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 		for (int sg = 0; sg < p.nseg; sg++) {
 			unsigned g0 = it + (unsigned)((T * p.nseg + sg) * MG_TROWS);
-			unsigned ga = g0 + (unsigned)g;
+			unsigned ga = g0 + (unsigned)g, gb = ga + 8;
 			int col = warp * cw + 8 * t, step = T * p.nseg + sg;
 			const uint16_t *bp = B + (size_t)g * bs + (size_t)sg * p.seg + col;
+			int bstr = bs;
 			if (ST) {
 				mt_wait<0>();
 				/* the step's segment in; every warp past the step before */
@@ -559,38 +558,51 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 					mg_stage<M>(B, bs, p.seg, (step + 1) % p.nseg,
 					            stg + (size_t)((step + 1) & 1) * M * sst);
 				bp = stg + (size_t)(step & 1) * M * sst + (size_t)g * sst + col;
+				bstr = sst;
 			}
 			mbar_wait(full + 8 * (ga % ns), (ga / ns) & 1u);
+			mbar_wait(full + 8 * (gb % ns), (gb / ns) & 1u);
 			__syncwarp();
 			const unsigned char *wa = smem + (size_t)(ga % ns) * MG_TSLOT + col * 2;
+			const unsigned char *wb = smem + (size_t)(gb % ns) * MG_TSLOT + col * 2;
 #pragma unroll
 			for (int c = 0; c < 8; c++) {
 				if (c >= nc)
 					break;
-				uint4 w = *(const uint4 *)(wa + c * 64),
-				      x = *(const uint4 *)(bp + c * 32);
-				unsigned lo[4] = {x.x, 0u, x.y, 0u}, hi[4] = {x.z, 0u, x.w, 0u};
-				mt_mma(acc, lo, w.x, w.y);
-				mt_mma(acc, hi, w.z, w.w);
+				uint4 x0 = *(const uint4 *)(wa + c * 64),
+				      x1 = *(const uint4 *)(wb + c * 64);
+				unsigned lo[4] = {x0.x, x1.x, x0.y, x1.y};
+				unsigned hi[4] = {x0.z, x1.z, x0.w, x1.w};
+#pragma unroll
+				for (int n = 0; n < NT; n++) {
+					uint4 b =
+					    *(const uint4 *)(bp + (size_t)n * 8 * bstr + c * 32);
+					mt_mma(acc[n], lo, b.x, b.y);
+					mt_mma(acc[n], hi, b.z, b.w);
+				}
 			}
 			__syncwarp();
 			if (lane < MG_TROWS)
 				mbar_arrive(empty + 8 * ((g0 + (unsigned)lane) % ns));
 		}
-		/* acc[0..1]: batch row g, weight rows 2t and 2t + 1 (acc[2..3]: the zero rows) */
-		float *sc = scr + (T & 1) * MG_CWARPS * TM + (size_t)warp * TM;
-		sc[(2 * t) * M + g] = acc[0];
-		sc[(2 * t + 1) * M + g] = acc[1];
+		float *sc = scr + (T & 1) * MG_CWARPS * TM;
+#pragma unroll
+		for (int h = 0; h < 2; h++) /* mma rows g and g + 8 */
+#pragma unroll
+			for (int n = 0; n < NT; n++) {
+				float *o = sc + (size_t)warp * TM + (g + 8 * h) * M + n * 8 + 2 * t;
+				o[0] = acc[n][2 * h];
+				o[1] = acc[n][2 * h + 1];
+			}
 		mg_csync();
 		for (int i = threadIdx.x; i < TM; i += MG_CTHREADS) {
 			int lr = mg_tc_lrow(p, T, i / M);
 			if (lr >= nrows)
 				continue;
-			const float *s0 = scr + (T & 1) * MG_CWARPS * TM;
 			float v = 0.0f;
 #pragma unroll
 			for (int w = 0; w < MG_CWARPS; w++)
-				v += s0[w * TM + i];
+				v += sc[w * TM + i];
 			ps[(size_t)lr * M + i % M] = v;
 		}
 	}
@@ -871,38 +883,6 @@ __device__ __forceinline__ void mg_att_load_old(const struct mg_att &t,
 	}
 }
 
-/* Item t's K/V pages (this KV head's part of each cache block) holding the positions after its
- * first iteration, up to MG_ATT_PF of them, prefetched into L2 (cp.async.bulk.prefetch; the
- * lanes of warp 0 a page each), so the item's later iterations, which load after the q/k/v ->
- * attention barrier, wait on L2 rather than DRAM (at 8 rows, ctx 512, an item is 4 iterations
- * of 64 positions and took 11.5 us a layer against 0.9 at one row,
- * bench/results/gpu-20261130-7b47e50). The cap keeps the prefetched K/V of all items well
- * inside L2 at long contexts. */
-#define MG_ATT_PF 256
-template <int D, int G>
-__device__ void mg_att_prefetch(const struct ds_k_mega &a, const struct mg_att &t,
-                                const uint16_t *kv)
-{
-	typedef dattn_shape<D, G> S;
-	constexpr int PB = MG_CWARPS * S::U * S::PPS;
-	if (threadIdx.x >= 32 || t.m < 0 || t.pos < 0 || t.z >= t.nsu)
-		return;
-	int bs = a.d.block_size, lo = t.lo + PB, hi = min(t.hi, lo + MG_ATT_PF);
-	if (lo >= hi)
-		return;
-	size_t blk_stride = (size_t)2 * a.d.n_kv * bs * D, vstride = (size_t)a.d.n_kv * bs * D;
-	unsigned bytes = (unsigned)(bs * D * 2);
-	for (int b = lo / bs + (int)threadIdx.x; b * bs < hi; b += 32) {
-		const uint16_t *k =
-		    kv + (size_t)__ldg(t.bt + b) * blk_stride + (size_t)t.kh * bs * D;
-		asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(k), "r"(bytes)
-		             : "memory");
-		asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(k + vstride),
-		             "r"(bytes)
-		             : "memory");
-	}
-}
-
 /* Stamp k of layer l (DS_K_MEGA_STAMPS per layer) when tracing. */
 __device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k)
 {
@@ -1083,7 +1063,6 @@ __global__ void __launch_bounds__(MG_THREADS, 1)
 		struct ds_k_mega_layer L = a.layers[l];
 		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
 		mg_stamp(a, l, 0);
-		mg_att_prefetch<D, G>(a, *mine, kv);
 
 		struct mg_phase p = mg_phase_of(a, L, MG_QKV, TC);
 		mg_norm_in<M>(a, L.attn_norm, A, red);
