@@ -87,12 +87,7 @@ __device__ __forceinline__ void gumbel_take(struct gbest *b, float x, int i,
 #define SMP_KJ ((1 << SMP_KBITS) - 1) /* candidates a pass */
 #define SMP_PJ ((1 << SMP_PBITS) - 1)
 
-/* A filtered row's candidate list: each thread's logits of key >= a bound, in the order
- * smp_walk_range visits them, SMP_LCAP a thread at most (see smp_scan). */
-#define SMP_LCAP 8
-
 struct smp_shared {
-	float list[SMP_LCAP][SMP_THREADS];
 	struct top2 t2[SMP_WARPS];
 	struct gbest gb[SMP_WARPS];
 	double d[SMP_WARPS];
@@ -166,56 +161,6 @@ __device__ __forceinline__ void smp_walk_range(const float *L, int lo, int hi, F
 			f(i + 3, v[k].w);
 		}
 	}
-}
-
-/* A thread's handle on the candidate list: n, its entries; use (the same in every thread): the
- * list holds every one of each thread's logits of key >= the bound of the pass that last
- * filtered it; on: the list may be used at all (the one-bit-a-pass reference searches keep it
- * off and walk the row every pass). */
-struct smp_lst {
-	int n;
-	bool use, on;
-};
-
-/* A pass over the thread's logits that can matter at or above key c: f(x) for each, in
- * smp_walk_range<F32>'s order over the whole row. From the list when it is in use (the caller's
- * c must not be below the bound it was filtered at: the logits below it are not there), else from
- * the row; either way the thread's logits of key >= c are kept as its list, in the same order,
- * and the list is in use after the pass if every thread's fitted. A filtered row's search
- * narrows its key bound every pass, so after a few passes over the row (about 19 us each for
- * one block at 128256 ids on the H200, bench/results/gpu-20261130-9c63f8e-vec) the rest run
- * over at most SMP_LCAP logits a thread in shared memory. Sums over the list equal the row's:
- * the logits left out add nothing at keys >= c, and the rest come in the same order. */
-template <bool F32, typename F>
-__device__ void smp_scan(const float *L, int vocab, struct smp_lst *l, uint32_t c,
-                         struct smp_shared *sh, F f)
-{
-	int tid = threadIdx.x, n = 0;
-	if (!l->on) {
-		smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { f(x); });
-		return;
-	}
-	bool ovf = false;
-	if (l->use) {
-		for (int i = 0; i < l->n; i++) {
-			float x = sh->list[i][tid];
-			if (fkey(x) >= c)
-				sh->list[n++][tid] = x; /* in place: n <= i */
-			f(x);
-		}
-	} else {
-		smp_walk_range<F32>(L, 0, vocab, [&](int, float x) {
-			if (fkey(x) >= c) {
-				if (n < SMP_LCAP)
-					sh->list[n++][tid] = x;
-				else
-					ovf = true;
-			}
-			f(x);
-		});
-	}
-	l->n = n;
-	l->use = !__syncthreads_or(ovf);
 }
 
 /* Folds logit v of id i into a thread's top two. A thread's ids come in increasing order
@@ -325,15 +270,13 @@ template <bool F32> __device__ __forceinline__ double smp_weight(float x, double
 }
 
 /* The filtered set's mass at or above key c (exp((logit - m1) / T) summed in a fixed order):
- * items with key >= c that are in the top-k set, where take_k ties at tk belong to it. The pass
- * keeps the logits of key >= keep (<= c) as the list. */
+ * items with key >= c that are in the top-k set, where take_k ties at tk belong to it. */
 template <bool F32>
 __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uint32_t tk,
-                          long long take_k, double m1, double inv_t, struct smp_lst *l,
-                          uint32_t keep, struct smp_shared *sh)
+                          long long take_k, double m1, double inv_t, struct smp_shared *sh)
 {
 	double s = 0.0;
-	smp_scan<F32>(L, vocab, l, keep, sh, [&](float v) {
+	smp_walk_range<F32>(L, 0, vocab, [&](int, float v) {
 		uint32_t k = fkey(v);
 		if (k >= c && (!has_k || k > tk))
 			s += smp_weight<F32>(v, m1, inv_t);
@@ -353,8 +296,7 @@ __device__ double mass_ge(const float *L, int vocab, uint32_t c, bool has_k, uin
  * finds the key a one-bit-a-pass search finds, in about 32 / NB passes instead of 32. part:
  * (2^NB - 1, SMP_WARPS) shared scratch. */
 template <int NB, bool F32, typename T, typename Val, typename Ok>
-__device__ uint32_t smp_key_search(const float *L, int vocab, T (*part)[SMP_WARPS], Val val, Ok ok,
-                                   struct smp_lst *l, struct smp_shared *sh)
+__device__ uint32_t smp_key_search(const float *L, int vocab, T (*part)[SMP_WARPS], Val val, Ok ok)
 {
 	constexpr int NJ = (1 << NB) - 1;
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -366,7 +308,7 @@ __device__ uint32_t smp_key_search(const float *L, int vocab, T (*part)[SMP_WARP
 #pragma unroll
 		for (int j = 0; j < NJ; j++)
 			s[j] = 0;
-		smp_scan<F32>(L, vocab, l, c, sh, [&](float x) {
+		smp_walk_range<F32>(L, 0, vocab, [&](int, float x) {
 			uint32_t k = fkey(x);
 			T v;
 			if (k < c0 || !val(k, x, &v))
@@ -402,8 +344,7 @@ __device__ uint32_t smp_key_search(const float *L, int vocab, T (*part)[SMP_WARP
 /* The top_k-th largest key of the row (top_k < vocab): the largest key c with at least top_k
  * logits of key >= c. */
 template <bool F32>
-__device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp_lst *l,
-                                struct smp_shared *sh)
+__device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp_shared *sh)
 {
 	return smp_key_search<SMP_KBITS, F32, int>(
 	    L, vocab, sh->cm,
@@ -411,15 +352,14 @@ __device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp
 		    *v = 1;
 		    return true;
 	    },
-	    [&](uint32_t, int n) { return n >= top_k; }, l, sh);
+	    [&](uint32_t, int n) { return n >= top_k; });
 }
 
 /* The top-p cut: the largest key v with mass_ge(v) >= target; each candidate's mass has
  * mass_ge's bits (the same terms in the same order and tree). */
 template <bool F32>
 __device__ uint32_t smp_p_cut(const float *L, int vocab, bool has_k, uint32_t tk, long long take_k,
-                              double m1, double inv_t, double target, struct smp_lst *l,
-                              struct smp_shared *sh)
+                              double m1, double inv_t, double target, struct smp_shared *sh)
 {
 	double tie = has_k ? (double)take_k * smp_weight<F32>(fkey_val(tk), m1, inv_t) : 0.0;
 	return smp_key_search<SMP_PBITS, F32, double>(
@@ -430,8 +370,7 @@ __device__ uint32_t smp_p_cut(const float *L, int vocab, bool has_k, uint32_t tk
 		    *v = smp_weight<F32>(x, m1, inv_t);
 		    return true;
 	    },
-	    [&](uint32_t c, double m) { return (has_k && c <= tk ? m + tie : m) >= target; }, l,
-	    sh);
+	    [&](uint32_t c, double m) { return (has_k && c <= tk ? m + tie : m) >= target; });
 }
 
 /* The one-bit-a-pass searches smp_kth_key and smp_p_cut replaced, kept as the reference that
@@ -456,11 +395,9 @@ __device__ uint32_t smp_p_cut_bitwise(const float *L, int vocab, bool has_k, uin
                                       struct smp_shared *sh)
 {
 	uint32_t v = 0;
-	struct smp_lst off = {0, false, false};
 	for (int bit = 31; bit >= 0; bit--) {
 		uint32_t cand = v | (1u << bit);
-		if (mass_ge<F32>(L, vocab, cand, has_k, tk, take_k, m1, inv_t, &off, 0, sh) >=
-		    target)
+		if (mass_ge<F32>(L, vocab, cand, has_k, tk, take_k, m1, inv_t, sh) >= target)
 			v = cand;
 	}
 	return v;
@@ -519,18 +456,17 @@ __global__ void __launch_bounds__(SMP_THREADS)
 	bool has_k = P.top_k > 0 && P.top_k < vocab, has_p = P.top_p < 1.0f;
 	uint32_t tk = 0, tk_b = 0, v = 0, v_b = 0;
 	long long take_k = vocab;
-	struct smp_lst lst = {0, false, true};
 	if (has_k) {
-		tk = smp_kth_key<F32>(L, vocab, P.top_k, &lst, &sh);
+		tk = smp_kth_key<F32>(L, vocab, P.top_k, &sh);
 		tk_b = smp_kth_key_bitwise<F32>(L, vocab, P.top_k, &sh);
 		long long gt = 0;
-		smp_scan<F32>(L, vocab, &lst, tk, &sh, [&](float x) { gt += fkey(x) > tk; });
+		smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { gt += fkey(x) > tk; });
 		take_k = P.top_k - block_count(gt, &sh);
 	}
 	if (has_p) {
-		double z = mass_ge<F32>(L, vocab, 0, has_k, tk, take_k, m1, inv_t, &lst, 0, &sh);
+		double z = mass_ge<F32>(L, vocab, 0, has_k, tk, take_k, m1, inv_t, &sh);
 		double target = (double)P.top_p * z;
-		v = smp_p_cut<F32>(L, vocab, has_k, tk, take_k, m1, inv_t, target, &lst, &sh);
+		v = smp_p_cut<F32>(L, vocab, has_k, tk, take_k, m1, inv_t, target, &sh);
 		v_b = smp_p_cut_bitwise<F32>(L, vocab, has_k, tk, take_k, m1, inv_t, target, &sh);
 	}
 	if (threadIdx.x == 0) {
@@ -578,35 +514,29 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 		/* top-k: the k-th largest key tk; take_k of the ties at tk, in id order */
 		uint32_t tk = 0;
 		long long take_k = vocab;
-		struct smp_lst lst = {0, false, true};
 		if (has_k) {
-			tk = smp_kth_key<F32>(L, vocab, P.top_k, &lst, sh);
+			tk = smp_kth_key<F32>(L, vocab, P.top_k, sh);
 			long long gt = 0;
-			smp_scan<F32>(L, vocab, &lst, tk, sh, [&](float x) { gt += fkey(x) > tk; });
+			smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { gt += fkey(x) > tk; });
 			take_k = P.top_k - block_count(gt, sh);
 		}
 		/* top-p: the largest key v whose upper mass reaches top_p of the total */
 		uint32_t v = tk;
 		long long take = take_k;
 		if (has_p) {
-			double z =
-			    mass_ge<F32>(L, vocab, 0, has_k, tk, take_k, m1, inv_t, &lst, 0, sh);
+			double z = mass_ge<F32>(L, vocab, 0, has_k, tk, take_k, m1, inv_t, sh);
 			double target = (double)P.top_p * z;
-			v = smp_p_cut<F32>(L, vocab, has_k, tk, take_k, m1, inv_t, target, &lst,
-			                   sh);
-			/* the pass for the mass above v keeps the ties at v, which are counted next
-			 */
-			double above = v == 0xffffffffu
-			                   ? 0.0
-			                   : mass_ge<F32>(L, vocab, v + 1, has_k, tk, take_k, m1,
-			                                  inv_t, &lst, v, sh);
+			v = smp_p_cut<F32>(L, vocab, has_k, tk, take_k, m1, inv_t, target, sh);
+			double above = v == 0xffffffffu ? 0.0
+			                                : mass_ge<F32>(L, vocab, v + 1, has_k, tk,
+			                                               take_k, m1, inv_t, sh);
 			long long avail;
 			if (has_k && v == tk) {
 				avail = take_k;
 			} else {
 				long long n = 0;
-				smp_scan<F32>(L, vocab, &lst, v, sh,
-				              [&](float x) { n += fkey(x) == v; });
+				smp_walk_range<F32>(L, 0, vocab,
+				                    [&](int, float x) { n += fkey(x) == v; });
 				avail = block_count(n, sh);
 			}
 			double ev = smp_weight<F32>(fkey_val(v), m1, inv_t);
