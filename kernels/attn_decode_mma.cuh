@@ -22,7 +22,7 @@ template <int D, int G> struct dattn_mma {
 	static constexpr int P = DA_WARPS * 16;  /* positions per stage: 16 per warp */
 	static constexpr int RS = D + 8;         /* bf16 per staged row */
 	static constexpr int STAGE = 2 * P * RS; /* elements: K rows, then V rows */
-	static constexpr int STAGES = 2;
+	static constexpr int STAGES = 3;
 	static constexpr size_t SMEM = (size_t)STAGES * STAGE * 2;
 	/* the fused q/k/v epilogue's heads (G queries, the key, the value) in fp32 after them */
 	static constexpr size_t SMEM_EPI = SMEM + (size_t)(G + 2) * D * sizeof(float);
@@ -160,7 +160,7 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
  * for bench_gpu attn only: its output is meaningless): the same copies, stages and barriers
  * without the arithmetic, to tell the copy pipeline's limit from the math's. */
 template <int D, int G, bool EPI, bool NOMATH = false>
-__global__ void __launch_bounds__(DA_THREADS, 3)
+__global__ void __launch_bounds__(DA_THREADS, 2)
     dattn_mma_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                      struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt,
                      struct ds_k_qkv_epi e)
