@@ -309,7 +309,7 @@ template <int D, int G, bool NOMATH> static struct dattn_inst dattn_mma_inst(boo
 	typedef dattn_mma<D, G> Q;
 	struct dattn_inst r;
 	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH> : dattn_mma_kernel<D, G, false, NOMATH>;
-	r.smem = fused ? Q::SMEM_EPI : Q::SMEM;
+	r.smem = (fused ? Q::SMEM_EPI : Q::SMEM) + Q::BT_BYTES;
 	r.pb = Q::P;
 	return r;
 }

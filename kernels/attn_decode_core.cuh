@@ -53,6 +53,8 @@ struct dattn_src {
 	size_t blk_stride;    /* elements between consecutive KV blocks */
 	size_t vstride;       /* elements from K to V */
 	int bs, shift, D, hi; /* shift: log2(bs) when bs is a power of two, else -1 */
+	const int *sbt;       /* NULL, or (the mma variant) entries bi0.. of bt in shared memory */
+	int bi0;
 };
 
 /* The K/V source of a block: kv already at its KV head (and the lane's dims), positions below
@@ -70,6 +72,8 @@ dattn_src_of(const struct ds_k_dims &d, const uint16_t *kv, int hi, const int32_
 	s.vstride = (size_t)d.n_kv * d.block_size * D;
 	s.kv = kv;
 	s.bt = bt;
+	s.sbt = NULL;
+	s.bi0 = 0;
 	return s;
 }
 

@@ -27,15 +27,20 @@ template <int D, int G> struct dattn_mma {
 	/* the fused q/k/v epilogue's heads (G queries, the key, the value) in fp32 after them */
 	static constexpr size_t SMEM_EPI = SMEM + (size_t)(G + 2) * D * sizeof(float);
 	static constexpr int KS = D / 16, ND = D / 8, CPP = D / 8;
+	/* the block's block-table entries, copied to shared memory after SMEM (or SMEM_EPI) when
+	 * its positions span at most BT_CAP cache blocks */
+	static constexpr int BT_CAP = 256;
+	static constexpr size_t BT_BYTES = BT_CAP * sizeof(int);
 	static_assert(G >= 1 && G <= 8, "the query heads are mma rows 0..7");
 	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
 };
 
-/* Where position pos of the source's KV head lives (K; V is s.vstride further). */
+/* Where position pos of the source's KV head lives (K; V is s.vstride further); the block id
+ * from the shared-memory copy of the table when there is one. */
 __device__ __forceinline__ const uint16_t *dattn_row(const struct dattn_src &s, int pos)
 {
 	int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
-	int blk = __ldg(s.bt + bi);
+	int blk = s.sbt ? s.sbt[bi - s.bi0] : __ldg(s.bt + bi);
 	return s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
 }
 
@@ -180,6 +185,18 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 		src.hi = min(lo + chunk, p + 1);
 		src.bt = tm.bt + tm.bt_off[sq];
 		nst = z < nsu ? (src.hi - lo + Q::P - 1) / Q::P : 0;
+		/* the block's table entries into shared memory, one round trip for all: each
+		 * stage issued inside the loop below would otherwise wait on an L2 load of its
+		 * rows' entries before its copies go out, stalling that iteration's math */
+		int b0 = lo / d.block_size, nb = nst > 0 ? (src.hi - 1) / d.block_size - b0 + 1 : 0;
+		if (nb > 0 && nb <= Q::BT_CAP) {
+			int *sbt = (int *)((char *)sh_kv + (EPI ? Q::SMEM_EPI : Q::SMEM));
+			for (int i = threadIdx.x; i < nb; i += DA_THREADS)
+				sbt[i] = __ldg(src.bt + b0 + i);
+			__syncthreads();
+			src.sbt = sbt;
+			src.bi0 = b0;
+		}
 	}
 #pragma unroll
 	for (int st = 0; st < Q::STAGES - 1; st++) {

@@ -53,7 +53,8 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v)
 
 static_assert(dattn_pipe<128, 4>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
 static_assert(dattn_pipe<64, 4>::SMEM <= sizeof(mt_smem_emu), "emulated shared memory");
-static_assert(dattn_mma<128, 8>::SMEM_EPI <= sizeof(mt_smem_emu), "emulated shared memory");
+static_assert(dattn_mma<128, 8>::SMEM_EPI + dattn_mma<128, 8>::BT_BYTES <= sizeof(mt_smem_emu),
+              "emulated shared memory");
 static_assert(DA_THREADS == EMU_THREADS, "one fiber per thread");
 
 #define NROW 7
