@@ -253,9 +253,9 @@ cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_
  * REG: K/V streamed global -> registers, double-buffered (round 1; few resident blocks);
  * PIPE: K/V staged global -> shared memory by cp.async 3-4 stages deep, registers capped so
  * 3-4 blocks fit an SM (more loads in flight per SM);
- * MMA: K/V staged likewise (64-position stages, 3 deep, 2 blocks an SM), S = Q K^T and P V on
- * tensor cores (the G heads as mma rows), the first stages requested before the PDL wait
- * (attn_decode_mma.cuh).
+ * MMA: K/V staged likewise (64-position stages, 3 deep, 2 blocks an SM; the block's
+ * block-table entries in shared memory), S = Q K^T and P V on tensor cores (the G heads as mma
+ * rows), the first stages requested before the PDL wait (attn_decode_mma.cuh).
  * MMA_COPYONLY (bench_gpu attn only; its output is meaningless): MMA's copies, stages and
  * barriers without the arithmetic, to tell the copy pipeline's limit from the math's. */
 enum ds_k_attn_decode_variant {
