@@ -276,6 +276,10 @@ static void test_dattn_other_g(void **state)
 	dcase(2, 2, 64, 3, 5);          /* no GQA */
 	dcase_bs(8, 2, 128, 12, 32, 6); /* block size not a power of two */
 	dcase_bs(6, 2, 64, 32, 3, 0);
+	/* blocks of 4 positions: a 2049-position row spans 513, so the mma variant's blocks at 1
+	 * and 2 splits read the table from L2 (more than its 256 shared-memory entries), at 7 and
+	 * 64 from shared memory */
+	dcase_bs(8, 2, 128, 4, 8, 0);
 }
 
 /* One graph, captured once with PDL, replayed after the positions (and block tables) changed:
