@@ -182,11 +182,8 @@ __device__ __forceinline__ void dattn_issue(const struct dattn_src &s, uint16_t 
 		int pi = pr + j * Q::PPT, pos = lo + st * Q::P + pi;
 		bool ok = pos < s.hi;
 		const uint16_t *r = s.kv; /* a valid address; nothing is read when !ok */
-		if (ok) {
-			int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
-			int blk = __ldg(s.bt + bi);
-			r = s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * D + cc * 8;
-		}
+		if (ok)
+			r = dattn_row(s, pos) + cc * 8;
 		dattn_cp16(dst + pi * D, r, ok);
 		dattn_cp16(dst + (Q::P + pi) * D, ok ? r + s.vstride : r, ok);
 	}

@@ -107,13 +107,26 @@ __device__ __forceinline__ void dattn_state_init(float (&m)[G], float (&l)[G], f
 	}
 }
 
-/* Where position pos's K sits, in elements from s.kv (its V is s.vstride further). */
-__device__ __forceinline__ size_t dattn_kv_off(const struct dattn_src &s, int pos)
+/* The index in the row's block table of the cache block holding position pos. */
+__device__ __forceinline__ int dattn_blk_index(const struct dattn_src &s, int pos)
 {
 	/* a power-of-two block size (the usual case) avoids integer division */
-	int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
-	int blk = __ldg(s.bt + bi);
+	return s.shift >= 0 ? pos >> s.shift : pos / s.bs;
+}
+
+/* Where position pos's K sits, in elements from s.kv (its V is s.vstride further); the block id
+ * from the shared-memory copy of the table when the source has one (s.sbt). */
+__device__ __forceinline__ size_t dattn_kv_off(const struct dattn_src &s, int pos)
+{
+	int bi = dattn_blk_index(s, pos);
+	int blk = s.sbt ? s.sbt[bi - s.bi0] : __ldg(s.bt + bi);
 	return (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
+}
+
+/* Where position pos of the source's KV head lives (K; V is s.vstride further). */
+__device__ __forceinline__ const uint16_t *dattn_row(const struct dattn_src &s, int pos)
+{
+	return s.kv + dattn_kv_off(s, pos);
 }
 
 /* Loads U steps of this lane's K and V (positions base + u * PPS; zeros past hi). */

@@ -35,15 +35,6 @@ template <int D, int G> struct dattn_mma {
 	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
 };
 
-/* Where position pos of the source's KV head lives (K; V is s.vstride further); the block id
- * from the shared-memory copy of the table when there is one. */
-__device__ __forceinline__ const uint16_t *dattn_row(const struct dattn_src &s, int pos)
-{
-	int bi = s.shift >= 0 ? pos >> s.shift : pos / s.bs;
-	int blk = s.sbt ? s.sbt[bi - s.bi0] : __ldg(s.bt + bi);
-	return s.kv + (size_t)blk * s.blk_stride + (size_t)(pos - bi * s.bs) * s.D;
-}
-
 /* Copies K and V of stage st (positions lo + st * P ..) into its buffer, zero-filled at or past
  * s.hi; position skip (if below s.hi) is left out entirely: dattn_mma_own copies it later.
  * A thread's rows are looked up in the block table first, all of them, then copied: the
@@ -193,7 +184,8 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 		/* the block's table entries into shared memory, one round trip for all: each
 		 * stage issued inside the loop below would otherwise wait on an L2 load of its
 		 * rows' entries before its copies go out, stalling that iteration's math */
-		int b0 = lo / d.block_size, nb = nst > 0 ? (src.hi - 1) / d.block_size - b0 + 1 : 0;
+		int b0 = dattn_blk_index(src, lo);
+		int nb = nst > 0 ? dattn_blk_index(src, src.hi - 1) - b0 + 1 : 0;
 		if (nb > 0 && nb <= Q::BT_CAP) {
 			int *sbt = (int *)((char *)sh_kv + (EPI ? Q::SMEM_EPI : Q::SMEM));
 			for (int i = threadIdx.x; i < nb; i += DA_THREADS)
