@@ -325,6 +325,13 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
  * (the exp terms are fp32 and the sum is taken per range; test_sample: within 1e-5). ws:
  * ds_k_sample_ws_bytes(cap, vocab) bytes for up to cap rows, 16-byte aligned, zero before the first
  * launch and left zero; NULL allowed when nb is 1. */
+#define DS_K_SAMPLE_MAX_SPLIT 32
+int ds_k_sample_split_blocks(int vocab);
+size_t ds_k_sample_ws_bytes(int cap, int vocab);
+cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab, int nb,
+                                  const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
+                                  void *ws, int cap, int pdl, cudaStream_t st);
+
 /* Test hook: per row (temperature > 0), the top-k key and the top-p cut found by the sampler's
  * searches (a few bits a pass) and by the one-bit-a-pass searches they replaced, with the
  * reference path's fp64 weights or (f32) the fast path's fp32 ones; out (n_rows, 4): tk, tk
@@ -332,13 +339,6 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
 cudaError_t ds_k_sample_search_check(const float *logits, int n_rows, int vocab,
                                      const struct ds_k_sample_row *sp, int f32, uint32_t *out,
                                      cudaStream_t st);
-
-#define DS_K_SAMPLE_MAX_SPLIT 32
-int ds_k_sample_split_blocks(int vocab);
-size_t ds_k_sample_ws_bytes(int cap, int vocab);
-cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab, int nb,
-                                  const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
-                                  void *ws, int cap, int pdl, cudaStream_t st);
 
 /* ---- fused decode layers (kernels/mega.cu) ---- */
 
