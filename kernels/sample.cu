@@ -355,6 +355,16 @@ __device__ uint32_t smp_kth_key(const float *L, int vocab, int top_k, struct smp
 	    [&](uint32_t, int n) { return n >= top_k; });
 }
 
+/* How many of the ties at key tk a top_k set takes: top_k less the logits of key > tk. */
+template <bool F32>
+__device__ long long smp_take_at(const float *L, int vocab, int top_k, uint32_t tk,
+                                 struct smp_shared *sh)
+{
+	long long gt = 0;
+	smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { gt += fkey(x) > tk; });
+	return top_k - block_count(gt, sh);
+}
+
 /* The top-p cut: the largest key v with mass_ge(v) >= target; each candidate's mass has
  * mass_ge's bits (the same terms in the same order and tree). */
 template <bool F32>
@@ -459,9 +469,7 @@ __global__ void __launch_bounds__(SMP_THREADS)
 	if (has_k) {
 		tk = smp_kth_key<F32>(L, vocab, P.top_k, &sh);
 		tk_b = smp_kth_key_bitwise<F32>(L, vocab, P.top_k, &sh);
-		long long gt = 0;
-		smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { gt += fkey(x) > tk; });
-		take_k = P.top_k - block_count(gt, &sh);
+		take_k = smp_take_at<F32>(L, vocab, P.top_k, tk, &sh);
 	}
 	if (has_p) {
 		double z = mass_ge<F32>(L, vocab, 0, has_k, tk, take_k, m1, inv_t, &sh);
@@ -516,9 +524,7 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 		long long take_k = vocab;
 		if (has_k) {
 			tk = smp_kth_key<F32>(L, vocab, P.top_k, sh);
-			long long gt = 0;
-			smp_walk_range<F32>(L, 0, vocab, [&](int, float x) { gt += fkey(x) > tk; });
-			take_k = P.top_k - block_count(gt, sh);
+			take_k = smp_take_at<F32>(L, vocab, P.top_k, tk, sh);
 		}
 		/* top-p: the largest key v whose upper mass reaches top_p of the total */
 		uint32_t v = tk;
