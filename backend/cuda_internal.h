@@ -137,6 +137,7 @@ struct ds_cuda_fast {
 	 * (DS_FAST_MEGA_GATE=n; -1: off) */
 	bool mega_wef, mega_gate_late;
 	int mega_nz, mega_gate;
+	int mega_diag; /* DS_FAST_MEGA_DIAG (bench diagnostics, ds_k_mega.diag); 0 */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

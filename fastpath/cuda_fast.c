@@ -931,6 +931,8 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->mega_gate = gate ? DS_MAX(atoi(gate), -1) : DS_FAST_MEGA_GATE;
 	const char *gl = getenv("DS_FAST_MEGA_GATE_LATE");
 	f->mega_gate_late = gl && strcmp(gl, "1") == 0;
+	const char *dg = getenv("DS_FAST_MEGA_DIAG");
+	f->mega_diag = dg ? atoi(dg) : 0;
 	for (int l = 0; l < cfg->n_layer && f->mega_ok; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		f->mega_ok = !L->bqkv && !L->q_norm && !L->k_norm;
@@ -1008,6 +1010,7 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .attn_splits = f->mega_nz,
 	    .att_gate = f->mega_gate,
 	    .att_gate_late = f->mega_gate_late,
+	    .diag = f->mega_diag,
 	};
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);
 	*done = true;

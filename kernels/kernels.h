@@ -382,6 +382,10 @@ struct ds_k_mega {
 	 * done, so its K/V loads do not queue behind a full ring's copies */
 	int att_gate;
 	bool att_gate_late; /* the gate opens once the partials are stored and counted instead */
+	/* bench diagnostics, 0 in service: bit 0, the tensor-core GEMVs (8 rows) wait for their
+	 * slots and release them but skip the math (wrong outputs: only the weight stream's pace
+	 * is measured) */
+	int diag;
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
  * dot products done, its partials stored and counted (taken at attention's start when the block

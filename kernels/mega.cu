@@ -84,6 +84,7 @@ struct mg_plan {
 	int nz;           /* attention splits per (row, KV head) */
 	int head_rows;    /* LM head rows per chunk (the partial-dot area's capacity) */
 	float qscale;
+	int diag; /* ds_k_mega.diag */
 };
 
 /* The largest segment (in elements) that divides K: slots never straddle two rows. */
@@ -565,9 +566,10 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 			__syncwarp();
 			const unsigned char *wa = smem + (size_t)(ga % ns) * MG_TSLOT + col * 2;
 			const unsigned char *wb = smem + (size_t)(gb % ns) * MG_TSLOT + col * 2;
+			int ncm = pl.diag & 1 ? 0 : nc; /* diag: the stream's pace alone */
 #pragma unroll
 			for (int c = 0; c < 8; c++) {
-				if (c >= nc)
+				if (c >= ncm)
 					break;
 				uint4 x0 = *(const uint4 *)(wa + c * 64),
 				      x1 = *(const uint4 *)(wb + c * 64);
@@ -1191,6 +1193,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 		return cudaErrorInvalidValue;
 	pl.nz = nz;
 	pl.qscale = DA_LOG2E / sqrtf((float)D);
+	pl.diag = a->diag;
 	/* shared memory: ring | A (or the attention merge area) | partial dots | reduction | the
 	 * attention item and row offsets | mbarriers */
 	/* tensor-core mode stages the down projection's input segment by segment (mg_stage) */

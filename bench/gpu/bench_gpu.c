@@ -5,7 +5,8 @@
  *   decode  fast/ref decode step time at batch 1..256, context 512/2048, vs the roofline
  *           (weight bytes + KV bytes over the copy bandwidth)
  *   gemm    reference GEMM vs cuBLASLt (the fast path's GEMM) at M = 1..8192 on the model's
- *           shapes, every reference variant (BENCH_GEMM_VARIANTS picks; DS_REF_GEMM_TABLE
+ *           shapes, every reference variant (BENCH_GEMM_VARIANTS picks, BENCH_GEMM_POINTS
+ *           limits the points to name:M pairs; DS_REF_GEMM_TABLE
  *           sets the reference path's own pick), W bandwidth at M <= 64, and row invariance
  *           (row 0 at M = 1 vs M = 2048 on the narrow shapes)
  *   attn    attention kernels' achieved bandwidth vs the roofline, both paths; fast decode variants

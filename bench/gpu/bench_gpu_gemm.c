@@ -106,6 +106,22 @@ static void gemm_variants_wanted(bool *use, int nv)
 	}
 }
 
+/* Whether point (shape, M) is wanted: BENCH_GEMM_POINTS unset, or a comma list of name:M
+ * (e.g. "down_proj:256,o_proj:256") that names it (a profiler run on a few launches). */
+static bool gemm_point_wanted(const char *shape, int M)
+{
+	const char *e = getenv("BENCH_GEMM_POINTS");
+	if (!e || !*e)
+		return true;
+	char want[64];
+	snprintf(want, sizeof(want), "%s:%d", shape, M);
+	size_t n = strlen(want);
+	for (const char *p = e; (p = strstr(p, want)) != NULL; p += n)
+		if ((p == e || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
 int bench_gemm(struct bench *b)
 {
 	const struct ds_model_config *c = &b->m->cfg;
@@ -195,6 +211,8 @@ int bench_gemm(struct bench *b)
 	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
 		for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
 			int M = Ms[mi], N = shapes[si].N, K = shapes[si].K;
+			if (!gemm_point_wanted(shapes[si].name, M))
+				continue;
 			double tr, tc, tm, tv[NV], rd[NV];
 			int eq[NV];
 			if (time_gemm(b, 1, A, W, C, M, N, K, &tr) ||
