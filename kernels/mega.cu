@@ -640,7 +640,7 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
  * Why: the weight stream's pace is set by the bytes the ring keeps in flight. With their math
  * left out (DS_FAST_MEGA_DIAG=1) the 8-row GEMVs ran at the same pace as with it, gate/up 59.6 us
  * a layer (3.9 TB/s) against 48.6 at one row, whose ring is a quarter larger
- * (bench/results/gpu-20261130-96a1c39-diag). At 8 rows the inputs A (8 rows of up to 4096 plus
+ * (bench/results/gpu-20261130-6dedcca-diag). At 8 rows the inputs A (8 rows of up to 4096 plus
  * padding, 66 KB) took a third of the shared memory the ring could have.
  * How: lane (g, t) of warp w only ever reads input row g at columns sg * seg + w * seg / 8 + 8t +
  * 32c, 8 at a time (mg_gemv_tc). At K <= 2 x 2048 (q/k/v, o, gate/up, the LM head of llama-shaped
