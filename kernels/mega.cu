@@ -709,10 +709,9 @@ __device__ __forceinline__ void mg_rf_norm(const struct ds_k_mega &a, const uint
  * else each step's fragments loaded from B (M rows of p.K bf16 in global memory, written in this
  * launch) while the step before runs. */
 template <int M, bool WHOLE>
-__device__ __forceinline__ void mg_gemv_tcr(const struct mg_phase &p, const struct mg_plan &pl,
-                                            const uint4 (&fr)[MG_RF], const uint16_t *B, float *ps,
-                                            float *scr, unsigned char *smem, unsigned full,
-                                            unsigned empty, unsigned &it)
+__device__ void mg_gemv_tcr(const struct mg_phase &p, const struct mg_plan &pl,
+                            const uint4 (&fr)[MG_RF], const uint16_t *B, float *ps, float *scr,
+                            unsigned char *smem, unsigned full, unsigned empty, unsigned &it)
 {
 	static_assert(M == MG_TC_M, "one n-tile: lane (g, t) holds input row g");
 	int lane = threadIdx.x & 31, g = lane >> 2;
@@ -1263,7 +1262,7 @@ __device__ __forceinline__ void mg_head(bool rf, const struct ds_k_mega &a, stru
 }
 
 template <int M, int D, int G>
-__global__ void __launch_bounds__(MG_THREADS, 1)
+__global__ void __maxnreg__(M >= MG_TC_M ? 224 : 168)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
 {
 	constexpr bool TC = M >= MG_TC_M;
