@@ -384,8 +384,7 @@ struct ds_k_mega {
 	bool att_gate_late; /* the gate opens once the partials are stored and counted instead */
 	/* bench diagnostics, 0 in service: bit 0, the tensor-core GEMVs (8 rows) wait for their
 	 * slots and release them but skip the math (wrong outputs: only the weight stream's pace
-	 * is measured); bit 1, the 8-row GEMVs keep their inputs in shared memory, as before they
-	 * could hold them in registers (same outputs within rounding) */
+	 * is measured) */
 	int diag;
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its

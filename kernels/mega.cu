@@ -84,8 +84,7 @@ struct mg_plan {
 	int nz;           /* attention splits per (row, KV head) */
 	int head_rows;    /* LM head rows per chunk (the partial-dot area's capacity) */
 	float qscale;
-	int diag;     /* ds_k_mega.diag */
-	bool regfrag; /* tensor-core mode: the GEMV inputs in registers (mg_gemv_tcr), not in A */
+	int diag; /* ds_k_mega.diag */
 };
 
 /* The largest segment (in elements) that divides K: slots never straddle two rows. */
@@ -372,16 +371,6 @@ __device__ void mg_produce(const struct ds_k_mega &a, const struct mg_plan &pl, 
 	}
 }
 
-/* Stamp k of layer l (DS_K_MEGA_STAMPS per layer) when tracing. */
-__device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k)
-{
-	if (a.trace && threadIdx.x == 0) {
-		unsigned long long t;
-		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-		a.trace[((size_t)blockIdx.x * a.n_layer + l) * DS_K_MEGA_STAMPS + k] = t;
-	}
-}
-
 /* ---- consumer phases ---- */
 
 /* The row stride (elements) of the GEMV input A for K columns: tensor-core mode pads a row by 64
@@ -528,37 +517,6 @@ __device__ __forceinline__ void mg_stage(const uint16_t *B, int bs, int seg, int
 	mt_commit();
 }
 
-/* Tensor-core mode, the end of tile T: the warps' partial tiles meet in scr (two buffers: one
- * sync per tile) and are summed in warp order into ps[row * M + m]. */
-template <int M>
-__device__ __forceinline__ void mg_tc_tile_out(const struct mg_phase &p, int T,
-                                               const float (&acc)[M / 8][4], float *scr, float *ps)
-{
-	constexpr int NT = M / 8, TM = MG_TROWS * M;
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	int nrows = (p.u1 - p.u0) * p.rpu;
-	float *sc = scr + (T & 1) * MG_CWARPS * TM;
-#pragma unroll
-	for (int h = 0; h < 2; h++) /* mma rows g and g + 8 */
-#pragma unroll
-		for (int n = 0; n < NT; n++) {
-			float *o = sc + (size_t)warp * TM + (g + 8 * h) * M + n * 8 + 2 * t;
-			o[0] = acc[n][2 * h];
-			o[1] = acc[n][2 * h + 1];
-		}
-	mg_csync();
-	for (int i = threadIdx.x; i < TM; i += MG_CTHREADS) {
-		int lr = mg_tc_lrow(p, T, i / M);
-		if (lr >= nrows)
-			continue;
-		float v = 0.0f;
-#pragma unroll
-		for (int w = 0; w < MG_CWARPS; w++)
-			v += sc[w * TM + i];
-		ps[(size_t)lr * M + i % M] = v;
-	}
-}
-
 /* The GEMV of phase p on tensor cores (M a multiple of 8): per 16-row tile and segment, warp w
  * takes columns [w * seg / 8, (w + 1) * seg / 8) of the 16 slots, one m16n8k16 pair per 32 of
  * them and 8 batch rows; lane (g, t) waits only for the slots of rows g and g + 8. The K order
@@ -574,7 +532,7 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
                            int bs, uint16_t *stg, float *ps, float *scr, unsigned char *smem,
                            unsigned full, unsigned empty, unsigned &it)
 {
-	constexpr int NT = M / 8;
+	constexpr int NT = M / 8, TM = MG_TROWS * M;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	int nrows = (p.u1 - p.u0) * p.rpu, nt = (nrows + MG_TROWS - 1) / MG_TROWS;
 	int cw = p.seg / MG_CWARPS, nc = cw / 32; /* 1 .. 8 chunks of 32 columns */
@@ -629,148 +587,26 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 			if (lane < MG_TROWS)
 				mbar_arrive(empty + 8 * ((g0 + (unsigned)lane) % ns));
 		}
-		mg_tc_tile_out<M>(p, T, acc, scr, ps);
-	}
-	it += (unsigned)mg_tc_items(p);
-	mg_csync();
-}
-
-/* ---- tensor-core mode with the input in registers (pl.regfrag) ----
- *
- * Why: the weight stream's pace is set by the bytes the ring keeps in flight. With their math
- * left out (DS_FAST_MEGA_DIAG=1) the 8-row GEMVs ran at the same pace as with it, gate/up 59.6 us
- * a layer (3.9 TB/s) against 48.6 at one row, whose ring is a quarter larger
- * (bench/results/gpu-20261130-6dedcca-diag). At 8 rows the inputs A (8 rows of up to 4096 plus
- * padding, 66 KB) took a third of the shared memory the ring could have.
- * How: lane (g, t) of warp w only ever reads input row g at columns sg * seg + w * seg / 8 + 8t +
- * 32c, 8 at a time (mg_gemv_tc). At K <= 2 x 2048 (q/k/v, o, gate/up, the LM head of llama-shaped
- * models) those are at most MG_RF uint4 registers, loaded once a phase: from x and the RMSNorm
- * weights (mg_rf_norm, which also sums the squares), or from an input other blocks wrote
- * (mg_rf_load). The down projection (K = ffn) streams each step's 8 registers from L2 one step
- * ahead. The mma sequence and the K order are mg_gemv_tc's. */
-#define MG_RF 16
-
-/* The first column of a lane's register fragment (segment sg of seg columns, chunk c). */
-__device__ __forceinline__ int mg_rf_col(int seg, int sg, int c)
-{
-	int warp = threadIdx.x >> 5, t = threadIdx.x & 3;
-	return sg * seg + warp * (seg / MG_CWARPS) + 8 * t + 32 * c;
-}
-
-/* fr = the lane's fragments of row g of src (M rows of K bf16, written in this launch; K a
- * multiple of 2048, at most MG_RF / 8 segments). */
-__device__ __forceinline__ void mg_rf_load(const uint16_t *src, int K, uint4 (&fr)[MG_RF])
-{
-	int g = (threadIdx.x & 31) >> 2;
+		float *sc = scr + (T & 1) * MG_CWARPS * TM;
 #pragma unroll
-	for (int j = 0; j < MG_RF; j++)
-		if (j < K / 256)
-			fr[j] = __ldcg(
-			    (const uint4 *)(src + (size_t)g * K + mg_rf_col(2048, j / 8, j % 8)));
-}
-
-/* The RMSNorm phase's input in registers: fr = bf16(x * w) at the lane's columns of row g (the
- * products of mg_norm_in), and the warp's part of row g's sum of squares in
- * red[g * MG_CWARPS + warp], which the GEMV's closing sync publishes to the epilogue. */
-__device__ __forceinline__ void mg_rf_norm(const struct ds_k_mega &a, const uint16_t *w,
-                                           uint4 (&fr)[MG_RF], float *red)
-{
-	int n = a.hidden, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-	float ss = 0.0f;
+		for (int h = 0; h < 2; h++) /* mma rows g and g + 8 */
 #pragma unroll
-	for (int j = 0; j < MG_RF; j++) {
-		if (j >= n / 256)
-			break;
-		int col = mg_rf_col(2048, j / 8, j % 8);
-		const float4 *xp = (const float4 *)(a.x + (size_t)g * n + col);
-		float4 v0 = __ldcg(xp), v1 = __ldcg(xp + 1);
-		uint4 wv = __ldg((const uint4 *)(w + col));
-		float xs[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-		unsigned wp[4] = {wv.x, wv.y, wv.z, wv.w}, o[4];
-#pragma unroll
-		for (int k = 0; k < 4; k++) {
-			unsigned lo =
-			    ds_f32_to_bf16(__fmul_rn(xs[2 * k], ds_bf16_to_f32(wp[k] & 0xffffu)));
-			unsigned hi =
-			    ds_f32_to_bf16(__fmul_rn(xs[2 * k + 1], ds_bf16_to_f32(wp[k] >> 16)));
-			ss = __fmaf_rn(xs[2 * k], xs[2 * k], ss);
-			ss = __fmaf_rn(xs[2 * k + 1], xs[2 * k + 1], ss);
-			o[k] = lo | hi << 16;
-		}
-		fr[j] = make_uint4(o[0], o[1], o[2], o[3]);
-	}
-	ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-	ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-	if (t == 0)
-		red[g * MG_CWARPS + (threadIdx.x >> 5)] = ss;
-}
-
-/* mg_gemv_tc with the input in registers: WHOLE, every segment's fragments in fr (seg = 2048);
- * else each step's fragments loaded from B (M rows of p.K bf16 in global memory, written in this
- * launch) while the step before runs. */
-template <int M, bool WHOLE>
-__device__ void mg_gemv_tcr(const struct mg_phase &p, const struct mg_plan &pl,
-                            const uint4 (&fr)[MG_RF], const uint16_t *B, float *ps, float *scr,
-                            unsigned char *smem, unsigned full, unsigned empty, unsigned &it)
-{
-	static_assert(M == MG_TC_M, "one n-tile: lane (g, t) holds input row g");
-	int lane = threadIdx.x & 31, g = lane >> 2;
-	int nrows = (p.u1 - p.u0) * p.rpu, nt = (nrows + MG_TROWS - 1) / MG_TROWS;
-	int nc = p.seg / 256, ncm = pl.diag & 1 ? 0 : nc; /* diag: the stream's pace alone */
-	int steps = nt * p.nseg, col = mg_rf_col(p.seg, 0, 0);
-	unsigned ns = (unsigned)pl.nslot;
-	uint4 nxt[8] = {};
-	auto fetch = [&](int sg) {
-#pragma unroll
-		for (int c = 0; c < 8; c++)
-			if (c < nc)
-				nxt[c] = __ldcg(
-				    (const uint4 *)(B + (size_t)g * p.K + mg_rf_col(p.seg, sg, c)));
-	};
-	auto step = [&](int T, int sg, const uint4 *bf, float(&acc)[1][4]) {
-		unsigned g0 = it + (unsigned)((T * p.nseg + sg) * MG_TROWS);
-		unsigned ga = g0 + (unsigned)g, gb = ga + 8;
-		mbar_wait(full + 8 * (ga % ns), (ga / ns) & 1u);
-		mbar_wait(full + 8 * (gb % ns), (gb / ns) & 1u);
-		__syncwarp();
-		const unsigned char *wa = smem + (size_t)(ga % ns) * MG_TSLOT + col * 2;
-		const unsigned char *wb = smem + (size_t)(gb % ns) * MG_TSLOT + col * 2;
-#pragma unroll
-		for (int c = 0; c < 8; c++) {
-			if (c >= ncm)
-				break;
-			uint4 x0 = *(const uint4 *)(wa + c * 64),
-			      x1 = *(const uint4 *)(wb + c * 64);
-			unsigned lo[4] = {x0.x, x1.x, x0.y, x1.y};
-			unsigned hi[4] = {x0.z, x1.z, x0.w, x1.w};
-			mt_mma(acc[0], lo, bf[c].x, bf[c].y);
-			mt_mma(acc[0], hi, bf[c].z, bf[c].w);
-		}
-		__syncwarp();
-		if (lane < MG_TROWS)
-			mbar_arrive(empty + 8 * ((g0 + (unsigned)lane) % ns));
-	};
-	if (!WHOLE && steps > 0)
-		fetch(0);
-	for (int T = 0; T < nt; T++) {
-		float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
-		if constexpr (WHOLE) {
-#pragma unroll
-			for (int sg = 0; sg < MG_RF / 8; sg++)
-				if (sg < p.nseg)
-					step(T, sg, fr + 8 * sg, acc);
-		} else {
-			for (int sg = 0; sg < p.nseg; sg++) {
-				uint4 cur[8];
-#pragma unroll
-				for (int c = 0; c < 8; c++)
-					cur[c] = nxt[c];
-				if (T * p.nseg + sg + 1 < steps)
-					fetch((sg + 1) % p.nseg);
-				step(T, sg, cur, acc);
+			for (int n = 0; n < NT; n++) {
+				float *o = sc + (size_t)warp * TM + (g + 8 * h) * M + n * 8 + 2 * t;
+				o[0] = acc[n][2 * h];
+				o[1] = acc[n][2 * h + 1];
 			}
+		mg_csync();
+		for (int i = threadIdx.x; i < TM; i += MG_CTHREADS) {
+			int lr = mg_tc_lrow(p, T, i / M);
+			if (lr >= nrows)
+				continue;
+			float v = 0.0f;
+#pragma unroll
+			for (int w = 0; w < MG_CWARPS; w++)
+				v += sc[w * TM + i];
+			ps[(size_t)lr * M + i % M] = v;
 		}
-		mg_tc_tile_out<M>(p, T, acc, scr, ps);
 	}
 	it += (unsigned)mg_tc_items(p);
 	mg_csync();
@@ -1049,6 +885,16 @@ __device__ __forceinline__ void mg_att_load_old(const struct mg_att &t,
 	}
 }
 
+/* Stamp k of layer l (DS_K_MEGA_STAMPS per layer) when tracing. */
+__device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k)
+{
+	if (a.trace && threadIdx.x == 0) {
+		unsigned long long t;
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		a.trace[((size_t)blockIdx.x * a.n_layer + l) * DS_K_MEGA_STAMPS + k] = t;
+	}
+}
+
 /* Opens the producer's gate (a.att_gate) at this point of the block's first attention item (sl
  * >= 0): after the dot products (late false) or after the partials are stored and counted
  * (late true), as a.att_gate_late asks. */
@@ -1176,93 +1022,8 @@ __device__ __forceinline__ void mg_phase_sync(const struct ds_k_mega &a, int l, 
 	mg_stamp(a, l, k + 1);
 }
 
-/* An RMSNorm phase's GEMV (q/k/v, gate/up): the input x * w in shared memory (A) or, rf, in the
- * consumer lanes' registers (mg_rf_norm, mg_gemv_tcr). Either way red holds the rows' sums of
- * squares afterwards. The registers live only in here. Layer l's stamp 1 (the input made) is
- * taken in between (q/k/v; at gate/up, l < 0). */
-template <int M>
-__device__ __forceinline__ void
-mg_norm_gemv(bool rf, const struct ds_k_mega &a, const uint16_t *w, const struct mg_phase &p,
-             const struct mg_plan &pl, uint16_t *A, float *red, float *ps, float *scr,
-             unsigned char *smem, unsigned full, unsigned empty, unsigned &it, int l)
-{
-	if constexpr (M == MG_TC_M) {
-		if (rf) {
-			uint4 fr[MG_RF];
-			mg_rf_norm(a, w, fr, red);
-			if (l >= 0)
-				mg_stamp(a, l, 1);
-			mg_gemv_tcr<M, true>(p, pl, fr, NULL, ps, scr, smem, full, empty, it);
-			return;
-		}
-	}
-	mg_norm_in<M>(a, w, A, red);
-	if (l >= 0)
-		mg_stamp(a, l, 1);
-	mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
-}
-
-/* A GEMV over an input other blocks wrote in this launch (src, M rows of K bf16): the o
- * projection (copied into A, or rf: into registers) and, in tensor-core mode, the down
- * projection (K = ffn: streamed step by step into registers, or staged in A). */
-template <int M, bool ST>
-__device__ __forceinline__ void mg_src_gemv(bool rf, const uint16_t *src, int K,
-                                            const struct mg_phase &p, const struct mg_plan &pl,
-                                            uint16_t *A, float *ps, float *scr, unsigned char *smem,
-                                            unsigned full, unsigned empty, unsigned &it)
-{
-	if constexpr (M == MG_TC_M) {
-		if (rf) {
-			uint4 fr[MG_RF];
-			if (!ST)
-				mg_rf_load(src, K, fr);
-			mg_gemv_tcr<M, !ST>(p, pl, fr, src, ps, scr, smem, full, empty, it);
-			return;
-		}
-		if (ST) {
-			mg_gemv_any<M, true>(p, pl, src, K, A, ps, scr, smem, full, empty, it);
-			return;
-		}
-	}
-	mg_copy_in<M>(src, K, A);
-	mg_gemv_any<M, false>(p, pl, A, K, A, ps, scr, smem, full, empty, it);
-}
-
-/* The final RMSNorm (its input made once) and the LM head, in chunks of pl.head_rows rows. */
-template <int M>
-__device__ __forceinline__ void mg_head(bool rf, const struct ds_k_mega &a, struct mg_phase p,
-                                        const struct mg_plan &pl, uint16_t *A, float *red,
-                                        float *ps, float *scr, unsigned char *smem, unsigned full,
-                                        unsigned empty, unsigned &it)
-{
-	int u1 = p.u1;
-	if constexpr (M == MG_TC_M) {
-		if (rf) {
-			uint4 fr[MG_RF];
-			mg_rf_norm(a, a.out_norm, fr, red);
-			for (int u = p.u0; u < u1; u += pl.head_rows) {
-				p.u0 = u;
-				p.u1 = min(u + pl.head_rows, u1);
-				mg_gemv_tcr<M, true>(p, pl, fr, NULL, ps, scr, smem, full, empty,
-				                     it);
-				mg_head_out<M>(a, p, ps, red);
-				mg_csync();
-			}
-			return;
-		}
-	}
-	mg_norm_in<M>(a, a.out_norm, A, red);
-	for (int u = p.u0; u < u1; u += pl.head_rows) {
-		p.u0 = u;
-		p.u1 = min(u + pl.head_rows, u1);
-		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
-		mg_head_out<M>(a, p, ps, red);
-		mg_csync();
-	}
-}
-
 template <int M, int D, int G>
-__global__ void __maxnreg__(M >= MG_TC_M ? 224 : 168)
+__global__ void __launch_bounds__(MG_THREADS, 1)
     mega_kernel(const __grid_constant__ struct ds_k_mega a, const struct mg_plan pl)
 {
 	constexpr bool TC = M >= MG_TC_M;
@@ -1300,16 +1061,15 @@ __global__ void __maxnreg__(M >= MG_TC_M ? 224 : 168)
 	unsigned off[dattn_shape<D, G>::U];
 	mg_att_offs<D, G>(a, *mine, off);
 	uint4 ka[dattn_shape<D, G>::U], va[dattn_shape<D, G>::U];
-	/* tensor-core mode's inputs in registers (mg_gemv_tcr) */
-	const bool rf = TC && pl.regfrag;
 	for (int l = 0; l < a.n_layer; l++) {
 		struct ds_k_mega_layer L = a.layers[l];
 		uint16_t *kv = a.kv + (size_t)l * a.kv_layer_elems;
 		mg_stamp(a, l, 0);
 
 		struct mg_phase p = mg_phase_of(a, L, MG_QKV, TC);
-		mg_norm_gemv<M>(rf, a, L.attn_norm, p, pl, A, red, ps, scr, smem, full, empty, it,
-		                l);
+		mg_norm_in<M>(a, L.attn_norm, A, red);
+		mg_stamp(a, l, 1);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_qkv_out<M>(a, p, ps, red, kvo, rpos, kv);
 		mg_att_load_old<D, G>(*mine, off, kv, vstride, ka, va); /* across the barrier */
 		mg_phase_sync(a, l, 2);
@@ -1319,20 +1079,27 @@ __global__ void __maxnreg__(M >= MG_TC_M ? 224 : 168)
 		mg_phase_sync(a, l, 4);
 
 		p = mg_phase_of(a, L, MG_O, TC);
-		mg_src_gemv<M, false>(rf, a.att, qd, p, pl, A, ps, scr, smem, full, empty, it);
+		mg_copy_in<M>(a.att, qd, A);
+		mg_gemv_any<M, false>(p, pl, A, qd, A, ps, scr, smem, full, empty, it);
 		mg_residual_out<M>(a, p, ps);
 		mg_phase_sync(a, l, 6);
 
 		p = mg_phase_of(a, L, MG_GU, TC);
-		mg_norm_gemv<M>(rf, a, L.ffn_norm, p, pl, A, red, ps, scr, smem, full, empty, it,
-		                -1);
+		mg_norm_in<M>(a, L.ffn_norm, A, red);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
 		mg_silu_out<M>(a, p, ps, red);
 		mg_phase_sync(a, l, 8);
 
-		/* tensor-core mode streams the down projection's input segment by segment (into
-		 * registers, or staged in A): M rows of ffn would not fit in shared memory */
+		/* tensor-core mode stages the down projection's input segment by segment in A: M
+		 * rows of ffn would not fit in shared memory */
 		p = mg_phase_of(a, L, MG_DOWN, TC);
-		mg_src_gemv<M, TC>(rf, a.act, a.ffn, p, pl, A, ps, scr, smem, full, empty, it);
+		if (TC) {
+			mg_gemv_any<M, true>(p, pl, a.act, a.ffn, A, ps, scr, smem, full, empty,
+			                     it);
+		} else {
+			mg_copy_in<M>(a.act, a.ffn, A);
+			mg_gemv_any<M, false>(p, pl, A, a.ffn, A, ps, scr, smem, full, empty, it);
+		}
 		mg_residual_out<M>(a, p, ps);
 		mg_stamp(a, l, 10);
 		mg_grid_sync(a.bar);
@@ -1341,7 +1108,15 @@ __global__ void __maxnreg__(M >= MG_TC_M ? 224 : 168)
 
 	/* the final RMSNorm and the LM head, in chunks of head_rows rows (the partial-dot area) */
 	struct mg_phase p = mg_phase_of(a, a.layers[0], MG_HEAD, TC);
-	mg_head<M>(rf, a, p, pl, A, red, ps, scr, smem, full, empty, it);
+	mg_norm_in<M>(a, a.out_norm, A, red);
+	int u1 = p.u1;
+	for (int u = p.u0; u < u1; u += pl.head_rows) {
+		p.u0 = u;
+		p.u1 = min(u + pl.head_rows, u1);
+		mg_gemv_any<M, false>(p, pl, A, a.hidden, A, ps, scr, smem, full, empty, it);
+		mg_head_out<M>(a, p, ps, red);
+		mg_csync();
+	}
 }
 
 /* ---- host ---- */
@@ -1423,11 +1198,6 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	 * attention item and row offsets | mbarriers */
 	/* tensor-core mode stages the down projection's input segment by segment (mg_stage) */
 	bool tc = T >= MG_TC_M;
-	/* tensor-core mode keeps its GEMV inputs in registers where they fit (mg_gemv_tcr): K of
-	 * one or two 2048-column segments on every phase but the down projection; diag bit 1
-	 * keeps them in shared memory (bench A/B) */
-	pl.regfrag = tc && !(a->diag & 2) && mg_seg(a->hidden) == 2048 &&
-	             a->hidden / 2048 <= MG_RF / 8 && mg_seg(qd) == 2048 && qd / 2048 <= MG_RF / 8;
 	unsigned slot_bytes = tc ? MG_TSLOT : MG_SLOT;
 	size_t scr_bytes = tc ? (size_t)2 * MG_CWARPS * MG_TROWS * T * 4 : 0;
 	int kmax = a->hidden > qd ? a->hidden : qd;
@@ -1435,7 +1205,6 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	size_t a_bytes = (size_t)T * (tc ? mg_astride<MG_TC_M>(kmax) : kmax) * 2;
 	size_t stage_bytes = (size_t)2 * T * (mg_seg(a->ffn) + 32) * 2; /* mg_stage's two buffers */
 	a_bytes = tc && stage_bytes > a_bytes ? stage_bytes : a_bytes;
-	a_bytes = pl.regfrag ? 0 : a_bytes; /* then A is only attention's merge area */
 	size_t ps_floats = tc ? (size_t)MG_TROWS * T : 0; /* a head chunk: at least a tile */
 	for (int k = 0; k < MG_NPHASE; k++) {
 		size_t n = (size_t)mg_max_items(k, a, n_blocks, tc) * T;
@@ -1466,12 +1235,8 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	 * the round before is still in flight, when the parity would pass a phase early (the
 	 * producer would then refill the slot under a copy: a corrupt tx count, a trap). Across
 	 * phases the consumers' sync at each phase's end does the same. (Tensor-core mode: every
-	 * warp takes every slot, in order, so it has waited on a slot's previous round before it
-	 * waits on the next: any count of two tiles' groups of slots or more will do. The layout
-	 * with the inputs in shared memory still rounds, as before regfrag, for the bench's A/B.)
-	 */
-	if (!pl.regfrag)
-		nslot = nslot / MG_CWARPS * MG_CWARPS;
+	 * warp takes every slot; two tiles' groups of slots at least.) */
+	nslot = nslot / MG_CWARPS * MG_CWARPS;
 	if (nslot < (tc ? 2 * MG_TROWS : MG_MIN_SLOTS))
 		return cudaErrorInvalidValue;
 	pl.nslot = nslot;

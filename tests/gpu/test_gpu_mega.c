@@ -22,8 +22,7 @@
  * pass's attention items span 2 iterations and an 8-row pass's 5 (llama3-8b: 300 positions in
  * 64s), of which only the first is loaded before the q/k/v -> attention barrier; at L = 1024 the
  * last items hold one position past their iterations. Every timing setting of the fused kernel
- * gives the same bits (mega_settings_same_bits). At 8 rows the GEMV inputs' two layouts (registers,
- * the default where K allows, and shared memory) both stay within the tolerance. */
+ * gives the same bits (mega_settings_same_bits). */
 /* The fused kernel's timing settings (struct ds_k_mega: the weights' L2 policy, the producer's
  * attention gate off or opening late) change when copies are issued, never the arithmetic: each
  * gives the default run's bits (lgm) for batch B of fixture f. */
@@ -99,23 +98,6 @@ static void mega_case(const char *preset, uint64_t seed, int L, const int *batch
 		}
 		assert_non_null(c->fast.graph[B <= 1 ? 0 : B <= 2 ? 1 : B <= 4 ? 2 : 3]);
 		mega_settings_same_bits(&f, B, lgm);
-		if (B == 8) { /* also the 8-row GEMVs' inputs in shared memory (DS_FAST_MEGA_DIAG
-			       * bit 1), where the default keeps them in registers (llama3-8b) */
-			c->fast.mega_diag = 2;
-			ds_cuda_fast_graphs_reset(c);
-			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
-			double maxs = 0;
-			for (size_t i = 0; i < (size_t)B * f.V; i++)
-				maxs = fmax(maxs, fabs((double)f.lg[i] - f.lg0[i]));
-			print_message(
-			    "%s L %d batch 8, inputs in shared memory: max |dlogit| %.5f vs "
-			    "kernel per op; %s the default's bits\n",
-			    preset, L, maxs,
-			    memcmp(f.lg, lgm, (size_t)B * f.rowb) ? "differs from" : "equals");
-			assert_true(maxs < 0.05 * sd + 0.05);
-			c->fast.mega_diag = 0;
-			ds_cuda_fast_graphs_reset(c);
-		}
 	}
 	c->fast.mega = false;
 	free(lgm);
