@@ -563,6 +563,13 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 			}
 			mbar_wait(full + 8 * (ga % ns), (ga / ns) & 1u);
 			mbar_wait(full + 8 * (gb % ns), (gb / ns) & 1u);
+			if ((pl.diag & 3) == 3) { /* diag: each slot freed as soon as it landed */
+				if (t == 0) {
+					mbar_arrive(empty + 8 * (ga % ns));
+					mbar_arrive(empty + 8 * (gb % ns));
+				}
+				continue;
+			}
 			__syncwarp();
 			const unsigned char *wa = smem + (size_t)(ga % ns) * MG_TSLOT + col * 2;
 			const unsigned char *wb = smem + (size_t)(gb % ns) * MG_TSLOT + col * 2;
