@@ -385,7 +385,8 @@ struct ds_k_mega {
 	/* bench diagnostics, 0 in service: bit 0, the tensor-core GEMVs (8 rows) wait for their
 	 * slots and release them but skip the math (wrong outputs: only the weight stream's pace
 	 * is measured); bits 0 and 1 (3): and a warp frees each slot as soon as it landed, not
-	 * once all 16 of the tile's step have */
+	 * once all 16 of the tile's step have; bits 0 and 2 (5): and where K is two segments, a
+	 * tile's step copies 8 whole rows instead of one half of each of its 16 rows */
 	int diag;
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its

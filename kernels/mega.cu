@@ -316,14 +316,19 @@ __device__ void mg_produce_phase_tc(const struct mg_phase &p, const struct mg_pl
 			mbar_wait(g.bar, g.parity);
 		int grp = q0 / MG_TROWS, T = grp / p.nseg, sg = grp % p.nseg;
 		if (lane < MG_TROWS) {
-			int lr = mg_tc_lrow(p, T, lane);
+			int i = lane, s = sg;
+			if ((pl.diag & 5) == 5 && p.nseg == 2) { /* diag: 8 whole rows a step */
+				i = 8 * sg + lane / 2;
+				s = lane % 2;
+			}
+			int lr = mg_tc_lrow(p, T, i);
 			bool v = lr < nrows;
 			unsigned gi = it + (unsigned)(q0 + lane), slot = gi % ns;
 			mbar_wait(empty + 8 * slot, ((gi / ns) & 1u) ^ 1u);
 			mbar_expect_tx(full + 8 * slot, v ? bytes : 0u);
 			if (v)
 				mg_bulk(ring + slot * MG_TSLOT,
-				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)sg * p.seg,
+				        p.W + (size_t)mg_row(p, lr) * p.K + (size_t)s * p.seg,
 				        bytes, full + 8 * slot, hint);
 		}
 		__syncwarp();
