@@ -5,9 +5,9 @@
  * BK = 64, a STAGES-deep cp.async pipeline into 128-byte-swizzled shared memory, and two
  * warpgroups each issuing wgmma.m64nBNk16 (bf16 in, fp32 accumulate) on its 64 rows. Variant 0
  * (128x128, 3 stages, row-major raster) is the original kernel, unchanged. The TMA variants
- * (3..6 with 128-row tiles, 11..16 with 64-row tiles) live in gemm_ref_tma.cu.
+ * (3..6 and 17..18 with 128-row tiles, 11..16 and 19 with 64-row tiles) live in gemm_ref_tma.cu.
  *
- * Why a row's bits cannot depend on M, in variants 0..6 and 11..16: there is no split-K and no
+ * Why a row's bits cannot depend on M, in variants 0..6 and 11..19: there is no split-K and no
  * choice made from M. Each output element is owned by exactly one thread of one block, which
  * accumulates its K slices 0, 16, 32, ... in order into the same fp32 register (wgmma groups
  * on one accumulator execute in issue order), reading only its row of A and its row of W;
@@ -168,19 +168,20 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma64x128s9g",    /* 16: the 64x128 tile with 9 stages, 1 per SM (144 KB of W in flight) */
     "tma128x224s4g",   /* 17: TMA, 128x224 tile, 4 stages, 1 per SM (wave fit on gate/up) */
     "tma128x224s4gp",  /* 18: variant 17, persistent */
+    "tma64x192s6g",    /* 19: TMA, 64x192 tile, 6 stages, 1 per SM (one wave on q/k/v at M = 256) */
 };
 
 /* K splits of each variant: 1 except the cluster split-K variants. */
 static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2,
-                                                             4, 1, 1, 1, 1, 1, 1, 1, 1};
+                                                             4, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
-/* Tile of each TMA variant without split-K (3..6, 11..18): {BM, BN, STAGES, persistent};
+/* Tile of each TMA variant without split-K (3..6, 11..19): {BM, BN, STAGES, persistent};
  * zeros for the others. */
 static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][4] = {
     {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},     {128, 256, 4, 0}, {128, 128, 6, 0},
     {128, 256, 4, 1}, {128, 128, 6, 1}, {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},
     {0, 0, 0, 0},     {64, 128, 4, 0},  {64, 128, 4, 1},  {64, 64, 6, 0},   {64, 64, 6, 1},
-    {64, 64, 14, 0},  {64, 128, 9, 0},  {128, 224, 4, 0}, {128, 224, 4, 1},
+    {64, 64, 14, 0},  {64, 128, 9, 0},  {128, 224, 4, 0}, {128, 224, 4, 1}, {64, 192, 6, 0},
 };
 
 extern "C" int ds_k_gemm_ref_variant_splits(int variant)

@@ -42,7 +42,7 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 	return d;
 }
 
-/* ---- wgmma.m64nNk16 (N = 64, 128, 224, 256): one asm template per N, built by macros ----
+/* ---- wgmma.m64nNk16 (N = 64, 128, 192, 224, 256): one asm template per N, built by macros ----
  *
  * d (64 x N fp32 fragment, N / 2 registers per thread) += A (64 x 16) . B (N x 16)^T, both
  * operands K-major in shared memory (descriptors da, db). The accumulators are asm operands
@@ -60,11 +60,12 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 #define GR_WG_R110 GR_WG_R90 ", " GR_WG_R10(9) ", " GR_WG_R10(10)
 #define GR_WG_R120 GR_WG_R110 ", " GR_WG_R10(11)
 
-/* "+f"(d[i]) .. "+f"(d[i + n - 1]) for n = 4, 16, 32, 64, 112, 128 */
+/* "+f"(d[i]) .. "+f"(d[i + n - 1]) for n = 4, 16, 32, 64, 96, 112, 128 */
 #define GR_WG_D4(i) "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
 #define GR_WG_D16(i) GR_WG_D4(i), GR_WG_D4((i) + 4), GR_WG_D4((i) + 8), GR_WG_D4((i) + 12)
 #define GR_WG_D32(i) GR_WG_D16(i), GR_WG_D16((i) + 16)
 #define GR_WG_D64(i) GR_WG_D32(i), GR_WG_D32((i) + 32)
+#define GR_WG_D96(i) GR_WG_D64(i), GR_WG_D32((i) + 64)
 #define GR_WG_D112(i) GR_WG_D64(i), GR_WG_D32((i) + 64), GR_WG_D16((i) + 96)
 #define GR_WG_D128(i) GR_WG_D64(i), GR_WG_D64((i) + 64)
 
@@ -85,17 +86,21 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 
 GR_WGMMA_DEF(64, GR_WG_R30 ", %30, %31", GR_WG_D32(0), 32, 33, 34)
 GR_WGMMA_DEF(128, GR_WG_R60 ", %60, %61, %62, %63", GR_WG_D64(0), 64, 65, 66)
+GR_WGMMA_DEF(192, GR_WG_R90 ", %90, %91, %92, %93, %94, %95", GR_WG_D96(0), 96, 97, 98)
 GR_WGMMA_DEF(224, GR_WG_R110 ", %110, %111", GR_WG_D112(0), 112, 113, 114)
 #define GR_WG_R128 GR_WG_R120 ", %120, %121, %122, %123, %124, %125, %126, %127"
 GR_WGMMA_DEF(256, GR_WG_R128, GR_WG_D128(0), 128, 129, 130)
 
 template <int BN> __device__ __forceinline__ void gr_wgmma(float *d, uint64_t da, uint64_t db)
 {
-	static_assert(BN == 64 || BN == 128 || BN == 224 || BN == 256, "a wgmma.m64nBNk16 shape");
+	static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 224 || BN == 256,
+	              "a wgmma.m64nBNk16 shape");
 	if constexpr (BN == 256)
 		wgmma_256(d, da, db);
 	else if constexpr (BN == 224)
 		wgmma_224(d, da, db);
+	else if constexpr (BN == 192)
+		wgmma_192(d, da, db);
 	else if constexpr (BN == 128)
 		wgmma_128(d, da, db);
 	else
@@ -121,8 +126,9 @@ __device__ __forceinline__ void gr_tile(int bid, int tiles_m, int tiles_n, bool 
 	*tn = r / gm;
 }
 
-/* Stores one warpgroup's 64 x BN fp32 fragment (BN = 64, 128, 224 or 256) whose top-left element is
- * (row0, n0); rows past M and columns past N are skipped. lane / warp are within the warpgroup. */
+/* Stores one warpgroup's 64 x BN fp32 fragment (BN = 64, 128, 192, 224 or 256) whose top-left
+ * element is (row0, n0); rows past M and columns past N are skipped. lane / warp are within the
+ * warpgroup. */
 template <int BN>
 __device__ __forceinline__ void gr_store(const float *d, float *__restrict__ C, int M, int N,
                                          int row0, int n0, int warp, int lane)

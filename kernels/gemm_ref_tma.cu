@@ -5,7 +5,9 @@
  * BM = 64 with deep pipelines for one block per SM (BN = 64: 14 stages, BN = 128: 9); and
  * BM = 128 with BN = 224 (4 stages, one block per SM), whose tile counts divide into waves of
  * 132 SMs better on the gate/up weights (N = 28672: 128 n-tiles, so 256 tiles at M = 256 are
- * 1.94 waves where BN = 256's 224 tiles are 1.70 and BN = 128's 448 are 3.39).
+ * 1.94 waves where BN = 256's 224 tiles are 1.70 and BN = 128's 448 are 3.39); and BM = 64 with
+ * BN = 192 (6 stages, one block per SM), whose 32 n-tiles on the q/k/v weights (N = 6144) make
+ * 128 tiles at M = 256, one wave, where BN = 128 makes 192.
  *
  * Layout of a block (128 (1 + BM / 64) threads): warpgroup 0 is the producer (one thread
  * issues the TMA loads of A and W tiles into 128-byte-swizzled stages, after waiting for the
@@ -61,7 +63,7 @@ template <typename... C> struct tma_cfg_list {
 };
 using tma_cfgs = tma_cfg_list<tma_cfg<128, 256, 4>, tma_cfg<128, 128, 6>, tma_cfg<64, 128, 4>,
                               tma_cfg<64, 128, 9>, tma_cfg<64, 64, 6>, tma_cfg<64, 64, 14>,
-                              tma_cfg<128, 224, 4>>;
+                              tma_cfg<128, 224, 4>, tma_cfg<64, 192, 6>>;
 
 /* f(cfg) for the configuration of tma_cfgs that is (bm, bn, stages), cudaErrorInvalidValue
  * for any other. */
