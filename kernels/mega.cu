@@ -541,6 +541,8 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	int nrows = (p.u1 - p.u0) * p.rpu, nt = (nrows + MG_TROWS - 1) / MG_TROWS;
 	int cw = p.seg / MG_CWARPS, nc = cw / 32; /* 1 .. 8 chunks of 32 columns */
+	if (pl.diag & 1)                          /* diag: no chunks, the stream's pace alone */
+		nc = 0;
 	unsigned ns = (unsigned)pl.nslot;
 	int sst = p.seg + 32, steps = nt * p.nseg;
 	if (ST && steps > 0)
@@ -578,10 +580,9 @@ __device__ void mg_gemv_tc(const struct mg_phase &p, const struct mg_plan &pl, c
 			__syncwarp();
 			const unsigned char *wa = smem + (size_t)(ga % ns) * MG_TSLOT + col * 2;
 			const unsigned char *wb = smem + (size_t)(gb % ns) * MG_TSLOT + col * 2;
-			int ncm = pl.diag & 1 ? 0 : nc; /* diag: the stream's pace alone */
 #pragma unroll
 			for (int c = 0; c < 8; c++) {
-				if (c >= ncm)
+				if (c >= nc)
 					break;
 				uint4 x0 = *(const uint4 *)(wa + c * 64),
 				      x1 = *(const uint4 *)(wb + c * 64);
