@@ -19,13 +19,23 @@ static inline DS_HD uint64_t ds_mix64(uint64_t x)
 	return x;
 }
 
-/* A 64-bit hash of (a, b, c); each argument passes through its own mixing round. */
-static inline DS_HD uint64_t ds_hash3(uint64_t a, uint64_t b, uint64_t c)
+/* A 64-bit hash of (a, b, c); each argument passes through its own mixing round. A loop over c
+ * with a and b fixed can take ds_hash2(a, b) once and finish each c with ds_hash3_last: the
+ * same bits. */
+static inline DS_HD uint64_t ds_hash2(uint64_t a, uint64_t b)
 {
 	uint64_t h = ds_mix64(a + 0x9e3779b97f4a7c15ull);
-	h = ds_mix64(h ^ (b + 0x632be59bd9b4e019ull));
-	h = ds_mix64(h ^ (c + 0x85157af5a3f0d1c3ull));
-	return h;
+	return ds_mix64(h ^ (b + 0x632be59bd9b4e019ull));
+}
+
+static inline DS_HD uint64_t ds_hash3_last(uint64_t h2, uint64_t c)
+{
+	return ds_mix64(h2 ^ (c + 0x85157af5a3f0d1c3ull));
+}
+
+static inline DS_HD uint64_t ds_hash3(uint64_t a, uint64_t b, uint64_t c)
+{
+	return ds_hash3_last(ds_hash2(a, b), c);
 }
 
 /* Uniform in [-1, 1) with 24 bits, exactly representable in f32. */

@@ -38,4 +38,16 @@ static inline DS_HD uint64_t ds_sample_key(uint64_t seed, int64_t pos, int32_t i
 	return ds_hash3(seed, (uint64_t)pos, (uint64_t)(uint32_t)id);
 }
 
+/* The same key in two steps, for a loop over a row's ids: ds_sample_id_key(ds_sample_row_key(
+ * seed, pos), id) == ds_sample_key(seed, pos, id). */
+static inline DS_HD uint64_t ds_sample_row_key(uint64_t seed, int64_t pos)
+{
+	return ds_hash2(seed, (uint64_t)pos);
+}
+
+static inline DS_HD uint64_t ds_sample_id_key(uint64_t row_key, int32_t id)
+{
+	return ds_hash3_last(row_key, (uint64_t)(uint32_t)id);
+}
+
 #endif

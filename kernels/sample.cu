@@ -54,30 +54,92 @@ __device__ __forceinline__ struct gbest gbest_merge(struct gbest a, struct gbest
 	return (b.g > a.g || (b.g == a.g && b.id < a.id)) ? b : a;
 }
 
-/* Id i's Gumbel-perturbed logit (logit x, noise from ds_sample_key), kept in b when it is the
- * larger (ties: the first visited, the lowest id where a thread's ids come in increasing order;
- * F32, whose walks do not keep that order, takes the lower id explicitly). F32 (the fast
- * path): the noise from the key's top 23 bits, u in (0, 1) exactly, and fp32 logs: with two
- * fp64 logs per logit a temperature row at 256 rows took 347 us, with fp32 ones 196 us on the
- * H200 (bench/results/gpu-20261130-603456e-merge, -2c76465-final: sample.log, temp0.8); the
- * token differs from the fp64 one's only when two perturbed logits are within fp32 rounding. */
-template <bool F32 = false>
-__device__ __forceinline__ void gumbel_take(struct gbest *b, float x, int i,
-                                            const struct ds_k_sample_row &P, double inv_t)
+/* Id i's Gumbel-perturbed logit in fp64 (logit x, u from ds_sample_key through rk, the row's
+ * ds_sample_row_key): the reference path's value, the host's formula (common/sample.c). */
+__device__ __forceinline__ double gumbel64(float x, int i, uint64_t rk, double inv_t)
 {
-	double g;
-	if (F32) {
-		uint64_t h = ds_sample_key(P.seed, P.pos, i);
-		float u = ((float)(uint32_t)(h >> 41) + 0.5f) * (1.0f / 8388608.0f);
-		g = (double)(x * (float)inv_t - logf(-logf(u)));
-	} else {
-		double u = ds_hash_unit_open(ds_sample_key(P.seed, P.pos, i));
-		g = (double)x * inv_t - log(-log(u));
-	}
-	if (g > b->g || (F32 && g == b->g && i < b->id)) {
+	double u = ds_hash_unit_open(ds_sample_id_key(rk, i));
+	return (double)x * inv_t - log(-log(u));
+}
+
+/* The fast path's Gumbel-max step: id i's perturbed logit, kept in b when it is the larger (ties
+ * to the lower id: the fast path's walks do not visit a thread's ids in order). The noise from
+ * the key's top 23 bits, u in (0, 1) exactly, and fp32 logs: with two fp64 logs per logit a
+ * temperature row at 256 rows took 347 us, with fp32 ones 196 us on the H200 (bench/results/
+ * gpu-20261130-603456e-merge, -2c76465-final: sample.log, temp0.8); the token differs from the
+ * fp64 one's only when two perturbed logits are within fp32 rounding. */
+__device__ __forceinline__ void gumbel_take_f32(struct gbest *b, float x, int i, uint64_t rk,
+                                                double inv_t)
+{
+	uint64_t h = ds_sample_id_key(rk, i);
+	float u = ((float)(uint32_t)(h >> 41) + 0.5f) * (1.0f / 8388608.0f);
+	double g = (double)(x * (float)inv_t - logf(-logf(u)));
+	if (g > b->g || (g == b->g && i < b->id)) {
 		b->g = g;
 		b->id = i;
 	}
+}
+
+/* The reference path's Gumbel-max without an fp64 log pair per logit. Each logit's perturbed
+ * value g (gumbel64) is bracketed in fp32: lo <= g <= hi, from the same u with fp32 logs (log1pf
+ * of -(1 - u) where u >= 1/2, so that -log(u) keeps its relative accuracy near 1). The bracket's
+ * half-width, 2^-16 (1 + |x / T| + |log(-log u)|), is eight times a bound on the fp32 terms'
+ * error (the rounding of u, 1 - u and x / T, 1 ulp for logf and log1pf, and 1 ulp of each sum:
+ * under 2^-19 of the same). The row's maximum g is at least M = max lo, so only logits with
+ * hi >= M can hold it, and an exact tie is a candidate too: gumbel64 of the candidates alone
+ * picks the token gumbel64 of every logit picks (ties to the lowest id). A thread keeps its
+ * largest hi (and its id), its second largest and its largest lo; where a thread's second is a
+ * candidate too (a near tie in one thread; rare) the block walks its range again. Logits whose
+ * bracket is not finite (+-inf, or x / T overflowing) take gumbel64 on the spot. */
+struct gfilt {
+	float hi1, hi2, lo;
+	int id1;
+	struct gbest ex; /* logits decided in fp64 on the spot */
+};
+
+__device__ __forceinline__ struct gfilt gfilt_init(void)
+{
+	struct gfilt f = {-INFINITY, -INFINITY, -INFINITY, -1, {-INFINITY, 0x7fffffff}};
+	return f;
+}
+
+/* Id i's bracket [*lo, *hi]; false where it is not finite (decide in fp64). */
+__device__ __forceinline__ bool gumbel_bracket(float x, int i, uint64_t rk, float inv_tf, float *lo,
+                                               float *hi)
+{
+	double u = ds_hash_unit_open(ds_sample_id_key(rk, i));
+	float e = u < 0.5 ? -logf((float)u) : -log1pf(-(float)(1.0 - u)); /* -log(u) > 0 */
+	float le = logf(e), a = x * inv_tf, g = a - le;
+	float w = 0x1p-16f * (1.0f + fabsf(a) + fabsf(le));
+	*lo = g - w;
+	*hi = g + w;
+	return isfinite(*lo) && isfinite(*hi);
+}
+
+__device__ __forceinline__ void gbest_take(struct gbest *b, double g, int i)
+{
+	if (g > b->g || (g == b->g && i < b->id)) {
+		b->g = g;
+		b->id = i;
+	}
+}
+
+__device__ __forceinline__ void gfilt_take(struct gfilt *f, float x, int i, uint64_t rk,
+                                           float inv_tf, double inv_t)
+{
+	float lo, hi;
+	if (!gumbel_bracket(x, i, rk, inv_tf, &lo, &hi)) {
+		gbest_take(&f->ex, gumbel64(x, i, rk, inv_t), i);
+		return;
+	}
+	if (hi > f->hi1) {
+		f->hi2 = f->hi1;
+		f->hi1 = hi;
+		f->id1 = i;
+	} else if (hi > f->hi2) {
+		f->hi2 = hi;
+	}
+	f->lo = fmaxf(f->lo, lo);
 }
 
 /* The key searches (top-k's k-th largest key, top-p's cut) take SMP_KBITS / SMP_PBITS bits of
@@ -239,6 +301,40 @@ __device__ long long block_count(long long v, struct smp_shared *sh)
 		r += sh->c[w];
 	__syncthreads();
 	return r;
+}
+
+__device__ double block_dmax(double v, struct smp_shared *sh)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+	if ((threadIdx.x & 31) == 0)
+		sh->d[threadIdx.x >> 5] = v;
+	__syncthreads();
+	double r = sh->d[0];
+	for (int w = 1; w < SMP_WARPS; w++)
+		r = fmax(r, sh->d[w]);
+	__syncthreads();
+	return r;
+}
+
+/* The reference path's Gumbel-max (gumbel64's, ties to the lowest id) from every thread's gfilt:
+ * walk(fn) calls fn(i, x) for the logits the walk that filled f took, each in the same thread. */
+template <typename W>
+__device__ struct gbest gfilt_resolve(const struct gfilt &f, const float *L, uint64_t rk,
+                                      float inv_tf, double inv_t, W walk, struct smp_shared *sh)
+{
+	double m = block_dmax(fmax((double)f.lo, f.ex.g), sh);
+	struct gbest b = f.ex;
+	if (__syncthreads_or(f.hi2 >= m)) {
+		walk([&](int i, float x) {
+			float lo, hi;
+			if (gumbel_bracket(x, i, rk, inv_tf, &lo, &hi) && hi >= m)
+				gbest_take(&b, gumbel64(x, i, rk, inv_t), i);
+		});
+	} else if (f.id1 >= 0 && f.hi1 >= m) {
+		gbest_take(&b, gumbel64(L[f.id1], f.id1, rk, inv_t), f.id1);
+	}
+	return block_gbest(b, sh);
 }
 
 /* exclusive prefix of v over threads in index order */
@@ -432,7 +528,21 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 {
 	struct smp_part pt;
 	struct top2 t = {-INFINITY, -INFINITY, 0x7fffffff};
-	smp_walk_range<F32>(L, lo, hi, [&](int i, float v) { top2_take<F32>(&t, v, i); });
+	struct gbest b = {-INFINITY, 0x7fffffff};
+	struct gfilt gf = gfilt_init();
+	uint64_t rk = ds_sample_row_key(P.seed, P.pos);
+	double inv_t = gumbel ? 1.0 / (double)P.temperature : 0.0;
+	float inv_tf = (float)inv_t;
+	/* the Gumbel-max needs no statistic of the row: it shares the top two's pass */
+	smp_walk_range<F32>(L, lo, hi, [&](int i, float v) {
+		top2_take<F32>(&t, v, i);
+		if (!gumbel)
+			return;
+		if (F32)
+			gumbel_take_f32(&b, v, i, rk, inv_t);
+		else
+			gfilt_take(&gf, v, i, rk, inv_tf, inv_t);
+	});
 	pt.t = block_top2(t, sh);
 	double m1 = (double)pt.t.m1, se = 0.0;
 	float m1f = pt.t.m1;
@@ -440,13 +550,11 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 		se += F32 ? (double)expf(v - m1f) : exp((double)v - m1);
 	});
 	pt.se = block_dsum(se, sh);
-	struct gbest b = {-INFINITY, 0x7fffffff};
-	if (gumbel) {
-		double inv_t = 1.0 / (double)P.temperature;
-		smp_walk_range<F32>(L, lo, hi,
-		                    [&](int i, float v) { gumbel_take<F32>(&b, v, i, P, inv_t); });
-		b = block_gbest(b, sh);
-	}
+	if (gumbel)
+		b = F32 ? block_gbest(b, sh)
+		        : gfilt_resolve(
+		              gf, L, rk, inv_tf, inv_t,
+		              [&](auto fn) { smp_walk_range<F32>(L, lo, hi, fn); }, sh);
 	pt.gb = b;
 	return pt;
 }
@@ -556,17 +664,29 @@ __device__ void sample_finish(const float *L, int vocab, const struct ds_k_sampl
 		int lo = tid * per, hi = min(lo + per, vocab);
 		long long ties = 0;
 		smp_walk(L, lo, hi, 1, [&](int, float x) { ties += fkey(x) == v; });
-		long long rank = block_excl_scan(ties, sh);
+		long long rank0 = block_excl_scan(ties, sh);
+		uint64_t rk = ds_sample_row_key(P.seed, P.pos);
+		float inv_tf = (float)inv_t;
+		auto kept = [&](auto fn) { /* fn(i, x) for the kept ids of the thread's range */
+			                   long long rank = rank0;
+			                   smp_walk(L, lo, hi, 1, [&](int i, float x) {
+				                   uint32_t k = fkey(x);
+				                   bool in = k > v;
+				                   if (k == v)
+					                   in = rank++ < take;
+				                   if (in)
+					                   fn(i, x);
+			                   });
+		};
 		struct gbest b = {-INFINITY, 0x7fffffff};
-		smp_walk(L, lo, hi, 1, [&](int i, float x) {
-			uint32_t k = fkey(x);
-			bool in = k > v;
-			if (k == v)
-				in = rank++ < take;
-			if (in)
-				gumbel_take<F32>(&b, x, i, P, inv_t);
-		});
-		b = block_gbest(b, sh);
+		if (F32) {
+			kept([&](int i, float x) { gumbel_take_f32(&b, x, i, rk, inv_t); });
+			b = block_gbest(b, sh);
+		} else {
+			struct gfilt gf = gfilt_init();
+			kept([&](int i, float x) { gfilt_take(&gf, x, i, rk, inv_tf, inv_t); });
+			b = gfilt_resolve(gf, L, rk, inv_tf, inv_t, kept, sh);
+		}
 		tok = b.id == 0x7fffffff ? t.id : b.id;
 	}
 	if (tid == 0) {

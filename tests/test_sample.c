@@ -61,12 +61,33 @@ static void test_top_k_one_is_greedy(void **state)
 	free(scratch);
 }
 
+/* The two-step key (a row's part once, then each id) is the one-step key's bits. */
+static void test_row_key_split(void **state)
+{
+	(void)state;
+	const uint64_t seeds[] = {0, 1, 0x9e3779b97f4a7c15ull, ~0ull};
+	const int64_t poss[] = {0, 1, 4095, -3, (int64_t)1 << 40};
+	const int32_t ids[] = {0, 1, 128255, 0x7fffffff, -1};
+	for (size_t a = 0; a < DS_ARRAY_LEN(seeds); a++)
+		for (size_t b = 0; b < DS_ARRAY_LEN(poss); b++) {
+			uint64_t rk = ds_sample_row_key(seeds[a], poss[b]);
+			for (size_t c = 0; c < DS_ARRAY_LEN(ids); c++)
+				assert_true(ds_sample_id_key(rk, ids[c]) ==
+				            ds_sample_key(seeds[a], poss[b], ids[c]));
+		}
+	/* and the key still moves with each argument */
+	assert_true(ds_sample_key(1, 2, 3) != ds_sample_key(1, 2, 4));
+	assert_true(ds_sample_key(1, 2, 3) != ds_sample_key(1, 3, 3));
+	assert_true(ds_sample_key(1, 2, 3) != ds_sample_key(2, 2, 3));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_greedy_ties_lowest_id),
-		cmocka_unit_test(test_pure_function_of_seed_and_pos),
-		cmocka_unit_test(test_top_k_one_is_greedy),
+	    cmocka_unit_test(test_greedy_ties_lowest_id),
+	    cmocka_unit_test(test_pure_function_of_seed_and_pos),
+	    cmocka_unit_test(test_top_k_one_is_greedy),
+	    cmocka_unit_test(test_row_key_split),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -501,16 +501,28 @@ static void test_attention(void **state)
 static void sample_case(int vocab)
 {
 	struct ds_k_sample_row sp[] = {
-	    {0.0f, 0, 1.0f, 0, 7, 3},     {0.7f, 0, 1.0f, 0, 7, 4},
-	    {1.0f, 0, 1.0f, 0, 99, 1000}, {1.0f, 1, 1.0f, 0, 5, 9},
-	    {0.8f, 5, 1.0f, 0, 5, 10},    {1.2f, 50, 1.0f, 0, 6, 11},
-	    {1.0f, 0, 0.9f, 0, 8, 12},    {0.6f, 0, 0.5f, 0, 8, 13},
-	    {1.0f, 40, 0.8f, 0, 9, 14},   {1.0f, vocab, 1.0f, 0, 9, 15},
-	    {2.0f, 0, 0.999f, 0, 10, 16}, {0.5f, 3, 0.3f, 0, 11, 17},
-	    {1.0f, 0, 0.02f, 0, 12, 18},  {0.0f, 0, 1.0f, 0, 12, 19},
-	    {1.0f, 7, 1.0f, 0, 13, 20},   {1.0f, 0, 0.7f, 0, 14, 21},
+	    {0.0f, 0, 1.0f, 0, 7, 3},
+	    {0.7f, 0, 1.0f, 0, 7, 4},
+	    {1.0f, 0, 1.0f, 0, 99, 1000},
+	    {1.0f, 1, 1.0f, 0, 5, 9},
+	    {0.8f, 5, 1.0f, 0, 5, 10},
+	    {1.2f, 50, 1.0f, 0, 6, 11},
+	    {1.0f, 0, 0.9f, 0, 8, 12},
+	    {0.6f, 0, 0.5f, 0, 8, 13},
+	    {1.0f, 40, 0.8f, 0, 9, 14},
+	    {1.0f, vocab, 1.0f, 0, 9, 15},
+	    {2.0f, 0, 0.999f, 0, 10, 16},
+	    {0.5f, 3, 0.3f, 0, 11, 17},
+	    {1.0f, 0, 0.02f, 0, 12, 18},
+	    {0.0f, 0, 1.0f, 0, 12, 19},
+	    {1.0f, 7, 1.0f, 0, 13, 20},
+	    {1.0f, 0, 0.7f, 0, 14, 21},
+	    /* the reference sampler's near ties (below): not the fast path's cases */
+	    {1.0f, 0, 1.0f, 0, 21, 30},
+	    {0.9f, 100, 1.0f, 0, 22, 31},
+	    {0.7f, 0, 1.0f, 0, 23, 32},
 	};
-	int R = (int)DS_ARRAY_LEN(sp);
+	int R = (int)DS_ARRAY_LEN(sp), R_fast = R - 3;
 	size_t n = (size_t)R * vocab;
 	float *L = malloc(n * 4);
 	fill_f32(L, n, 61 + vocab, 4.0f);
@@ -525,6 +537,32 @@ static void sample_case(int vocab)
 			for (int i = 0; i < 12; i++)
 				lr[(i * 37) % vocab] = 5.5f;
 	}
+	/* Rows R_fast, R_fast + 1: two ids far above the rest whose Gumbel-perturbed logits are
+	 * within fp32 rounding of each other, in one thread of the reference sampler (ids 1024
+	 * apart in its strided walk; adjacent in the filtered row's contiguous ranges), so its fp32
+	 * brackets hold both and its fp64 pass decides. Row R_fast + 2: -inf logits (decided in
+	 * fp64 on the spot, never taken). */
+	for (int k = 0; k < 2 && vocab >= 4096; k++) {
+		int r = R_fast + k, step = k == 0 ? 1024 : 1;
+		float *lr = L + (size_t)r * vocab;
+		double T = sp[r].temperature;
+		int per = (vocab + 1023) / 1024; /* the filtered walk's range a thread */
+		for (int i = k == 0 ? 300 : 2 * per;; i++) {
+			if (k == 1 && i % per == per - 1)
+				continue;
+			double ni =
+			    -log(-log(ds_hash_unit_open(ds_sample_key(sp[r].seed, sp[r].pos, i))));
+			double nj = -log(-log(
+			    ds_hash_unit_open(ds_sample_key(sp[r].seed, sp[r].pos, i + step))));
+			if (fabs(ni - nj) < 2.0) {
+				lr[i] = 30.0f;
+				lr[i + step] = (float)(T * (30.0 / T + ni - nj));
+				break;
+			}
+		}
+	}
+	for (int i = 5; i < vocab; i += 97)
+		L[(size_t)(R_fast + 2) * vocab + i] = -INFINITY;
 	float *dL = to_dev(L, n * 4);
 	struct ds_k_sample_row *dsp = to_dev(sp, sizeof(sp));
 	size_t on = (size_t)R * sizeof(struct ds_k_sample_out);
@@ -558,7 +596,7 @@ static void sample_case(int vocab)
 		CK(ds_k_sample_split_pdl(dL, rows, vocab, nb, dsp, dsplit, ws, R, 0, 0));
 		from_dev(split2, dsplit, rb);
 		assert_memory_equal(split, split2, rb);
-		for (int r = 0; r < rows; r++) {
+		for (int r = 0; r < DS_MIN(rows, R_fast); r++) {
 			assert_int_equal(split[r].token, out[r].token);
 			assert_true(split[r].margin == out[r].margin);
 			assert_true(fabsf(split[r].logprob - out[r].logprob) < 1e-5f);
