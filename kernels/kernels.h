@@ -308,12 +308,17 @@ struct ds_k_sample_out {
 	float margin;
 };
 
-/* One block per row of logits (n_rows, vocab): the same function as ds_sample (common/
- * sample.c): greedy argmax (ties to the lowest id), Gumbel-max with ds_sample_key for
- * temperature, top-k / top-p as a prefix of the (logit desc, id asc) order. */
+/* The reference path's sampler: the same function as ds_sample (common/sample.c): greedy argmax
+ * (ties to the lowest id), Gumbel-max with ds_sample_key for temperature, top-k / top-p as a
+ * prefix of the (logit desc, id asc) order. Each row of logits (n_rows, vocab) is spread over
+ * ds_k_sample_ref_blocks(vocab) blocks, a count fixed by the vocabulary, whose ranges' statistics
+ * merge in range order: a row's bits depend on its own logits alone. The logprob's exp terms are
+ * fp32, summed in fp64 in that fixed order (within rounding of the host's fp64 ones). ws, cap:
+ * as for ds_k_sample_split_pdl (NULL allowed when ds_k_sample_ref_blocks(vocab) is 1). */
+int ds_k_sample_ref_blocks(int vocab);
 cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
-                        const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
-                        cudaStream_t st);
+                        const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, void *ws,
+                        int cap, cudaStream_t st);
 
 /* The fast path's version: each row spread over nb blocks (1 to ds_k_sample_split_blocks(vocab);
  * the fast path picks it from the batch, so a row's logprob may depend on it): each block takes
@@ -322,7 +327,7 @@ cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
  * and every margin equal ds_k_sample's; a temperature row's Gumbel noise and a top-p row's
  * weights are fp32 (summed in fp64), so its token differs only where two perturbed logits, or
  * a cut's mass and its target, are within fp32 rounding; logprobs may differ in the last bits
- * (the exp terms are fp32 and the sum is taken per range; test_sample: within 1e-5). ws:
+ * (the sum is taken per range; test_gpu_kernels: within 1e-5). ws:
  * ds_k_sample_ws_bytes(cap, vocab) bytes for up to cap rows, 16-byte aligned, zero before the first
  * launch and left zero; NULL allowed when nb is 1. */
 #define DS_K_SAMPLE_MAX_SPLIT 32
@@ -431,8 +436,8 @@ cudaError_t ds_k_attn_fast_pdl(const uint16_t *q, const uint16_t *kv, struct ds_
                                struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
                                cudaStream_t st);
 cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
-                            const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, int pdl,
-                            cudaStream_t st);
+                            const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, void *ws,
+                            int cap, int pdl, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -509,17 +509,33 @@ __device__ uint32_t smp_p_cut_bitwise(const float *L, int vocab, bool has_k, uin
 	return v;
 }
 
-/* One block's share of a row: its range's top two and lowest-id maximum, the sum of
- * exp(logit - m1) over the range with m1 the range's maximum, and (temperature without filters)
- * its range's Gumbel-max. With the range the whole row this is the single-block sampler's
- * first pass, in its order. F32: the exp terms in fp32 (summed in fp64), for the fast path,
- * whose logprobs need not be the reference's bits (test_sample holds them within 1e-5 of the
- * single-block fp64 sampler's). */
+/* One block's share of a row, in one pass over its range: the range's top two and lowest-id
+ * maximum, the sum of exp(logit - m1) over the range with m1 the range's maximum, and
+ * (temperature without filters) its range's Gumbel-max. The sum is taken online: each thread
+ * keeps its own running maximum m and sum s of exp(logit - m) (rescaled when m rises), and
+ * the threads' s exp(m - m1) are summed in the block's fixed tree. The exp terms are fp32,
+ * summed in fp64, on both paths: the reference path's logprobs are its own bits, a function of
+ * the row alone (test_gpu_kernels holds them within 1e-4 of the host's fp64 ones; the fast
+ * path's within 1e-5 of the reference's). With the range the whole row this is the
+ * single-block sampler's first pass. Two passes (top two, then an fp64 exp per logit) took
+ * 124.8 us at 256 greedy rows on the H200 (bench/results/gpu-20261130-6f2d241-gbracket). */
 struct smp_part {
 	struct top2 t;
 	double se;
 	struct gbest gb;
 };
+
+/* Folds logit v into a thread's running maximum m and sum s of exp(logit - m). -inf adds
+ * nothing; NaN makes the sum NaN, as exp(NaN) does in the host's sum. */
+__device__ __forceinline__ void online_take(float *m, double *s, float v)
+{
+	if (v > *m) {
+		*s = *s * (double)expf(*m - v) + 1.0;
+		*m = v;
+	} else if (v > -INFINITY || v != v) {
+		*s += (double)expf(v - *m);
+	}
+}
 
 template <bool F32>
 __device__ struct smp_part sample_range(const float *L, int lo, int hi,
@@ -532,10 +548,11 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 	struct gfilt gf = gfilt_init();
 	uint64_t rk = ds_sample_row_key(P.seed, P.pos);
 	double inv_t = gumbel ? 1.0 / (double)P.temperature : 0.0;
-	float inv_tf = (float)inv_t;
-	/* the Gumbel-max needs no statistic of the row: it shares the top two's pass */
+	float inv_tf = (float)inv_t, om = -INFINITY;
+	double os = 0.0;
 	smp_walk_range<F32>(L, lo, hi, [&](int i, float v) {
 		top2_take<F32>(&t, v, i);
+		online_take(&om, &os, v);
 		if (!gumbel)
 			return;
 		if (F32)
@@ -544,12 +561,8 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 			gfilt_take(&gf, v, i, rk, inv_tf, inv_t);
 	});
 	pt.t = block_top2(t, sh);
-	double m1 = (double)pt.t.m1, se = 0.0;
-	float m1f = pt.t.m1;
-	smp_walk_range<F32>(L, lo, hi, [&](int, float v) {
-		se += F32 ? (double)expf(v - m1f) : exp((double)v - m1);
-	});
-	pt.se = block_dsum(se, sh);
+	/* a thread that saw only -inf holds nothing (and exp(-inf - -inf) would be NaN) */
+	pt.se = block_dsum(om == -INFINITY ? 0.0 : os * exp((double)om - (double)pt.t.m1), sh);
 	if (gumbel)
 		b = F32 ? block_gbest(b, sh)
 		        : gfilt_resolve(
@@ -796,10 +809,11 @@ extern "C" size_t ds_k_sample_ws_bytes(int cap, int vocab)
 	       (size_t)cap * ds_k_sample_split_blocks(vocab) * sizeof(struct smp_part);
 }
 
-extern "C" cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab, int nb,
-                                             const struct ds_k_sample_row *sp,
-                                             struct ds_k_sample_out *out, void *ws, int cap,
-                                             int pdl, cudaStream_t st)
+/* Rows over nb blocks each, on ws (ds_k_sample_ws_bytes(cap, vocab)); nb 1 needs no ws. */
+template <bool F32>
+static cudaError_t sample_launch(const float *logits, int n_rows, int vocab, int nb,
+                                 const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
+                                 void *ws, int cap, int pdl, cudaStream_t st)
 {
 	if (n_rows <= 0)
 		return cudaSuccess;
@@ -809,23 +823,40 @@ extern "C" cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, in
 	unsigned *cnt = nb > 1 ? (unsigned *)ws : NULL;
 	struct smp_part *part =
 	    nb > 1 ? (struct smp_part *)((char *)ws + smp_cnt_bytes(cap)) : NULL;
-	return ds_launch(sample_kernel<true>, dim3(n_rows, nb), dim3(SMP_THREADS), 0, st, pdl,
+	return ds_launch(sample_kernel<F32>, dim3(n_rows, nb), dim3(SMP_THREADS), 0, st, pdl,
 	                 logits, vocab, sp, out, part, nmax, cnt);
+}
+
+extern "C" cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, int vocab, int nb,
+                                             const struct ds_k_sample_row *sp,
+                                             struct ds_k_sample_out *out, void *ws, int cap,
+                                             int pdl, cudaStream_t st)
+{
+	return sample_launch<true>(logits, n_rows, vocab, nb, sp, out, ws, cap, pdl, st);
+}
+
+/* The reference path's block count a row: a function of the vocabulary alone (so a row's bits
+ * do not depend on the batch), up to 16384 logits a block (8 blocks of 16032 at 128256, 16 a
+ * thread). One block a row took 146 us a temperature row on the H200, at any batch up to 256 rows
+ * (its blocks run at once; bench/results/gpu-20261130-6f2d241-gbracket). */
+extern "C" int ds_k_sample_ref_blocks(int vocab)
+{
+	int nb = (vocab + 16383) / 16384;
+	return DS_MIN(nb, DS_MIN(8, ds_k_sample_split_blocks(vocab)));
 }
 
 extern "C" cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
                                        const struct ds_k_sample_row *sp,
-                                       struct ds_k_sample_out *out, int pdl, cudaStream_t st)
+                                       struct ds_k_sample_out *out, void *ws, int cap, int pdl,
+                                       cudaStream_t st)
 {
-	if (n_rows <= 0)
-		return cudaSuccess;
-	return ds_launch(sample_kernel<false>, dim3(n_rows, 1), dim3(SMP_THREADS), 0, st, pdl,
-	                 logits, vocab, sp, out, (struct smp_part *)NULL, 0, (unsigned *)NULL);
+	return sample_launch<false>(logits, n_rows, vocab, ds_k_sample_ref_blocks(vocab), sp, out,
+	                            ws, cap, pdl, st);
 }
 
 extern "C" cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
                                    const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
-                                   cudaStream_t st)
+                                   void *ws, int cap, cudaStream_t st)
 {
-	return ds_k_sample_pdl(logits, n_rows, vocab, sp, out, 0, st);
+	return ds_k_sample_pdl(logits, n_rows, vocab, sp, out, ws, cap, 0, st);
 }

@@ -567,23 +567,33 @@ static void sample_case(int vocab)
 	struct ds_k_sample_row *dsp = to_dev(sp, sizeof(sp));
 	size_t on = (size_t)R * sizeof(struct ds_k_sample_out);
 	struct ds_k_sample_out *dout = dev_alloc_guarded(on), *out = malloc(on);
-	CK(ds_k_sample(dL, R, vocab, dsp, dout, 0));
-	from_dev(out, dout, on);
-	dev_check_guard(dout, on);
-	/* the fast path's sampler (ranges of a row in nb blocks, fp32 exp terms, Gumbel noise and
-	 * top-p weights) on one workspace, launch after launch at other row and block counts: the
-	 * same tokens (a temperature row could differ where two perturbed logits, or a top-p cut's
-	 * mass and its target, are within fp32 rounding; none of these rows is such a case) and
-	 * margins as the single-block one,
-	 * logprobs within rounding, and its counters back at zero (a repeated launch gives the
-	 * first one's bits; counters that moved with the rows or the block count would land on an
-	 * earlier launch's parts) */
 	size_t wsb = ds_k_sample_ws_bytes(R, vocab);
 	void *ws = NULL;
 	CK(cudaMalloc(&ws, wsb));
 	CK(cudaMemset(ws, 0, wsb));
+	CK(ds_k_sample(dL, R, vocab, dsp, dout, ws, R, 0));
+	from_dev(out, dout, on);
+	dev_check_guard(dout, on);
 	struct ds_k_sample_out *dsplit = dev_alloc_guarded(on), *split = malloc(on),
 	                       *split2 = malloc(on);
+	/* the reference sampler's bits are each row's alone: the same bytes launched again, and
+	 * for rows 3.. launched as a batch of their own (other row indices, other neighbours) */
+	CK(ds_k_sample(dL, R, vocab, dsp, dsplit, ws, R, 0));
+	from_dev(split, dsplit, on);
+	assert_memory_equal(split, out, on);
+	CK(ds_k_sample(dL + (size_t)3 * vocab, R - 3, vocab, dsp + 3, dsplit, ws, R, 0));
+	from_dev(split, dsplit, (size_t)(R - 3) * sizeof(*split));
+	assert_memory_equal(split, out + 3, (size_t)(R - 3) * sizeof(*split));
+	if (ds_k_sample_ref_blocks(vocab) > 1)
+		assert_int_equal(ds_k_sample(dL, R, vocab, dsp, dsplit, NULL, R, 0),
+		                 cudaErrorInvalidValue);
+	/* the fast path's sampler (ranges of a row in nb blocks, fp32 Gumbel noise and top-p
+	 * weights) on the same workspace, launch after launch at other row and block counts: the
+	 * same tokens (a temperature row could differ where two perturbed logits, or a top-p cut's
+	 * mass and its target, are within fp32 rounding; none of these rows is such a case) and
+	 * margins as the reference one, logprobs within rounding, and its counters back at zero (a
+	 * repeated launch gives the first one's bits; counters that moved with the rows or the
+	 * block count would land on an earlier launch's parts) */
 	int nmax = ds_k_sample_split_blocks(vocab);
 	const struct {
 		int rows, nb;
@@ -609,8 +619,9 @@ static void sample_case(int vocab)
 		assert_int_equal(
 		    ds_k_sample_split_pdl(dL, R, vocab, nmax, dsp, dsplit, ws, R - 1, 0, 0),
 		    cudaErrorInvalidValue);
-	print_message("sample vocab %d: split over up to %d blocks, same tokens and margins\n",
-	              vocab, nmax);
+	print_message("sample vocab %d: reference over %d blocks a row, fast split over up to %d, "
+	              "same tokens and margins\n",
+	              vocab, ds_k_sample_ref_blocks(vocab), nmax);
 	cudaFree(ws);
 	cudaFree(dsplit);
 	free(split);
