@@ -22,18 +22,16 @@ cudaError_t ds_cuda_sample(struct ds_cuda_ctx *c, bool fast, int R, int pdl)
 {
 	/* the fast path spreads the rows over about one block an SM (a block of 1024 threads takes
 	 * an SM; at batch 32 one block a row took 57 us, bench/results/gpu-20261130-e572c35-trace)
-	 * with fp32 exp terms, Gumbel noise and top-p weights (17.7 us at batch 32,
-	 * gpu-20261130-2f13592-sample2); the reference path spreads each row over a block count
-	 * fixed by the vocabulary (ds_k_sample_ref_blocks), so its tokens and logprobs stay the
-	 * same bits at every batch size. Both use sample_ws, one launch at a time on the stream. */
+	 * with fp32 Gumbel noise and top-p weights (17.7 us at batch 32,
+	 * gpu-20261130-2f13592-sample2); the reference path keeps one block per row, so its tokens
+	 * and logprobs stay the same bits at every batch size */
 	int V = c->cfg.vocab_size;
 	if (fast) {
 		int nb = DS_MAX(1, DS_MIN(ds_k_sample_split_blocks(V), c->n_sm / DS_MAX(R, 1)));
 		return ds_k_sample_split_pdl(c->logits, R, V, nb, c->dm.sp, c->dm.out, c->sample_ws,
 		                             c->cap_rows, pdl, c->stream);
 	}
-	return ds_k_sample_pdl(c->logits, R, V, c->dm.sp, c->dm.out, c->sample_ws, c->cap_rows, pdl,
-	                       c->stream);
+	return ds_k_sample_pdl(c->logits, R, V, c->dm.sp, c->dm.out, pdl, c->stream);
 }
 
 /* Every layer of pass p, kernel by kernel, then the final norm of the output rows and the LM

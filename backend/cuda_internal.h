@@ -309,8 +309,7 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 
 /* Samples the pass's R rows of c->logits into c->dm.out on c->stream (backend/cuda_backend.c):
  * on the fast path (fast) with ds_k_sample_split_pdl, a small batch's rows each spread over
- * several blocks; on the reference path over a block count fixed by the vocabulary
- * (ds_k_sample_pdl). pdl: as for the
+ * several blocks; on the reference path one block per row (ds_k_sample_pdl). pdl: as for the
  * *_pdl launchers. */
 cudaError_t ds_cuda_sample(struct ds_cuda_ctx *c, bool fast, int R, int pdl);
 

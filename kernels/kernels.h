@@ -308,17 +308,14 @@ struct ds_k_sample_out {
 	float margin;
 };
 
-/* The reference path's sampler: the same function as ds_sample (common/sample.c): greedy argmax
- * (ties to the lowest id), Gumbel-max with ds_sample_key for temperature, top-k / top-p as a
- * prefix of the (logit desc, id asc) order. Each row of logits (n_rows, vocab) is spread over
- * ds_k_sample_ref_blocks(vocab) blocks, a count fixed by the vocabulary, whose ranges' statistics
- * merge in range order: a row's bits depend on its own logits alone. The logprob's exp terms are
- * fp32, summed in fp64 in that fixed order (within rounding of the host's fp64 ones). ws, cap:
- * as for ds_k_sample_split_pdl (NULL allowed when ds_k_sample_ref_blocks(vocab) is 1). */
-int ds_k_sample_ref_blocks(int vocab);
+/* The reference path's sampler, one block per row of logits (n_rows, vocab): the same function
+ * as ds_sample (common/sample.c): greedy argmax (ties to the lowest id), Gumbel-max with
+ * ds_sample_key for temperature, top-k / top-p as a prefix of the (logit desc, id asc) order.
+ * The logprob's exp terms are fp32, summed in fp64 in a fixed order: bits that depend on the row
+ * alone, within rounding of the host's fp64 ones. */
 cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
-                        const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, void *ws,
-                        int cap, cudaStream_t st);
+                        const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
+                        cudaStream_t st);
 
 /* The fast path's version: each row spread over nb blocks (1 to ds_k_sample_split_blocks(vocab);
  * the fast path picks it from the batch, so a row's logprob may depend on it): each block takes
@@ -436,8 +433,8 @@ cudaError_t ds_k_attn_fast_pdl(const uint16_t *q, const uint16_t *kv, struct ds_
                                struct ds_k_dims d, int n_split, float *part, uint16_t *out, int pdl,
                                cudaStream_t st);
 cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
-                            const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, void *ws,
-                            int cap, int pdl, cudaStream_t st);
+                            const struct ds_k_sample_row *sp, struct ds_k_sample_out *out, int pdl,
+                            cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -103,12 +103,19 @@ __device__ __forceinline__ struct gfilt gfilt_init(void)
 	return f;
 }
 
-/* Id i's bracket [*lo, *hi]; false where it is not finite (decide in fp64). */
+/* Id i's bracket [*lo, *hi]; false where it is not finite (decide in fp64). u = (m + 1/2) 2^-53
+ * with m the key's top 53 bits; u, or 1 - u where u > 1/2, is (q + 1/2) 2^-53 with q < 2^52,
+ * taken to fp32 from q's top 32 bits and its low 21 in one fma (relative error under 2^-23)
+ * without the fp64 pipe's conversions. */
 __device__ __forceinline__ bool gumbel_bracket(float x, int i, uint64_t rk, float inv_tf, float *lo,
                                                float *hi)
 {
-	double u = ds_hash_unit_open(ds_sample_id_key(rk, i));
-	float e = u < 0.5 ? -logf((float)u) : -log1pf(-(float)(1.0 - u)); /* -log(u) > 0 */
+	uint64_t m = ds_sample_id_key(rk, i) >> 11;
+	bool upper = (m >> 52) != 0;
+	uint64_t q = upper ? ((1ull << 53) - 1 - m) : m;
+	float qf = fmaf(__uint2float_rn((uint32_t)(q >> 21)), 0x1p-32f,
+	                ((float)(uint32_t)(q & 0x1fffffu) + 0.5f) * 0x1p-53f);
+	float e = upper ? -log1pf(-qf) : -logf(qf); /* -log(u) > 0 */
 	float le = logf(e), a = x * inv_tf, g = a - le;
 	float w = 0x1p-16f * (1.0f + fabsf(a) + fabsf(le));
 	*lo = g - w;
@@ -509,33 +516,23 @@ __device__ uint32_t smp_p_cut_bitwise(const float *L, int vocab, bool has_k, uin
 	return v;
 }
 
-/* One block's share of a row, in one pass over its range: the range's top two and lowest-id
- * maximum, the sum of exp(logit - m1) over the range with m1 the range's maximum, and
- * (temperature without filters) its range's Gumbel-max. The sum is taken online: each thread
- * keeps its own running maximum m and sum s of exp(logit - m) (rescaled when m rises), and
- * the threads' s exp(m - m1) are summed in the block's fixed tree. The exp terms are fp32,
- * summed in fp64, on both paths: the reference path's logprobs are its own bits, a function of
- * the row alone (test_gpu_kernels holds them within 1e-4 of the host's fp64 ones; the fast
- * path's within 1e-5 of the reference's). With the range the whole row this is the
- * single-block sampler's first pass. Two passes (top two, then an fp64 exp per logit) took
- * 124.8 us at 256 greedy rows on the H200 (bench/results/gpu-20261130-6f2d241-gbracket). */
+/* One block's share of a row: its range's top two and lowest-id maximum, the sum of
+ * exp(logit - m1) over the range with m1 the range's maximum, and (temperature without filters)
+ * its range's Gumbel-max. Two passes: the top two with the Gumbel-max (which needs no statistic
+ * of the row), then the sum. The exp terms are fp32, summed in fp64, on both paths: the reference
+ * path's logprobs are its own bits, a function of the row alone (test_gpu_kernels holds them
+ * within 1e-4 of the host's fp64 ones, the fast path's within 1e-5 of the reference's). With
+ * fp64 terms 256 greedy rows took 124.8 us on the reference path, 80.9 with the fast path's fp32
+ * ones (bench/results/gpu-20261130-6f2d241-gbracket, sample.log). A single pass with an online
+ * sum (a running maximum and sum a thread, rescaled as the maximum rises) was no faster on the
+ * fast path: 83.9 us at 256 greedy rows, 178.0 at temperature 0.8, against 80.9 and 172.3
+ * (-84233a4-refsplit). With the range the whole row this is the single-block sampler's first
+ * pass. */
 struct smp_part {
 	struct top2 t;
 	double se;
 	struct gbest gb;
 };
-
-/* Folds logit v into a thread's running maximum m and sum s of exp(logit - m). -inf adds
- * nothing; NaN makes the sum NaN, as exp(NaN) does in the host's sum. */
-__device__ __forceinline__ void online_take(float *m, double *s, float v)
-{
-	if (v > *m) {
-		*s = *s * (double)expf(*m - v) + 1.0;
-		*m = v;
-	} else if (v > -INFINITY || v != v) {
-		*s += (double)expf(v - *m);
-	}
-}
 
 template <bool F32>
 __device__ struct smp_part sample_range(const float *L, int lo, int hi,
@@ -548,11 +545,9 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 	struct gfilt gf = gfilt_init();
 	uint64_t rk = ds_sample_row_key(P.seed, P.pos);
 	double inv_t = gumbel ? 1.0 / (double)P.temperature : 0.0;
-	float inv_tf = (float)inv_t, om = -INFINITY;
-	double os = 0.0;
+	float inv_tf = (float)inv_t;
 	smp_walk_range<F32>(L, lo, hi, [&](int i, float v) {
 		top2_take<F32>(&t, v, i);
-		online_take(&om, &os, v);
 		if (!gumbel)
 			return;
 		if (F32)
@@ -561,8 +556,10 @@ __device__ struct smp_part sample_range(const float *L, int lo, int hi,
 			gfilt_take(&gf, v, i, rk, inv_tf, inv_t);
 	});
 	pt.t = block_top2(t, sh);
-	/* a thread that saw only -inf holds nothing (and exp(-inf - -inf) would be NaN) */
-	pt.se = block_dsum(om == -INFINITY ? 0.0 : os * exp((double)om - (double)pt.t.m1), sh);
+	float m1f = pt.t.m1;
+	double se = 0.0;
+	smp_walk_range<F32>(L, lo, hi, [&](int, float v) { se += (double)expf(v - m1f); });
+	pt.se = block_dsum(se, sh);
 	if (gumbel)
 		b = F32 ? block_gbest(b, sh)
 		        : gfilt_resolve(
@@ -835,28 +832,20 @@ extern "C" cudaError_t ds_k_sample_split_pdl(const float *logits, int n_rows, in
 	return sample_launch<true>(logits, n_rows, vocab, nb, sp, out, ws, cap, pdl, st);
 }
 
-/* The reference path's block count a row: a function of the vocabulary alone (so a row's bits
- * do not depend on the batch), up to 16384 logits a block (8 blocks of 16032 at 128256, 16 a
- * thread). One block a row took 146 us a temperature row on the H200, at any batch up to 256 rows
- * (its blocks run at once; bench/results/gpu-20261130-6f2d241-gbracket). */
-extern "C" int ds_k_sample_ref_blocks(int vocab)
-{
-	int nb = (vocab + 16383) / 16384;
-	return DS_MIN(nb, DS_MIN(8, ds_k_sample_split_blocks(vocab)));
-}
-
+/* The reference path keeps one block a row, whatever the batch: its logprob's sum would take
+ * another order over more blocks. Spread over 8 blocks a row, a temperature row took 33 us
+ * alone (146 on one block) but 256 of them 418 us (293 on one block a row): bench/results/
+ * gpu-20261130-84233a4-refsplit, -6f2d241-gbracket (sample.log). */
 extern "C" cudaError_t ds_k_sample_pdl(const float *logits, int n_rows, int vocab,
                                        const struct ds_k_sample_row *sp,
-                                       struct ds_k_sample_out *out, void *ws, int cap, int pdl,
-                                       cudaStream_t st)
+                                       struct ds_k_sample_out *out, int pdl, cudaStream_t st)
 {
-	return sample_launch<false>(logits, n_rows, vocab, ds_k_sample_ref_blocks(vocab), sp, out,
-	                            ws, cap, pdl, st);
+	return sample_launch<false>(logits, n_rows, vocab, 1, sp, out, NULL, 0, pdl, st);
 }
 
 extern "C" cudaError_t ds_k_sample(const float *logits, int n_rows, int vocab,
                                    const struct ds_k_sample_row *sp, struct ds_k_sample_out *out,
-                                   void *ws, int cap, cudaStream_t st)
+                                   cudaStream_t st)
 {
-	return ds_k_sample_pdl(logits, n_rows, vocab, sp, out, ws, cap, 0, st);
+	return ds_k_sample_pdl(logits, n_rows, vocab, sp, out, 0, st);
 }

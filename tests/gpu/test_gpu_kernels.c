@@ -571,22 +571,19 @@ static void sample_case(int vocab)
 	void *ws = NULL;
 	CK(cudaMalloc(&ws, wsb));
 	CK(cudaMemset(ws, 0, wsb));
-	CK(ds_k_sample(dL, R, vocab, dsp, dout, ws, R, 0));
+	CK(ds_k_sample(dL, R, vocab, dsp, dout, 0));
 	from_dev(out, dout, on);
 	dev_check_guard(dout, on);
 	struct ds_k_sample_out *dsplit = dev_alloc_guarded(on), *split = malloc(on),
 	                       *split2 = malloc(on);
 	/* the reference sampler's bits are each row's alone: the same bytes launched again, and
 	 * for rows 3.. launched as a batch of their own (other row indices, other neighbours) */
-	CK(ds_k_sample(dL, R, vocab, dsp, dsplit, ws, R, 0));
+	CK(ds_k_sample(dL, R, vocab, dsp, dsplit, 0));
 	from_dev(split, dsplit, on);
 	assert_memory_equal(split, out, on);
-	CK(ds_k_sample(dL + (size_t)3 * vocab, R - 3, vocab, dsp + 3, dsplit, ws, R, 0));
+	CK(ds_k_sample(dL + (size_t)3 * vocab, R - 3, vocab, dsp + 3, dsplit, 0));
 	from_dev(split, dsplit, (size_t)(R - 3) * sizeof(*split));
 	assert_memory_equal(split, out + 3, (size_t)(R - 3) * sizeof(*split));
-	if (ds_k_sample_ref_blocks(vocab) > 1)
-		assert_int_equal(ds_k_sample(dL, R, vocab, dsp, dsplit, NULL, R, 0),
-		                 cudaErrorInvalidValue);
 	/* the fast path's sampler (ranges of a row in nb blocks, fp32 Gumbel noise and top-p
 	 * weights) on the same workspace, launch after launch at other row and block counts: the
 	 * same tokens (a temperature row could differ where two perturbed logits, or a top-p cut's
@@ -619,9 +616,8 @@ static void sample_case(int vocab)
 		assert_int_equal(
 		    ds_k_sample_split_pdl(dL, R, vocab, nmax, dsp, dsplit, ws, R - 1, 0, 0),
 		    cudaErrorInvalidValue);
-	print_message("sample vocab %d: reference over %d blocks a row, fast split over up to %d, "
-	              "same tokens and margins\n",
-	              vocab, ds_k_sample_ref_blocks(vocab), nmax);
+	print_message("sample vocab %d: split over up to %d blocks, same tokens and margins\n",
+	              vocab, nmax);
 	cudaFree(ws);
 	cudaFree(dsplit);
 	free(split);
