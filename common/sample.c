@@ -52,11 +52,12 @@ void ds_sample(const float *logits, int vocab, const struct ds_sample_params *sp
 	int32_t tok = best;
 	if (sp->temperature > 0.0f) {
 		double inv_t = 1.0 / (double)sp->temperature;
+		uint64_t rk = ds_sample_row_key(sp->seed, pos); /* the key's row rounds, once */
 		bool filter = (sp->top_k > 0 && sp->top_k < vocab) || sp->top_p < 1.0f;
 		if (!filter) {
 			double bv = -INFINITY;
 			for (int i = 0; i < vocab; i++) {
-				double u = ds_hash_unit_open(ds_sample_key(sp->seed, pos, i));
+				double u = ds_hash_unit_open(ds_sample_id_key(rk, i));
 				double g = (double)logits[i] * inv_t - log(-log(u));
 				if (g > bv) {
 					bv = g;
@@ -93,7 +94,7 @@ void ds_sample(const float *logits, int vocab, const struct ds_sample_params *sp
 			double bv = -INFINITY;
 			for (int i = 0; i < keep; i++) {
 				int32_t id = items[i].id;
-				double u = ds_hash_unit_open(ds_sample_key(sp->seed, pos, id));
+				double u = ds_hash_unit_open(ds_sample_id_key(rk, id));
 				double g = (double)items[i].logit * inv_t - log(-log(u));
 				if (g > bv || (g == bv && id < tok)) {
 					bv = g;
