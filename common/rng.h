@@ -44,7 +44,10 @@ static inline DS_HD float ds_hash_unit_pm1(uint64_t h)
 	return (float)(int32_t)((uint32_t)(h >> 40) - (1u << 23)) * (1.0f / 8388608.0f);
 }
 
-/* Uniform in (0, 1) with 53 bits, never 0 or 1 (for Gumbel noise). */
+/* Uniform in (0, 1] with 53 bits, never 0 (for Gumbel noise): (m + 1/2) 2^-53 for the top 53
+ * bits m, rounded to the even neighbour where that needs 54 bits (m >= 2^52), so the last m gives
+ * exactly 1 (Gumbel noise +inf) with probability 2^-53. Kept as it is: it defines the sampler's
+ * bits. */
 static inline DS_HD double ds_hash_unit_open(uint64_t h)
 {
 	return ((double)(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);

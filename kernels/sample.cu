@@ -81,8 +81,9 @@ __device__ __forceinline__ void gumbel_take_f32(struct gbest *b, float x, int i,
 }
 
 /* The reference path's Gumbel-max without an fp64 log pair per logit. Each logit's perturbed
- * value g (gumbel64) is bracketed in fp32: lo <= g <= hi, from the same u with fp32 logs (log1pf
- * of -(1 - u) where u >= 1/2, so that -log(u) keeps its relative accuracy near 1). The bracket's
+ * value g (gumbel64) is bracketed in fp32 (ds_gumbel_bracket, common/sample.h): lo <= g <= hi,
+ * from the same u with fp32 logs (log1pf of -(1 - u) where u > 1/2, so that -log(u) keeps its
+ * relative accuracy near 1). The bracket's
  * half-width, 2^-16 (1 + |x / T| + |log(-log u)|), is eight times a bound on the fp32 terms'
  * error (the rounding of u, 1 - u and x / T, 1 ulp for logf and log1pf, and 1 ulp of each sum:
  * under 2^-19 of the same). The row's maximum g is at least M = max lo, so only logits with
@@ -103,24 +104,12 @@ __device__ __forceinline__ struct gfilt gfilt_init(void)
 	return f;
 }
 
-/* Id i's bracket [*lo, *hi]; false where it is not finite (decide in fp64). u = (m + 1/2) 2^-53
- * with m the key's top 53 bits; u, or 1 - u where u > 1/2, is (q + 1/2) 2^-53 with q < 2^52,
- * taken to fp32 from q's top 32 bits and its low 21 in one fma (relative error under 2^-23)
- * without the fp64 pipe's conversions. */
+/* Id i's bracket [*lo, *hi] (ds_gumbel_bracket, common/sample.h); false where it is not finite
+ * (decide in fp64). */
 __device__ __forceinline__ bool gumbel_bracket(float x, int i, uint64_t rk, float inv_tf, float *lo,
                                                float *hi)
 {
-	uint64_t m = ds_sample_id_key(rk, i) >> 11;
-	bool upper = (m >> 52) != 0;
-	uint64_t q = upper ? ((1ull << 53) - 1 - m) : m;
-	float qf = fmaf(__uint2float_rn((uint32_t)(q >> 21)), 0x1p-32f,
-	                ((float)(uint32_t)(q & 0x1fffffu) + 0.5f) * 0x1p-53f);
-	float e = upper ? -log1pf(-qf) : -logf(qf); /* -log(u) > 0 */
-	float le = logf(e), a = x * inv_tf, g = a - le;
-	float w = 0x1p-16f * (1.0f + fabsf(a) + fabsf(le));
-	*lo = g - w;
-	*hi = g + w;
-	return isfinite(*lo) && isfinite(*hi);
+	return ds_gumbel_bracket(x, ds_sample_id_key(rk, i), inv_tf, lo, hi);
 }
 
 __device__ __forceinline__ void gbest_take(struct gbest *b, double g, int i)
