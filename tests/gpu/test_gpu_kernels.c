@@ -500,7 +500,8 @@ static void test_attention(void **state)
 
 static void sample_case(int vocab)
 {
-	/* the reference sampler's near ties (the last three rows, below) are not the fast path's cases */
+	/* the reference sampler's near ties (the last three rows, below) are not the fast path's
+	 * cases */
 	struct ds_k_sample_row sp[] = {
 	    {0.0f, 0, 1.0f, 0, 7, 3},     {0.7f, 0, 1.0f, 0, 7, 4},
 	    {1.0f, 0, 1.0f, 0, 99, 1000}, {1.0f, 1, 1.0f, 0, 5, 9},
