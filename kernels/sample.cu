@@ -85,13 +85,13 @@ __device__ __forceinline__ void gumbel_take_f32(struct gbest *b, float x, int i,
  * from the same u with fp32 logs (log1pf of -(1 - u) where u > 1/2, so that -log(u) keeps its
  * relative accuracy near 1). The bracket's half-width, 2^-16 (1 + |x / T| + |log(-log u)|), is
  * eight times a bound on the fp32 terms' error (the rounding of u, 1 - u and x / T, 1 ulp for
- * logf and log1pf, and 1 ulp of each sum: under 2^-19 of the same). The row's maximum g is at least
- * M = max lo, so only logits with hi >= M can hold it, and an exact tie is a candidate too:
- * gumbel64 of the candidates alone picks the token gumbel64 of every logit picks (ties to the
- * lowest id). A thread keeps its largest hi (and its id), its second largest and its largest lo;
- * where a thread's second is a candidate too (a near tie in one thread; rare) the block walks its
- * range again. Logits whose bracket is not finite (+-inf, or x / T overflowing) take gumbel64 on
- * the spot. */
+ * logf and log1pf, and 1 ulp of each sum: under 2^-19 of the same). The row's maximum g is at
+ * least M = max lo, so only logits with hi >= M can hold it, and an exact tie is a candidate
+ * too: gumbel64 of the candidates alone picks the token gumbel64 of every logit picks (ties to
+ * the lowest id). A thread keeps its largest hi (and its id), its second largest and its
+ * largest lo; where a thread's second is a candidate too (a near tie in one thread; rare) the
+ * block walks its range again. Logits without a bracket (+-inf, x / T overflowing, or u
+ * rounded to 1) take gumbel64 on the spot. */
 struct gfilt {
 	float hi1, hi2, lo;
 	int id1;
