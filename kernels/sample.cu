@@ -271,46 +271,39 @@ __device__ struct gbest block_gbest(struct gbest v, struct smp_shared *sh)
 	return r;
 }
 
-__device__ double block_dsum(double v, struct smp_shared *sh)
+/* v reduced over the block by op: a shuffle tree in each warp, then the warps' results in warp
+ * order from init, through slots (SMP_WARPS entries of shared memory). The order is fixed, so a
+ * sum has the same bits at every launch. */
+template <typename T, typename Op>
+__device__ __forceinline__ T block_reduce(T v, T *slots, T init, Op op)
 {
 	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
+		v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
 	if ((threadIdx.x & 31) == 0)
-		sh->d[threadIdx.x >> 5] = v;
+		slots[threadIdx.x >> 5] = v;
 	__syncthreads();
-	double r = 0.0;
+	T r = init;
 	for (int w = 0; w < SMP_WARPS; w++)
-		r += sh->d[w];
+		r = op(r, slots[w]);
 	__syncthreads();
 	return r;
+}
+
+__device__ double block_dsum(double v, struct smp_shared *sh)
+{
+	return block_reduce(v, sh->d, 0.0, [](double a, double b) { return a + b; });
 }
 
 __device__ long long block_count(long long v, struct smp_shared *sh)
 {
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	if ((threadIdx.x & 31) == 0)
-		sh->c[threadIdx.x >> 5] = v;
-	__syncthreads();
-	long long r = 0;
-	for (int w = 0; w < SMP_WARPS; w++)
-		r += sh->c[w];
-	__syncthreads();
-	return r;
+	return block_reduce(v, sh->c, 0LL, [](long long a, long long b) { return a + b; });
 }
 
+/* (no NaN reaches it: fmax from -inf is then the first warp's value, as a max from it is) */
 __device__ double block_dmax(double v, struct smp_shared *sh)
 {
-	for (int o = 16; o > 0; o >>= 1)
-		v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-	if ((threadIdx.x & 31) == 0)
-		sh->d[threadIdx.x >> 5] = v;
-	__syncthreads();
-	double r = sh->d[0];
-	for (int w = 1; w < SMP_WARPS; w++)
-		r = fmax(r, sh->d[w]);
-	__syncthreads();
-	return r;
+	return block_reduce(v, sh->d, (double)-INFINITY,
+	                    [](double a, double b) { return fmax(a, b); });
 }
 
 /* The reference path's Gumbel-max (gumbel64's, ties to the lowest id) from every thread's gfilt:
