@@ -498,6 +498,12 @@ static void test_attention(void **state)
 
 /* ---- sampling ---- */
 
+/* Id i's Gumbel noise in row p, as the host sampler draws it (common/sample.c). */
+static double gumbel_noise(const struct ds_k_sample_row *p, int i)
+{
+	return -log(-log(ds_hash_unit_open(ds_sample_key(p->seed, p->pos, i))));
+}
+
 static void sample_case(int vocab)
 {
 	/* the reference sampler's near ties (the last three rows, below) are not the fast path's
@@ -542,10 +548,7 @@ static void sample_case(int vocab)
 		for (int i = k == 0 ? 300 : 2 * per;; i++) {
 			if (k == 1 && i % per == per - 1)
 				continue;
-			double ni =
-			    -log(-log(ds_hash_unit_open(ds_sample_key(sp[r].seed, sp[r].pos, i))));
-			double nj = -log(-log(
-			    ds_hash_unit_open(ds_sample_key(sp[r].seed, sp[r].pos, i + step))));
+			double ni = gumbel_noise(&sp[r], i), nj = gumbel_noise(&sp[r], i + step);
 			if (fabs(ni - nj) < 2.0) {
 				lr[i] = 30.0f;
 				lr[i + step] = (float)(T * (30.0 / T + ni - nj));
