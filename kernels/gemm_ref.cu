@@ -137,11 +137,11 @@ template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_setup(void)
 
 /* The TMA variants (gemm_ref_tma.cu): a BM x BN tile with STAGES stages, one of the
  * configurations variant_tma names. */
-cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, int nw, bool persistent, bool silu,
+cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, bool silu,
                                    const uint16_t *A, const uint16_t *W, void *C, int M, int N,
                                    int K, cudaStream_t st);
-cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages, int nw);
-cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int nw, int dev, int *ctas);
+cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages);
+cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas);
 /* The fixed split-K cluster variants (gemm_ref_splitk.cu); S is 2 or 4, stages 6 or 3. */
 cudaError_t ds_gemm_ref_splitk_launch(int S, int stages, const uint16_t *A, const uint16_t *W,
                                       float *C, int M, int N, int K, cudaStream_t st);
@@ -169,22 +169,19 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma128x224s4g",   /* 17: TMA, 128x224 tile, 4 stages, 1 per SM (wave fit on gate/up) */
     "tma128x224s4gp",  /* 18: variant 17, persistent */
     "tma64x192s6g",    /* 19: TMA, 64x192 tile, 6 stages, 1 per SM (one wave on q/k/v at M = 256) */
-    "tma64x128s9n2",   /* 20: variant 16 with two consumer warpgroups, 64 columns each */
 };
 
 /* K splits of each variant: 1 except the cluster split-K variants. */
-static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4,
-                                                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2,
+                                                             4, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
-/* Tile of each TMA variant without split-K (3..6, 11..20): {BM, BN, STAGES, persistent,
- * consumer warpgroups across the columns}; zeros for the others. */
-static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][5] = {
-    {0, 0, 0, 0, 0},     {0, 0, 0, 0, 0},     {0, 0, 0, 0, 0},     {128, 256, 4, 0, 1},
-    {128, 128, 6, 0, 1}, {128, 256, 4, 1, 1}, {128, 128, 6, 1, 1}, {0, 0, 0, 0, 0},
-    {0, 0, 0, 0, 0},     {0, 0, 0, 0, 0},     {0, 0, 0, 0, 0},     {64, 128, 4, 0, 1},
-    {64, 128, 4, 1, 1},  {64, 64, 6, 0, 1},   {64, 64, 6, 1, 1},   {64, 64, 14, 0, 1},
-    {64, 128, 9, 0, 1},  {128, 224, 4, 0, 1}, {128, 224, 4, 1, 1}, {64, 192, 6, 0, 1},
-    {64, 128, 9, 0, 2},
+/* Tile of each TMA variant without split-K (3..6, 11..19): {BM, BN, STAGES, persistent};
+ * zeros for the others. */
+static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][4] = {
+    {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},     {128, 256, 4, 0}, {128, 128, 6, 0},
+    {128, 256, 4, 1}, {128, 128, 6, 1}, {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},
+    {0, 0, 0, 0},     {64, 128, 4, 0},  {64, 128, 4, 1},  {64, 64, 6, 0},   {64, 64, 6, 1},
+    {64, 64, 14, 0},  {64, 128, 9, 0},  {128, 224, 4, 0}, {128, 224, 4, 1}, {64, 192, 6, 0},
 };
 
 extern "C" int ds_k_gemm_ref_variant_splits(int variant)
@@ -223,8 +220,8 @@ static cudaError_t variant_launch(int variant, const uint16_t *A, const uint16_t
 	default: {
 		const int *t = variant_tma[variant];
 		if (t[0])
-			return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[4], t[3] != 0, SILU, A, W,
-			                              C, M, N, K, st);
+			return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, SILU, A, W, C, M,
+			                              N, K, st);
 		if (SILU)
 			return cudaErrorNotSupported;
 		/* 7..10: split-K over a cluster */
@@ -281,8 +278,7 @@ extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)
 		                                   ctas);
 	default:
 		return ds_gemm_ref_tma_resident(variant_tma[variant][0], variant_tma[variant][1],
-		                                variant_tma[variant][2], variant_tma[variant][4],
-		                                dev, ctas);
+		                                variant_tma[variant][2], dev, ctas);
 	}
 	*ctas = per_sm * sms;
 	return e;
@@ -309,7 +305,7 @@ extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 			(void)cudaGetLastError();
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
 		const int *t = variant_tma[v];
-		if (t[0] && ds_gemm_ref_tma_setup(t[0], t[1], t[2], t[4]) != cudaSuccess)
+		if (t[0] && ds_gemm_ref_tma_setup(t[0], t[1], t[2]) != cudaSuccess)
 			(void)cudaGetLastError();
 	}
 	return cudaSuccess;

@@ -7,17 +7,12 @@
  * 132 SMs better on the gate/up weights (N = 28672: 128 n-tiles, so 256 tiles at M = 256 are
  * 1.94 waves where BN = 256's 224 tiles are 1.70 and BN = 128's 448 are 3.39); and BM = 64 with
  * BN = 192 (6 stages, one block per SM), whose 32 n-tiles on the q/k/v weights (N = 6144) make
- * 128 tiles at M = 256, one wave, where BN = 128 makes 192; and BM = 64, BN = 128, 9 stages with
- * NW = 2 consumer warpgroups that split the tile's columns (64 each, m64n64k16 on the shared A
- * stage), so an SM that holds one 64 x 128 tile (down and o at M = 256: 128 tiles) has two
- * warpgroups issuing wgmma: with one, variant 16 ran the down projection at M = 256 with the
- * SM 53% busy and L2 at 60% of its throughput (ncu, bench/results/gpu-20261130-7117866-ncu).
+ * 128 tiles at M = 256, one wave, where BN = 128 makes 192.
  *
  * Layout of a block (128 (1 + BM / 64) threads): warpgroup 0 is the producer (one thread
  * issues the TMA loads of A and W tiles into 128-byte-swizzled stages, after waiting for the
  * stage's "empty" barrier; at BM = 128 the warpgroup gives registers back with setmaxnreg);
- * warpgroups 1.. are the consumers, each owning 64 rows of the tile (with NW = 2, 64 rows and
- * half of the columns): wait for the stage's
+ * warpgroups 1.. are the consumers, each owning 64 rows of the tile: wait for the stage's
  * "full" barrier, issue BK/16 wgmma.m64nBNk16 on one fp32 accumulator, keep one wgmma group in
  * flight and release the previous stage. A block walks tiles blockIdx.x, + gridDim.x, ...
  * (grouped raster): one block per tile, or as many blocks as fit at once (persistent: the
@@ -47,13 +42,11 @@
 #define TMA_SMEM_PER_SM (228 * 1024) /* sm_90: shared memory per SM, 1 KB of it per block */
 #define TMA_SMEM_PER_BLOCK (227 * 1024)
 
-/* One tile configuration: BM x BN, STAGES stages, NW consumer warpgroups across the columns
- * (each takes BN / NW of them) for every 64 rows. */
-template <int BM_, int BN_, int STAGES_, int NW_ = 1> struct tma_cfg {
-	static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, NW = NW_, WN = BN_ / NW_;
-	static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups down the rows");
-	static_assert(NW == 1 || (NW == 2 && BM == 64 && WN == 64), "columns split in two halves");
-	static constexpr int CONSUMERS = BM / 64 * NW;        /* consumer warpgroups */
+/* One tile configuration: BM x BN, STAGES stages. */
+template <int BM_, int BN_, int STAGES_> struct tma_cfg {
+	static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
+	static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
+	static constexpr int CONSUMERS = BM / 64;             /* consumer warpgroups */
 	static constexpr int THREADS = 128 * (1 + CONSUMERS); /* + the producer warpgroup */
 	static constexpr int A_BYTES = BM * DS_GR_BK * 2;
 	static constexpr int STAGE_BYTES = (BM + BN) * DS_GR_BK * 2;
@@ -70,29 +63,26 @@ template <typename... C> struct tma_cfg_list {
 };
 using tma_cfgs = tma_cfg_list<tma_cfg<128, 256, 4>, tma_cfg<128, 128, 6>, tma_cfg<64, 128, 4>,
                               tma_cfg<64, 128, 9>, tma_cfg<64, 64, 6>, tma_cfg<64, 64, 14>,
-                              tma_cfg<128, 224, 4>, tma_cfg<64, 192, 6>, tma_cfg<64, 128, 9, 2>>;
+                              tma_cfg<128, 224, 4>, tma_cfg<64, 192, 6>>;
 
-/* f(cfg) for the configuration of tma_cfgs that is (bm, bn, stages, nw), cudaErrorInvalidValue
+/* f(cfg) for the configuration of tma_cfgs that is (bm, bn, stages), cudaErrorInvalidValue
  * for any other. */
 template <typename F, typename... C>
-static cudaError_t tma_dispatch_in(tma_cfg_list<C...>, int bm, int bn, int stages, int nw, F f)
+static cudaError_t tma_dispatch_in(tma_cfg_list<C...>, int bm, int bn, int stages, F f)
 {
 	cudaError_t e = cudaErrorInvalidValue;
-	(void)((bm == C::BM && bn == C::BN && stages == C::STAGES && nw == C::NW &&
-	        (e = f(C()), true)) ||
-	       ...);
+	(void)((bm == C::BM && bn == C::BN && stages == C::STAGES && (e = f(C()), true)) || ...);
 	return e;
 }
 
-template <typename F> static cudaError_t tma_dispatch(int bm, int bn, int stages, int nw, F f)
+template <typename F> static cudaError_t tma_dispatch(int bm, int bn, int stages, F f)
 {
-	return tma_dispatch_in(tma_cfgs(), bm, bn, stages, nw, f);
+	return tma_dispatch_in(tma_cfgs(), bm, bn, stages, f);
 }
 
-/* SILU: W is (N = 2F, K) = [gate; up], its map has boxes of BN / (2 NW) rows, a stage's W tile
- * is, for each consumer column block in turn, its BN / (2 NW) gate rows then the matching up rows
- * (2 NW loads: with NW = 1, BN / 2 gate rows then BN / 2 up rows), and C is H (M, F) bf16 (the
- * fused epilogue, gemm_ref_common.cuh); else C is (M, N) fp32. */
+/* SILU: W is (N = 2F, K) = [gate; up], its map has boxes of BN / 2 rows, a stage's W tile is
+ * BN / 2 gate rows then the matching up rows (two loads), and C is H (M, F) bf16 (the fused
+ * epilogue, gemm_ref_common.cuh); else C is (M, N) fp32. */
 template <typename cfg, bool SILU>
 __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
     gemm_ref_tma_kernel(const __grid_constant__ CUtensorMap tmA,
@@ -139,16 +129,11 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 					mbar_expect_tx(full + 8 * s, cfg::STAGE_BYTES);
 					tma_load(sa, &tmA, kt * DS_GR_BK, tm * BM, full + 8 * s);
 					if constexpr (SILU) { /* gate rows, then the up rows */
-						constexpr int HB = cfg::WN / 2; /* a box's rows */
-						for (int h = 0; h < cfg::NW; h++) {
-							int j0 = tn * (BN / 2) + h * HB;
-							unsigned sw =
-							    sa + cfg::A_BYTES + h * cfg::WN * 128;
-							tma_load(sw, &tmW, kt * DS_GR_BK, j0,
-							         full + 8 * s);
-							tma_load(sw + HB * 128, &tmW, kt * DS_GR_BK,
-							         N / 2 + j0, full + 8 * s);
-						}
+						int j0 = tn * (BN / 2);
+						tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK, j0,
+						         full + 8 * s);
+						tma_load(sa + cfg::A_BYTES + (BN / 2) * 128, &tmW,
+						         kt * DS_GR_BK, N / 2 + j0, full + 8 * s);
 					} else {
 						tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK,
 						         tn * BN, full + 8 * s);
@@ -161,26 +146,24 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 
 	if constexpr (BM == 128)
 		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-	/* consumer warpgroup: rows rw*64 .. rw*64+63 of the tile, columns cn*WN .. cn*WN+WN-1 */
-	constexpr int WN = cfg::WN;
-	int cw = wg - 1, rw = cw / cfg::NW, cn = cw % cfg::NW;
+	int cw = wg - 1; /* consumer warpgroup: rows cw*64 .. cw*64+63 of the tile */
 	int it = 0;
 	for (int t = (int)blockIdx.x; t < tiles; t += (int)gridDim.x) {
 		int tm, tn;
 		gr_tile(t, tiles_m, tiles_n, true, &tm, &tn);
-		float d[WN / 2];
+		float d[BN / 2];
 #pragma unroll
-		for (int i = 0; i < WN / 2; i++)
+		for (int i = 0; i < BN / 2; i++)
 			d[i] = 0.0f;
 		for (int kt = 0; kt < KT; kt++, it++) {
 			int s = it % STAGES;
 			mbar_wait(full + 8 * s, (it / STAGES) & 1);
-			unsigned sa = base + s * cfg::STAGE_BYTES + rw * 64 * 128;
-			unsigned sb = base + s * cfg::STAGE_BYTES + cfg::A_BYTES + cn * WN * 128;
+			unsigned sa = base + s * cfg::STAGE_BYTES + cw * 64 * 128;
+			unsigned sb = base + s * cfg::STAGE_BYTES + cfg::A_BYTES;
 			asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
 			for (int ks = 0; ks < DS_GR_BK / 16; ks++)
-				gr_wgmma<WN>(d, gr_desc(sa + ks * 32), gr_desc(sb + ks * 32));
+				gr_wgmma<BN>(d, gr_desc(sa + ks * 32), gr_desc(sb + ks * 32));
 			asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 			/* the group of the previous k-tile is done: its stage may be refilled */
 			asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -192,11 +175,10 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 			mbar_arrive(empty + 8 * ((it - 1) % STAGES));
 		/* the producer is already filling the next tile's stages while this one stores */
 		if constexpr (SILU)
-			gr_store_silu<WN>(d, (uint16_t *)C, M, N / 2, tm * BM + rw * 64,
-			                  tn * (BN / 2) + cn * (WN / 2), warp, lane);
+			gr_store_silu<BN>(d, (uint16_t *)C, M, N / 2, tm * BM + cw * 64,
+			                  tn * (BN / 2), warp, lane);
 		else
-			gr_store<WN>(d, (float *)C, M, N, tm * BM + rw * 64, tn * BN + cn * WN,
-			             warp, lane);
+			gr_store<BN>(d, (float *)C, M, N, tm * BM + cw * 64, tn * BN, warp, lane);
 	}
 }
 
@@ -253,7 +235,7 @@ static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t
 {
 	CUtensorMap ta, tw;
 	cudaError_t e =
-	    gr_tma_maps_bm(A, W, M, N, K, cfg::BM, SILU ? cfg::WN / 2 : cfg::BN, &ta, &tw);
+	    gr_tma_maps_bm(A, W, M, N, K, cfg::BM, SILU ? cfg::BN / 2 : cfg::BN, &ta, &tw);
 	if (e != cudaSuccess)
 		return e;
 	unsigned tiles =
@@ -274,23 +256,23 @@ static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t
 }
 
 /* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0;
- * (bm, bn, stages, nw) is one of tma_dispatch's. persistent: as many blocks as fit at once by
+ * (bm, bn, stages) is one of tma_dispatch's. persistent: as many blocks as fit at once by
  * design walk the tiles (the next tile's loads overlap this tile's stores), else one block
  * per tile. The same tile is computed the same way either way. */
-cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, int nw, bool persistent, bool silu,
+cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, bool silu,
                                    const uint16_t *A, const uint16_t *W, void *C, int M, int N,
                                    int K, cudaStream_t st)
 {
-	return tma_dispatch(bm, bn, stages, nw, [&](auto c) {
+	return tma_dispatch(bm, bn, stages, [&](auto c) {
 		return silu ? tma_launch<decltype(c), true>(persistent, A, W, C, M, N, K, st)
 		            : tma_launch<decltype(c), false>(persistent, A, W, C, M, N, K, st);
 	});
 }
 
 /* Raises the shared-memory limit of one configuration. */
-cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages, int nw)
+cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages)
 {
-	return tma_dispatch(bm, bn, stages, nw, [](auto c) {
+	return tma_dispatch(bm, bn, stages, [](auto c) {
 		cudaError_t e = cudaFuncSetAttribute(gemm_ref_tma_kernel<decltype(c), false>,
 		                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
 		                                     (int)decltype(c)::SMEM);
@@ -304,11 +286,11 @@ cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages, int nw)
 
 /* Blocks of one configuration resident at once on device dev (from the occupancy query; bench
  * diagnostics and the tests). */
-cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int nw, int dev, int *ctas)
+cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas)
 {
 	int per_sm = 0, sms = 0;
 	*ctas = 0;
-	cudaError_t e = tma_dispatch(bm, bn, stages, nw, [&](auto c) {
+	cudaError_t e = tma_dispatch(bm, bn, stages, [&](auto c) {
 		return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
 		    &per_sm, gemm_ref_tma_kernel<decltype(c), false>, decltype(c)::THREADS,
 		    decltype(c)::SMEM);
