@@ -142,11 +142,12 @@ cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, 
                                    int K, cudaStream_t st);
 cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages);
 cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas);
-/* The fixed split-K cluster variants (gemm_ref_splitk.cu); S is 2 or 4, stages 6 or 3. */
-cudaError_t ds_gemm_ref_splitk_launch(int S, int stages, const uint16_t *A, const uint16_t *W,
-                                      float *C, int M, int N, int K, cudaStream_t st);
-cudaError_t ds_gemm_ref_splitk_setup(void);
-cudaError_t ds_gemm_ref_splitk_resident(int S, int stages, int *ctas);
+/* The fixed split-K cluster variants (gemm_ref_splitk.cu): (S, BN, STAGES) of variant_sk. */
+cudaError_t ds_gemm_ref_splitk_launch(int S, int bn, int stages, const uint16_t *A,
+                                      const uint16_t *W, float *C, int M, int N, int K,
+                                      cudaStream_t st);
+cudaError_t ds_gemm_ref_splitk_setup(int S, int bn, int stages);
+cudaError_t ds_gemm_ref_splitk_resident(int S, int bn, int stages, int *ctas);
 
 static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "cp128x128s3",     /* 0: the original kernel: cp.async, 3 stages, row-major raster */
@@ -169,11 +170,16 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma128x224s4g",   /* 17: TMA, 128x224 tile, 4 stages, 1 per SM (wave fit on gate/up) */
     "tma128x224s4gp",  /* 18: variant 17, persistent */
     "tma64x192s6g",    /* 19: TMA, 64x192 tile, 6 stages, 1 per SM (one wave on q/k/v at M = 256) */
+    "tma128x256s4k2c", /* 20: split-K over a cluster of 2 CTAs, 128x256 tile, 4 stages */
 };
 
-/* K splits of each variant: 1 except the cluster split-K variants. */
-static const int variant_splits[DS_K_GEMM_REF_N_VARIANTS] = {1, 1, 1, 1, 1, 1, 1, 2, 4, 2,
-                                                             4, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+/* Each split-K cluster variant's {S, BN, STAGES} (gemm_ref_splitk.cu: 128-row tiles); zeros for
+ * the others, whose S is 1. */
+static const int variant_sk[DS_K_GEMM_REF_N_VARIANTS][3] = {
+    {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+    {2, 128, 6}, {4, 128, 6}, {2, 128, 3}, {4, 128, 3}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+    {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0}, {0, 0, 0}, {2, 256, 4},
+};
 
 /* Tile of each TMA variant without split-K (3..6, 11..19): {BM, BN, STAGES, persistent};
  * zeros for the others. */
@@ -188,7 +194,7 @@ extern "C" int ds_k_gemm_ref_variant_splits(int variant)
 {
 	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
 		return 0;
-	return variant_splits[variant];
+	return variant_sk[variant][0] ? variant_sk[variant][0] : 1;
 }
 
 extern "C" const char *ds_k_gemm_ref_variant_name(int variant)
@@ -224,9 +230,9 @@ static cudaError_t variant_launch(int variant, const uint16_t *A, const uint16_t
 			                              N, K, st);
 		if (SILU)
 			return cudaErrorNotSupported;
-		/* 7..10: split-K over a cluster */
-		return ds_gemm_ref_splitk_launch(variant_splits[variant], variant >= 9 ? 3 : 6, A,
-		                                 W, (float *)C, M, N, K, st);
+		/* 7..10, 20: split-K over a cluster */
+		const int *k = variant_sk[variant];
+		return ds_gemm_ref_splitk_launch(k[0], k[1], k[2], A, W, (float *)C, M, N, K, st);
 	}
 	}
 }
@@ -270,13 +276,11 @@ extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)
 	case 2:
 		e = cp_resident<256, 4, true>(&per_sm);
 		break;
-	case 7:
-	case 8:
-	case 9:
-	case 10:
-		return ds_gemm_ref_splitk_resident(variant_splits[variant], variant >= 9 ? 3 : 6,
-		                                   ctas);
 	default:
+		if (variant_sk[variant][0])
+			return ds_gemm_ref_splitk_resident(variant_sk[variant][0],
+			                                   variant_sk[variant][1],
+			                                   variant_sk[variant][2], ctas);
 		return ds_gemm_ref_tma_resident(variant_tma[variant][0], variant_tma[variant][1],
 		                                variant_tma[variant][2], dev, ctas);
 	}
@@ -298,14 +302,15 @@ extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 	cudaError_t e = cp_setup<128, 3, false>();
 	if (e != cudaSuccess)
 		return e;
-	cudaError_t others[3] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>(),
-	                         ds_gemm_ref_splitk_setup()};
-	for (int i = 0; i < 3; i++)
+	cudaError_t others[2] = {cp_setup<128, 3, true>(), cp_setup<256, 4, true>()};
+	for (int i = 0; i < 2; i++)
 		if (others[i] != cudaSuccess)
 			(void)cudaGetLastError();
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
-		const int *t = variant_tma[v];
+		const int *t = variant_tma[v], *k = variant_sk[v];
 		if (t[0] && ds_gemm_ref_tma_setup(t[0], t[1], t[2]) != cudaSuccess)
+			(void)cudaGetLastError();
+		if (k[0] && ds_gemm_ref_splitk_setup(k[0], k[1], k[2]) != cudaSuccess)
 			(void)cudaGetLastError();
 	}
 	return cudaSuccess;

@@ -30,19 +30,23 @@
 namespace cg = cooperative_groups;
 
 #define SK_THREADS 288 /* 2 consumer warpgroups (warps 0..7), then 1 producer warp */
-#define SK_BN 128
 #define SK_A_BYTES (DS_GR_BM * DS_GR_BK * 2)
-#define SK_STAGE_BYTES ((DS_GR_BM + SK_BN) * DS_GR_BK * 2)
-#define SK_PART_LD (SK_BN + 8) /* floats per partial-tile row; the pad spreads the banks */
 
-/* STAGES 6: one CTA per SM (~194 KB); STAGES 3: two per SM (~97 KB each), so clusters find
- * room more easily and one CTA's epilogue overlaps the other's loads. Either way an SM keeps
- * 96 KB of W in flight. */
-template <int STAGES> struct sk_cfg {
+/* A 128 x BN tile with STAGES stages. BN = 128: STAGES 6 is one CTA per SM (~194 KB), 3 is two
+ * per SM (~97 KB each), so clusters find room more easily and one CTA's epilogue overlaps the
+ * other's loads; either way an SM keeps 96 KB of W in flight. BN = 256 with 4 stages (~194 KB,
+ * one CTA per SM) is the large-M tile: m64n256k16 reads the least shared memory per product,
+ * and at M = 2048 it makes a quarter of BN = 128's clusters, each with twice the work. */
+template <int BN_, int STAGES_> struct sk_cfg {
+	static constexpr int BN = BN_, STAGES = STAGES_;
+	static constexpr int STAGE_BYTES = (DS_GR_BM + BN) * DS_GR_BK * 2;
+	static constexpr int PART_LD =
+	    BN + 8; /* floats per partial-tile row; the pad spreads banks */
 	/* stages, then 2 * STAGES mbarriers, plus slack to align the base to 1024 */
-	static constexpr size_t SMEM = (size_t)STAGES * SK_STAGE_BYTES + 2 * STAGES * 8 + 1024;
-	static constexpr int MIN_BLOCKS = STAGES <= 3 ? 2 : 1;
-	static_assert((size_t)DS_GR_BM * SK_PART_LD * 4 <= (size_t)STAGES * SK_STAGE_BYTES,
+	static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
+	static constexpr int MIN_BLOCKS = SMEM <= 114 * 1024 ? 2 : 1;
+	static_assert(BN == 128 || BN == 256, "an m64n128k16 or m64n256k16 tile");
+	static_assert((size_t)DS_GR_BM * PART_LD * 4 <= (size_t)STAGES * STAGE_BYTES,
 	              "the partial tile must fit in the pipeline stages");
 };
 
@@ -54,25 +58,27 @@ __device__ __forceinline__ void sk_range(int K, int S, int s, int *kb, int *ke)
 	*ke = min(KT, (s + 1) * per);
 }
 
-template <int S, int STAGES>
-__global__ void __launch_bounds__(SK_THREADS, sk_cfg<STAGES>::MIN_BLOCKS)
+template <int S, typename cfg>
+__global__ void __launch_bounds__(SK_THREADS, cfg::MIN_BLOCKS)
     gemm_ref_splitk_kernel(const __grid_constant__ CUtensorMap tmA,
                            const __grid_constant__ CUtensorMap tmW, float *__restrict__ C, int M,
                            int N, int K)
 {
+	constexpr int BN = cfg::BN, STAGES = cfg::STAGES, STAGE_BYTES = cfg::STAGE_BYTES;
+	constexpr int PART_LD = cfg::PART_LD;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
 	unsigned base = (raw + 1023u) & ~1023u;
-	/* (DS_GR_BM, SK_PART_LD) fp32, over the stages once the main loop is done */
+	/* (DS_GR_BM, PART_LD) fp32, over the stages once the main loop is done */
 	float *part = (float *)(smem_raw + (base - raw));
-	unsigned full = base + STAGES * SK_STAGE_BYTES, empty = full + STAGES * 8;
+	unsigned full = base + STAGES * STAGE_BYTES, empty = full + STAGES * 8;
 	cg::cluster_group cluster = cg::this_cluster();
 	int split = (int)cluster.block_rank(); /* == blockIdx.x % S */
 	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-	int tiles_m = (M + DS_GR_BM - 1) / DS_GR_BM, tiles_n = (N + SK_BN - 1) / SK_BN;
+	int tiles_m = (M + DS_GR_BM - 1) / DS_GR_BM, tiles_n = (N + BN - 1) / BN;
 	int tm, tn;
 	gr_tile((int)blockIdx.x / S, tiles_m, tiles_n, true, &tm, &tn);
-	int m0 = tm * DS_GR_BM, n0 = tn * SK_BN;
+	int m0 = tm * DS_GR_BM, n0 = tn * BN;
 	int kb, ke;
 	sk_range(K, S, split, &kb, &ke);
 
@@ -90,17 +96,17 @@ __global__ void __launch_bounds__(SK_THREADS, sk_cfg<STAGES>::MIN_BLOCKS)
 
 	/* it counts this CTA's k-tiles: stage it % STAGES, barrier phase (it / STAGES) & 1.
 	 * No setmaxnreg: 64 accumulators fit, and the producer warp runs the epilogue too. */
-	float d[SK_BN / 2];
+	float d[BN / 2];
 #pragma unroll
-	for (int i = 0; i < SK_BN / 2; i++)
+	for (int i = 0; i < BN / 2; i++)
 		d[i] = 0.0f;
 	if (wg == 2) {
 		if (tid == 256)
 			for (int kt = kb, it = 0; kt < ke; kt++, it++) {
 				int s = it % STAGES;
 				mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
-				unsigned sa = base + s * SK_STAGE_BYTES;
-				mbar_expect_tx(full + 8 * s, SK_STAGE_BYTES);
+				unsigned sa = base + s * STAGE_BYTES;
+				mbar_expect_tx(full + 8 * s, STAGE_BYTES);
 				tma_load(sa, &tmA, kt * DS_GR_BK, m0, full + 8 * s);
 				tma_load(sa + SK_A_BYTES, &tmW, kt * DS_GR_BK, n0, full + 8 * s);
 			}
@@ -108,12 +114,12 @@ __global__ void __launch_bounds__(SK_THREADS, sk_cfg<STAGES>::MIN_BLOCKS)
 		for (int kt = kb, it = 0; kt < ke; kt++, it++) {
 			int s = it % STAGES;
 			mbar_wait(full + 8 * s, (it / STAGES) & 1);
-			unsigned sa = base + s * SK_STAGE_BYTES + wg * 64 * 128;
-			unsigned sb = base + s * SK_STAGE_BYTES + SK_A_BYTES;
+			unsigned sa = base + s * STAGE_BYTES + wg * 64 * 128;
+			unsigned sb = base + s * STAGE_BYTES + SK_A_BYTES;
 			asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
 			for (int ks = 0; ks < DS_GR_BK / 16; ks++)
-				wgmma_128(d, gr_desc(sa + ks * 32), gr_desc(sb + ks * 32));
+				gr_wgmma<BN>(d, gr_desc(sa + ks * 32), gr_desc(sb + ks * 32));
 			asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 			/* the group of the previous k-tile is done: its stage may be refilled */
 			asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -128,13 +134,13 @@ __global__ void __launch_bounds__(SK_THREADS, sk_cfg<STAGES>::MIN_BLOCKS)
 	if (wg < 2) {
 		int row = wg * 64 + warp * 16 + (lane >> 2);
 #pragma unroll
-		for (int i = 0; i < SK_BN / 8; i++) {
+		for (int i = 0; i < BN / 8; i++) {
 			int col = i * 8 + 2 * (lane & 3);
 #pragma unroll
 			for (int h = 0; h < 2; h++) {
 				int r = row + h * 8;
 				if (m0 + r < M) /* rows past M are never read */
-					*(float2 *)(part + r * SK_PART_LD + col) =
+					*(float2 *)(part + r * PART_LD + col) =
 					    make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
 			}
 		}
@@ -145,17 +151,17 @@ __global__ void __launch_bounds__(SK_THREADS, sk_cfg<STAGES>::MIN_BLOCKS)
 #pragma unroll
 	for (int q = 0; q < S; q++)
 		src[q] = cluster.map_shared_rank(part, q);
-	constexpr int ROWS = DS_GR_BM / S, VEC = SK_BN / 4;
+	constexpr int ROWS = DS_GR_BM / S, VEC = BN / 4;
 	bool vec = (N & 3) == 0 && ((uintptr_t)C & 15u) == 0;
 	for (int idx = tid; idx < ROWS * VEC; idx += SK_THREADS) {
 		int r = split * ROWS + idx / VEC, c = (idx % VEC) * 4;
 		int gm = m0 + r, gn = n0 + c;
 		if (gm >= M || gn >= N)
 			continue;
-		float4 acc = *(const float4 *)(src[0] + r * SK_PART_LD + c);
+		float4 acc = *(const float4 *)(src[0] + r * PART_LD + c);
 #pragma unroll
 		for (int q = 1; q < S; q++) {
-			float4 v = *(const float4 *)(src[q] + r * SK_PART_LD + c);
+			float4 v = *(const float4 *)(src[q] + r * PART_LD + c);
 			acc.x = __fadd_rn(acc.x, v.x);
 			acc.y = __fadd_rn(acc.y, v.y);
 			acc.z = __fadd_rn(acc.z, v.z);
@@ -190,66 +196,77 @@ static cudaLaunchConfig_t sk_launch_config(int S, size_t smem, unsigned grid, cu
 	return cfg;
 }
 
-template <int S, int STAGES>
+/* Calls f with sk_split<S, cfg> for one of the built (S, BN, STAGES); cudaErrorInvalidValue for
+ * any other. */
+template <int S_, typename cfg_> struct sk_split {
+	static constexpr int S = S_;
+	typedef cfg_ cfg;
+};
+
+template <typename F> static cudaError_t sk_dispatch(int S, int bn, int stages, F f)
+{
+	if (bn == 128 && stages == 6)
+		return S == 4 ? f(sk_split<4, sk_cfg<128, 6>>()) : f(sk_split<2, sk_cfg<128, 6>>());
+	if (bn == 128 && stages == 3)
+		return S == 4 ? f(sk_split<4, sk_cfg<128, 3>>()) : f(sk_split<2, sk_cfg<128, 3>>());
+	if (bn == 256 && stages == 4 && S == 2)
+		return f(sk_split<2, sk_cfg<256, 4>>());
+	return cudaErrorInvalidValue;
+}
+
+template <int S, typename cfg>
 static cudaError_t splitk_launch(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
                                  int K, cudaStream_t st)
 {
 	CUtensorMap ta, tw;
-	cudaError_t e = gr_tma_maps(A, W, M, N, K, SK_BN, &ta, &tw);
+	cudaError_t e = gr_tma_maps(A, W, M, N, K, cfg::BN, &ta, &tw);
 	if (e != cudaSuccess)
 		return e;
 	unsigned tiles =
-	    (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM) * (unsigned)((N + SK_BN - 1) / SK_BN);
+	    (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM) * (unsigned)((N + cfg::BN - 1) / cfg::BN);
 	cudaLaunchAttribute attr;
-	cudaLaunchConfig_t cfg = sk_launch_config(S, sk_cfg<STAGES>::SMEM, tiles * S, st, &attr);
-	e = cudaLaunchKernelEx(&cfg, gemm_ref_splitk_kernel<S, STAGES>, ta, tw, C, M, N, K);
+	cudaLaunchConfig_t lc = sk_launch_config(S, cfg::SMEM, tiles * S, st, &attr);
+	e = cudaLaunchKernelEx(&lc, gemm_ref_splitk_kernel<S, cfg>, ta, tw, C, M, N, K);
 	if (e != cudaSuccess)
 		return e;
 	return cudaGetLastError();
 }
 
 /* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0;
- * S is 2 or 4, stages 6 or 3. */
-cudaError_t ds_gemm_ref_splitk_launch(int S, int stages, const uint16_t *A, const uint16_t *W,
-                                      float *C, int M, int N, int K, cudaStream_t st)
+ * (S, bn, stages) is one of sk_dispatch's. */
+cudaError_t ds_gemm_ref_splitk_launch(int S, int bn, int stages, const uint16_t *A,
+                                      const uint16_t *W, float *C, int M, int N, int K,
+                                      cudaStream_t st)
 {
-	if (stages == 3)
-		return S == 4 ? splitk_launch<4, 3>(A, W, C, M, N, K, st)
-		              : splitk_launch<2, 3>(A, W, C, M, N, K, st);
-	return S == 4 ? splitk_launch<4, 6>(A, W, C, M, N, K, st)
-	              : splitk_launch<2, 6>(A, W, C, M, N, K, st);
+	return sk_dispatch(S, bn, stages, [&](auto x) {
+		return splitk_launch<decltype(x)::S, typename decltype(x)::cfg>(A, W, C, M, N, K,
+		                                                                st);
+	});
 }
 
-template <int S, int STAGES> static cudaError_t sk_setup(void)
+/* Raises the shared-memory limit of one configuration. */
+cudaError_t ds_gemm_ref_splitk_setup(int S, int bn, int stages)
 {
-	return cudaFuncSetAttribute(gemm_ref_splitk_kernel<S, STAGES>,
-	                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                            (int)sk_cfg<STAGES>::SMEM);
-}
-
-cudaError_t ds_gemm_ref_splitk_setup(void)
-{
-	cudaError_t e[4] = {sk_setup<2, 6>(), sk_setup<4, 6>(), sk_setup<2, 3>(), sk_setup<4, 3>()};
-	for (int i = 0; i < 4; i++)
-		if (e[i] != cudaSuccess)
-			return e[i];
-	return cudaSuccess;
-}
-
-template <int S, int STAGES> static cudaError_t sk_resident(int *clusters)
-{
-	cudaLaunchAttribute attr;
-	cudaLaunchConfig_t cfg = sk_launch_config(S, sk_cfg<STAGES>::SMEM, S * 1024, 0, &attr);
-	return cudaOccupancyMaxActiveClusters(clusters, gemm_ref_splitk_kernel<S, STAGES>, &cfg);
+	return sk_dispatch(S, bn, stages, [](auto x) {
+		typedef typename decltype(x)::cfg cfg;
+		return cudaFuncSetAttribute(gemm_ref_splitk_kernel<decltype(x)::S, cfg>,
+		                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                            (int)cfg::SMEM);
+	});
 }
 
 /* CTAs resident at once on the current device: active clusters x S (bench diagnostics; the
  * S CTAs of a cluster must fit in one GPC). */
-cudaError_t ds_gemm_ref_splitk_resident(int S, int stages, int *ctas)
+cudaError_t ds_gemm_ref_splitk_resident(int S, int bn, int stages, int *ctas)
 {
 	int n = 0;
-	cudaError_t e = stages == 3 ? (S == 4 ? sk_resident<4, 3>(&n) : sk_resident<2, 3>(&n))
-	                            : (S == 4 ? sk_resident<4, 6>(&n) : sk_resident<2, 6>(&n));
+	cudaError_t e = sk_dispatch(S, bn, stages, [&](auto x) {
+		typedef typename decltype(x)::cfg cfg;
+		cudaLaunchAttribute attr;
+		cudaLaunchConfig_t lc = sk_launch_config(x.S, cfg::SMEM, x.S * 1024, 0, &attr);
+		return cudaOccupancyMaxActiveClusters(
+		    &n, gemm_ref_splitk_kernel<decltype(x)::S, cfg>, &lc);
+	});
 	*ctas = n * S;
 	return e;
 }
