@@ -142,13 +142,12 @@ cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, 
                                    int K, cudaStream_t st);
 cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages);
 cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas);
-/* The fixed split-K cluster variants (gemm_ref_splitk.cu): (S, BN, STAGES, persistent) of
- * variant_sk. */
-cudaError_t ds_gemm_ref_splitk_launch(int S, int bn, int stages, bool persistent, const uint16_t *A,
+/* The fixed split-K cluster variants (gemm_ref_splitk.cu): (S, BN, STAGES) of variant_sk. */
+cudaError_t ds_gemm_ref_splitk_launch(int S, int bn, int stages, const uint16_t *A,
                                       const uint16_t *W, float *C, int M, int N, int K,
                                       cudaStream_t st);
-cudaError_t ds_gemm_ref_splitk_setup(int S, int bn, int stages, bool persistent);
-cudaError_t ds_gemm_ref_splitk_resident(int S, int bn, int stages, bool persistent, int *ctas);
+cudaError_t ds_gemm_ref_splitk_setup(int S, int bn, int stages);
+cudaError_t ds_gemm_ref_splitk_resident(int S, int bn, int stages, int *ctas);
 
 static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "cp128x128s3",     /* 0: the original kernel: cp.async, 3 stages, row-major raster */
@@ -172,17 +171,14 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma128x224s4gp",  /* 18: variant 17, persistent */
     "tma64x192s6g",    /* 19: TMA, 64x192 tile, 6 stages, 1 per SM (one wave on q/k/v at M = 256) */
     "tma128x256s4k2c", /* 20: split-K over a cluster of 2 CTAs, 128x256 tile, 4 stages */
-    "tma128x256s4k2cp", /* 21: variant 20, persistent (the clusters that fit walk the tiles) */
-    "tma128x128s6k2cp", /* 22: variant 7, persistent */
 };
 
-/* Each split-K cluster variant's {S, BN, STAGES, persistent} (gemm_ref_splitk.cu: 128-row
- * tiles); zeros for the others, whose S is 1. */
-static const int variant_sk[DS_K_GEMM_REF_N_VARIANTS][4] = {
-    {0, 0, 0, 0}, {0, 0, 0, 0},   {0, 0, 0, 0},   {0, 0, 0, 0},   {0, 0, 0, 0},   {0, 0, 0, 0},
-    {0, 0, 0, 0}, {2, 128, 6, 0}, {4, 128, 6, 0}, {2, 128, 3, 0}, {4, 128, 3, 0}, {0, 0, 0, 0},
-    {0, 0, 0, 0}, {0, 0, 0, 0},   {0, 0, 0, 0},   {0, 0, 0, 0},   {0, 0, 0, 0},   {0, 0, 0, 0},
-    {0, 0, 0, 0}, {0, 0, 0, 0},   {2, 256, 4, 0}, {2, 256, 4, 1}, {2, 128, 6, 1},
+/* Each split-K cluster variant's {S, BN, STAGES} (gemm_ref_splitk.cu: 128-row tiles); zeros for
+ * the others, whose S is 1. */
+static const int variant_sk[DS_K_GEMM_REF_N_VARIANTS][3] = {
+    {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+    {2, 128, 6}, {4, 128, 6}, {2, 128, 3}, {4, 128, 3}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+    {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0}, {0, 0, 0}, {2, 256, 4},
 };
 
 /* Tile of each TMA variant without split-K (3..6, 11..19): {BM, BN, STAGES, persistent};
@@ -234,10 +230,9 @@ static cudaError_t variant_launch(int variant, const uint16_t *A, const uint16_t
 			                              N, K, st);
 		if (SILU)
 			return cudaErrorNotSupported;
-		/* 7..10, 20..22: split-K over a cluster */
+		/* 7..10, 20: split-K over a cluster */
 		const int *k = variant_sk[variant];
-		return ds_gemm_ref_splitk_launch(k[0], k[1], k[2], k[3] != 0, A, W, (float *)C, M,
-		                                 N, K, st);
+		return ds_gemm_ref_splitk_launch(k[0], k[1], k[2], A, W, (float *)C, M, N, K, st);
 	}
 	}
 }
@@ -283,9 +278,9 @@ extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)
 		break;
 	default:
 		if (variant_sk[variant][0])
-			return ds_gemm_ref_splitk_resident(
-			    variant_sk[variant][0], variant_sk[variant][1], variant_sk[variant][2],
-			    variant_sk[variant][3] != 0, ctas);
+			return ds_gemm_ref_splitk_resident(variant_sk[variant][0],
+			                                   variant_sk[variant][1],
+			                                   variant_sk[variant][2], ctas);
 		return ds_gemm_ref_tma_resident(variant_tma[variant][0], variant_tma[variant][1],
 		                                variant_tma[variant][2], dev, ctas);
 	}
@@ -315,7 +310,7 @@ extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 		const int *t = variant_tma[v], *k = variant_sk[v];
 		if (t[0] && ds_gemm_ref_tma_setup(t[0], t[1], t[2]) != cudaSuccess)
 			(void)cudaGetLastError();
-		if (k[0] && ds_gemm_ref_splitk_setup(k[0], k[1], k[2], k[3] != 0) != cudaSuccess)
+		if (k[0] && ds_gemm_ref_splitk_setup(k[0], k[1], k[2]) != cudaSuccess)
 			(void)cudaGetLastError();
 	}
 	return cudaSuccess;

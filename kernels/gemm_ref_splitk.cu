@@ -37,9 +37,8 @@ namespace cg = cooperative_groups;
  * other's loads; either way an SM keeps 96 KB of W in flight. BN = 256 with 4 stages (~194 KB,
  * one CTA per SM) is the large-M tile: m64n256k16 reads the least shared memory per product,
  * and at M = 2048 it makes a quarter of BN = 128's clusters, each with twice the work. */
-template <int BN_, int STAGES_, bool PERSISTENT_ = false> struct sk_cfg {
+template <int BN_, int STAGES_> struct sk_cfg {
 	static constexpr int BN = BN_, STAGES = STAGES_;
-	static constexpr bool PERSISTENT = PERSISTENT_;
 	static constexpr int STAGE_BYTES = (DS_GR_BM + BN) * DS_GR_BK * 2;
 	static constexpr int PART_LD =
 	    BN + 8; /* floats per partial-tile row; the pad spreads banks */
@@ -59,13 +58,95 @@ __device__ __forceinline__ void sk_range(int K, int S, int s, int *kb, int *ke)
 	*ke = min(KT, (s + 1) * per);
 }
 
-/* Rows [split * 128 / S, (split + 1) * 128 / S) of the tile at (m0, n0): the S partials in rank
- * order, ((p0 + p1) + p2) + p3 with round-to-nearest fp32 adds, stored to C. */
-template <int S, int BN, int PART_LD>
-__device__ __forceinline__ void sk_combine(cg::cluster_group &cluster, float *part,
-                                           float *__restrict__ C, int M, int N, int m0, int n0,
-                                           int split, int tid)
+template <int S, typename cfg>
+__global__ void __launch_bounds__(SK_THREADS, cfg::MIN_BLOCKS)
+    gemm_ref_splitk_kernel(const __grid_constant__ CUtensorMap tmA,
+                           const __grid_constant__ CUtensorMap tmW, float *__restrict__ C, int M,
+                           int N, int K)
 {
+	constexpr int BN = cfg::BN, STAGES = cfg::STAGES, STAGE_BYTES = cfg::STAGE_BYTES;
+	constexpr int PART_LD = cfg::PART_LD;
+	extern __shared__ __align__(1024) unsigned char smem_raw[];
+	unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
+	unsigned base = (raw + 1023u) & ~1023u;
+	/* (DS_GR_BM, PART_LD) fp32, over the stages once the main loop is done */
+	float *part = (float *)(smem_raw + (base - raw));
+	unsigned full = base + STAGES * STAGE_BYTES, empty = full + STAGES * 8;
+	cg::cluster_group cluster = cg::this_cluster();
+	int split = (int)cluster.block_rank(); /* == blockIdx.x % S */
+	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+	int tiles_m = (M + DS_GR_BM - 1) / DS_GR_BM, tiles_n = (N + BN - 1) / BN;
+	int tm, tn;
+	gr_tile((int)blockIdx.x / S, tiles_m, tiles_n, true, &tm, &tn);
+	int m0 = tm * DS_GR_BM, n0 = tn * BN;
+	int kb, ke;
+	sk_range(K, S, split, &kb, &ke);
+
+	if (tid == 256) {
+		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmA) : "memory");
+		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmW) : "memory");
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(full + 8 * s, 1);
+			mbar_init(empty + 8 * s, 8); /* lane 0 of each of the 8 consumer warps */
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+	}
+	__syncthreads();
+
+	/* it counts this CTA's k-tiles: stage it % STAGES, barrier phase (it / STAGES) & 1.
+	 * No setmaxnreg: 64 accumulators fit, and the producer warp runs the epilogue too. */
+	float d[BN / 2];
+#pragma unroll
+	for (int i = 0; i < BN / 2; i++)
+		d[i] = 0.0f;
+	if (wg == 2) {
+		if (tid == 256)
+			for (int kt = kb, it = 0; kt < ke; kt++, it++) {
+				int s = it % STAGES;
+				mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+				unsigned sa = base + s * STAGE_BYTES;
+				mbar_expect_tx(full + 8 * s, STAGE_BYTES);
+				tma_load(sa, &tmA, kt * DS_GR_BK, m0, full + 8 * s);
+				tma_load(sa + SK_A_BYTES, &tmW, kt * DS_GR_BK, n0, full + 8 * s);
+			}
+	} else { /* consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile */
+		for (int kt = kb, it = 0; kt < ke; kt++, it++) {
+			int s = it % STAGES;
+			mbar_wait(full + 8 * s, (it / STAGES) & 1);
+			unsigned sa = base + s * STAGE_BYTES + wg * 64 * 128;
+			unsigned sb = base + s * STAGE_BYTES + SK_A_BYTES;
+			asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+			for (int ks = 0; ks < DS_GR_BK / 16; ks++)
+				gr_wgmma<BN>(d, gr_desc(sa + ks * 32), gr_desc(sb + ks * 32));
+			asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+			/* the group of the previous k-tile is done: its stage may be refilled */
+			asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+			if (it > 0 && lane == 0)
+				mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+		}
+		asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+	}
+	/* Every TMA load was waited for and every wgmma has finished reading: the stages are
+	 * free for the partial tile. */
+	__syncthreads();
+	if (wg < 2) {
+		int row = wg * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+		for (int i = 0; i < BN / 8; i++) {
+			int col = i * 8 + 2 * (lane & 3);
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				int r = row + h * 8;
+				if (m0 + r < M) /* rows past M are never read */
+					*(float2 *)(part + r * PART_LD + col) =
+					    make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
+			}
+		}
+	}
+	cluster.sync(); /* every CTA's partial is written (release / acquire) */
+
 	const float *src[S];
 #pragma unroll
 	for (int q = 0; q < S; q++)
@@ -95,113 +176,7 @@ __device__ __forceinline__ void sk_combine(cg::cluster_group &cluster, float *pa
 				dst[j] = a[j];
 		}
 	}
-}
-
-template <int S, typename cfg>
-__global__ void __launch_bounds__(SK_THREADS, cfg::MIN_BLOCKS)
-    gemm_ref_splitk_kernel(const __grid_constant__ CUtensorMap tmA,
-                           const __grid_constant__ CUtensorMap tmW, float *__restrict__ C, int M,
-                           int N, int K)
-{
-	constexpr int BN = cfg::BN, STAGES = cfg::STAGES, STAGE_BYTES = cfg::STAGE_BYTES;
-	constexpr int PART_LD = cfg::PART_LD;
-	extern __shared__ __align__(1024) unsigned char smem_raw[];
-	unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
-	unsigned base = (raw + 1023u) & ~1023u;
-	/* (DS_GR_BM, PART_LD) fp32, over the stages once a tile's main loop is done */
-	float *part = (float *)(smem_raw + (base - raw));
-	unsigned full = base + STAGES * STAGE_BYTES, empty = full + STAGES * 8;
-	cg::cluster_group cluster = cg::this_cluster();
-	int split = (int)cluster.block_rank(); /* == blockIdx.x % S */
-	int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-	int tiles_m = (M + DS_GR_BM - 1) / DS_GR_BM, tiles_n = (N + BN - 1) / BN;
-	int kb, ke;
-	sk_range(K, S, split, &kb, &ke);
-
-	if (tid == 256) {
-		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmA) : "memory");
-		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmW) : "memory");
-		for (int s = 0; s < STAGES; s++) {
-			mbar_init(full + 8 * s, 1);
-			mbar_init(empty + 8 * s, 8); /* lane 0 of each of the 8 consumer warps */
-		}
-		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-	}
-	__syncthreads();
-
-	/* A cluster computes tile blockIdx.x / S, or (persistent) walks the tiles from there in
-	 * steps of the clusters launched; both CTAs of a cluster walk the same tiles. it counts
-	 * this CTA's k-tiles over all its tiles: stage it % STAGES, barrier phase
-	 * (it / STAGES) & 1. No setmaxnreg: the accumulators fit, and the producer warp runs the
-	 * epilogue too. */
-	int it = 0;
-	const int step = cfg::PERSISTENT ? (int)gridDim.x / S : 1 << 30;
-	for (int t = (int)blockIdx.x / S; t < tiles_m * tiles_n; t += step) {
-		int tm, tn;
-		gr_tile(t, tiles_m, tiles_n, true, &tm, &tn);
-		int m0 = tm * DS_GR_BM, n0 = tn * BN;
-		float d[BN / 2];
-#pragma unroll
-		for (int i = 0; i < BN / 2; i++)
-			d[i] = 0.0f;
-		if (wg == 2) {
-			if (tid == 256)
-				for (int kt = kb, k = it; kt < ke; kt++, k++) {
-					int s = k % STAGES;
-					mbar_wait(empty + 8 * s, ((k / STAGES) & 1) ^ 1);
-					unsigned sa = base + s * STAGE_BYTES;
-					mbar_expect_tx(full + 8 * s, STAGE_BYTES);
-					tma_load(sa, &tmA, kt * DS_GR_BK, m0, full + 8 * s);
-					tma_load(sa + SK_A_BYTES, &tmW, kt * DS_GR_BK, n0,
-					         full + 8 * s);
-				}
-		} else { /* consumer warpgroup wg: rows wg*64 .. wg*64+63 of the tile */
-			for (int kt = kb, k = it; kt < ke; kt++, k++) {
-				int s = k % STAGES;
-				mbar_wait(full + 8 * s, (k / STAGES) & 1);
-				unsigned sa = base + s * STAGE_BYTES + wg * 64 * 128;
-				unsigned sb = base + s * STAGE_BYTES + SK_A_BYTES;
-				asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-				for (int ks = 0; ks < DS_GR_BK / 16; ks++)
-					gr_wgmma<BN>(d, gr_desc(sa + ks * 32),
-					             gr_desc(sb + ks * 32));
-				asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-				/* the previous k-tile's group is done: its stage may be refilled */
-				asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-				if (kt > kb && lane == 0)
-					mbar_arrive(empty + 8 * ((k - 1) % STAGES));
-			}
-			asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-			if (ke > kb && lane == 0) /* the last stage, for the next tile's loads */
-				mbar_arrive(empty + 8 * ((it + ke - kb - 1) % STAGES));
-		}
-		it += ke - kb;
-		/* Every TMA load was waited for and every wgmma has finished reading: the stages
-		 * are free for the partial tile. */
-		__syncthreads();
-		if (wg < 2) {
-			int row = wg * 64 + warp * 16 + (lane >> 2);
-#pragma unroll
-			for (int i = 0; i < BN / 8; i++) {
-				int col = i * 8 + 2 * (lane & 3);
-#pragma unroll
-				for (int h = 0; h < 2; h++) {
-					int r = row + h * 8;
-					if (m0 + r < M) /* rows past M are never read */
-						*(float2 *)(part + r * PART_LD + col) = make_float2(
-						    d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
-				}
-			}
-		}
-		cluster.sync(); /* every CTA's partial is written (release / acquire) */
-		sk_combine<S, BN, PART_LD>(cluster, part, C, M, N, m0, n0, split, tid);
-		/* The stages' next generic use was these reads; the producer's next TMA writes
-		 * (async proxy) go to the same bytes. */
-		asm volatile("fence.proxy.async;\n" ::: "memory");
-		cluster.sync(); /* no CTA refills or leaves while another may read its partial */
-	}
+	cluster.sync(); /* no CTA leaves while another may still read its shared memory */
 }
 
 static cudaLaunchConfig_t sk_launch_config(int S, size_t smem, unsigned grid, cudaStream_t st,
@@ -221,25 +196,15 @@ static cudaLaunchConfig_t sk_launch_config(int S, size_t smem, unsigned grid, cu
 	return cfg;
 }
 
-/* Calls f with sk_split<S, cfg> for one of the built (S, BN, STAGES, persistent);
- * cudaErrorInvalidValue for any other. */
+/* Calls f with sk_split<S, cfg> for one of the built (S, BN, STAGES); cudaErrorInvalidValue for
+ * any other. */
 template <int S_, typename cfg_> struct sk_split {
 	static constexpr int S = S_;
 	typedef cfg_ cfg;
 };
 
-template <typename F>
-static cudaError_t sk_dispatch(int S, int bn, int stages, bool persistent, F f)
+template <typename F> static cudaError_t sk_dispatch(int S, int bn, int stages, F f)
 {
-	if (persistent) {
-		if (S != 2)
-			return cudaErrorInvalidValue;
-		if (bn == 128 && stages == 6)
-			return f(sk_split<2, sk_cfg<128, 6, true>>());
-		if (bn == 256 && stages == 4)
-			return f(sk_split<2, sk_cfg<256, 4, true>>());
-		return cudaErrorInvalidValue;
-	}
 	if (bn == 128 && stages == 6)
 		return S == 4 ? f(sk_split<4, sk_cfg<128, 6>>()) : f(sk_split<2, sk_cfg<128, 6>>());
 	if (bn == 128 && stages == 3)
@@ -257,20 +222,10 @@ static cudaError_t splitk_launch(const uint16_t *A, const uint16_t *W, float *C,
 	cudaError_t e = gr_tma_maps(A, W, M, N, K, cfg::BN, &ta, &tw);
 	if (e != cudaSuccess)
 		return e;
-	unsigned clusters =
+	unsigned tiles =
 	    (unsigned)((M + DS_GR_BM - 1) / DS_GR_BM) * (unsigned)((N + cfg::BN - 1) / cfg::BN);
 	cudaLaunchAttribute attr;
-	cudaLaunchConfig_t lc = sk_launch_config(S, cfg::SMEM, clusters * S, st, &attr);
-	if (cfg::PERSISTENT) { /* the clusters that fit at once walk the tiles */
-		int fit = 0;
-		e = cudaOccupancyMaxActiveClusters(&fit, gemm_ref_splitk_kernel<S, cfg>, &lc);
-		if (e != cudaSuccess)
-			return e;
-		if (fit < 1)
-			return cudaErrorInvalidConfiguration;
-		if ((unsigned)fit < clusters)
-			lc.gridDim = dim3((unsigned)fit * S);
-	}
+	cudaLaunchConfig_t lc = sk_launch_config(S, cfg::SMEM, tiles * S, st, &attr);
 	e = cudaLaunchKernelEx(&lc, gemm_ref_splitk_kernel<S, cfg>, ta, tw, C, M, N, K);
 	if (e != cudaSuccess)
 		return e;
@@ -278,22 +233,21 @@ static cudaError_t splitk_launch(const uint16_t *A, const uint16_t *W, float *C,
 }
 
 /* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0;
- * (S, bn, stages, persistent) is one of sk_dispatch's. A persistent launch runs as many
- * clusters as fit at once, each walking tiles; a tile is computed the same way either way. */
-cudaError_t ds_gemm_ref_splitk_launch(int S, int bn, int stages, bool persistent, const uint16_t *A,
+ * (S, bn, stages) is one of sk_dispatch's. */
+cudaError_t ds_gemm_ref_splitk_launch(int S, int bn, int stages, const uint16_t *A,
                                       const uint16_t *W, float *C, int M, int N, int K,
                                       cudaStream_t st)
 {
-	return sk_dispatch(S, bn, stages, persistent, [&](auto x) {
+	return sk_dispatch(S, bn, stages, [&](auto x) {
 		return splitk_launch<decltype(x)::S, typename decltype(x)::cfg>(A, W, C, M, N, K,
 		                                                                st);
 	});
 }
 
 /* Raises the shared-memory limit of one configuration. */
-cudaError_t ds_gemm_ref_splitk_setup(int S, int bn, int stages, bool persistent)
+cudaError_t ds_gemm_ref_splitk_setup(int S, int bn, int stages)
 {
-	return sk_dispatch(S, bn, stages, persistent, [](auto x) {
+	return sk_dispatch(S, bn, stages, [](auto x) {
 		typedef typename decltype(x)::cfg cfg;
 		return cudaFuncSetAttribute(gemm_ref_splitk_kernel<decltype(x)::S, cfg>,
 		                            cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -303,10 +257,10 @@ cudaError_t ds_gemm_ref_splitk_setup(int S, int bn, int stages, bool persistent)
 
 /* CTAs resident at once on the current device: active clusters x S (bench diagnostics; the
  * S CTAs of a cluster must fit in one GPC). */
-cudaError_t ds_gemm_ref_splitk_resident(int S, int bn, int stages, bool persistent, int *ctas)
+cudaError_t ds_gemm_ref_splitk_resident(int S, int bn, int stages, int *ctas)
 {
 	int n = 0;
-	cudaError_t e = sk_dispatch(S, bn, stages, persistent, [&](auto x) {
+	cudaError_t e = sk_dispatch(S, bn, stages, [&](auto x) {
 		typedef typename decltype(x)::cfg cfg;
 		cudaLaunchAttribute attr;
 		cudaLaunchConfig_t lc = sk_launch_config(x.S, cfg::SMEM, x.S * 1024, 0, &attr);

@@ -88,12 +88,13 @@ cudaError_t ds_k_gemm_ref_setup(void);
  * variant 0's bytes (the reference path checks that on the device before letting one stand in); 7
  * and 8 (6 stages) and 9 and 10 (3 stages, two CTAs per SM) split K over a thread-block cluster of
  * S = 2, 4, 2, 4 CTAs, with the k-ranges a function of K and S only and the partials combined in a
- * fixed order; 20 (a 128x256 tile, 4 stages) and the persistent 21 (20's) and 22 (7's) are S = 2
- * like 7 and 9 and built to give variant 7's bytes. Choose the variant from the weight's (N, K)
- * only, never from M. Variant 0 is ds_k_gemm_ref. ds_k_gemm_ref_setup covers all of them (it fails
- * only for variant 0; another variant's setup failure shows as its launch error). Variants 3..22
- * (TMA) also need A and W 16-byte aligned. */
-#define DS_K_GEMM_REF_N_VARIANTS 23
+ * fixed order; 20 (a 128x256 tile, 4 stages) is S = 2 like 7 and 9 and built to give variant 7's
+ * bytes. Choose the variant from the weight's (N, K) only, never from M. Variant 0 is
+ * ds_k_gemm_ref.
+ * ds_k_gemm_ref_setup covers all of them (it fails only for variant 0; another variant's
+ * setup failure shows as its launch error). Variants 3..20 (TMA) also need A and
+ * W 16-byte aligned. */
+#define DS_K_GEMM_REF_N_VARIANTS 21
 cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
                                   int M, int N, int K, cudaStream_t st);
 /* The gate/up GEMM with SiLU*mul in its epilogue: H (M, F) bf16 = bf16(silu(g) * u) for
