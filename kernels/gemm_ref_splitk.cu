@@ -1,7 +1,6 @@
 /* gemm_ref_splitk.cu - the reference GEMM's fixed split-K variants: a thread-block cluster of S
- * CTAs (S = 2 or 4) computes one 128 x BN output tile (BN = 128, or 256 at S = 2), each CTA a
- * contiguous range of the k-tiles, and the S fp32 partial tiles are combined through
- * distributed shared memory.
+ * CTAs (S = 2 or 4) computes one 128 x 128 output tile, each CTA a contiguous range of the
+ * k-tiles, and the S fp32 partial tiles are combined through distributed shared memory.
  *
  * Why: at M <= 128 a 128 x 128 tile gives N / 128 blocks, too few for the narrow weights
  * (qkv 48, o_proj and down_proj 32 on 132 SMs), so those GEMMs stream W at a fraction of the
@@ -10,15 +9,12 @@
  * A CTA is the TMA kernel of gemm_ref_tma.cu cut to one tile and one k-range: one producer
  * thread (warp 8) issues the TMA loads of A and W k-tiles into STAGES mbarrier-pipelined
  * stages (6: one CTA per SM; 3: two per SM), two consumer warpgroups (warps 0..7, 64 rows
- * each) issue wgmma.m64nBNk16 on one fp32 accumulator. At S = 4 the CTA then writes its
- * partial tile into its own shared memory (over the stages, all consumed), the cluster
- * synchronizes, and CTA rank r reduces rows [r * 128 / S, (r + 1) * 128 / S) of the tile: for
- * each element, ((p0 + p1) + p2) + p3 with explicit round-to-nearest fp32 adds, reading partial
- * q from CTA q's shared memory, and stores it; a second cluster barrier keeps every CTA (and its
- * shared memory) alive until the others have read it. At S = 2 each CTA sends only the half
- * the peer reduces, straight from its registers, and adds the half it receives to its own
- * registers (sk_exchange2): a quarter of the shared-memory traffic, and no remote loads. No
- * global partials.
+ * each) issue wgmma.m64n128k16 on one fp32 accumulator. Then the CTA writes its partial tile
+ * into its own shared memory (over the stages, all consumed), the cluster synchronizes, and
+ * CTA rank r reduces rows [r * 128 / S, (r + 1) * 128 / S) of the tile: for each element,
+ * ((p0 + p1) + p2) + p3 with explicit round-to-nearest fp32 adds, reading partial q from CTA
+ * q's shared memory, and stores it. A second cluster barrier keeps
+ * every CTA (and its shared memory) alive until the others have read it. No global partials.
  *
  * Invariance (why a row's bits cannot depend on M): the k-tile ranges are a function of K and
  * S only (KT = ceil(K / 64) k-tiles, per = ceil(KT / S), split s takes [s per, (s + 1) per)
@@ -60,61 +56,6 @@ __device__ __forceinline__ void sk_range(int K, int S, int s, int *kb, int *ke)
 	int KT = (K + DS_GR_BK - 1) / DS_GR_BK, per = (KT + S - 1) / S;
 	*kb = min(KT, s * per);
 	*ke = min(KT, (s + 1) * per);
-}
-
-/* S = 2's combine: the consumer warpgroup holding the rows the peer CTA reduces (rank r reduces
- * rows [64 r, 64 r + 64), which consumer warpgroup r holds) writes them from its registers
- * into the peer's shared memory (over its stages, free once the cluster has synchronized
- * after both main loops); after a second cluster barrier, warpgroup r adds the received
- * partial to its own registers and stores the sums. A single fp32 add is commutative, so
- * both ranks give p0 + p1, the bits of the general combine below. */
-template <int BN, int PART_LD>
-__device__ __forceinline__ void sk_exchange2(cg::cluster_group &cluster, float *part,
-                                             const float *d, float *__restrict__ C, int M, int N,
-                                             int m0, int n0, int split, int wg, int warp, int lane)
-{
-	int row = warp * 16 + (lane >> 2); /* within the warpgroup's 64 rows */
-	int rbase = m0 + wg * 64;
-	cluster.sync(); /* both CTAs' main loops are done: their stages are free */
-	if (wg < 2 && wg != split) {
-		float *dst = cluster.map_shared_rank(part, split ^ 1);
-#pragma unroll
-		for (int i = 0; i < BN / 8; i++) {
-			int col = i * 8 + 2 * (lane & 3);
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				int r = row + h * 8;
-				if (rbase + r < M) /* rows past M are never read */
-					*(float2 *)(dst + r * PART_LD + col) =
-					    make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
-			}
-		}
-	}
-	cluster.sync(); /* the peer's half is in this CTA's shared memory (release / acquire) */
-	if (wg != split)
-		return;
-	bool vec = (N & 1) == 0 && ((uintptr_t)C & 7u) == 0;
-#pragma unroll
-	for (int i = 0; i < BN / 8; i++) {
-		int col = i * 8 + 2 * (lane & 3), gn = n0 + col;
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			int r = row + h * 8, gm = rbase + r;
-			if (gm >= M || gn >= N)
-				continue;
-			float2 v = *(const float2 *)(part + r * PART_LD + col);
-			float a0 = __fadd_rn(d[4 * i + 2 * h], v.x);
-			float a1 = __fadd_rn(d[4 * i + 2 * h + 1], v.y);
-			float *out = C + (size_t)gm * N + gn;
-			if (vec) { /* N even: gn + 1 < N, and out is 8-byte aligned */
-				*(float2 *)out = make_float2(a0, a1);
-			} else {
-				out[0] = a0;
-				if (gn + 1 < N)
-					out[1] = a1;
-			}
-		}
-	}
 }
 
 template <int S, typename cfg>
@@ -186,10 +127,6 @@ __global__ void __launch_bounds__(SK_THREADS, cfg::MIN_BLOCKS)
 				mbar_arrive(empty + 8 * ((it - 1) % STAGES));
 		}
 		asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-	}
-	if constexpr (S == 2) {
-		sk_exchange2<BN, PART_LD>(cluster, part, d, C, M, N, m0, n0, split, wg, warp, lane);
-		return;
 	}
 	/* Every TMA load was waited for and every wgmma has finished reading: the stages are
 	 * free for the partial tile. */
