@@ -21,9 +21,32 @@ struct e2e_load {
 	int n_req, prompt_min, prompt_max, n_out;
 };
 
+/* Rows (input tokens) a step ran on each path: how many steps ran any, their sum, and how many
+ * fell in each bin of E2E_ROW_EDGES (the last bin is open), from the backend's row counters
+ * (a step's forward calls on a path added up). The pass size is the GEMMs' M, so this says
+ * which M the end-to-end steps exercise. */
+#define E2E_ROW_BINS 5
+static const int E2E_ROW_EDGES[E2E_ROW_BINS - 1] = {256, 512, 1024, 2048};
+
+struct e2e_rows {
+	uint64_t steps[DS_N_PATHS], rows[DS_N_PATHS], bins[DS_N_PATHS][E2E_ROW_BINS];
+};
+
+static void e2e_rows_add(struct e2e_rows *r, int path, uint64_t rows)
+{
+	if (rows == 0)
+		return;
+	int k = 0;
+	while (k < E2E_ROW_BINS - 1 && rows > (uint64_t)E2E_ROW_EDGES[k])
+		k++;
+	r->steps[path]++;
+	r->rows[path] += rows;
+	r->bins[path][k]++;
+}
+
 /* E2E_TRACE=1: one line per step (seconds since start, step wall time, running, waiting,
- * tokens so far, whether it ran on REF) in DIR/e2e-trace-NAME.tsv, to see where time goes
- * (e.g. a tail of few running requests). */
+ * tokens so far, whether it ran on REF, rows on each path) in DIR/e2e-trace-NAME.tsv, to see
+ * where time goes (e.g. a tail of few running requests). */
 static FILE *trace_open(const struct bench *b, const char *name)
 {
 	const char *v = getenv("E2E_TRACE");
@@ -42,7 +65,8 @@ static FILE *trace_open(const struct bench *b, const char *name)
 	snprintf(path, sizeof(path), "%s/e2e-trace-%s.tsv", b->out, file);
 	FILE *f = fopen(path, "w");
 	if (f)
-		fprintf(f, "t_s\tstep_ms\trunning\twaiting\ttokens\tref_step\n");
+		fprintf(f,
+		        "t_s\tstep_ms\trunning\twaiting\ttokens\tref_step\trows_fast\trows_ref\n");
 	return f;
 }
 
@@ -61,7 +85,8 @@ static double e2e_cfg_bias(const struct e2e_cfg *c)
 }
 
 static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_load *ld,
-                   double *secs, uint64_t *tokens, struct ds_engine_stats *st)
+                   double *secs, uint64_t *tokens, struct ds_engine_stats *st,
+                   struct e2e_rows *rows)
 {
 	int n_req = ld->n_req, prompt_max = ld->prompt_max, n_out = ld->n_out;
 	struct ds_backend be;
@@ -119,22 +144,31 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	free(prompt);
 	FILE *tr = trace_open(b, cfg->name);
 	double t0 = now_s();
+	memset(rows, 0, sizeof(*rows));
 	while (!ds_engine_idle(e)) {
 		double ts = now_s();
+		uint64_t r0[DS_N_PATHS];
+		memcpy(r0, be.counters.rows, sizeof(r0));
 		if (ds_engine_step(e, &err) != DS_OK) {
 			fprintf(stderr, "e2e step: %s\n", err.msg);
 			if (tr)
 				fclose(tr);
 			goto out;
 		}
+		uint64_t dr[DS_N_PATHS];
+		for (int p = 0; p < DS_N_PATHS; p++) {
+			dr[p] = be.counters.rows[p] - r0[p];
+			e2e_rows_add(rows, p, dr[p]);
+		}
 		if (tr) {
 			double te = now_s();
 			uint64_t refs = st->ref_steps;
 			ds_engine_get_stats(e, st);
-			fprintf(tr, "%.4f\t%.3f\t%d\t%d\t%llu\t%d\n", te - t0, (te - ts) * 1e3,
-			        st->running, st->waiting,
+			fprintf(tr, "%.4f\t%.3f\t%d\t%d\t%llu\t%d\t%llu\t%llu\n", te - t0,
+			        (te - ts) * 1e3, st->running, st->waiting,
 			        (unsigned long long)(st->tokens[0] + st->tokens[1]),
-			        st->ref_steps > refs);
+			        st->ref_steps > refs, (unsigned long long)dr[DS_PATH_FAST],
+			        (unsigned long long)dr[DS_PATH_REF]);
 		}
 		struct ds_event *ev;
 		while ((ev = ds_engine_poll(e)) != NULL) {
@@ -183,7 +217,24 @@ struct e2e_best {
 	double secs, all_secs[E2E_MAX_REPEAT];
 	uint64_t tokens;
 	struct ds_engine_stats st;
+	struct e2e_rows rows;
 };
+
+/* The rows-a-step line of one path (stdout) and its JSON object (f). */
+static void e2e_rows_report(FILE *f, const struct e2e_rows *r, int p, const char *name)
+{
+	double mean = r->steps[p] ? (double)r->rows[p] / (double)r->steps[p] : 0.0;
+	printf("  rows a step on %s: %llu steps, mean %.0f; <= 256: %llu, <= 512: %llu, <= 1024: "
+	       "%llu, <= 2048: %llu, more: %llu\n",
+	       name, (unsigned long long)r->steps[p], mean, (unsigned long long)r->bins[p][0],
+	       (unsigned long long)r->bins[p][1], (unsigned long long)r->bins[p][2],
+	       (unsigned long long)r->bins[p][3], (unsigned long long)r->bins[p][4]);
+	fprintf(f, "\"%s\": {\"steps\": %llu, \"rows\": %llu, \"bins\": [", name,
+	        (unsigned long long)r->steps[p], (unsigned long long)r->rows[p]);
+	for (int k = 0; k < E2E_ROW_BINS; k++)
+		fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)r->bins[p][k]);
+	fprintf(f, "]}");
+}
 
 /* One configuration's table row (stdout) and JSON object (f; sep: a comma before it). */
 static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *r, int repeat,
@@ -219,7 +270,7 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        "\"W\": %d, \"window_auto\": %s, \"window_final\": %d, "
 	        "\"ref_steps\": %llu, \"ref_decoded\": %llu, \"ref_steps_window\": %llu, "
 	        "\"ref_steps_early\": %llu, \"ref_steps_catchup\": %llu, "
-	        "\"ref_steps_cost\": %llu, \"ref_step_bias\": %g}",
+	        "\"ref_steps_cost\": %llu, \"ref_step_bias\": %g",
 	        (unsigned long long)r->tokens, tps, tps / fast_tps, (unsigned long long)st->windows,
 	        (unsigned long long)st->rollbacks, (unsigned long long)st->rolled_back,
 	        (unsigned long long)st->recomputed, (unsigned long long)st->preemptions,
@@ -232,6 +283,11 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        (unsigned long long)st->ref_steps_window, (unsigned long long)st->ref_steps_early,
 	        (unsigned long long)st->ref_steps_catchup, (unsigned long long)st->ref_steps_cost,
 	        e2e_cfg_bias(c));
+	fprintf(f, ", \"rows_a_step\": {\"bin_upper\": [256, 512, 1024, 2048, null], ");
+	e2e_rows_report(f, &r->rows, DS_PATH_FAST, "fast");
+	fprintf(f, ", ");
+	e2e_rows_report(f, &r->rows, DS_PATH_REF, "ref");
+	fprintf(f, "}}");
 	fflush(stdout);
 	fflush(f);
 }
@@ -301,7 +357,8 @@ int bench_e2e(struct bench *b)
 		uint64_t tok = 0;
 		struct ds_engine_stats st;
 		memset(&st, 0, sizeof(st));
-		if (e2e_run(b, &warm[i], &wl, &secs, &tok, &st))
+		struct e2e_rows rows;
+		if (e2e_run(b, &warm[i], &wl, &secs, &tok, &st, &rows))
 			return 1;
 		printf("warm-up %s: %.2f s (not recorded)\n", warm[i].name, secs);
 	}
@@ -336,8 +393,9 @@ int bench_e2e(struct bench *b)
 			double secs = 0;
 			uint64_t tok = 0;
 			struct ds_engine_stats st;
+			struct e2e_rows rows;
 			memset(&st, 0, sizeof(st));
-			if (e2e_run(b, &cfgs[sel[k]], &ld, &secs, &tok, &st)) {
+			if (e2e_run(b, &cfgs[sel[k]], &ld, &secs, &tok, &st, &rows)) {
 				fclose(f);
 				return 1;
 			}
@@ -346,6 +404,7 @@ int bench_e2e(struct bench *b)
 				best[k].secs = secs;
 				best[k].tokens = tok;
 				best[k].st = st;
+				best[k].rows = rows;
 			}
 			if (repeat > 1)
 				printf("  round %d %-20s %8.2f s\n", r + 1, cfgs[sel[k]].name,
