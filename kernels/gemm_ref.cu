@@ -13,7 +13,7 @@
  * on one accumulator execute in issue order), reading only its row of A and its row of W;
  * rows past M and columns past N are zero-filled operands, whose products do not touch other
  * rows. M only decides how many tiles exist and which tile a block takes (the raster order),
- * never how a tile is computed. Variants 7..10 (gemm_ref_splitk.cu) split K in a fixed way
+ * never how a tile is computed. Variants 7..10 and 20 (gemm_ref_splitk.cu) split K in a fixed way
  * (S = 2 or 4 CTAs of a cluster, k-ranges from K and S only, partials combined in rank
  * order), which keeps the same property. The variant is chosen by the caller from (N, K) only
  * (refpath/cuda_ref.c), which is fixed per weight matrix. */
