@@ -12,7 +12,10 @@
 #include <string.h>
 
 /* Default variant per shape; every other shape uses variant 0. Set these from bench_gemm's
- * per-variant table on the target GPU (variant 0 until the lead picks). */
+ * per-variant table on the target GPU and from end-to-end runs: the split-K family (S = 2,
+ * variant 7) on the down projection ran the 256-row decode pass faster, but its prompt-carrying
+ * steps (M ~ 2048) slower, and dvr-10% fell (0.968 / 0.966 against 0.971 / 0.977 in the same
+ * calls; README, reference GEMM), so every shape stays on the S = 1 family. */
 static const struct ds_ref_gemm_pick ref_gemm_defaults[] = {
     /* llama3-8b */
     {6144, 4096, 0},   /* qkv_proj */
