@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""e2e_pair.py [--split-ms MS] BASE OTHER - where one e2e configuration's extra time goes.
+"""e2e_pair.py [--split-ms MS] [--by-running] BASE OTHER - where an e2e run's extra time goes.
 
 BASE and OTHER are per-step traces of `bench_gpu e2e` (E2E_TRACE=1: e2e-trace-NAME.tsv) of the
 same workload, e.g. fast and dvr-10%. With every request submitted at once and the same
@@ -13,7 +13,8 @@ Steps are split into two classes:
     2048-token prompt chunk);
   - "decode" steps are the others.
 For each class this prints the step count, each trace's summed step time, and OTHER - BASE
-paired step by step: the summed and the median difference.
+paired step by step: the summed and the median difference. --by-running also splits each class
+by BASE's running requests after the step (1-31, 32-127, 128-255, 256 and more): a step's batch.
 """
 import csv
 import statistics
@@ -22,8 +23,21 @@ import sys
 DECODE_MAX_ROWS = 256  # the engine's largest decode batch (max_running)
 
 
+RUNNING_BINS = (32, 128, 256)  # lower edges of the --by-running bins after the first (1)
+
+
+def running_bin(running):
+    """The --by-running bin of a step with this many running requests, as a label."""
+    lo = 1
+    for edge in RUNNING_BINS:
+        if running < edge:
+            return "%d-%d" % (lo, edge - 1)
+        lo = edge
+    return "%d+" % lo
+
+
 def load(path):
-    """The trace's steps: a list of (step_ms, rows or None)."""
+    """The trace's steps: a list of (step_ms, rows or None, running)."""
     with open(path, newline="") as f:
         rd = csv.DictReader(f, delimiter="\t")
         steps = []
@@ -31,14 +45,14 @@ def load(path):
             rows = None
             if "rows_fast" in row and "rows_ref" in row:
                 rows = int(row["rows_fast"]) + int(row["rows_ref"])
-            steps.append((float(row["step_ms"]), rows))
+            steps.append((float(row["step_ms"]), rows, int(row["running"])))
     return steps
 
 
 def classify(base, other, split_ms):
     """'prefill' or 'decode' for each step pair."""
     out = []
-    for (bms, brows), (_, orows) in zip(base, other):
+    for (bms, brows, _), (_, orows, _) in zip(base, other):
         known = [r for r in (brows, orows) if r is not None]
         if known:
             out.append("prefill" if max(known) > DECODE_MAX_ROWS else "decode")
@@ -47,14 +61,21 @@ def classify(base, other, split_ms):
     return out
 
 
-def pair(base, other, split_ms=30.0):
-    """{class: (steps, base_ms, other_ms, diff_sum_ms, diff_median_ms)}."""
+def pair(base, other, split_ms=30.0, by_running=False):
+    """{class: (steps, base_ms, other_ms, diff_sum_ms, diff_median_ms)}; with by_running the
+    classes are "prefill 1-31", "decode 256+", ... in that order."""
     if len(base) != len(other):
         raise ValueError("the traces have %d and %d steps: not the same workload" %
                          (len(base), len(other)))
     classes = classify(base, other, split_ms)
+    if by_running:
+        classes = ["%s %s" % (c, running_bin(base[i][2])) for i, c in enumerate(classes)]
+    names = [n for n in ("prefill", "decode") if n in classes]
+    if by_running:
+        labels = [running_bin(r) for r in (1,) + RUNNING_BINS]
+        names = ["%s %s" % (k, b) for k in ("prefill", "decode") for b in labels]
     out = {}
-    for name in ("prefill", "decode"):
+    for name in names:
         idx = [i for i, c in enumerate(classes) if c == name]
         if not idx:
             continue
@@ -65,23 +86,30 @@ def pair(base, other, split_ms=30.0):
 
 
 def main(argv):
-    split_ms = 30.0
+    split_ms, by_running = 30.0, False
     args = list(argv)
-    if len(args) >= 2 and args[0] == "--split-ms":
-        split_ms = float(args[1])
-        args = args[2:]
+    while args and args[0].startswith("--"):
+        if args[0] == "--split-ms" and len(args) >= 2:
+            split_ms = float(args[1])
+            args = args[2:]
+        elif args[0] == "--by-running":
+            by_running = True
+            args = args[1:]
+        else:
+            sys.stderr.write(__doc__)
+            return 2
     if len(args) != 2:
         sys.stderr.write(__doc__)
         return 2
     try:
-        res = pair(load(args[0]), load(args[1]), split_ms)
+        res = pair(load(args[0]), load(args[1]), split_ms, by_running)
     except (OSError, ValueError, KeyError) as e:
         sys.stderr.write("e2e_pair: %s\n" % e)
         return 1
-    print("%-8s %6s %10s %10s %12s %14s" % ("steps", "n", "base_s", "other_s", "diff_sum_s",
-                                            "diff_median_ms"))
+    print("%-16s %6s %10s %10s %12s %14s" % ("steps", "n", "base_s", "other_s", "diff_sum_s",
+                                             "diff_median_ms"))
     for name, (n, b, o, ds, dm) in res.items():
-        print("%-8s %6d %10.3f %10.3f %12.3f %14.3f" % (name, n, b / 1e3, o / 1e3, ds / 1e3, dm))
+        print("%-16s %6d %10.3f %10.3f %12.3f %14.3f" % (name, n, b / 1e3, o / 1e3, ds / 1e3, dm))
     return 0
 
 
