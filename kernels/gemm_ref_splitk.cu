@@ -1,6 +1,7 @@
 /* gemm_ref_splitk.cu - the reference GEMM's fixed split-K variants: a thread-block cluster of S
- * CTAs (S = 2 or 4) computes one 128 x 128 output tile, each CTA a contiguous range of the
- * k-tiles, and the S fp32 partial tiles are combined through distributed shared memory.
+ * CTAs (S = 2 or 4) computes one 128 x BN output tile (BN = 128; 256 at S = 2 for large M), each
+ * CTA a contiguous range of the k-tiles, and the S fp32 partial tiles are combined through
+ * distributed shared memory.
  *
  * Why: at M <= 128 a 128 x 128 tile gives N / 128 blocks, too few for the narrow weights
  * (qkv 48, o_proj and down_proj 32 on 132 SMs), so those GEMMs stream W at a fraction of the
@@ -9,7 +10,7 @@
  * A CTA is the TMA kernel of gemm_ref_tma.cu cut to one tile and one k-range: one producer
  * thread (warp 8) issues the TMA loads of A and W k-tiles into STAGES mbarrier-pipelined
  * stages (6: one CTA per SM; 3: two per SM), two consumer warpgroups (warps 0..7, 64 rows
- * each) issue wgmma.m64n128k16 on one fp32 accumulator. Then the CTA writes its partial tile
+ * each) issue wgmma.m64nBNk16 on one fp32 accumulator. Then the CTA writes its partial tile
  * into its own shared memory (over the stages, all consumed), the cluster synchronizes, and
  * CTA rank r reduces rows [r * 128 / S, (r + 1) * 128 / S) of the tile: for each element,
  * ((p0 + p1) + p2) + p3 with explicit round-to-nearest fp32 adds, reading partial q from CTA
