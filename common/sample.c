@@ -57,8 +57,7 @@ void ds_sample(const float *logits, int vocab, const struct ds_sample_params *sp
 		if (!filter) {
 			double bv = -INFINITY;
 			for (int i = 0; i < vocab; i++) {
-				double u = ds_hash_unit_open(ds_sample_id_key(rk, i));
-				double g = (double)logits[i] * inv_t - log(-log(u));
+				double g = ds_gumbel64(logits[i], ds_sample_id_key(rk, i), inv_t);
 				if (g > bv) {
 					bv = g;
 					tok = i;
@@ -94,8 +93,8 @@ void ds_sample(const float *logits, int vocab, const struct ds_sample_params *sp
 			double bv = -INFINITY;
 			for (int i = 0; i < keep; i++) {
 				int32_t id = items[i].id;
-				double u = ds_hash_unit_open(ds_sample_id_key(rk, id));
-				double g = (double)items[i].logit * inv_t - log(-log(u));
+				double g =
+				    ds_gumbel64(items[i].logit, ds_sample_id_key(rk, id), inv_t);
 				if (g > bv || (g == bv && id < tok)) {
 					bv = g;
 					tok = id;

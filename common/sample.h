@@ -52,11 +52,19 @@ static inline DS_HD uint64_t ds_sample_id_key(uint64_t row_key, int32_t id)
 	return ds_hash3_last(row_key, (uint64_t)(uint32_t)id);
 }
 
-/* An fp32 bracket lo <= g <= hi of a Gumbel-perturbed logit g = x / T - log(-log(u)) as
- * ds_sample computes it in fp64, with u = ds_hash_unit_open(key) and inv_tf = (float)(1.0 / T);
- * false where the bracket is not finite or g is not (x infinite, x / T overflowing, or u
- * rounded to 1: take g in fp64). The CUDA reference sampler (kernels/sample.cu) takes fp64 logs
- * only for the logits whose hi reaches the largest lo of the row.
+/* The Gumbel-perturbed logit g = x / T - log(-log(u)) in fp64, u = ds_hash_unit_open(key),
+ * inv_t = 1 / T: the sampler's temperature draw is the argmax of g (ties to the lowest id), on the
+ * host (ds_sample) and on the CUDA reference path alike. */
+static inline DS_HD double ds_gumbel64(float x, uint64_t key, double inv_t)
+{
+	double u = ds_hash_unit_open(key);
+	return (double)x * inv_t - log(-log(u));
+}
+
+/* An fp32 bracket lo <= g <= hi of ds_gumbel64's g, with u = ds_hash_unit_open(key) and inv_tf =
+ * (float)(1.0 / T); false where the bracket is not finite or g is not (x infinite, x / T
+ * overflowing, or u rounded to 1: take g in fp64). The CUDA reference sampler (kernels/sample.cu)
+ * takes fp64 logs only for the logits whose hi reaches the largest lo of the row.
  *
  * u is fl(m + 1/2) 2^-53 with m the key's top 53 bits: m + 1/2 itself below u = 1/2, and the
  * even one of m and m + 1 from there up (the sum needs 54 bits; ties go to even), so 1 - u is

@@ -54,12 +54,21 @@ __device__ __forceinline__ struct gbest gbest_merge(struct gbest a, struct gbest
 	return (b.g > a.g || (b.g == a.g && b.id < a.id)) ? b : a;
 }
 
-/* Id i's Gumbel-perturbed logit in fp64 (logit x, u from ds_sample_key through rk, the row's
- * ds_sample_row_key): the reference path's value, the host's formula (common/sample.c). */
+/* Id i's Gumbel-perturbed logit in fp64 (logit x, key ds_sample_key through rk, the row's
+ * ds_sample_row_key): the reference path's value, the host's (ds_gumbel64, common/sample.h). */
 __device__ __forceinline__ double gumbel64(float x, int i, uint64_t rk, double inv_t)
 {
-	double u = ds_hash_unit_open(ds_sample_id_key(rk, i));
-	return (double)x * inv_t - log(-log(u));
+	return ds_gumbel64(x, ds_sample_id_key(rk, i), inv_t);
+}
+
+/* b <- (g, i) where that is the larger, ties to the lower id (gbest_merge's order, as an update
+ * in place) */
+__device__ __forceinline__ void gbest_take(struct gbest *b, double g, int i)
+{
+	if (g > b->g || (g == b->g && i < b->id)) {
+		b->g = g;
+		b->id = i;
+	}
 }
 
 /* The fast path's Gumbel-max step: id i's perturbed logit, kept in b when it is the larger (ties
@@ -73,11 +82,7 @@ __device__ __forceinline__ void gumbel_take_f32(struct gbest *b, float x, int i,
 {
 	uint64_t h = ds_sample_id_key(rk, i);
 	float u = ((float)(uint32_t)(h >> 41) + 0.5f) * (1.0f / 8388608.0f);
-	double g = (double)(x * (float)inv_t - logf(-logf(u)));
-	if (g > b->g || (g == b->g && i < b->id)) {
-		b->g = g;
-		b->id = i;
-	}
+	gbest_take(b, (double)(x * (float)inv_t - logf(-logf(u))), i);
 }
 
 /* The reference path's Gumbel-max without an fp64 log pair per logit. Each logit's perturbed
@@ -110,14 +115,6 @@ __device__ __forceinline__ bool gumbel_bracket(float x, int i, uint64_t rk, floa
                                                float *hi)
 {
 	return ds_gumbel_bracket(x, ds_sample_id_key(rk, i), inv_tf, lo, hi);
-}
-
-__device__ __forceinline__ void gbest_take(struct gbest *b, double g, int i)
-{
-	if (g > b->g || (g == b->g && i < b->id)) {
-		b->g = g;
-		b->id = i;
-	}
 }
 
 __device__ __forceinline__ void gfilt_take(struct gfilt *f, float x, int i, uint64_t rk,
