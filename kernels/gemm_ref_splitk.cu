@@ -41,8 +41,8 @@ namespace cg = cooperative_groups;
 template <int BN_, int STAGES_> struct sk_cfg {
 	static constexpr int BN = BN_, STAGES = STAGES_;
 	static constexpr int STAGE_BYTES = (DS_GR_BM + BN) * DS_GR_BK * 2;
-	static constexpr int PART_LD =
-	    BN + 8; /* floats per partial-tile row; the pad spreads banks */
+	/* floats per partial-tile row; the pad spreads the banks */
+	static constexpr int PART_LD = BN + 8;
 	/* stages, then 2 * STAGES mbarriers, plus slack to align the base to 1024 */
 	static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
 	static constexpr int MIN_BLOCKS = SMEM <= 114 * 1024 ? 2 : 1;
@@ -96,7 +96,8 @@ __global__ void __launch_bounds__(SK_THREADS, cfg::MIN_BLOCKS)
 	__syncthreads();
 
 	/* it counts this CTA's k-tiles: stage it % STAGES, barrier phase (it / STAGES) & 1.
-	 * No setmaxnreg: 64 accumulators fit, and the producer warp runs the epilogue too. */
+	 * No setmaxnreg: the BN / 2 accumulators fit (154 registers a thread at BN = 256), and the
+	 * producer warp runs the epilogue too. */
 	float d[BN / 2];
 #pragma unroll
 	for (int i = 0; i < BN / 2; i++)

@@ -224,15 +224,18 @@ struct e2e_best {
 static void e2e_rows_report(FILE *f, const struct e2e_rows *r, int p, const char *name)
 {
 	double mean = r->steps[p] ? (double)r->rows[p] / (double)r->steps[p] : 0.0;
-	printf("  rows a step on %s: %llu steps, mean %.0f; <= 256: %llu, <= 512: %llu, <= 1024: "
-	       "%llu, <= 2048: %llu, more: %llu\n",
-	       name, (unsigned long long)r->steps[p], mean, (unsigned long long)r->bins[p][0],
-	       (unsigned long long)r->bins[p][1], (unsigned long long)r->bins[p][2],
-	       (unsigned long long)r->bins[p][3], (unsigned long long)r->bins[p][4]);
+	printf("  rows a step on %s: %llu steps, mean %.0f;", name, (unsigned long long)r->steps[p],
+	       mean);
 	fprintf(f, "\"%s\": {\"steps\": %llu, \"rows\": %llu, \"bins\": [", name,
 	        (unsigned long long)r->steps[p], (unsigned long long)r->rows[p]);
-	for (int k = 0; k < E2E_ROW_BINS; k++)
-		fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)r->bins[p][k]);
+	for (int k = 0; k < E2E_ROW_BINS; k++) {
+		unsigned long long n = (unsigned long long)r->bins[p][k];
+		if (k < E2E_ROW_BINS - 1)
+			printf(" <= %d: %llu,", E2E_ROW_EDGES[k], n);
+		else
+			printf(" more: %llu\n", n);
+		fprintf(f, "%s%llu", k ? ", " : "", n);
+	}
 	fprintf(f, "]}");
 }
 
@@ -283,7 +286,10 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        (unsigned long long)st->ref_steps_window, (unsigned long long)st->ref_steps_early,
 	        (unsigned long long)st->ref_steps_catchup, (unsigned long long)st->ref_steps_cost,
 	        e2e_cfg_bias(c));
-	fprintf(f, ", \"rows_a_step\": {\"bin_upper\": [256, 512, 1024, 2048, null], ");
+	fprintf(f, ", \"rows_a_step\": {\"bin_upper\": [");
+	for (int k = 0; k < E2E_ROW_BINS - 1; k++)
+		fprintf(f, "%d, ", E2E_ROW_EDGES[k]);
+	fprintf(f, "null], ");
 	e2e_rows_report(f, &r->rows, DS_PATH_FAST, "fast");
 	fprintf(f, ", ");
 	e2e_rows_report(f, &r->rows, DS_PATH_REF, "ref");

@@ -68,12 +68,11 @@ def pair(base, other, split_ms=30.0, by_running=False):
         raise ValueError("the traces have %d and %d steps: not the same workload" %
                          (len(base), len(other)))
     classes = classify(base, other, split_ms)
+    names = ["prefill", "decode"]
     if by_running:
         classes = ["%s %s" % (c, running_bin(base[i][2])) for i, c in enumerate(classes)]
-    names = [n for n in ("prefill", "decode") if n in classes]
-    if by_running:
         labels = [running_bin(r) for r in (1,) + RUNNING_BINS]
-        names = ["%s %s" % (k, b) for k in ("prefill", "decode") for b in labels]
+        names = ["%s %s" % (k, b) for k in names for b in labels]
     out = {}
     for name in names:
         idx = [i for i, c in enumerate(classes) if c == name]
