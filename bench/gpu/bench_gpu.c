@@ -19,9 +19,10 @@
  *           toggled and without the skinny GEMM; the fast path's GEMM choices
  *   mixstep the DVR verify step of the e2e at 10% deterministic on REF, against its parts (REF
  *           decode alone, the windows alone, more rows, no context) and the FAST decode step
- *   passprof prefill-carrying steps (240 decode rows + 4 prompts of 512, and of 452: the e2e's
- *           2048-token step), the prompts alone and a 256-row decode pass, op by op on FAST
- *           and on REF (eager, events around each launch)
+ *   passprof prefill-carrying steps (240 decode rows + 4 prompts of 512, of 452: the e2e's
+ *           2048-token step, and a prompt's second chunk with whole prompts), the prompts alone
+ *           and a 256-row decode pass, op by op on FAST and on REF (eager, events around each
+ *           launch), and each forward's wall time
  *   ablate  the captured fast decode step at batch 1..64 with op classes left out
  *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
  *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),

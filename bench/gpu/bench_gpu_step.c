@@ -15,15 +15,26 @@ size_t kv_bytes(const struct ds_model_config *c, int B, int ctx)
 	return (size_t)B * ctx * c->n_layer * 2 * ds_model_kv_dim(c) * 2;
 }
 
-/* Times one forward on `path` (median of reps after 3 warm-ups) of n_dec decode rows and n_win
- * windows of wrows rows each (every row out, as a verification outputs them), all after ctx
- * positions of KV (random values), sampled at temperature temp. prompts: the windows are prompt
- * chunks instead, from position 0 with only their last row out (a prefill-carrying step). */
-static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows, int ctx,
-                       bool prompts, float temp, int warm, int reps, double *out_s)
+/* A prompt chunk of a forward: len tokens from position pos0 (pos0 > 0: the prompt's earlier
+ * positions are in the KV already, as in a chunked prefill). */
+struct chunk {
+	int pos0, len;
+};
+
+/* Times one forward on `path` (median of reps after warm warm-ups) of n_dec decode rows at ctx
+ * positions of KV (random values) and n_ch windows: prompt chunks ch[i] (prompts: only their
+ * last row out, a prefill-carrying step) or verification windows after ctx positions (every row
+ * out), all sampled at temperature temp. */
+static int pass_time_ch(struct bench *b, enum ds_path path, int n_dec, int ctx,
+                        const struct chunk *ch, int n_ch, bool prompts, float temp, int warm,
+                        int reps, double *out_s)
 {
-	int n_seq = n_dec + n_win, nb = (ctx + wrows + BS - 1) / BS;
-	int n_tok = n_dec + n_win * wrows;
+	int n_seq = n_dec + n_ch, nb = 0, n_tok = n_dec;
+	for (int i = 0; i < n_seq; i++) {
+		int end = i < n_dec ? ctx + 1 : ch[i - n_dec].pos0 + ch[i - n_dec].len;
+		nb = DS_MAX(nb, (end + BS - 1) / BS);
+		n_tok += i < n_dec ? 0 : ch[i - n_dec].len;
+	}
 	struct ds_fwd_seq *ss = calloc((size_t)n_seq, sizeof(*ss));
 	int32_t *blocks = malloc((size_t)n_seq * nb * 4), *tok = malloc((size_t)n_tok * 4);
 	struct ds_fwd_row *rows = malloc((size_t)n_tok * sizeof(*rows));
@@ -32,7 +43,7 @@ static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win,
 	if (!ss || !blocks || !tok || !rows || !t)
 		rc = 1;
 	for (int i = 0, at = 0; rc == 0 && i < n_seq; i++) {
-		int n = i < n_dec ? 1 : wrows;
+		int n = i < n_dec ? 1 : ch[i - n_dec].len;
 		for (int j = 0; j < nb; j++)
 			blocks[i * nb + j] = (i * nb + j) % b->be.n_blocks;
 		for (int j = 0; j < n; j++)
@@ -40,7 +51,7 @@ static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win,
 			    (int32_t)(ds_hash3(i, j, 11) % (uint64_t)b->m->cfg.vocab_size);
 		ss[i] = (struct ds_fwd_seq){.tokens = tok + at,
 		                            .n_tokens = n,
-		                            .pos0 = i >= n_dec && prompts ? 0 : ctx,
+		                            .pos0 = i < n_dec ? ctx : ch[i - n_dec].pos0,
 		                            .blocks = blocks + (size_t)i * nb,
 		                            .n_blocks = nb,
 		                            .all_rows = i >= n_dec && !prompts,
@@ -52,8 +63,8 @@ static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win,
 	for (int i = -warm; i < reps && rc == 0; i++) {
 		double t0 = now_s();
 		if (ds_backend_forward(&b->be, &fb, &err) != DS_OK) {
-			fprintf(stderr, "forward of %d decode rows + %d x %d, ctx %d: %s\n", n_dec,
-			        n_win, wrows, ctx, err.msg);
+			fprintf(stderr, "forward of %d decode rows + %d chunks, ctx %d: %s\n",
+			        n_dec, n_ch, ctx, err.msg);
 			rc = 1;
 		}
 		if (i >= 0)
@@ -66,6 +77,21 @@ static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win,
 	free(blocks);
 	free(tok);
 	free(rows);
+	return rc;
+}
+
+/* pass_time_ch with n_win windows of wrows rows: prompts from position 0, or verification
+ * windows after ctx positions. */
+static int pass_time_w(struct bench *b, enum ds_path path, int n_dec, int n_win, int wrows, int ctx,
+                       bool prompts, float temp, int warm, int reps, double *out_s)
+{
+	struct chunk *ch = calloc((size_t)DS_MAX(n_win, 1), sizeof(*ch));
+	if (!ch)
+		return 1;
+	for (int i = 0; i < n_win; i++)
+		ch[i] = (struct chunk){prompts ? 0 : ctx, wrows};
+	int rc = pass_time_ch(b, path, n_dec, ctx, ch, n_win, prompts, temp, warm, reps, out_s);
+	free(ch);
 	return rc;
 }
 
@@ -747,11 +773,22 @@ int bench_passprof(struct bench *b)
 	 * the budget, is the one earlier sessions measured. */
 	const struct {
 		const char *what;
-		int n_dec, n_prompts, plen;
-	} pts[] = {{"240 decode + 4 prompts x 512", 240, 4, 512},
-	           {"240 decode + 4 prompts x 452 (the e2e's 2048-token step)", 240, 4, 452},
-	           {"4 prompts x 512 alone", 0, 4, 512},
-	           {"256 decode (ctx 640)", 256, 0, 512}};
+		int n_dec, n_ch;
+		struct chunk ch[4];
+	} pts[] = {
+	    {"240 decode + 4 prompts x 512", 240, 4, {{0, 512}, {0, 512}, {0, 512}, {0, 512}}},
+	    {"240 decode + 4 prompts x 452 (the e2e's 2048-token step)",
+	     240,
+	     4,
+	     {{0, 452}, {0, 452}, {0, 452}, {0, 452}}},
+	    /* as the e2e's steps once decode rows share the budget: a prompt's second
+	     * chunk, two whole prompts and a first chunk */
+	    {"240 decode + chunks 300 from 212, 512, 512, 484",
+	     240,
+	     4,
+	     {{212, 300}, {0, 512}, {0, 512}, {0, 484}}},
+	    {"4 prompts x 512 alone", 0, 4, {{0, 512}, {0, 512}, {0, 512}, {0, 512}}},
+	    {"256 decode (ctx 640)", 256, 0, {{0, 0}}}};
 	struct prof *pr = prof_new();
 	if (!pr)
 		return 1;
@@ -760,29 +797,37 @@ int bench_passprof(struct bench *b)
 		return 1;
 	fprintf(f, "{\"bench\": \"passprof\", \"device\": \"%s\", \"points\": [\n", b->dev);
 	printf("prefill-carrying step op by op (llama3-8b, eager, events around each launch, best "
-	       "of 3; ms)\n");
+	       "of 3; ms) and the whole forward's wall time (median of 5, host work included)\n");
 	for (size_t k = 0; k < DS_ARRAY_LEN(pts); k++) {
-		int n = pts[k].n_dec, np = pts[k].n_prompts, pl = pts[k].plen, T = n + np * pl;
-		struct ds_cuda_pass p = {T, n + np, 0, n + np, n ? 640 : pl - 1, np == 0};
-		double ms[2][PROF_N_OPS], tot[2] = {0, 0};
+		int n = pts[k].n_dec, nc = pts[k].n_ch, T = n, max_pos = n ? 640 : 0;
+		for (int i = 0; i < nc; i++) {
+			T += pts[k].ch[i].len;
+			max_pos = DS_MAX(max_pos, pts[k].ch[i].pos0 + pts[k].ch[i].len - 1);
+		}
+		struct ds_cuda_pass p = {T, n + nc, 0, n + nc, max_pos, nc == 0};
+		double ms[2][PROF_N_OPS], tot[2] = {0, 0}, wall[2];
 		for (int ph = 0; ph < 2; ph++) {
 			enum ds_path path = ph ? DS_PATH_REF : DS_PATH_FAST;
 			const struct ds_cuda_path_ops *ops =
 			    ph ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
-			double s;
 			/* warms the path's GEMM choices and leaves this pass's metadata */
-			if (pass_time(b, path, n, np, np ? pl : 1, 640, np > 0, 0.7f, 2, &s) ||
+			if (pass_time_ch(b, path, n, 640, pts[k].ch, nc, true, 0.7f, 3, 5,
+			                 &wall[ph]) ||
 			    prof_best(b, ops, &p, ph ? 0 : ds_cuda_fast_split(c, T, p.max_pos + 1),
 			              3, pr, ms[ph], NULL, NULL))
 				return 1;
 			for (int o = 0; o < PROF_N_OPS; o++)
 				tot[ph] += ms[ph][o];
 		}
-		printf("%s (%d rows): FAST %.3f ms, REF %.3f ms (eager sums)\n", pts[k].what, T,
-		       tot[0], tot[1]);
+		printf(
+		    "%s (%d rows): FAST %.3f ms, REF %.3f ms (eager sums); forward wall FAST %.3f "
+		    "ms, REF %.3f ms\n",
+		    pts[k].what, T, tot[0], tot[1], wall[0] * 1e3, wall[1] * 1e3);
 		printf("  %-14s %10s %10s %10s\n", "op", "FAST", "REF", "REF-FAST");
-		fprintf(f, "%s  {\"what\": \"%s\", \"rows\": %d, \"ops\": [", k ? ",\n" : "",
-		        pts[k].what, T);
+		fprintf(f,
+		        "%s  {\"what\": \"%s\", \"rows\": %d, \"fast_wall_ms\": %.4f, "
+		        "\"ref_wall_ms\": %.4f, \"ops\": [",
+		        k ? ",\n" : "", pts[k].what, T, wall[0] * 1e3, wall[1] * 1e3);
 		for (int o = 0; o < PROF_N_OPS; o++) {
 			printf("  %-14s %10.3f %10.3f %10.3f\n", prof_names[o], ms[0][o], ms[1][o],
 			       ms[1][o] - ms[0][o]);
