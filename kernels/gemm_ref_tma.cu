@@ -107,17 +107,13 @@ __device__ __forceinline__ void cluster_sync_all(void)
 	                 : "memory");
 }
 
-/* Arrives on the mbarrier at the shared address bar of the cluster's block `rank`. The arrival
- * orders only this thread's own earlier accesses (release at CTA scope, the default): a stage
- * is freed after wgmma.wait_group, so its reads are done. A cluster-scope release here cost
- * about 0.7 us an arrival: the multicast variants ran at a tenth of variant 16's speed
- * (bench/results/gpu-20261130-47f1876-mc). */
+/* Arrives on the mbarrier at the shared address bar of the cluster's block `rank`. */
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
 {
 	asm volatile("{\n"
 	             ".reg .b32 ra;\n"
 	             "mapa.shared::cluster.u32 ra, %0, %1;\n"
-	             "mbarrier.arrive.shared::cluster.b64 _, [ra];\n"
+	             "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n"
 	             "}\n" ::"r"(bar),
 	             "r"(rank)
 	             : "memory");
