@@ -137,11 +137,11 @@ template <int BN, int STAGES, bool GROUPED> static cudaError_t cp_setup(void)
 
 /* The TMA variants (gemm_ref_tma.cu): a BM x BN tile with STAGES stages, one of the
  * configurations variant_tma names. */
-cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, int mc, bool persistent, bool silu,
+cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, bool silu,
                                    const uint16_t *A, const uint16_t *W, void *C, int M, int N,
                                    int K, cudaStream_t st);
-cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages, int mc);
-cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int mc, int dev, int *ctas);
+cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages);
+cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas);
 /* The fixed split-K cluster variants (gemm_ref_splitk.cu): (S, BN, STAGES) of variant_sk. */
 cudaError_t ds_gemm_ref_splitk_launch(int S, int bn, int stages, const uint16_t *A,
                                       const uint16_t *W, float *C, int M, int N, int K,
@@ -171,10 +171,6 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma128x224s4gp",  /* 18: variant 17, persistent */
     "tma64x192s6g",    /* 19: TMA, 64x192 tile, 6 stages, 1 per SM (one wave on q/k/v at M = 256) */
     "tma128x256s4k2c", /* 20: split-K over a cluster of 2 CTAs, 128x256 tile, 4 stages */
-    "tma64x128s9m4",   /* 21: variant 16 on clusters of 4 row tiles, W tiles multicast */
-    "tma64x128s9m2",   /* 22: the same on clusters of 2 */
-    "tma64x192s6m4",   /* 23: variant 19 on clusters of 4 row tiles, W tiles multicast */
-    "tma128x256s4m2",  /* 24: variant 3 on clusters of 2 row tiles, W tiles multicast */
 };
 
 /* Each split-K cluster variant's {S, BN, STAGES} (gemm_ref_splitk.cu: 128-row tiles); zeros for
@@ -183,20 +179,15 @@ static const int variant_sk[DS_K_GEMM_REF_N_VARIANTS][3] = {
     {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
     {2, 128, 6}, {4, 128, 6}, {2, 128, 3}, {4, 128, 3}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
     {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0}, {0, 0, 0}, {2, 256, 4},
-    {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},
 };
 
-/* Tile of each TMA variant without split-K (3..6, 11..19, 21..24): {BM, BN, STAGES,
- * persistent, MC} (MC: blocks of a cluster sharing W tiles, 0 or 1 for none); zeros for the
- * others. */
-static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][5] = {
-    {0, 0, 0, 0},        {0, 0, 0, 0},       {0, 0, 0, 0},       {128, 256, 4, 0},
-    {128, 128, 6, 0},    {128, 256, 4, 1},   {128, 128, 6, 1},   {0, 0, 0, 0},
-    {0, 0, 0, 0},        {0, 0, 0, 0},       {0, 0, 0, 0},       {64, 128, 4, 0},
-    {64, 128, 4, 1},     {64, 64, 6, 0},     {64, 64, 6, 1},     {64, 64, 14, 0},
-    {64, 128, 9, 0},     {128, 224, 4, 0},   {128, 224, 4, 1},   {64, 192, 6, 0},
-    {0, 0, 0, 0},        {64, 128, 9, 0, 4}, {64, 128, 9, 0, 2}, {64, 192, 6, 0, 4},
-    {128, 256, 4, 0, 2},
+/* Tile of each TMA variant without split-K (3..6, 11..19): {BM, BN, STAGES, persistent};
+ * zeros for the others. */
+static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][4] = {
+    {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},     {128, 256, 4, 0}, {128, 128, 6, 0},
+    {128, 256, 4, 1}, {128, 128, 6, 1}, {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},
+    {0, 0, 0, 0},     {64, 128, 4, 0},  {64, 128, 4, 1},  {64, 64, 6, 0},   {64, 64, 6, 1},
+    {64, 64, 14, 0},  {64, 128, 9, 0},  {128, 224, 4, 0}, {128, 224, 4, 1}, {64, 192, 6, 0},
 };
 
 extern "C" int ds_k_gemm_ref_variant_splits(int variant)
@@ -204,13 +195,6 @@ extern "C" int ds_k_gemm_ref_variant_splits(int variant)
 	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS)
 		return 0;
 	return variant_sk[variant][0] ? variant_sk[variant][0] : 1;
-}
-
-extern "C" bool ds_k_gemm_ref_variant_fuses_silu(int variant)
-{
-	if (variant < 0 || variant >= DS_K_GEMM_REF_N_VARIANTS || variant_sk[variant][0])
-		return false;
-	return variant_tma[variant][4] <= 1;
 }
 
 extern "C" const char *ds_k_gemm_ref_variant_name(int variant)
@@ -242,8 +226,8 @@ static cudaError_t variant_launch(int variant, const uint16_t *A, const uint16_t
 	default: {
 		const int *t = variant_tma[variant];
 		if (t[0])
-			return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[4] ? t[4] : 1, t[3] != 0,
-			                              SILU, A, W, C, M, N, K, st);
+			return ds_gemm_ref_tma_launch(t[0], t[1], t[2], t[3] != 0, SILU, A, W, C, M,
+			                              N, K, st);
 		if (SILU)
 			return cudaErrorNotSupported;
 		/* 7..10, 20: split-K over a cluster */
@@ -297,9 +281,8 @@ extern "C" cudaError_t ds_k_gemm_ref_variant_resident(int variant, int *ctas)
 			return ds_gemm_ref_splitk_resident(variant_sk[variant][0],
 			                                   variant_sk[variant][1],
 			                                   variant_sk[variant][2], ctas);
-		return ds_gemm_ref_tma_resident(
-		    variant_tma[variant][0], variant_tma[variant][1], variant_tma[variant][2],
-		    variant_tma[variant][4] ? variant_tma[variant][4] : 1, dev, ctas);
+		return ds_gemm_ref_tma_resident(variant_tma[variant][0], variant_tma[variant][1],
+		                                variant_tma[variant][2], dev, ctas);
 	}
 	*ctas = per_sm * sms;
 	return e;
@@ -325,7 +308,7 @@ extern "C" cudaError_t ds_k_gemm_ref_setup(void)
 			(void)cudaGetLastError();
 	for (int v = 0; v < DS_K_GEMM_REF_N_VARIANTS; v++) {
 		const int *t = variant_tma[v], *k = variant_sk[v];
-		if (t[0] && ds_gemm_ref_tma_setup(t[0], t[1], t[2], t[4] ? t[4] : 1) != cudaSuccess)
+		if (t[0] && ds_gemm_ref_tma_setup(t[0], t[1], t[2]) != cudaSuccess)
 			(void)cudaGetLastError();
 		if (k[0] && ds_gemm_ref_splitk_setup(k[0], k[1], k[2]) != cudaSuccess)
 			(void)cudaGetLastError();

@@ -42,14 +42,10 @@
 #define TMA_SMEM_PER_SM (228 * 1024) /* sm_90: shared memory per SM, 1 KB of it per block */
 #define TMA_SMEM_PER_BLOCK (227 * 1024)
 
-/* One tile configuration: BM x BN, STAGES stages; MC > 1: a cluster of MC blocks on MC
- * consecutive row tiles of one column tile, each loading 1 / MC of every W tile for all of them
- * (TMA multicast). */
-template <int BM_, int BN_, int STAGES_, int MC_ = 1> struct tma_cfg {
-	static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, MC = MC_;
+/* One tile configuration: BM x BN, STAGES stages. */
+template <int BM_, int BN_, int STAGES_> struct tma_cfg {
+	static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
 	static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
-	static_assert(MC == 1 || MC == 2 || MC == 4, "clusters of 1, 2 or 4 blocks");
-	static_assert((BN / MC) % 8 == 0, "a W slice is whole 1024-byte swizzle atoms");
 	static constexpr int CONSUMERS = BM / 64;             /* consumer warpgroups */
 	static constexpr int THREADS = 128 * (1 + CONSUMERS); /* + the producer warpgroup */
 	static constexpr int A_BYTES = BM * DS_GR_BK * 2;
@@ -65,69 +61,23 @@ template <int BM_, int BN_, int STAGES_, int MC_ = 1> struct tma_cfg {
 /* The configurations built (the variants of gemm_ref.cu use these), in one list. */
 template <typename... C> struct tma_cfg_list {
 };
-using tma_cfgs =
-    tma_cfg_list<tma_cfg<128, 256, 4>, tma_cfg<128, 128, 6>, tma_cfg<64, 128, 4>,
-                 tma_cfg<64, 128, 9>, tma_cfg<64, 64, 6>, tma_cfg<64, 64, 14>, tma_cfg<128, 224, 4>,
-                 tma_cfg<64, 192, 6>, tma_cfg<64, 128, 9, 4>, tma_cfg<64, 128, 9, 2>,
-                 tma_cfg<64, 192, 6, 4>, tma_cfg<128, 256, 4, 2>>;
+using tma_cfgs = tma_cfg_list<tma_cfg<128, 256, 4>, tma_cfg<128, 128, 6>, tma_cfg<64, 128, 4>,
+                              tma_cfg<64, 128, 9>, tma_cfg<64, 64, 6>, tma_cfg<64, 64, 14>,
+                              tma_cfg<128, 224, 4>, tma_cfg<64, 192, 6>>;
 
-/* f(cfg) for the configuration of tma_cfgs that is (bm, bn, stages, mc),
- * cudaErrorInvalidValue for any other. */
+/* f(cfg) for the configuration of tma_cfgs that is (bm, bn, stages), cudaErrorInvalidValue
+ * for any other. */
 template <typename F, typename... C>
-static cudaError_t tma_dispatch_in(tma_cfg_list<C...>, int bm, int bn, int stages, int mc, F f)
+static cudaError_t tma_dispatch_in(tma_cfg_list<C...>, int bm, int bn, int stages, F f)
 {
 	cudaError_t e = cudaErrorInvalidValue;
-	(void)((bm == C::BM && bn == C::BN && stages == C::STAGES && mc == C::MC &&
-	        (e = f(C()), true)) ||
-	       ...);
+	(void)((bm == C::BM && bn == C::BN && stages == C::STAGES && (e = f(C()), true)) || ...);
 	return e;
 }
 
-template <typename F> static cudaError_t tma_dispatch(int bm, int bn, int stages, int mc, F f)
+template <typename F> static cudaError_t tma_dispatch(int bm, int bn, int stages, F f)
 {
-	return tma_dispatch_in(tma_cfgs(), bm, bn, stages, mc, f);
-}
-
-/* ---- clusters (MC > 1) ---- */
-
-/* This block's rank in its cluster. */
-__device__ __forceinline__ unsigned cluster_rank(void)
-{
-	unsigned r;
-	asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-	return r;
-}
-
-/* Every thread of every block of the cluster has arrived (release / acquire); threads of a
- * warp may arrive apart. */
-__device__ __forceinline__ void cluster_sync_all(void)
-{
-	asm volatile("barrier.cluster.arrive.release;\n"
-	             "barrier.cluster.wait.acquire;\n" ::
-	                 : "memory");
-}
-
-/* Arrives on the mbarrier at the shared address bar of the cluster's block `rank`. */
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
-{
-	asm volatile("{\n"
-	             ".reg .b32 ra;\n"
-	             "mapa.shared::cluster.u32 ra, %0, %1;\n"
-	             "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n"
-	             "}\n" ::"r"(bar),
-	             "r"(rank)
-	             : "memory");
-}
-
-/* tma_load into the same shared address of every block of the cluster in mask, each completing
- * on its own mbarrier at bar. */
-__device__ __forceinline__ void tma_load_mc(unsigned smem, const CUtensorMap *tm, int k0, int r0,
-                                            unsigned bar, unsigned short mask)
-{
-	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-	             ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem),
-	             "l"((uint64_t)tm), "r"(k0), "r"(r0), "r"(bar), "h"(mask)
-	             : "memory");
+	return tma_dispatch_in(tma_cfgs(), bm, bn, stages, f);
 }
 
 /* SILU: W is (N = 2F, K) = [gate; up], its map has boxes of BN / 2 rows, a stage's W tile is
@@ -139,7 +89,7 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
                         const __grid_constant__ CUtensorMap tmW, void *__restrict__ C, int M, int N,
                         int K)
 {
-	constexpr int BM = cfg::BM, BN = cfg::BN, STAGES = cfg::STAGES, MC = cfg::MC;
+	constexpr int BM = cfg::BM, BN = cfg::BN, STAGES = cfg::STAGES;
 	extern __shared__ __align__(1024) unsigned char smem_raw[];
 	unsigned base = (unsigned)__cvta_generic_to_shared(smem_raw);
 	base = (base + 1023u) & ~1023u;
@@ -148,37 +98,19 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 	int tiles_m = (M + BM - 1) / BM, tiles_n = gr_tiles_n<BN, SILU>(N);
 	int tiles = tiles_m * tiles_n;
 	int KT = (K + DS_GR_BK - 1) / DS_GR_BK;
-	/* MC > 1: one tile a block, cluster c on row tiles (c / tiles_n) * MC + rank (the last
-	 * cluster's may pass tiles_m: rows past M, zero-filled, never stored) of column tile
-	 * c % tiles_n; every block's consumers free a stage in every block of the cluster */
-	unsigned rank = MC > 1 ? cluster_rank() : 0;
-	if constexpr (MC > 1)
-		tiles = (int)gridDim.x;
 
 	if (tid == 0) {
 		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmA) : "memory");
 		asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmW) : "memory");
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
-			/* lane 0 of each consumer warp (of each block of the cluster) */
-			mbar_init(empty + 8 * s, 4 * cfg::CONSUMERS * MC);
+			/* lane 0 of each consumer warp */
+			mbar_init(empty + 8 * s, 4 * cfg::CONSUMERS);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 	}
-	if constexpr (MC > 1)
-		cluster_sync_all(); /* every block's barriers exist before any is used */
-	else
-		__syncthreads();
-	auto tile_of = [&](int t, int *tm, int *tn) {
-		if constexpr (MC > 1) {
-			int c = t / MC;
-			*tm = (c / tiles_n) * MC + (int)rank;
-			*tn = c % tiles_n;
-		} else {
-			gr_tile(t, tiles_m, tiles_n, true, tm, tn);
-		}
-	};
+	__syncthreads();
 
 	/* it counts k-tiles over all of this block's tiles: stage it % STAGES, and the barriers'
 	 * phase parity (it / STAGES) & 1. Both roles walk the same tiles in the same order. */
@@ -189,21 +121,14 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 			int it = 0;
 			for (int t = (int)blockIdx.x; t < tiles; t += (int)gridDim.x) {
 				int tm, tn;
-				tile_of(t, &tm, &tn);
+				gr_tile(t, tiles_m, tiles_n, true, &tm, &tn);
 				for (int kt = 0; kt < KT; kt++, it++) {
 					int s = it % STAGES;
 					mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
 					unsigned sa = base + s * cfg::STAGE_BYTES;
 					mbar_expect_tx(full + 8 * s, cfg::STAGE_BYTES);
 					tma_load(sa, &tmA, kt * DS_GR_BK, tm * BM, full + 8 * s);
-					if constexpr (MC > 1) { /* this block's slice, to all */
-						unsigned off = rank * (BN / MC);
-						tma_load_mc(sa + cfg::A_BYTES + off * 128, &tmW,
-						            kt * DS_GR_BK, tn * BN + (int)off,
-						            full + 8 * s,
-						            (unsigned short)((1u << MC) - 1));
-					} else if constexpr (SILU) { /* gate rows, then the up rows
-						                      */
+					if constexpr (SILU) { /* gate rows, then the up rows */
 						int j0 = tn * (BN / 2);
 						tma_load(sa + cfg::A_BYTES, &tmW, kt * DS_GR_BK, j0,
 						         full + 8 * s);
@@ -216,27 +141,16 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 				}
 			}
 		}
-		if constexpr (MC > 1)
-			cluster_sync_all(); /* peers may still free stages here */
 		return;
 	}
 
 	if constexpr (BM == 128)
 		asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
 	int cw = wg - 1; /* consumer warpgroup: rows cw*64 .. cw*64+63 of the tile */
-	auto release = [&](int stage) {
-		if constexpr (MC > 1) {
-#pragma unroll
-			for (unsigned q = 0; q < (unsigned)MC; q++)
-				mbar_arrive_cluster(empty + 8 * stage, q);
-		} else {
-			mbar_arrive(empty + 8 * stage);
-		}
-	};
 	int it = 0;
 	for (int t = (int)blockIdx.x; t < tiles; t += (int)gridDim.x) {
 		int tm, tn;
-		tile_of(t, &tm, &tn);
+		gr_tile(t, tiles_m, tiles_n, true, &tm, &tn);
 		float d[BN / 2];
 #pragma unroll
 		for (int i = 0; i < BN / 2; i++)
@@ -254,11 +168,11 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 			/* the group of the previous k-tile is done: its stage may be refilled */
 			asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 			if (kt > 0 && lane == 0)
-				release((it - 1) % STAGES);
+				mbar_arrive(empty + 8 * ((it - 1) % STAGES));
 		}
 		asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 		if (lane == 0)
-			release((it - 1) % STAGES);
+			mbar_arrive(empty + 8 * ((it - 1) % STAGES));
 		/* the producer is already filling the next tile's stages while this one stores */
 		if constexpr (SILU)
 			gr_store_silu<BN>(d, (uint16_t *)C, M, N / 2, tm * BM + cw * 64,
@@ -266,8 +180,6 @@ __global__ void __launch_bounds__(cfg::THREADS, cfg::MIN_BLOCKS)
 		else
 			gr_store<BN>(d, (float *)C, M, N, tm * BM + cw * 64, tn * BN, warp, lane);
 	}
-	if constexpr (MC > 1)
-		cluster_sync_all(); /* no block leaves while a peer may still free its stages */
 }
 
 typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
@@ -321,121 +233,70 @@ template <typename cfg, bool SILU>
 static cudaError_t tma_launch(bool persistent, const uint16_t *A, const uint16_t *W, void *C, int M,
                               int N, int K, cudaStream_t st)
 {
-	if constexpr (cfg::MC > 1 && SILU) {
-		return cudaErrorNotSupported; /* the gate/up layout has no multicast form */
-	} else {
-		if (cfg::MC > 1 && persistent)
-			return cudaErrorNotSupported;
-		CUtensorMap ta, tw;
-		cudaError_t e = gr_tma_maps_bm(A, W, M, N, K, cfg::BM,
-		                               SILU ? cfg::BN / 2 : cfg::BN / cfg::MC, &ta, &tw);
-		if (e != cudaSuccess)
+	CUtensorMap ta, tw;
+	cudaError_t e =
+	    gr_tma_maps_bm(A, W, M, N, K, cfg::BM, SILU ? cfg::BN / 2 : cfg::BN, &ta, &tw);
+	if (e != cudaSuccess)
+		return e;
+	unsigned tiles =
+	    (unsigned)((M + cfg::BM - 1) / cfg::BM) * (unsigned)gr_tiles_n<cfg::BN, SILU>(N);
+	unsigned grid = tiles;
+	if (persistent) { /* the blocks that fit at once by design: MIN_BLOCKS per SM */
+		int dev, sms;
+		if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+		    (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) !=
+		        cudaSuccess)
 			return e;
-		unsigned tiles_m = (unsigned)((M + cfg::BM - 1) / cfg::BM);
-		unsigned tiles_n = (unsigned)gr_tiles_n<cfg::BN, SILU>(N);
-		unsigned grid = tiles_m * tiles_n;
-		if (persistent) { /* the blocks that fit at once by design: MIN_BLOCKS per SM */
-			int dev, sms;
-			if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-			    (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-			                                dev)) != cudaSuccess)
-				return e;
-			unsigned cap = (unsigned)sms * (unsigned)cfg::MIN_BLOCKS;
-			if (cap < grid)
-				grid = cap;
-		}
-		if constexpr (cfg::MC == 1) {
-			gemm_ref_tma_kernel<cfg, SILU>
-			    <<<grid, cfg::THREADS, cfg::SMEM, st>>>(ta, tw, C, M, N, K);
-			return cudaGetLastError();
-		} else {
-			/* whole clusters of row tiles */
-			grid = (tiles_m + cfg::MC - 1) / cfg::MC * cfg::MC * tiles_n;
-			cudaLaunchAttribute attr = {};
-			attr.id = cudaLaunchAttributeClusterDimension;
-			attr.val.clusterDim.x = (unsigned)cfg::MC;
-			attr.val.clusterDim.y = 1;
-			attr.val.clusterDim.z = 1;
-			cudaLaunchConfig_t lc = {};
-			lc.gridDim = dim3(grid);
-			lc.blockDim = dim3(cfg::THREADS);
-			lc.dynamicSmemBytes = cfg::SMEM;
-			lc.stream = st;
-			lc.attrs = &attr;
-			lc.numAttrs = 1;
-			if ((e = cudaLaunchKernelEx(&lc, gemm_ref_tma_kernel<cfg, SILU>, ta, tw, C,
-			                            M, N, K)) != cudaSuccess)
-				return e;
-			return cudaGetLastError();
-		}
+		unsigned cap = (unsigned)sms * (unsigned)cfg::MIN_BLOCKS;
+		if (cap < grid)
+			grid = cap;
 	}
+	gemm_ref_tma_kernel<cfg, SILU><<<grid, cfg::THREADS, cfg::SMEM, st>>>(ta, tw, C, M, N, K);
+	return cudaGetLastError();
 }
 
 /* Called by ds_k_gemm_ref_variant (gemm_ref.cu), which has checked M, N > 0 and K % 8 == 0;
- * (bm, bn, stages, mc) is one of tma_dispatch's. persistent: as many blocks as fit at once by
+ * (bm, bn, stages) is one of tma_dispatch's. persistent: as many blocks as fit at once by
  * design walk the tiles (the next tile's loads overlap this tile's stores), else one block
- * per tile (mc > 1: always). The same tile is computed the same way either way. */
-cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, int mc, bool persistent, bool silu,
+ * per tile. The same tile is computed the same way either way. */
+cudaError_t ds_gemm_ref_tma_launch(int bm, int bn, int stages, bool persistent, bool silu,
                                    const uint16_t *A, const uint16_t *W, void *C, int M, int N,
                                    int K, cudaStream_t st)
 {
-	return tma_dispatch(bm, bn, stages, mc, [&](auto c) {
+	return tma_dispatch(bm, bn, stages, [&](auto c) {
 		return silu ? tma_launch<decltype(c), true>(persistent, A, W, C, M, N, K, st)
 		            : tma_launch<decltype(c), false>(persistent, A, W, C, M, N, K, st);
 	});
 }
 
 /* Raises the shared-memory limit of one configuration. */
-cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages, int mc)
+cudaError_t ds_gemm_ref_tma_setup(int bm, int bn, int stages)
 {
-	return tma_dispatch(bm, bn, stages, mc, [](auto c) {
+	return tma_dispatch(bm, bn, stages, [](auto c) {
 		cudaError_t e = cudaFuncSetAttribute(gemm_ref_tma_kernel<decltype(c), false>,
 		                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
 		                                     (int)decltype(c)::SMEM);
-		if constexpr (decltype(c)::MC > 1)
-			return e; /* no fused gate/up form */
-		else if (e != cudaSuccess)
+		if (e != cudaSuccess)
 			return e;
-		else
-			return cudaFuncSetAttribute(gemm_ref_tma_kernel<decltype(c), true>,
-			                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-			                            (int)decltype(c)::SMEM);
+		return cudaFuncSetAttribute(gemm_ref_tma_kernel<decltype(c), true>,
+		                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                            (int)decltype(c)::SMEM);
 	});
 }
 
 /* Blocks of one configuration resident at once on device dev (from the occupancy query; bench
- * diagnostics and the tests; for mc > 1 the clusters that fit at once, times mc). */
-cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int mc, int dev, int *ctas)
+ * diagnostics and the tests). */
+cudaError_t ds_gemm_ref_tma_resident(int bm, int bn, int stages, int dev, int *ctas)
 {
+	int per_sm = 0, sms = 0;
 	*ctas = 0;
-	return tma_dispatch(bm, bn, stages, mc, [&](auto c) {
-		typedef decltype(c) cfg;
-		if constexpr (cfg::MC > 1) {
-			cudaLaunchAttribute attr = {};
-			attr.id = cudaLaunchAttributeClusterDimension;
-			attr.val.clusterDim.x = (unsigned)cfg::MC;
-			attr.val.clusterDim.y = 1;
-			attr.val.clusterDim.z = 1;
-			cudaLaunchConfig_t lc = {};
-			lc.gridDim = dim3(cfg::MC * 1024);
-			lc.blockDim = dim3(cfg::THREADS);
-			lc.dynamicSmemBytes = cfg::SMEM;
-			lc.attrs = &attr;
-			lc.numAttrs = 1;
-			int clusters = 0;
-			cudaError_t e = cudaOccupancyMaxActiveClusters(
-			    &clusters, gemm_ref_tma_kernel<cfg, false>, &lc);
-			*ctas = clusters * cfg::MC;
-			return e;
-		} else {
-			int per_sm = 0, sms = 0;
-			cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-			    &per_sm, gemm_ref_tma_kernel<cfg, false>, cfg::THREADS, cfg::SMEM);
-			if (e == cudaSuccess)
-				e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-				                           dev);
-			*ctas = per_sm * sms;
-			return e;
-		}
+	cudaError_t e = tma_dispatch(bm, bn, stages, [&](auto c) {
+		return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+		    &per_sm, gemm_ref_tma_kernel<decltype(c), false>, decltype(c)::THREADS,
+		    decltype(c)::SMEM);
 	});
+	if (e == cudaSuccess)
+		e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+	*ctas = per_sm * sms;
+	return e;
 }
