@@ -171,27 +171,23 @@ static const char *const variant_names[DS_K_GEMM_REF_N_VARIANTS] = {
     "tma128x224s4gp",  /* 18: variant 17, persistent */
     "tma64x192s6g",    /* 19: TMA, 64x192 tile, 6 stages, 1 per SM (one wave on q/k/v at M = 256) */
     "tma128x256s4k2c", /* 20: split-K over a cluster of 2 CTAs, 128x256 tile, 4 stages */
-    "tma64x32s14g",    /* 21: TMA, 64x32 tile, 14 stages, 1 per SM (N / 32 blocks at M <= 64) */
-    "tma64x32s8g",     /* 22: the 64x32 tile with 8 stages, 2 per SM */
 };
 
 /* Each split-K cluster variant's {S, BN, STAGES} (gemm_ref_splitk.cu: 128-row tiles); zeros for
  * the others, whose S is 1. */
 static const int variant_sk[DS_K_GEMM_REF_N_VARIANTS][3] = {
-    {0, 0, 0}, {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},
-    {0, 0, 0}, {2, 128, 6}, {4, 128, 6}, {2, 128, 3}, {4, 128, 3}, {0, 0, 0},
-    {0, 0, 0}, {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},
-    {0, 0, 0}, {0, 0, 0},   {2, 256, 4}, {0, 0, 0},   {0, 0, 0},
+    {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+    {2, 128, 6}, {4, 128, 6}, {2, 128, 3}, {4, 128, 3}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+    {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0},   {0, 0, 0}, {0, 0, 0}, {2, 256, 4},
 };
 
-/* Tile of each TMA variant without split-K (3..6, 11..19, 21..22): {BM, BN, STAGES,
- * persistent}; zeros for the others. */
+/* Tile of each TMA variant without split-K (3..6, 11..19): {BM, BN, STAGES, persistent};
+ * zeros for the others. */
 static const int variant_tma[DS_K_GEMM_REF_N_VARIANTS][4] = {
     {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},     {128, 256, 4, 0}, {128, 128, 6, 0},
     {128, 256, 4, 1}, {128, 128, 6, 1}, {0, 0, 0, 0},     {0, 0, 0, 0},     {0, 0, 0, 0},
     {0, 0, 0, 0},     {64, 128, 4, 0},  {64, 128, 4, 1},  {64, 64, 6, 0},   {64, 64, 6, 1},
     {64, 64, 14, 0},  {64, 128, 9, 0},  {128, 224, 4, 0}, {128, 224, 4, 1}, {64, 192, 6, 0},
-    {0, 0, 0, 0},     {64, 32, 14, 0},  {64, 32, 8, 0},
 };
 
 extern "C" int ds_k_gemm_ref_variant_splits(int variant)

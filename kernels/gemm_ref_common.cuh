@@ -42,8 +42,7 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 	return d;
 }
 
-/* ---- wgmma.m64nNk16 (N = 32, 64, 128, 192, 224, 256): one asm template per N, built by macros
- * ----
+/* ---- wgmma.m64nNk16 (N = 64, 128, 192, 224, 256): one asm template per N, built by macros ----
  *
  * d (64 x N fp32 fragment, N / 2 registers per thread) += A (64 x 16) . B (N x 16)^T, both
  * operands K-major in shared memory (descriptors da, db). The accumulators are asm operands
@@ -54,8 +53,7 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 /* "%t0, %t1, ..., %t9": the ten operands of tens digit t */
 #define GR_WG_R5(t, a, b, c, e, f) "%" #t #a ", %" #t #b ", %" #t #c ", %" #t #e ", %" #t #f
 #define GR_WG_R10(t) GR_WG_R5(t, 0, 1, 2, 3, 4) ", " GR_WG_R5(t, 5, 6, 7, 8, 9)
-/* %0 .. %(n - 1) for n = 16, 30, 60, 90, 110, 120 */
-#define GR_WG_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+/* %0 .. %(n - 1) for n = 30, 60, 90, 110, 120 */
 #define GR_WG_R30 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " GR_WG_R10(1) ", " GR_WG_R10(2)
 #define GR_WG_R60 GR_WG_R30 ", " GR_WG_R10(3) ", " GR_WG_R10(4) ", " GR_WG_R10(5)
 #define GR_WG_R90 GR_WG_R60 ", " GR_WG_R10(6) ", " GR_WG_R10(7) ", " GR_WG_R10(8)
@@ -86,7 +84,6 @@ __device__ __forceinline__ uint64_t gr_desc(unsigned addr)
 		             : "l"(da), "l"(db), "r"(1));                                          \
 	}
 
-GR_WGMMA_DEF(32, GR_WG_R16, GR_WG_D16(0), 16, 17, 18)
 GR_WGMMA_DEF(64, GR_WG_R30 ", %30, %31", GR_WG_D32(0), 32, 33, 34)
 GR_WGMMA_DEF(128, GR_WG_R60 ", %60, %61, %62, %63", GR_WG_D64(0), 64, 65, 66)
 GR_WGMMA_DEF(192, GR_WG_R90 ", %90, %91, %92, %93, %94, %95", GR_WG_D96(0), 96, 97, 98)
@@ -96,7 +93,7 @@ GR_WGMMA_DEF(256, GR_WG_R128, GR_WG_D128(0), 128, 129, 130)
 
 template <int BN> __device__ __forceinline__ void gr_wgmma(float *d, uint64_t da, uint64_t db)
 {
-	static_assert(BN == 32 || BN == 64 || BN == 128 || BN == 192 || BN == 224 || BN == 256,
+	static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 224 || BN == 256,
 	              "a wgmma.m64nBNk16 shape");
 	if constexpr (BN == 256)
 		wgmma_256(d, da, db);
@@ -106,10 +103,8 @@ template <int BN> __device__ __forceinline__ void gr_wgmma(float *d, uint64_t da
 		wgmma_192(d, da, db);
 	else if constexpr (BN == 128)
 		wgmma_128(d, da, db);
-	else if constexpr (BN == 64)
-		wgmma_64(d, da, db);
 	else
-		wgmma_32(d, da, db);
+		wgmma_64(d, da, db);
 }
 
 /* Tile (tm, tn) of linear block id bid. grouped: groups of DS_GR_GROUP_M m-tiles walked
@@ -131,7 +126,7 @@ __device__ __forceinline__ void gr_tile(int bid, int tiles_m, int tiles_n, bool 
 	*tn = r / gm;
 }
 
-/* Stores one warpgroup's 64 x BN fp32 fragment (BN = 32, 64, 128, 192, 224 or 256) whose top-left
+/* Stores one warpgroup's 64 x BN fp32 fragment (BN = 64, 128, 192, 224 or 256) whose top-left
  * element is (row0, n0); rows past M and columns past N are skipped. lane / warp are within the
  * warpgroup. */
 template <int BN>

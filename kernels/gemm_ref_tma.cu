@@ -61,10 +61,9 @@ template <int BM_, int BN_, int STAGES_> struct tma_cfg {
 /* The configurations built (the variants of gemm_ref.cu use these), in one list. */
 template <typename... C> struct tma_cfg_list {
 };
-using tma_cfgs =
-    tma_cfg_list<tma_cfg<128, 256, 4>, tma_cfg<128, 128, 6>, tma_cfg<64, 128, 4>,
-                 tma_cfg<64, 128, 9>, tma_cfg<64, 64, 6>, tma_cfg<64, 64, 14>, tma_cfg<128, 224, 4>,
-                 tma_cfg<64, 192, 6>, tma_cfg<64, 32, 14>, tma_cfg<64, 32, 8>>;
+using tma_cfgs = tma_cfg_list<tma_cfg<128, 256, 4>, tma_cfg<128, 128, 6>, tma_cfg<64, 128, 4>,
+                              tma_cfg<64, 128, 9>, tma_cfg<64, 64, 6>, tma_cfg<64, 64, 14>,
+                              tma_cfg<128, 224, 4>, tma_cfg<64, 192, 6>>;
 
 /* f(cfg) for the configuration of tma_cfgs that is (bm, bn, stages), cudaErrorInvalidValue
  * for any other. */

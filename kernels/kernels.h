@@ -84,8 +84,7 @@ cudaError_t ds_k_gemm_ref_setup(void);
 /* Variants of the same invariant contract (kernels/gemm_ref.cu, gemm_ref_tma.cu,
  * gemm_ref_splitk.cu): each has one fixed tile and a fixed K reduction, so rows are
  * bit-identical for any M and placement within a variant (not across variants). Variants 0..6,
- * 11..16, 19 and 21..22 (64-row tiles; 21..22 are 32 columns wide) and 17..18 (128x224 tiles)
- * have no split-K and are built to give
+ * 11..16 and 19 (64-row tiles) and 17..18 (128x224 tiles) have no split-K and are built to give
  * variant 0's bytes (the reference path checks that on the device before letting one stand in); 7
  * and 8 (6 stages) and 9 and 10 (3 stages, two CTAs per SM) split K over a thread-block cluster of
  * S = 2, 4, 2, 4 CTAs, with the k-ranges a function of K and S only and the partials combined in a
@@ -93,9 +92,9 @@ cudaError_t ds_k_gemm_ref_setup(void);
  * bytes. Choose the variant from the weight's (N, K) only, never from M. Variant 0 is
  * ds_k_gemm_ref.
  * ds_k_gemm_ref_setup covers all of them (it fails only for variant 0; another variant's
- * setup failure shows as its launch error). Variants 3..22 (TMA) also need A and
+ * setup failure shows as its launch error). Variants 3..20 (TMA) also need A and
  * W 16-byte aligned. */
-#define DS_K_GEMM_REF_N_VARIANTS 23
+#define DS_K_GEMM_REF_N_VARIANTS 21
 cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t *W, float *C,
                                   int M, int N, int K, cudaStream_t st);
 /* The gate/up GEMM with SiLU*mul in its epilogue: H (M, F) bf16 = bf16(silu(g) * u) for
@@ -103,7 +102,7 @@ cudaError_t ds_k_gemm_ref_variant(int variant, const uint16_t *A, const uint16_t
  * gate rows and the matching up rows, so each accumulator is what the plain variant stores and
  * H has the bytes of ds_k_gemm_ref_variant into C (M, 2F) followed by ds_k_silu_mul (the
  * reference path checks that on the device before using one). Variants without split-K
- * (0..6, 11..19, 21..22); the split-K ones return cudaErrorNotSupported. */
+ * (0..6, 11..19); the split-K ones return cudaErrorNotSupported. */
 cudaError_t ds_k_gemm_ref_silu_variant(int variant, const uint16_t *A, const uint16_t *W,
                                        uint16_t *H, int M, int F, int K, cudaStream_t st);
 /* Short name of a variant ("cp128x128s3", ...), or "?" when out of range. */
