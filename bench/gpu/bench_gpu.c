@@ -22,7 +22,8 @@
  *   passprof prefill-carrying steps (240 decode rows + 4 prompts of 512, of 452: the e2e's
  *           2048-token step, and a prompt's second chunk with whole prompts), the prompts alone
  *           and a 256-row decode pass, op by op on FAST and on REF (eager, events around each
- *           launch), and each forward's wall time
+ *           launch), and each forward's wall time, in rounds that alternate the paths
+ *           (PASSPROF_ALTERNATE=0: FAST first in every round)
  *   ablate  the captured fast decode step at batch 1..64 with op classes left out
  *   e2e     offline throughput through the scheduler's engine (scheduler/engine.h): modes fast,
  *           dvr with 0/10/50/100% deterministic requests (G = 16, and G = 64 at 10/50/100%),

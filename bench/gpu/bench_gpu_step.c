@@ -761,6 +761,8 @@ int bench_ablate(struct bench *b)
 
 /* ---- the prefill-carrying step, op by op on each path ---- */
 
+#define PASSPROF_ROUNDS 6 /* forwards and eager profiles per path and point */
+
 /* A prefill-carrying step (240 decode rows at context 640 + 4 prompts of 512), its prompts
  * alone and a decode step of 256 rows, FAST against REF, op by op (eager, events around each
  * launch; the decode step's real passes are graph replays with fused kernels, so its sums are
@@ -796,8 +798,15 @@ int bench_passprof(struct bench *b)
 	if (!f)
 		return 1;
 	fprintf(f, "{\"bench\": \"passprof\", \"device\": \"%s\", \"points\": [\n", b->dev);
+	/* PASSPROF_ALTERNATE=0: FAST first in every round (for comparison) */
+	const char *alt = getenv("PASSPROF_ALTERNATE");
+	bool alternate = !alt || strcmp(alt, "0") != 0;
 	printf("prefill-carrying step op by op (llama3-8b, eager, events around each launch, best "
-	       "of 3; ms) and the whole forward's wall time (median of 5, host work included)\n");
+	       "of %d; ms) and the whole forward's wall time (median of %d, host work included); "
+	       "%s\n",
+	       PASSPROF_ROUNDS, PASSPROF_ROUNDS,
+	       alternate ? "FAST and REF alternate, each first in every other round"
+	                 : "FAST first in every round (PASSPROF_ALTERNATE=0)");
 	for (size_t k = 0; k < DS_ARRAY_LEN(pts); k++) {
 		int n = pts[k].n_dec, nc = pts[k].n_ch, T = n, max_pos = n ? 640 : 0;
 		for (int i = 0; i < nc; i++) {
@@ -805,20 +814,37 @@ int bench_passprof(struct bench *b)
 			max_pos = DS_MAX(max_pos, pts[k].ch[i].pos0 + pts[k].ch[i].len - 1);
 		}
 		struct ds_cuda_pass p = {T, n + nc, 0, n + nc, max_pos, nc == 0};
-		double ms[2][PROF_N_OPS], tot[2] = {0, 0}, wall[2];
-		for (int ph = 0; ph < 2; ph++) {
-			enum ds_path path = ph ? DS_PATH_REF : DS_PATH_FAST;
-			const struct ds_cuda_path_ops *ops =
-			    ph ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
-			/* warms the path's GEMM choices and leaves this pass's metadata */
-			if (pass_time_ch(b, path, n, 640, pts[k].ch, nc, true, 0.7f, 3, 5,
-			                 &wall[ph]) ||
-			    prof_best(b, ops, &p, ph ? 0 : ds_cuda_fast_split(c, T, p.max_pos + 1),
-			              3, pr, ms[ph], NULL, NULL))
+		double ms[2][PROF_N_OPS], tot[2] = {INFINITY, INFINITY}, wall[2];
+		double walls[2][PASSPROF_ROUNDS];
+		/* warms both paths' GEMM choices (timed on first use) */
+		for (int ph = 0; ph < 2; ph++)
+			if (pass_time_ch(b, ph ? DS_PATH_REF : DS_PATH_FAST, n, 640, pts[k].ch, nc,
+			                 true, 0.7f, 3, 1, &wall[ph]))
 				return 1;
-			for (int o = 0; o < PROF_N_OPS; o++)
-				tot[ph] += ms[ph][o];
-		}
+		/* rounds of one forward and one eager profile per path, the paths alternating and
+		 * each first in every other round: a GPU under its power cap slows as a burst goes
+		 * on, so a path always run second would pay for the clock (NOTES-gpu session 22) */
+		for (int r = 0; r < PASSPROF_ROUNDS; r++)
+			for (int q = 0; q < 2; q++) {
+				int ph = alternate && (r & 1) ? 1 - q : q;
+				enum ds_path path = ph ? DS_PATH_REF : DS_PATH_FAST;
+				const struct ds_cuda_path_ops *ops =
+				    ph ? &ds_cuda_ref_ops : &ds_cuda_fast_ops;
+				double m[PROF_N_OPS], t;
+				/* the forward leaves this pass's metadata for the profile */
+				if (pass_time_ch(b, path, n, 640, pts[k].ch, nc, true, 0.7f, 0, 1,
+				                 &walls[ph][r]) ||
+				    prof_best(b, ops, &p,
+				              ph ? 0 : ds_cuda_fast_split(c, T, p.max_pos + 1), 1,
+				              pr, m, NULL, &t))
+					return 1;
+				if (t < tot[ph]) {
+					tot[ph] = t;
+					memcpy(ms[ph], m, sizeof(m));
+				}
+			}
+		for (int ph = 0; ph < 2; ph++)
+			wall[ph] = median(walls[ph], PASSPROF_ROUNDS);
 		printf(
 		    "%s (%d rows): FAST %.3f ms, REF %.3f ms (eager sums); forward wall FAST %.3f "
 		    "ms, REF %.3f ms\n",
