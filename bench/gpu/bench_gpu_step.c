@@ -797,10 +797,13 @@ int bench_passprof(struct bench *b)
 	FILE *f = json_open(b->out, "passprof");
 	if (!f)
 		return 1;
-	fprintf(f, "{\"bench\": \"passprof\", \"device\": \"%s\", \"points\": [\n", b->dev);
 	/* PASSPROF_ALTERNATE=0: FAST first in every round (for comparison) */
 	const char *alt = getenv("PASSPROF_ALTERNATE");
 	bool alternate = !alt || strcmp(alt, "0") != 0;
+	fprintf(f,
+	        "{\"bench\": \"passprof\", \"device\": \"%s\", \"rounds\": %d, \"alternate\": %s, "
+	        "\"points\": [\n",
+	        b->dev, PASSPROF_ROUNDS, alternate ? "true" : "false");
 	printf("prefill-carrying step op by op (llama3-8b, eager, events around each launch, best "
 	       "of %d; ms) and the whole forward's wall time (median of %d, host work included); "
 	       "%s\n",
@@ -822,8 +825,9 @@ int bench_passprof(struct bench *b)
 			                 true, 0.7f, 3, 1, &wall[ph]))
 				return 1;
 		/* rounds of one forward and one eager profile per path, the paths alternating and
-		 * each first in every other round: a GPU under its power cap slows as a burst goes
-		 * on, so a path always run second would pay for the clock (NOTES-gpu session 22) */
+		 * each first in every other round, so that both share whatever the clock does over
+		 * the burst: the H200 runs this at its power cap (with FAST always first the
+		 * premium read the same, bench/results/NOTES-gpu-2026-11-30-session22.md) */
 		for (int r = 0; r < PASSPROF_ROUNDS; r++)
 			for (int q = 0; q < 2; q++) {
 				int ph = alternate && (r & 1) ? 1 - q : q;
