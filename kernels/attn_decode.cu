@@ -300,13 +300,12 @@ struct dattn_inst {
 	size_t smem;
 };
 
-/* The mma variant's instance with S stages (NOMATH: copies only). */
-template <int D, int G, bool NOMATH, int S = 3> static struct dattn_inst dattn_mma_inst(bool fused)
+/* The mma variant's instance (NOMATH: copies only). */
+template <int D, int G, bool NOMATH> static struct dattn_inst dattn_mma_inst(bool fused)
 {
-	typedef dattn_mma<D, G, S> Q;
+	typedef dattn_mma<D, G> Q;
 	struct dattn_inst r;
-	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH, S>
-	             : dattn_mma_kernel<D, G, false, NOMATH, S>;
+	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH> : dattn_mma_kernel<D, G, false, NOMATH>;
 	r.smem = (fused ? Q::SMEM_EPI : Q::SMEM) + Q::BT_BYTES;
 	r.pb = Q::P;
 	return r;
@@ -326,8 +325,6 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = fals
 			r.smem = dattn_pipe<dd, g>::SMEM;                                          \
 		} else if (v == DS_K_ATTN_DECODE_MMA) {                                            \
 			r = dattn_mma_inst<dd, g, false>(fused);                                   \
-		} else if (v == DS_K_ATTN_DECODE_MMA2) {                                           \
-			r = dattn_mma_inst<dd, g, false, 2>(fused);                                \
 		} else if (v == DS_K_ATTN_DECODE_MMA_COPYONLY) {                                   \
 			r = dattn_mma_inst<dd, g, true>(fused);                                    \
 		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \

@@ -18,14 +18,11 @@
  * those copies may overlap the kernel before (the q/k/v epilogue, which writes the own
  * position); the own position is left out of them and copied after the wait. */
 
-/* S: the K/V stages in flight (3: two blocks per SM; 2: the "mma2" variant, three) */
-template <int D, int G, int S = 3> struct dattn_mma {
+template <int D, int G> struct dattn_mma {
 	static constexpr int P = DA_WARPS * 16;  /* positions per stage: 16 per warp */
 	static constexpr int RS = D + 8;         /* bf16 per staged row */
 	static constexpr int STAGE = 2 * P * RS; /* elements: K rows, then V rows */
-	static constexpr int STAGES = S;
-	/* blocks per SM the stages leave room for (the kernel's launch bound) */
-	static constexpr int MINB = S == 2 ? 3 : 2;
+	static constexpr int STAGES = 3;
 	static constexpr size_t SMEM = (size_t)STAGES * STAGE * 2;
 	/* the fused q/k/v epilogue's heads (G queries, the key, the value) in fp32 after them */
 	static constexpr size_t SMEM_EPI = SMEM + (size_t)(G + 2) * D * sizeof(float);
@@ -35,7 +32,6 @@ template <int D, int G, int S = 3> struct dattn_mma {
 	static constexpr int BT_CAP = 256;
 	static constexpr size_t BT_BYTES = BT_CAP * sizeof(int);
 	static_assert(G >= 1 && G <= 8, "the query heads are mma rows 0..7");
-	static_assert(S == 2 || S == 3, "two or three stages");
 	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
 };
 
@@ -49,11 +45,11 @@ template <int D, int G, int S = 3> struct dattn_mma {
  * the kernel alone was 3-9% faster at ctx 2048 and 8192 and the same at ctx 512, and the
  * decode step 2.2-2.4% faster at batch 32-128, ctx 2048
  * (bench/results/gpu-20261130-7e92914-ab). */
-template <int D, int G, int S>
+template <int D, int G>
 __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint16_t *sbuf, int lo,
                                                 int st, int skip)
 {
-	typedef dattn_mma<D, G, S> Q;
+	typedef dattn_mma<D, G> Q;
 	constexpr int N = Q::P * Q::CPP / DA_THREADS; /* 16-byte pieces per thread */
 	static_assert(Q::P * Q::CPP % DA_THREADS == 0 && DA_THREADS % Q::CPP == 0,
 	              "a thread's pieces are one column of evenly spaced positions");
@@ -79,11 +75,11 @@ __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint1
 
 /* The row's own position pos (in stage (pos - lo) / P, already issued without it), copied
  * with plain loads once the kernel that wrote it has completed. */
-template <int D, int G, int S>
+template <int D, int G>
 __device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_t *sbuf, int lo,
                                               int pos)
 {
-	typedef dattn_mma<D, G, S> Q;
+	typedef dattn_mma<D, G> Q;
 	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
 	for (int c = threadIdx.x; c < Q::CPP; c += DA_THREADS) {
@@ -95,10 +91,10 @@ __device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_
 
 /* The row's own K and V (the fused epilogue's, bf16 values held as fp32 in ep) into the slot of
  * position pos in its stage's buffer. */
-template <int D, int G, int S>
+template <int D, int G>
 __device__ __forceinline__ void dattn_mma_own_epi(const float *ep, uint16_t *sbuf, int lo, int pos)
 {
-	typedef dattn_mma<D, G, S> Q;
+	typedef dattn_mma<D, G> Q;
 	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
 	for (int i = threadIdx.x; i < D; i += DA_THREADS) {
@@ -164,13 +160,13 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
  * block holding the row's own position writes that K and V to the cache. NOMATH (a diagnostic
  * for bench_gpu attn only: its output is meaningless): the same copies, stages and barriers
  * without the arithmetic, to tell the copy pipeline's limit from the math's. */
-template <int D, int G, bool EPI, bool NOMATH = false, int S = 3>
-__global__ void __launch_bounds__(DA_THREADS, (dattn_mma<D, G, S>::MINB))
+template <int D, int G, bool EPI, bool NOMATH = false>
+__global__ void __launch_bounds__(DA_THREADS, 2)
     dattn_mma_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                      struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt,
                      struct ds_k_qkv_epi e)
 {
-	typedef dattn_mma<D, G, S> Q;
+	typedef dattn_mma<D, G> Q;
 	DATTN_DYN_SMEM(sh_kv);
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	/* metadata: uploaded before the pass's first kernel and written by none (see the pipe
@@ -202,7 +198,7 @@ __global__ void __launch_bounds__(DA_THREADS, (dattn_mma<D, G, S>::MINB))
 #pragma unroll
 	for (int st = 0; st < Q::STAGES - 1; st++) {
 		if (st < nst)
-			dattn_mma_issue<D, G, S>(src, sh_kv, lo, st, p);
+			dattn_mma_issue<D, G>(src, sh_kv, lo, st, p);
 		dattn_cp_commit();
 	}
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
@@ -230,9 +226,9 @@ __global__ void __launch_bounds__(DA_THREADS, (dattn_mma<D, G, S>::MINB))
 			}
 		}
 		if (own_early)
-			dattn_mma_own_epi<D, G, S>(ep, sh_kv, lo, p);
+			dattn_mma_own_epi<D, G>(ep, sh_kv, lo, p);
 	} else if (own_early) {
-		dattn_mma_own<D, G, S>(src, sh_kv, lo, p);
+		dattn_mma_own<D, G>(src, sh_kv, lo, p);
 	}
 
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
@@ -263,10 +259,10 @@ __global__ void __launch_bounds__(DA_THREADS, (dattn_mma<D, G, S>::MINB))
 		__syncthreads(); /* everyone's copies; everyone is done with stage it - 1 */
 		if (it + Q::STAGES - 1 < nst) {
 			int st = it + Q::STAGES - 1;
-			dattn_mma_issue<D, G, S>(src, sh_kv, lo, st, EPI ? p : -1);
+			dattn_mma_issue<D, G>(src, sh_kv, lo, st, EPI ? p : -1);
 			/* fused: the own position is not in the cache for this launch's copies */
 			if (EPI && own && (p - lo) / Q::P == st)
-				dattn_mma_own_epi<D, G, S>(ep, sh_kv, lo, p);
+				dattn_mma_own_epi<D, G>(ep, sh_kv, lo, p);
 		}
 		dattn_cp_commit();
 		int base = lo + it * Q::P + warp * 16; /* this warp's first position */

@@ -17,7 +17,7 @@
 #define POOL 400 /* physical KV blocks; sequences map into them through scrambled tables */
 
 static const int ctxs[] = {1, 2, 63, 64, 65, 511, 2049};
-static const char *const vname[DS_K_ATTN_DECODE_N_VARIANTS] = {"reg", "pipe", "mma", "mma2"};
+static const char *const vname[DS_K_ATTN_DECODE_N_VARIANTS] = {"reg", "pipe", "mma"};
 
 struct dfix {
 	struct ds_k_dims d;
@@ -393,9 +393,6 @@ static void test_dattn_rejects(void **state)
 	}
 	assert_int_equal(bv[DS_K_ATTN_DECODE_REG], bps);
 	assert_true(bv[DS_K_ATTN_DECODE_PIPE] > bv[DS_K_ATTN_DECODE_REG]);
-	/* mma2's point: a third block per SM where mma's three stages leave room for two */
-	assert_int_equal(bv[DS_K_ATTN_DECODE_MMA], 2);
-	assert_int_equal(bv[DS_K_ATTN_DECODE_MMA2], 3);
 }
 
 /* ---- in the backend: the decode kernel vs DS_FAST_ATTN=old ---- */
@@ -492,7 +489,7 @@ static void test_dattn_backend_vs_old(void **state)
 	int V = cfg.vocab_size;
 	float *o = malloc((size_t)NSEQ * V * 4);
 	backend_decode("old", o);
-	const char *sel[] = {NULL, "reg", "pipe", "mma2"}; /* default: mma */
+	const char *sel[] = {NULL, "reg", "pipe"}; /* default: mma */
 	for (int k = 0; k < (int)DS_ARRAY_LEN(sel); k++) {
 		float *a = malloc((size_t)NSEQ * V * 4);
 		backend_decode(sel[k], a);
