@@ -9,8 +9,10 @@
  * position stage: S = Q K^T is 2 n8 tiles over head_dim / 16 k steps, the online softmax runs
  * on the 4 lanes of a quad that hold a row, and P (as two bf16 parts, hi + lo, so its
  * rounding stays near fp32's; the C layout of the two tiles is the A layout of one k16 step)
- * times V (ldmatrix.trans) accumulates head_dim / 8 n8 tiles. K/V stages are staged with cp.async three deep in rows padded by 16 bytes (so
- * ldmatrix is free of bank conflicts). The warps' states are merged in shared memory exactly as
+ * times V (ldmatrix.trans) accumulates head_dim / 8 n8 tiles. K/V stages are staged with
+ * cp.async three deep in rows padded by 16 bytes (so ldmatrix is free of bank conflicts); each
+ * warp copies the rows of its own 16 positions, so its pipeline needs warp barriers only and
+ * the warps run their stages apart. The warps' states are merged in shared memory exactly as
  * the other variants' (dattn_block_merge).
  *
  * Key decision: the first stages are requested before the programmatic-dependent-launch wait.
@@ -50,21 +52,23 @@ __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint1
                                                 int st, int skip)
 {
 	typedef dattn_mma<D, G> Q;
-	constexpr int N = Q::P * Q::CPP / DA_THREADS; /* 16-byte pieces per thread */
-	static_assert(Q::P * Q::CPP % DA_THREADS == 0 && DA_THREADS % Q::CPP == 0,
-	              "a thread's pieces are one column of evenly spaced positions");
+	constexpr int LR = 32 / Q::CPP; /* a warp's rows per copy instruction */
+	constexpr int N = 16 / LR;      /* 16-byte pieces per thread */
+	static_assert(32 % Q::CPP == 0 && 16 % LR == 0,
+	              "a warp copies its own 16 rows, LR rows a pass");
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	const int c = threadIdx.x % Q::CPP, j0 = threadIdx.x / Q::CPP;
+	const int lane = threadIdx.x & 31, c = lane % Q::CPP;
+	const int j0 = (threadIdx.x >> 5) * 16 + lane / Q::CPP;
 	const int base = lo + st * Q::P + j0;
 	const uint16_t *row[N];
 #pragma unroll
 	for (int r = 0; r < N; r++) {
-		int pos = base + r * (DA_THREADS / Q::CPP);
+		int pos = base + r * LR;
 		row[r] = pos < s.hi ? dattn_row(s, pos) + c * 8 : s.kv; /* nothing read if not */
 	}
 #pragma unroll
 	for (int r = 0; r < N; r++) {
-		int j = j0 + r * (DA_THREADS / Q::CPP), pos = base + r * (DA_THREADS / Q::CPP);
+		int j = j0 + r * LR, pos = base + r * LR;
 		bool ok = pos < s.hi;
 		if (ok && pos == skip)
 			continue;
@@ -82,7 +86,9 @@ __device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_
 	typedef dattn_mma<D, G> Q;
 	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	for (int c = threadIdx.x; c < Q::CPP; c += DA_THREADS) {
+	if ((int)(threadIdx.x >> 5) != j / 16) /* the warp whose rows these are */
+		return;
+	for (int c = threadIdx.x & 31; c < Q::CPP; c += 32) {
 		const uint16_t *r = dattn_row(s, pos) + c * 8;
 		*(uint4 *)(kb + j * Q::RS + c * 8) = *(const uint4 *)r;
 		*(uint4 *)(vb + j * Q::RS + c * 8) = *(const uint4 *)(r + s.vstride);
@@ -97,7 +103,9 @@ __device__ __forceinline__ void dattn_mma_own_epi(const float *ep, uint16_t *sbu
 	typedef dattn_mma<D, G> Q;
 	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	for (int i = threadIdx.x; i < D; i += DA_THREADS) {
+	if ((int)(threadIdx.x >> 5) != j / 16) /* the warp whose rows these are */
+		return;
+	for (int i = threadIdx.x & 31; i < D; i += 32) {
 		kb[j * Q::RS + i] = ds_f32_to_bf16(ep[G * D + i]);
 		vb[j * Q::RS + i] = ds_f32_to_bf16(ep[(G + 1) * D + i]);
 	}
@@ -256,7 +264,9 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 
 	for (int it = 0; it < nst; it++) {
 		dattn_cp_wait<Q::STAGES - 2>(); /* stage it has landed (this thread's copies) */
-		__syncthreads(); /* everyone's copies; everyone is done with stage it - 1 */
+		/* the warp's lanes' copies; the warp is done with stage it - 1 (its rows are its
+		 * own: it copies, reads and refills them alone, so no block barrier a stage) */
+		__syncwarp();
 		if (it + Q::STAGES - 1 < nst) {
 			int st = it + Q::STAGES - 1;
 			dattn_mma_issue<D, G>(src, sh_kv, lo, st, EPI ? p : -1);
