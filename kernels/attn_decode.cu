@@ -300,12 +300,14 @@ struct dattn_inst {
 	size_t smem;
 };
 
-/* The mma variant's instance (NOMATH: copies only). */
-template <int D, int G, bool NOMATH> static struct dattn_inst dattn_mma_inst(bool fused)
+/* The mma variant's instance (NOMATH: copies only; WP: warp-private stages). */
+template <int D, int G, bool NOMATH, bool WP = true>
+static struct dattn_inst dattn_mma_inst(bool fused)
 {
 	typedef dattn_mma<D, G> Q;
 	struct dattn_inst r;
-	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH> : dattn_mma_kernel<D, G, false, NOMATH>;
+	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH, WP>
+	             : dattn_mma_kernel<D, G, false, NOMATH, WP>;
 	r.smem = (fused ? Q::SMEM_EPI : Q::SMEM) + Q::BT_BYTES;
 	r.pb = Q::P;
 	return r;
@@ -325,6 +327,8 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = fals
 			r.smem = dattn_pipe<dd, g>::SMEM;                                          \
 		} else if (v == DS_K_ATTN_DECODE_MMA) {                                            \
 			r = dattn_mma_inst<dd, g, false>(fused);                                   \
+		} else if (v == DS_K_ATTN_DECODE_MMA_BLOCK) {                                      \
+			r = dattn_mma_inst<dd, g, false, false>(fused);                            \
 		} else if (v == DS_K_ATTN_DECODE_MMA_COPYONLY) {                                   \
 			r = dattn_mma_inst<dd, g, true>(fused);                                    \
 		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \

@@ -10,10 +10,11 @@
  * on the 4 lanes of a quad that hold a row, and P (as two bf16 parts, hi + lo, so its
  * rounding stays near fp32's; the C layout of the two tiles is the A layout of one k16 step)
  * times V (ldmatrix.trans) accumulates head_dim / 8 n8 tiles. K/V stages are staged with
- * cp.async three deep in rows padded by 16 bytes (so ldmatrix is free of bank conflicts); each
- * warp copies the rows of its own 16 positions, so its pipeline needs warp barriers only and
- * the warps run their stages apart. The warps' states are merged in shared memory exactly as
- * the other variants' (dattn_block_merge).
+ * cp.async three deep in rows padded by 16 bytes (so ldmatrix is free of bank conflicts); with
+ * WP (the default) each warp copies the rows of its own 16 positions, so its pipeline needs
+ * warp barriers only and the warps run their stages apart; without it (DS_FAST_ATTN=mma_block)
+ * the block copies each stage together and meets at a block barrier a stage. The warps' states are
+ * merged in shared memory exactly as the other variants' (dattn_block_merge).
  *
  * Key decision: the first stages are requested before the programmatic-dependent-launch wait.
  * In a decode pass every K/V position but the row's own was written by an earlier pass, so
@@ -47,18 +48,21 @@ template <int D, int G> struct dattn_mma {
  * the kernel alone was 3-9% faster at ctx 2048 and 8192 and the same at ctx 512, and the
  * decode step 2.2-2.4% faster at batch 32-128, ctx 2048
  * (bench/results/gpu-20261130-7e92914-ab). */
-template <int D, int G>
+template <int D, int G, bool WP>
 __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint16_t *sbuf, int lo,
                                                 int st, int skip)
 {
 	typedef dattn_mma<D, G> Q;
-	constexpr int LR = 32 / Q::CPP; /* a warp's rows per copy instruction */
-	constexpr int N = 16 / LR;      /* 16-byte pieces per thread */
-	static_assert(32 % Q::CPP == 0 && 16 % LR == 0,
-	              "a warp copies its own 16 rows, LR rows a pass");
+	/* rows per copy instruction: a warp's (WP: each warp copies its own 16 rows) or the
+	 * block's */
+	constexpr int LR = (WP ? 32 : DA_THREADS) / Q::CPP;
+	constexpr int N = (WP ? 16 : Q::P) / LR; /* 16-byte pieces per thread */
+	static_assert(32 % Q::CPP == 0 && 16 % LR == 0 && Q::P % LR == 0,
+	              "a thread's pieces are one column of evenly spaced rows");
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	const int lane = threadIdx.x & 31, c = lane % Q::CPP;
-	const int j0 = (threadIdx.x >> 5) * 16 + lane / Q::CPP;
+	const int c = threadIdx.x % Q::CPP;
+	const int j0 =
+	    WP ? (threadIdx.x >> 5) * 16 + (threadIdx.x & 31) / Q::CPP : threadIdx.x / Q::CPP;
 	const int base = lo + st * Q::P + j0;
 	const uint16_t *row[N];
 #pragma unroll
@@ -79,16 +83,16 @@ __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint1
 
 /* The row's own position pos (in stage (pos - lo) / P, already issued without it), copied
  * with plain loads once the kernel that wrote it has completed. */
-template <int D, int G>
+template <int D, int G, bool WP>
 __device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_t *sbuf, int lo,
                                               int pos)
 {
 	typedef dattn_mma<D, G> Q;
 	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	if ((int)(threadIdx.x >> 5) != j / 16) /* the warp whose rows these are */
+	if (WP && (int)(threadIdx.x >> 5) != j / 16) /* WP: the warp whose rows these are */
 		return;
-	for (int c = threadIdx.x & 31; c < Q::CPP; c += 32) {
+	for (int c = WP ? threadIdx.x & 31 : threadIdx.x; c < Q::CPP; c += WP ? 32 : DA_THREADS) {
 		const uint16_t *r = dattn_row(s, pos) + c * 8;
 		*(uint4 *)(kb + j * Q::RS + c * 8) = *(const uint4 *)r;
 		*(uint4 *)(vb + j * Q::RS + c * 8) = *(const uint4 *)(r + s.vstride);
@@ -97,15 +101,15 @@ __device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_
 
 /* The row's own K and V (the fused epilogue's, bf16 values held as fp32 in ep) into the slot of
  * position pos in its stage's buffer. */
-template <int D, int G>
+template <int D, int G, bool WP>
 __device__ __forceinline__ void dattn_mma_own_epi(const float *ep, uint16_t *sbuf, int lo, int pos)
 {
 	typedef dattn_mma<D, G> Q;
 	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
 	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	if ((int)(threadIdx.x >> 5) != j / 16) /* the warp whose rows these are */
+	if (WP && (int)(threadIdx.x >> 5) != j / 16) /* WP: the warp whose rows these are */
 		return;
-	for (int i = threadIdx.x & 31; i < D; i += 32) {
+	for (int i = WP ? threadIdx.x & 31 : threadIdx.x; i < D; i += WP ? 32 : DA_THREADS) {
 		kb[j * Q::RS + i] = ds_f32_to_bf16(ep[G * D + i]);
 		vb[j * Q::RS + i] = ds_f32_to_bf16(ep[(G + 1) * D + i]);
 	}
@@ -168,7 +172,7 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
  * block holding the row's own position writes that K and V to the cache. NOMATH (a diagnostic
  * for bench_gpu attn only: its output is meaningless): the same copies, stages and barriers
  * without the arithmetic, to tell the copy pipeline's limit from the math's. */
-template <int D, int G, bool EPI, bool NOMATH = false>
+template <int D, int G, bool EPI, bool NOMATH = false, bool WP = true>
 __global__ void __launch_bounds__(DA_THREADS, 2)
     dattn_mma_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                      struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt,
@@ -206,7 +210,7 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 #pragma unroll
 	for (int st = 0; st < Q::STAGES - 1; st++) {
 		if (st < nst)
-			dattn_mma_issue<D, G>(src, sh_kv, lo, st, p);
+			dattn_mma_issue<D, G, WP>(src, sh_kv, lo, st, p);
 		dattn_cp_commit();
 	}
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
@@ -234,9 +238,9 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 			}
 		}
 		if (own_early)
-			dattn_mma_own_epi<D, G>(ep, sh_kv, lo, p);
+			dattn_mma_own_epi<D, G, WP>(ep, sh_kv, lo, p);
 	} else if (own_early) {
-		dattn_mma_own<D, G>(src, sh_kv, lo, p);
+		dattn_mma_own<D, G, WP>(src, sh_kv, lo, p);
 	}
 
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
@@ -264,15 +268,19 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 
 	for (int it = 0; it < nst; it++) {
 		dattn_cp_wait<Q::STAGES - 2>(); /* stage it has landed (this thread's copies) */
-		/* the warp's lanes' copies; the warp is done with stage it - 1 (its rows are its
-		 * own: it copies, reads and refills them alone, so no block barrier a stage) */
-		__syncwarp();
+		/* WP: the warp's lanes' copies, and the warp is done with stage it - 1 (its rows
+		 * are its own: it copies, reads and refills them alone); else everyone's copies,
+		 * everyone done with stage it - 1 */
+		if constexpr (WP)
+			__syncwarp();
+		else
+			__syncthreads();
 		if (it + Q::STAGES - 1 < nst) {
 			int st = it + Q::STAGES - 1;
-			dattn_mma_issue<D, G>(src, sh_kv, lo, st, EPI ? p : -1);
+			dattn_mma_issue<D, G, WP>(src, sh_kv, lo, st, EPI ? p : -1);
 			/* fused: the own position is not in the cache for this launch's copies */
 			if (EPI && own && (p - lo) / Q::P == st)
-				dattn_mma_own_epi<D, G>(ep, sh_kv, lo, p);
+				dattn_mma_own_epi<D, G, WP>(ep, sh_kv, lo, p);
 		}
 		dattn_cp_commit();
 		int base = lo + it * Q::P + warp * 16; /* this warp's first position */

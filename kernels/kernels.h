@@ -263,7 +263,8 @@ enum ds_k_attn_decode_variant {
 	DS_K_ATTN_DECODE_REG = 0,
 	DS_K_ATTN_DECODE_PIPE = 1,
 	DS_K_ATTN_DECODE_MMA = 2,
-	DS_K_ATTN_DECODE_N_VARIANTS = 3,
+	DS_K_ATTN_DECODE_MMA_BLOCK = 3, /* MMA with the block copying each stage together */
+	DS_K_ATTN_DECODE_N_VARIANTS = 4,
 	DS_K_ATTN_DECODE_MMA_COPYONLY = 16
 };
 cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *blocks_per_sm);
