@@ -7,7 +7,11 @@
  * waits again). ldmatrix and mma follow the fragment layouts of the PTX ISA (m8n8 .b16
  * matrices; m16n8k16 .bf16 A/B/C); an mma element is its exact sum in double, rounded once.
  * cp.async copies are held per thread and land only at the cp.async.wait_group that covers
- * them, so reading a tile before waiting for it shows up as stale data. The emulation tests
+ * them, so reading a tile before waiting for it shows up as stale data; and what landed becomes
+ * visible to the other threads only at the copying thread's next __syncthreads or __syncwarp
+ * (the CUDA memory model: wait_group completes the copies for the thread that issued them), so
+ * a thread reading another's copies without a barrier between (a warp collective such as
+ * ldmatrix is not one) also reads stale data. The emulation tests
  * the kernel's indexing, grouping, masking and synchronization, not the hardware's rounding.
  * Included by kernels/attn_mma.cu when DS_ATTN_MMA_EMU is defined; C++ only. */
 #ifndef DS_ATTN_MMA_EMU_H
@@ -66,6 +70,7 @@ struct emu_fiber {
 	bool done;
 	std::vector<char> stack;
 	std::vector<emu_copy> pending; /* cp.async not yet landed */
+	std::vector<emu_copy> landed;  /* landed, not yet visible to the other threads */
 	int groups;                    /* committed groups */
 };
 
@@ -99,8 +104,17 @@ static inline void emu_yield()
 	swapcontext(&emu.cur->ctx, &emu.sched);
 }
 
+/* This thread's landed copies become visible (at a barrier it passes). */
+static inline void emu_publish()
+{
+	for (auto &c : emu.cur->landed)
+		memcpy(c.dst, c.data, 16);
+	emu.cur->landed.clear();
+}
+
 static inline void __syncthreads()
 {
+	emu_publish();
 	unsigned long g = emu.bar_gen;
 	if (++emu.bar_count == emu.alive) {
 		emu.bar_count = 0;
@@ -126,6 +140,7 @@ static inline void emu_warp_sync()
 
 static inline void __syncwarp(void)
 {
+	emu_publish();
 	emu_warp_sync();
 }
 
@@ -214,7 +229,7 @@ template <int N> static inline void mt_wait(void)
 	std::vector<emu_copy> keep;
 	for (auto &c : emu.cur->pending) {
 		if (c.group >= 0 && c.group < emu.cur->groups - N)
-			memcpy(c.dst, c.data, 16);
+			emu.cur->landed.push_back(c); /* visible at this thread's next barrier */
 		else
 			keep.push_back(c);
 	}
@@ -339,6 +354,7 @@ static void emu_launch(unsigned gx, unsigned gy, std::function<void()> body)
 				f.stack.resize(EMU_STACK);
 				f.done = false;
 				f.pending.clear();
+				f.landed.clear();
 				f.groups = 0;
 				f.tidx = {(unsigned)i, 0, 0};
 				getcontext(&f.ctx);

@@ -1,14 +1,16 @@
-/* test_dattn_emu.cc - runs the "pipe" and "mma" variants of kernels/attn_decode.cu (K/V staged in
- * shared memory by cp.async; the mma one on emulated tensor cores) and their combine kernel on the CPU, through the emulated primitives of
- * attn_mma_emu.h (no GPU needed): every thread is a fiber, shared memory starts poisoned and a
- * cp.async lands only at the wait_group that covers it, so a stage read before it arrived, a
- * buffer overwritten while still in use, a missing zero-fill or a wrong index shows up as a
- * wrong output. Checks against a double reference (the tolerance of test_gpu_dattn.c): head_dim
- * 64 and 128, GQA 1, 3, 4 and 8 (3 and 4 pipeline stages), block sizes 16 and 12, rows of 1 to
- * 200 positions and a padding row (zeros), grid splits 1, 2, 5 and 64 (partials merged by the
- * combine kernel, or by the last block through counters: the same bits, counters back at zero;
- * the partial buffer starts as NaN), nothing written past the output. The gpu
- * suite's test_gpu_dattn.c checks both variants on the hardware. Sizes are small. */
+/* test_dattn_emu.cc - runs the "pipe", "mma" and "mma_block" variants of kernels/attn_decode.cu
+ * (K/V staged in shared memory by cp.async; the mma ones on emulated tensor cores, staged by each
+ * warp for its own positions or by the whole block) and their combine kernel on the CPU, through
+ * the emulated primitives of attn_mma_emu.h (no GPU needed): every thread is a fiber, shared
+ * memory starts poisoned, a cp.async lands only at the wait_group that covers it and shows to
+ * other threads only at its thread's next barrier, so a stage read before it arrived or without
+ * a barrier after it, a buffer overwritten while still in use, a missing zero-fill or a wrong
+ * index shows up as a wrong output. Checks against a double reference (the tolerance of
+ * test_gpu_dattn.c): head_dim 64 and 128, GQA 1, 3, 4 and 8 (3 and 4 pipeline stages), block sizes
+ * 16 and 12, rows of 1 to 200 positions and a padding row (zeros), grid splits 1, 2, 5 and 64
+ * (partials merged by the combine kernel, or by the last block through counters: the same bits,
+ * counters back at zero; the partial buffer starts as NaN), nothing written past the output. The
+ * gpu suite's test_gpu_dattn.c checks both variants on the hardware. Sizes are small. */
 #define DS_DATTN_EMU 1
 #include <cuda_runtime.h>
 #include <strings.h>
@@ -141,10 +143,15 @@ static void dref(const fix &f, int t, int h, double *out)
 		out[i] /= l;
 }
 
-/* The pipe (or mma) kernel over the fixture at split nz: with fused, the last block of a row and
- * KV head merges (counters), else the combine kernel does (when nz > 1). Checks the guard. */
+/* The kernels run: the pipe variant, the mma one with warp-private stages (the default) and the
+ * mma one staged by the whole block (DS_FAST_ATTN=mma_block). */
+enum form { PIPE, MMA, MMA_BLOCK };
+static const char *const form_name[] = {"pipe", "mma ", "mma_block"};
+
+/* Kernel form k over the fixture at split nz: with fused, the last block of a row and KV head
+ * merges (counters), else the combine kernel does (when nz > 1). Checks the guard. */
 template <int D, int G>
-static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, bool mma)
+static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, form k)
 {
 	const ds_k_dims d = f.d;
 	int H = d.n_head;
@@ -159,15 +166,16 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, bool m
 	uint16_t *op = out.data();
 	float *pp = part.data();
 	unsigned *cp = fused && nz > 1 ? cnt.data() : NULL;
-	de_launch(NROW, (unsigned)d.n_kv, (unsigned)nz,
-	          [&] {
-		          if (mma)
-			          dattn_mma_kernel<D, G, false>(qp, kvp, tm, d, qscale, pp, op, cp,
-			                                        none);
-		          else
-			          dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp, none);
-	          });
-	int pb = mma ? dattn_mma<D, G>::P : dattn_shape<D, G>::PB;
+	de_launch(NROW, (unsigned)d.n_kv, (unsigned)nz, [&] {
+		if (k == MMA)
+			dattn_mma_kernel<D, G, false>(qp, kvp, tm, d, qscale, pp, op, cp, none);
+		else if (k == MMA_BLOCK)
+			dattn_mma_kernel<D, G, false, false, false>(qp, kvp, tm, d, qscale, pp, op,
+			                                            cp, none);
+		else
+			dattn_pipe_kernel<D, G>(qp, kvp, tm, d, qscale, pp, op, cp, none);
+	});
+	int pb = k == PIPE ? dattn_shape<D, G>::PB : dattn_mma<D, G>::P;
 	if (nz > 1 && !cp)
 		de_launch(NROW, (unsigned)H, 1,
 		          [&] { dattn_combine_kernel(pp, tm, d, nz, pb, op); });
@@ -181,13 +189,13 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, bool m
 	return out;
 }
 
-/* The pipe (or mma) kernel checked against the reference; the fused merge gives the same bits. */
-template <int D, int G> static void run_case(const fix &f, int nz, bool mma)
+/* Kernel form k checked against the reference; the fused merge gives the same bits. */
+template <int D, int G> static void run_case(const fix &f, int nz, form k)
 {
 	const ds_k_dims d = f.d;
 	int H = d.n_head;
-	std::vector<uint16_t> out = run_kernel<D, G>(f, nz, false, mma);
-	bool same = run_kernel<D, G>(f, nz, true, mma) == out;
+	std::vector<uint16_t> out = run_kernel<D, G>(f, nz, false, k);
+	bool same = run_kernel<D, G>(f, nz, true, k) == out;
 	CHECK(same,
 	      "D=%d G=%d split %d: the fused merge differs from the combine kernel", D, G, nz);
 	std::vector<double> ref((size_t)D);
@@ -212,8 +220,8 @@ template <int D, int G> static void run_case(const fix &f, int nz, bool mma)
 				worst = fmax(worst, fabs(g - r) / tol);
 			}
 		}
-	printf("%s D=%d G=%d bs %d split %2d: worst error / tolerance %.3f\n", mma ? "mma " : "pipe",
-	       D, G, d.block_size, nz, worst);
+	printf("%s D=%d G=%d bs %d split %2d: worst error / tolerance %.3f\n", form_name[k], D, G,
+	       d.block_size, nz, worst);
 }
 
 /* ---- the mma variant with the q/k/v epilogue fused (ds_k_attn_decode_qkv) ---- */
@@ -343,10 +351,9 @@ template <int D, int G> static void run_shape(int n_kv, int bs)
 {
 	fix f = fix_make(n_kv * G, n_kv, D, bs);
 	static const int splits[] = {1, 2, 5, DS_K_ATTN_DECODE_MAX_SPLIT};
-	for (int nz : splits) {
-		run_case<D, G>(f, nz, false);
-		run_case<D, G>(f, nz, true);
-	}
+	for (int nz : splits)
+		for (form k : {PIPE, MMA, MMA_BLOCK})
+			run_case<D, G>(f, nz, k);
 }
 
 int main(void)
