@@ -10,7 +10,7 @@
  * 16 and 12, rows of 1 to 200 positions and a padding row (zeros), grid splits 1, 2, 5 and 64
  * (partials merged by the combine kernel, or by the last block through counters: the same bits,
  * counters back at zero; the partial buffer starts as NaN), nothing written past the output. The
- * gpu suite's test_gpu_dattn.c checks both variants on the hardware. Sizes are small. */
+ * gpu suite's test_gpu_dattn.c checks every variant on the hardware. Sizes are small. */
 #define DS_DATTN_EMU 1
 #include <cuda_runtime.h>
 #include <strings.h>
