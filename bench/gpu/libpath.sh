@@ -13,9 +13,9 @@ stage_libpath() {
 	echo "$libs"
 }
 
-# stage_unpack STAGE: gunzips the executables stage.sh gzipped (bin/*.gz), in place.
+# stage_unpack STAGE: gunzips what stage.sh gzipped (bin/*.gz, devlib/*.gz), in place.
 stage_unpack() {
-  for z in "$1"/bin/*.gz; do
+  for z in "$1"/bin/*.gz "$1"/devlib/*.gz; do
     [ -f "$z" ] || continue
     gzip -d -f "$z" && chmod +x "${z%.gz}"
   done

@@ -37,6 +37,8 @@ for lib in $libs; do
   path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
   [ -n "$path" ] && cp -L "$path" "$dest/devlib/"
 done
+# the kernels' shared library (meson.build: every executable links it)
+cp "$build/libdskernels.so" "$dest/devlib/"
 # the kernel timeline library (bench/gpu/cupti_trace.c) and CUPTI, where the build has them
 if [ -f "$build/bench/libdscupti.so" ]; then
   cp "$build/bench/libdscupti.so" "$dest/devlib/"
@@ -44,9 +46,9 @@ if [ -f "$build/bench/libdscupti.so" ]; then
     -name 'libcupti.so.*' 2>/dev/null | head -1)
   [ -n "$cupti" ] && cp -L "$cupti" "$dest/devlib/"
 fi
-# the executables each hold the CUDA kernels (~11 MB): gzip them (a third of the size) so a
-# staged folder stays under the device tool's 64 MiB; run.sh unpacks them
-gzip -6 "$dest"/bin/*
+# gzip the executables and the kernels' library (a third of the size) so a staged folder stays
+# well under the device tool's 64 MiB; run.sh unpacks them
+gzip -6 "$dest"/bin/* "$dest/devlib/libdskernels.so"
 git -C "$src" rev-parse HEAD > "$dest/COMMIT" 2>/dev/null || true
 git -C "$src" status --porcelain | grep -q . && echo "+dirty" >> "$dest/COMMIT" || true
 du -sh "$dest"
