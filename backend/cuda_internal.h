@@ -141,17 +141,15 @@ struct ds_cuda_fast {
 	int mega_diag; /* DS_FAST_MEGA_DIAG (bench diagnostics, ds_k_mega.diag); 0 */
 	/* fused-norm layers (ds_k_skinny_fused): in passes of up to DS_K_SKINNY_MAX_M rows the
 	 * o and down skinny GEMMs add into the residual and write xb (DS_K_SKINNY_MAX_M, hidden),
-	 * bf16 of the residual times the next norm's weight, and rms (64), the rows' 1 / rms
-	 * (from their tiles' row sums of squares, ss_part: max_part tiles x 64 rows, and the
-	 * ticket ss_count), and the q/k/v and gate/up GEMMs read xb and scale their rows by rms;
-	 * layer 0's first norm and the final one stay kernels. DS_FAST_FUSE_NORM=1 sets
-	 * fuse_norm, unset leaves it to the graph tuning (norm_tune), 0 rules it out. norm_ok: the
-	 * model's dims suit it. */
+	 * bf16 of the residual times the next norm's weight, with their tiles' row sums of
+	 * squares in ss_part (max_part tiles x 64 rows; n_part: the last launch's tiles), and the
+	 * q/k/v and gate/up GEMMs read xb and scale their rows by 1 / rms; layer 0's first norm
+	 * and the final one stay kernels. DS_FAST_FUSE_NORM=1 sets fuse_norm, unset leaves it to
+	 * the graph tuning (norm_tune), 0 rules it out. norm_ok: the model's dims suit it. */
 	bool fuse_norm, norm_tune, norm_ok;
 	uint16_t *xb;
-	float *ss_part, *rms;
-	unsigned *ss_count;
-	int max_part;
+	float *ss_part;
+	int n_part, max_part;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };

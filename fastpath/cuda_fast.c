@@ -894,10 +894,10 @@ static int fused_variant(const struct ds_cuda_pick *pk)
 	return pk && isfinite(pk->ms_skinny) ? pk->skinny_best : 0;
 }
 
-/* C (M, N) = RMSNorm(x) . W^T from c->fast.xb, the bf16 of the residual times the norm weight,
- * and c->fast.rms, the rows' 1 / rms, both from the residual GEMM before (fast_gemm_res): the
- * plain pick's skinny variant, its rows scaled. The pick is timed on xb into C, which the call
- * then overwrites. */
+/* C (M, N) = RMSNorm(x) . W^T from c->fast.xb, the bf16 of the residual times the norm weight
+ * that the residual GEMM before wrote with its row sums of squares (fast_gemm_res): the plain
+ * pick's skinny variant, its rows scaled by 1 / rms. The pick is timed on xb into C, which
+ * the call then overwrites. */
 static enum ds_status fast_gemm_norm(struct ds_cuda_ctx *c, const uint16_t *W, float *C, int M,
                                      int N, int K, struct ds_err *err)
 {
@@ -906,30 +906,26 @@ static enum ds_status fast_gemm_norm(struct ds_cuda_ctx *c, const uint16_t *W, f
 	enum ds_status rv = pick_lookup(c, f->xb, W, C, M, N, K, &pk, err);
 	if (rv != DS_OK)
 		return rv;
-	struct ds_k_skinny_fuse fu = {.rms_in = f->rms};
+	DS_ASSERT(f->n_part > 0);
+	struct ds_k_skinny_fuse fu = {
+	    .ss_in = f->ss_part, .n_part = f->n_part, .eps = c->cfg.rms_eps};
 	DS_CUDA_TRY(ds_k_skinny_fused(f->xb, 0, W, C, M, N, K, fused_variant(pk), f->pdl,
 	                              f->skinny_stage, &fu, c->stream),
 	            err);
 	return DS_OK;
 }
 
-/* One residual GEMM launch (variant v): c->x += the result, c->fast.xb = bf16(x * norm_w) and
- * c->fast.rms the rows' 1 / rms for the next GEMM (no rms when norm_w is NULL: the last layer,
- * whose next norm is the final RMSNorm kernel). */
+/* One residual GEMM launch (variant v): c->x += the result, c->fast.xb = bf16(x * norm_w) with
+ * the tiles' row sums of squares for the next GEMM (none when norm_w is NULL: the last layer). */
 static enum ds_status res_launch(struct ds_cuda_ctx *c, const void *A, int silu, const uint16_t *W,
                                  int M, int N, int K, int v, const uint16_t *norm_w,
                                  struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
-	struct ds_k_skinny_fuse fu = {.cb = f->xb, .norm_w = norm_w};
-	if (norm_w) {
-		int tiles = ds_k_skinny_tiles(M, N, v);
-		DS_ASSERT(tiles > 0 && tiles <= f->max_part);
-		fu.ss_part = f->ss_part;
-		fu.ss_count = f->ss_count;
-		fu.rms_out = f->rms;
-		fu.eps = c->cfg.rms_eps;
-	}
+	struct ds_k_skinny_fuse fu = {
+	    .cb = f->xb, .norm_w = norm_w, .ss_part = norm_w ? f->ss_part : NULL};
+	f->n_part = norm_w ? ds_k_skinny_tiles(M, N, v) : 0;
+	DS_ASSERT(!norm_w || (f->n_part > 0 && f->n_part <= f->max_part));
 	DS_CUDA_TRY(ds_k_skinny_fused(A, silu, W, c->x, M, N, K, v, f->pdl, f->skinny_stage, &fu,
 	                              c->stream),
 	            err);
@@ -1159,9 +1155,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	DS_CUDA_TRY(cudaMalloc((void **)&f->xb, (size_t)DS_K_SKINNY_MAX_M * cfg->hidden * 2), err);
 	DS_CUDA_TRY(cudaMalloc((void **)&f->ss_part, (size_t)f->max_part * 64 * sizeof(float)),
 	            err);
-	DS_CUDA_TRY(cudaMalloc((void **)&f->rms, 64 * sizeof(float)), err);
-	DS_CUDA_TRY(cudaMalloc((void **)&f->ss_count, sizeof(unsigned)), err);
-	DS_CUDA_TRY(cudaMemset(f->ss_count, 0, sizeof(unsigned)), err);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
@@ -1195,10 +1188,6 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 		cudaFree(f->xb);
 	if (f->ss_part)
 		cudaFree(f->ss_part);
-	if (f->rms)
-		cudaFree(f->rms);
-	if (f->ss_count)
-		cudaFree(f->ss_count);
 	if (f->lt)
 		cublasLtDestroy(f->lt);
 	memset(f, 0, sizeof(*f));

@@ -159,22 +159,20 @@ cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M
  * - cb non-NULL (a residual GEMM: o, down): C is the (M, N) fp32 residual and the result is
  *   added into it (C = C + result, the add ds_k_rmsnorm does with the result as its delta);
  *   cb (M, N) = bf16(C * norm_w[n]) (norm_w NULL: bf16(C)), the next GEMM's operand; with
- *   ss_part (scratch of ds_k_skinny_tiles x 64 floats), ss_count (an unsigned that is 0 and is
- *   left 0) and rms_out (M floats): rms_out[m] = 1 / sqrt(mean over n of C(m, n)^2 + eps),
- *   summed by tile in a fixed order (the last tile to finish adds the tiles' sums);
- * - rms_in non-NULL (the GEMM after it: q/k/v, gate/up on cb): row m of the result is scaled
- *   by rms_in[m]: RMSNorm with the weight applied before the bf16 rounding of the operand and
- *   1 / rms after the dot products (not the bits of ds_k_rmsnorm then ds_k_skinny; within the
- *   same bound).
- * A variant gives the same bits on every run. silu: A is the gate/up buffer as for
- * ds_k_skinny_silu. Every variant and stage of ds_k_skinny, with its rules. */
+ *   ss_part, ss_part[t * 64 + m] = the sum of C^2 over tile t's columns of row m
+ *   (ds_k_skinny_tiles tiles; the caller's buffer holds that many times 64 floats);
+ * - ss_in non-NULL (the GEMM after it: q/k/v, gate/up on cb): row m of the result is scaled by
+ *   1 / sqrt(sum_{t < n_part} ss_in[t * 64 + m] / K + eps), summed in a fixed order: RMSNorm
+ *   with the weight applied before the bf16 rounding of the operand and 1 / rms after the dot
+ *   products (not the bits of ds_k_rmsnorm then ds_k_skinny; within the same bound).
+ * Fixed orders throughout: a variant gives the same bits on every run. silu: A is the gate/up
+ * buffer as for ds_k_skinny_silu. Every variant and stage of ds_k_skinny, with its rules. */
 struct ds_k_skinny_fuse {
 	uint16_t *cb;
 	const uint16_t *norm_w;
 	float *ss_part;
-	unsigned *ss_count;
-	float *rms_out;
-	const float *rms_in;
+	const float *ss_in;
+	int n_part;
 	float eps;
 };
 cudaError_t ds_k_skinny_fused(const void *A, int silu, const uint16_t *W, float *C, int M, int N,

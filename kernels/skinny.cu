@@ -23,11 +23,9 @@
  * The decode layer's RMSNorms and residual adds can ride in the epilogues (ds_k_skinny_fused),
  * leaving the streaming loop as it is: a residual GEMM (o, down) adds its result into the fp32
  * residual C, writes bf16(C * the next norm's weight) as the next GEMM's operand and each tile's
- * per-row sum of C^2 (clusters merge theirs over distributed shared memory), and its last tile
- * to finish sums those in a fixed order into each row's 1 / rms; the next GEMM (q/k/v, gate/up)
- * scales its rows by them. The norm kernel between two GEMMs goes away. (Every block of the next
- * GEMM summing the partials itself ran 1.1-1.8x slower than the unfused step at 8-32 rows: one
- * L2 round trip a load, bench/results/gpu-20261201-8cf8dcd-epi.) (A first form that
+ * per-row sum of C^2 (clusters merge theirs over distributed shared memory); the next GEMM (q/k/v,
+ * gate/up) sums those partials in a fixed order, from loads issued right after its PDL wait, and
+ * scales its rows by 1 / rms. The norm kernel between two GEMMs goes away. (A first form that
  * normalised inside the streaming loop, every block redoing the whole activation, ran 1.4-2.5x
  * slower on llama3-8b's decode steps: bench/results/gpu-20261201-08d789a-norm.) */
 #include "kernels.h"
@@ -239,8 +237,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 	extern __shared__ float4 sk_red[];
 	using EP = sk_epi<NT, R, WARPS>;
 	constexpr int red_f4 = (WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32;
-	/* FU: a launch with norm work (fu.cb or fu.rms_in); the plain kernels compile without it */
-	const bool fused = FU, res = FU && fu.cb, scale = FU && fu.rms_in;
+	/* FU: a launch with norm work (fu.cb or fu.ss_in); the plain kernels compile without it */
+	const bool fused = FU, res = FU && fu.cb, scale = FU && fu.ss_in;
 	float *epi = (float *)(sk_red + red_f4);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	int rank = 0;
@@ -293,9 +291,17 @@ __global__ void __launch_bounds__(WARPS * 32)
 	mt_commit();
 	/* everything below reads activations or writes C: wait for the previous kernel */
 	ds_grid_dep_wait();
-	/* row scale: row t's 1 / rms, requested now, needed at the end */
+	/* row scale: this thread's share of the previous GEMM's row sums of squares (thread t sums
+	 * tile partials b = k, k + TPR, ... of row m = t / TPR), requested now, needed at the end
+	 */
 	const int Mp = NT * 8, TPR = (WARPS * 32) / Mp;
-	const float rinv = scale && threadIdx.x < M ? __ldcg(fu.rms_in + threadIdx.x) : 1.0f;
+	float ssp = 0.0f;
+	if (scale) {
+		int m = threadIdx.x / TPR, k0 = threadIdx.x % TPR;
+		if (m < M)
+			for (int b = k0; b < fu.n_part; b += TPR)
+				ssp += __ldcg(fu.ss_in + (size_t)b * 64 + m);
+	}
 	for (int it = 0; c < nch; c += step, it++) {
 		const int cn = c + step;
 		/* PF: the next chunks' weights are requested before this iteration's activation
@@ -352,9 +358,19 @@ __global__ void __launch_bounds__(WARPS * 32)
 		for (int j = 0; j < NT; j++)
 			sk_red[((warp * R + r) * NT + j) * 32 + lane] =
 			    make_float4(acc[r][j][0], acc[r][j][1], acc[r][j][2], acc[r][j][3]);
-	if (scale && threadIdx.x < Mp)
-		epi[EP::rows + threadIdx.x] = rinv;
+	if (scale)
+		epi[EP::tpart + threadIdx.x] = ssp;
 	__syncthreads();
+	/* the row scales 1 / rms from the thread partials, in k order */
+	if (scale) {
+		if (threadIdx.x < Mp) {
+			float ss = 0.0f;
+			for (int k0 = 0; k0 < TPR; k0++)
+				ss += epi[EP::tpart + threadIdx.x * TPR + k0];
+			epi[EP::rows + threadIdx.x] = 1.0f / sqrtf(ss / (float)K + fu.eps);
+		}
+		__syncthreads();
+	}
 	/* output element e: weight row rr (fastest, so stores to C coalesce), batch column cc */
 	const float *red = (const float *)sk_red;
 	float *part = (float *)(sk_red + WARPS * R * NT * 32); /* (R * NT * 128), KS > 1 */
@@ -406,43 +422,11 @@ __global__ void __launch_bounds__(WARPS * 32)
 			epi[EP::rowp + threadIdx.x] = ss;
 		}
 	};
-	/* the last tile to finish (a ticket on fu.ss_count, reset for the next launch) sums every
-	 * tile's row sums, thread (k, m) the tiles k, k + TPR, ... of row m, then the TPR partials
-	 * in k order, and writes the rows' 1 / rms for the next GEMM */
-	auto last_tile = [&]() {
-		__shared__ unsigned ticket;
-		__threadfence();
-		__syncthreads();
-		if (threadIdx.x == 0)
-			ticket = atomicAdd(fu.ss_count, 1u);
-		__syncthreads();
-		const int tiles = (int)gridDim.x / KS;
-		if (ticket != (unsigned)tiles - 1)
-			return;
-		__threadfence();
-		int m = threadIdx.x % Mp, k0 = threadIdx.x / Mp;
-		float ss = 0.0f;
-		if (m < M)
-#pragma unroll 8
-			for (int tl = k0; tl < tiles; tl += TPR)
-				ss += __ldcg(fu.ss_part + (size_t)tl * 64 + m);
-		epi[EP::tpart + threadIdx.x] = ss;
-		__syncthreads();
-		if (threadIdx.x < M) {
-			float tot = 0.0f;
-			for (int k = 0; k < TPR; k++)
-				tot += epi[EP::tpart + k * Mp + threadIdx.x];
-			fu.rms_out[threadIdx.x] = 1.0f / sqrtf(tot / (float)N + fu.eps);
-		}
-		if (threadIdx.x == 0)
-			*fu.ss_count = 0u;
-	};
 	if (KS == 1 && res && fu.ss_part) {
 		tile_rows();
 		if (threadIdx.x < M)
 			fu.ss_part[(size_t)(blockIdx.x / KS) * 64 + threadIdx.x] =
 			    epi[EP::rowp + threadIdx.x];
-		last_tile();
 	}
 	if constexpr (KS > 1) {
 		cg::cluster_group cl = cg::this_cluster();
@@ -475,8 +459,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 			}
 		}
 		cl.sync(); /* no block leaves while another still reads its part */
-		if (res && fu.ss_part && rank == 0)
-			last_tile();
 	}
 }
 
@@ -520,7 +502,7 @@ static cudaError_t skinny_launch_v(const void *A, const uint16_t *W, float *C, i
 {
 	if constexpr (SILU && I != 0)
 		return cudaErrorInvalidValue;
-	else if (fu.cb || fu.rms_in)
+	else if (fu.cb || fu.ss_in)
 		return skinny_launch<NT, R, U, WARPS, KS, PF, SILU, true>(A, W, C, M, N, K, pdl,
 		                                                          stage, fu, st);
 	else
@@ -612,8 +594,8 @@ extern "C" cudaError_t ds_k_skinny_fused(const void *A, int silu, const uint16_t
                                          int M, int N, int K, int variant, int pdl, int stage,
                                          const struct ds_k_skinny_fuse *fu, cudaStream_t st)
 {
-	if (!fu || (fu->ss_part && (!fu->cb || !fu->ss_count || !fu->rms_out || !(fu->eps >= 0))) ||
-	    (fu->rms_in && fu->rms_in == fu->rms_out))
+	if (!fu || (fu->ss_part && !fu->cb) || (fu->ss_in && (fu->n_part < 1 || !(fu->eps >= 0))) ||
+	    (fu->cb && fu->ss_in && fu->ss_in == fu->ss_part))
 		return cudaErrorInvalidValue;
 	return silu ? skinny_dispatch<true>(A, W, C, M, N, K, variant, pdl, stage, *fu, st)
 	            : skinny_dispatch<false>(A, W, C, M, N, K, variant, pdl, stage, *fu, st);

@@ -538,11 +538,11 @@ static void test_silu_decode_bits(void **state)
 /* Every variant at M = m_list on (N, K), eager, under PDL and with staged weights (the same bits
  * each time):
  * - residual (cb): C = x0 + the plain (or SiLU, M <= 8) variant's C bit for bit, cb =
- *   bf16(C * norm_w[n]) bit for bit, each tile's ss_part row sum within fp32 rounding of the
- *   double sum of C^2 over its columns (tiles of 16 R columns, R = 1 or 2), rms_out within
- *   fp32 rounding of 1 / sqrt(mean(C^2) + eps), and the ticket back at 0;
- * - row scale (rms_in, random): C against the double reference of sum_k A_mk W_nk rms_in[m].
- * C poisoned (row scale) or preset (residual); C, cb, ss_part and rms_out guarded. */
+ *   bf16(C * norm_w[n]) bit for bit, and each tile's ss_part row sum within fp32 rounding of
+ *   the double sum of C^2 over its columns (tiles of 16 R columns, R = 1 or 2);
+ * - row scale (ss_in: n_part tiles of random sums): C against the double reference of
+ *   sum_k A_mk W_nk / sqrt(sum_t ss_in[t][m] / K + eps).
+ * C poisoned (row scale) or preset (residual); C, cb and ss_part guarded. */
 static void fused_case(int N, int K, const int *m_list, int n_m)
 {
 	int Mmax = 0;
@@ -550,24 +550,21 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 		Mmax = DS_MAX(Mmax, m_list[i]);
 	bool all = (size_t)N * K <= ((size_t)4 << 20);
 	const float eps = 1e-5f;
-	const int max_part = (N + 15) / 16;
+	const int n_in = 37, max_part = (N + 15) / 16;
 	struct gt_gemm_case g;
 	gt_gemm_case_init(&g, Mmax, N, K, 401 + K, 402 + N);
 	size_t ncm = (size_t)Mmax * N, ngu = (size_t)DS_K_SKINNY_SILU_MAX_M * 2 * K;
 	uint16_t *nwt = malloc((size_t)N * 2), *cb = malloc(ncm * 2);
-	float *x0 = malloc(ncm * 4), *gu = malloc(ngu * 4), *rin = malloc(64 * 4),
-	      *rout = malloc(64 * 4), *ssp = malloc((size_t)max_part * 64 * 4);
+	float *x0 = malloc(ncm * 4), *gu = malloc(ngu * 4), *ssin = malloc((size_t)n_in * 64 * 4),
+	      *ssp = malloc((size_t)max_part * 64 * 4);
 	fill_bf16(nwt, N, 403, 1.5f);
 	fill_f32(x0, ncm, 404, 2.0f);
 	fill_f32(gu, ngu, 405 + K, 4.0f);
-	for (int i = 0; i < 64; i++) /* positive row scales about 1 */
-		rin[i] = 1.0f + 0.5f * rnd(406, (uint64_t)i, 1.0f);
+	for (int i = 0; i < n_in * 64; i++) /* positive sums of squares, about K a row */
+		ssin[i] = (float)K / n_in * (1.0f + 0.5f * rnd(406, (uint64_t)i, 1.0f));
 	uint16_t *dnw = to_dev(nwt, (size_t)N * 2);
-	float *dgu = to_dev(gu, ngu * 4), *drin = to_dev(rin, 64 * 4),
-	      *dssp = dev_alloc_guarded((size_t)max_part * 64 * 4),
-	      *drout = dev_alloc_guarded(64 * 4);
-	unsigned *dcount = dev_alloc_guarded(sizeof(unsigned)), count;
-	CK(cudaMemset(dcount, 0, sizeof(unsigned)));
+	float *dgu = to_dev(gu, ngu * 4), *dssin = to_dev(ssin, (size_t)n_in * 64 * 4),
+	      *dssp = dev_alloc_guarded((size_t)max_part * 64 * 4);
 	double *ref = malloc(ncm * sizeof(double)), *sabs = malloc(ncm * sizeof(double));
 	float *C = malloc(ncm * 4), *C0 = malloc(ncm * 4), *want = malloc(ncm * 4);
 	cudaStream_t st;
@@ -577,11 +574,16 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 		int M = m_list[i];
 		size_t nc = (size_t)M * N;
 		gt_gemm_reference(g.A, g.W, M, N, K, all, ref, sabs);
-		for (int m = 0; m < M; m++)
+		for (int m = 0; m < M; m++) {
+			double ss = 0;
+			for (int t = 0; t < n_in; t++)
+				ss += ssin[t * 64 + m];
+			double inv = 1.0 / sqrt(ss / K + eps);
 			for (int n = 0; n < N; n++) {
-				ref[(size_t)m * N + n] *= rin[m];
-				sabs[(size_t)m * N + n] *= rin[m];
+				ref[(size_t)m * N + n] *= inv;
+				sabs[(size_t)m * N + n] *= inv;
 			}
+		}
 		float *dC = dev_alloc_guarded(nc * 4);
 		uint16_t *dcb = dev_alloc_guarded(nc * 2);
 		CK(cudaDeviceSynchronize());
@@ -611,11 +613,10 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 					fu.cb = dcb;
 					fu.norm_w = dnw;
 					fu.ss_part = dssp;
-					fu.ss_count = dcount;
-					fu.rms_out = drout;
-					fu.eps = eps;
 				} else {
-					fu.rms_in = drin;
+					fu.ss_in = dssin;
+					fu.n_part = n_in;
+					fu.eps = eps;
 				}
 				for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
 					int pdl = runs[ri][0], stage = runs[ri][1];
@@ -632,7 +633,6 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 					dev_check_guard(dC, nc * 4);
 					dev_check_guard(dcb, nc * 2);
 					dev_check_guard(dssp, (size_t)max_part * 64 * 4);
-					dev_check_guard(drout, 64 * 4);
 					if (mode == 0) {
 						gt_gemm_check(C, ref, sabs, M, N, K, all, name);
 						if (ri == 0)
@@ -669,20 +669,6 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 								    "sum of squares %g vs %g",
 								    name, M, N, t, m, got, sq);
 						}
-					from_dev(rout, drout, (size_t)M * 4);
-					for (int m = 0; m < M; m++) {
-						double sq = 0;
-						for (int n = 0; n < N; n++)
-							sq += (double)want[(size_t)m * N + n] *
-							      want[(size_t)m * N + n];
-						double inv = 1.0 / sqrt(sq / N + eps);
-						if (!(fabs(rout[m] - inv) <= 1e-5 * inv))
-							fail_msg(
-							    "%s M=%d N=%d: row %d 1 / rms %g vs %g",
-							    name, M, N, m, rout[m], inv);
-					}
-					from_dev(&count, dcount, sizeof(unsigned));
-					assert_int_equal(count, 0);
 				}
 			}
 		}
@@ -692,17 +678,14 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 	CK(cudaStreamDestroy(st));
 	cudaFree(dnw);
 	cudaFree(dgu);
-	cudaFree(drin);
-	cudaFree(drout);
-	cudaFree(dcount);
+	cudaFree(dssin);
 	cudaFree(dssp);
 	gt_gemm_case_free(&g);
 	free(nwt);
 	free(cb);
 	free(x0);
 	free(gu);
-	free(rin);
-	free(rout);
+	free(ssin);
 	free(ssp);
 	free(ref);
 	free(sabs);
@@ -728,28 +711,16 @@ static void test_skinny_fused(void **state)
 	         *dW = dev_alloc_guarded((size_t)N * K * 2);
 	float *dC = dev_alloc_guarded((size_t)8 * N * 4),
 	      *dss = dev_alloc_guarded((size_t)4 * 64 * 4);
-	unsigned *dcnt = dev_alloc_guarded(sizeof(unsigned));
-	struct ds_k_skinny_fuse part_only = {.ss_part = dss, .ss_count = dcnt, .rms_out = dss + 64},
-	                        no_count = {.cb = dA, .ss_part = dss, .rms_out = dss + 64},
-	                        no_out = {.cb = dA, .ss_part = dss, .ss_count = dcnt},
-	                        neg = {.cb = dA,
-	                               .ss_part = dss,
-	                               .ss_count = dcnt,
-	                               .rms_out = dss + 64,
-	                               .eps = -1.0f},
-	                        same = {.cb = dA,
-	                                .ss_part = dss,
-	                                .ss_count = dcnt,
-	                                .rms_out = dss + 64,
-	                                .rms_in = dss + 64},
-	                        ok = {.rms_in = dss};
+	struct ds_k_skinny_fuse part_only = {.ss_part = dss},
+	                        no_parts = {.ss_in = dss, .n_part = 0, .eps = 1e-5f},
+	                        neg = {.ss_in = dss, .n_part = 4, .eps = -1.0f},
+	                        same = {.cb = dA, .ss_part = dss, .ss_in = dss, .n_part = 4},
+	                        ok = {.ss_in = dss, .n_part = 4, .eps = 1e-5f};
 	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, NULL, 0),
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &part_only, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &no_count, 0),
-	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &no_out, 0),
+	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &no_parts, 0),
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &neg, 0),
 	                 cudaErrorInvalidValue);
@@ -770,7 +741,6 @@ static void test_skinny_fused(void **state)
 	cudaFree(dA);
 	cudaFree(dW);
 	cudaFree(dss);
-	cudaFree(dcnt);
 	cudaFree(dC);
 }
 
