@@ -54,7 +54,8 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
 		if (fn && l > 0) {
-			rv = ops->gemm_norm(c, L->wqkv, c->big, T, qd + 2 * kvd, H, err);
+			rv = ops->gemm_norm(c, c->fast.xb, L->attn_norm, L->wqkv, c->big, T,
+			                    qd + 2 * kvd, H, err);
 		} else {
 			DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T,
 			                             H, cfg->rms_eps, c->h, pdl, st),
@@ -75,13 +76,10 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 				return rv;
 		}
 		if (fn) {
-			const uint16_t *next_norm =
-			    l + 1 < cfg->n_layer ? c->layers[l + 1].attn_norm : NULL;
-			if ((rv = ops->gemm_res(c, c->att, NULL, L->wo, T, H, qd, L->ffn_norm,
-			                        err)) != DS_OK ||
-			    (rv = ops->gemm_norm(c, L->w_gu, c->big, T, 2 * F, H, err)) != DS_OK ||
-			    (rv = ops->gemm_res(c, NULL, c->big, L->w_down, T, H, F, next_norm,
-			                        err)) != DS_OK)
+			if ((rv = ops->gemm_res(c, c->att, NULL, L->wo, T, H, qd, err)) != DS_OK ||
+			    (rv = ops->gemm_norm(c, c->fast.xb, L->ffn_norm, L->w_gu, c->big, T,
+			                         2 * F, H, err)) != DS_OK ||
+			    (rv = ops->gemm_res(c, NULL, c->big, L->w_down, T, H, F, err)) != DS_OK)
 				return rv;
 			continue;
 		}

@@ -139,17 +139,14 @@ struct ds_cuda_fast {
 	bool mega_wef, mega_gate_late;
 	int mega_nz, mega_gate;
 	int mega_diag; /* DS_FAST_MEGA_DIAG (bench diagnostics, ds_k_mega.diag); 0 */
-	/* fused-norm layers (ds_k_skinny_fused): in passes of up to DS_K_SKINNY_MAX_M rows the
-	 * o and down skinny GEMMs add into the residual and write xb (DS_K_SKINNY_MAX_M, hidden),
-	 * bf16 of the residual times the next norm's weight, with their tiles' row sums of
-	 * squares in ss_part (max_part tiles x 64 rows; n_part: the last launch's tiles), and the
-	 * q/k/v and gate/up GEMMs read xb and scale their rows by 1 / rms; layer 0's first norm
-	 * and the final one stay kernels. DS_FAST_FUSE_NORM=1 sets fuse_norm, unset leaves it to
-	 * the graph tuning (norm_tune), 0 rules it out. norm_ok: the model's dims suit it. */
+	/* fused-norm layers (ds_k_skinny_fused): in passes of up to DS_K_SKINNY_MAX_M rows each
+	 * layer's RMSNorms are fused into the q/k/v and gate/up skinny GEMMs and the residual adds
+	 * into the o and down ones, which keep the residual's bf16 copy xb (DS_K_SKINNY_MAX_M,
+	 * hidden) for them; layer 0's first norm stays a kernel. DS_FAST_FUSE_NORM=1 sets
+	 * fuse_norm, unset leaves it to the graph tuning (norm_tune), 0 rules it out. norm_ok:
+	 * the model's dims and norm weights suit the kernel. */
 	bool fuse_norm, norm_tune, norm_ok;
 	uint16_t *xb;
-	float *ss_part;
-	int n_part, max_part;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };
@@ -305,16 +302,15 @@ struct ds_cuda_path_ops {
 	                                const struct ds_cuda_layer *L, uint16_t *kv, int n_split,
 	                                bool *done, struct ds_err *err);
 	/* optional, all three or none: whether pass p runs the fused-norm layers (the fast path's
-	 * fuse_norm); then gemm_res adds A . W^T (A, or SiLU*mul of the fp32 gate/up rows gu when
-	 * gu is not NULL) into the residual c->x and leaves the next RMSNorm's operand and
-	 * statistics (norm_w: that norm's weight; NULL after the last layer), and gemm_norm gives
-	 * C (M, N) = RMSNorm(x) . W^T from them */
+	 * fuse_norm); then gemm_norm gives C (M, N) = RMSNorm(xb, norm_w) . W^T from the residual's
+	 * bf16 copy, and gemm_res adds A . W^T (A, or SiLU*mul of the fp32 gate/up rows gu when gu
+	 * is not NULL) into the residual c->x and refreshes the copy */
 	bool (*norm_fused)(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p);
-	enum ds_status (*gemm_res)(struct ds_cuda_ctx *c, const uint16_t *A, const float *gu,
-	                           const uint16_t *W, int M, int N, int K, const uint16_t *norm_w,
-	                           struct ds_err *err);
-	enum ds_status (*gemm_norm)(struct ds_cuda_ctx *c, const uint16_t *W, float *C, int M,
+	enum ds_status (*gemm_norm)(struct ds_cuda_ctx *c, const uint16_t *xb,
+	                            const uint16_t *norm_w, const uint16_t *W, float *C, int M,
 	                            int N, int K, struct ds_err *err);
+	enum ds_status (*gemm_res)(struct ds_cuda_ctx *c, const uint16_t *A, const float *gu,
+	                           const uint16_t *W, int M, int N, int K, struct ds_err *err);
 };
 
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */

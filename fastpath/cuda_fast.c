@@ -894,60 +894,44 @@ static int fused_variant(const struct ds_cuda_pick *pk)
 	return pk && isfinite(pk->ms_skinny) ? pk->skinny_best : 0;
 }
 
-/* C (M, N) = RMSNorm(x) . W^T from c->fast.xb, the bf16 of the residual times the norm weight
- * that the residual GEMM before wrote with its row sums of squares (fast_gemm_res): the plain
- * pick's skinny variant, its rows scaled by 1 / rms. The pick is timed on xb into C, which
- * the call then overwrites. */
-static enum ds_status fast_gemm_norm(struct ds_cuda_ctx *c, const uint16_t *W, float *C, int M,
+/* C (M, N) = RMSNorm(xb) (weights norm_w) . W^T: one NORM skinny GEMM (the pick is timed on xb
+ * as a plain bf16 operand into C, which the call then overwrites). */
+static enum ds_status fast_gemm_norm(struct ds_cuda_ctx *c, const uint16_t *xb,
+                                     const uint16_t *norm_w, const uint16_t *W, float *C, int M,
                                      int N, int K, struct ds_err *err)
 {
-	struct ds_cuda_fast *f = &c->fast;
 	const struct ds_cuda_pick *pk = NULL;
-	enum ds_status rv = pick_lookup(c, f->xb, W, C, M, N, K, &pk, err);
+	enum ds_status rv = pick_lookup(c, xb, W, C, M, N, K, &pk, err);
 	if (rv != DS_OK)
 		return rv;
-	DS_ASSERT(f->n_part > 0);
-	struct ds_k_skinny_fuse fu = {
-	    .ss_in = f->ss_part, .n_part = f->n_part, .eps = c->cfg.rms_eps};
-	DS_CUDA_TRY(ds_k_skinny_fused(f->xb, 0, W, C, M, N, K, fused_variant(pk), f->pdl,
-	                              f->skinny_stage, &fu, c->stream),
+	struct ds_k_skinny_fuse fu = {norm_w, c->cfg.rms_eps, NULL};
+	DS_CUDA_TRY(ds_k_skinny_fused(xb, 0, W, C, M, N, K, fused_variant(pk), c->fast.pdl,
+	                              c->fast.skinny_stage, &fu, c->stream),
 	            err);
 	return DS_OK;
 }
 
-/* One residual GEMM launch (variant v): c->x += the result, c->fast.xb = bf16(x * norm_w) with
- * the tiles' row sums of squares for the next GEMM (none when norm_w is NULL: the last layer). */
-static enum ds_status res_launch(struct ds_cuda_ctx *c, const void *A, int silu, const uint16_t *W,
-                                 int M, int N, int K, int v, const uint16_t *norm_w,
-                                 struct ds_err *err)
-{
-	struct ds_cuda_fast *f = &c->fast;
-	struct ds_k_skinny_fuse fu = {
-	    .cb = f->xb, .norm_w = norm_w, .ss_part = norm_w ? f->ss_part : NULL};
-	f->n_part = norm_w ? ds_k_skinny_tiles(M, N, v) : 0;
-	DS_ASSERT(!norm_w || (f->n_part > 0 && f->n_part <= f->max_part));
-	DS_CUDA_TRY(ds_k_skinny_fused(A, silu, W, c->x, M, N, K, v, f->pdl, f->skinny_stage, &fu,
-	                              c->stream),
-	            err);
-	return DS_OK;
-}
-
-/* The residual stream c->x (M, N) += A . W^T (A the bf16 rows, gu NULL) or SiLU*mul of the fp32
- * gate/up rows gu (M, 2K) . W^T, fused into the GEMM where the down projection's choice took a
- * fused variant, else ds_k_silu_mul into c->h first; then the next norm's operand (res_launch).
- * The choices are timed into c->dlt, which this layout leaves unused. */
+/* The residual stream c->x (M, N) += A . W^T, and c->fast.xb = bf16(c->x): A the bf16 rows (gu
+ * NULL), or SiLU*mul of the fp32 gate/up rows gu (M, 2K), fused into the GEMM where the down
+ * projection's choice took a fused variant, else ds_k_silu_mul into c->h first. The choices
+ * are timed into c->dlt, which this layout leaves unused. */
 static enum ds_status fast_gemm_res(struct ds_cuda_ctx *c, const uint16_t *A, const float *gu,
-                                    const uint16_t *W, int M, int N, int K, const uint16_t *norm_w,
-                                    struct ds_err *err)
+                                    const uint16_t *W, int M, int N, int K, struct ds_err *err)
 {
+	struct ds_k_skinny_fuse fu = {NULL, 0.0f, c->fast.xb};
 	const struct ds_cuda_pick *pk = NULL;
 	enum ds_status rv;
 	if (gu && M <= DS_K_SKINNY_SILU_MAX_M) {
 		rv = silu_pick_lookup(c, gu, c->h, W, c->dlt, M, N, K, &pk, err);
 		if (rv != DS_OK)
 			return rv;
-		if (pk && pk->kind == DS_CUDA_GEMM_SKINNY_SILU)
-			return res_launch(c, gu, 1, W, M, N, K, pk->variant, norm_w, err);
+		if (pk && pk->kind == DS_CUDA_GEMM_SKINNY_SILU) {
+			DS_CUDA_TRY(ds_k_skinny_fused(gu, 1, W, c->x, M, N, K, pk->variant,
+			                              c->fast.pdl, c->fast.skinny_stage, &fu,
+			                              c->stream),
+			            err);
+			return DS_OK;
+		}
 	}
 	if (gu) {
 		DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, c->h, c->fast.pdl, c->stream), err);
@@ -955,7 +939,10 @@ static enum ds_status fast_gemm_res(struct ds_cuda_ctx *c, const uint16_t *A, co
 	}
 	if ((rv = pick_lookup(c, A, W, c->dlt, M, N, K, &pk, err)) != DS_OK)
 		return rv;
-	return res_launch(c, A, 0, W, M, N, K, fused_variant(pk), norm_w, err);
+	DS_CUDA_TRY(ds_k_skinny_fused(A, 0, W, c->x, M, N, K, fused_variant(pk), c->fast.pdl,
+	                              c->fast.skinny_stage, &fu, c->stream),
+	            err);
+	return DS_OK;
 }
 
 const struct ds_cuda_path_ops ds_cuda_fast_ops = {
@@ -1144,17 +1131,16 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	DS_CUDA_TRY(cudaMalloc((void **)&f->attn_cnt, n_cnt * sizeof(unsigned)), err);
 	DS_CUDA_TRY(cudaMemset(f->attn_cnt, 0, n_cnt * sizeof(unsigned)), err);
 	/* fused-norm layers: tried by the graph tuning unless DS_FAST_FUSE_NORM=0; =1 also
-	 * outside it. The skinny GEMM needs K % 8 == 0. ss_part: the most tiles any variant
-	 * gives the residual GEMMs (16-row tiles), 64 rows each */
+	 * outside it. The skinny GEMM needs K % 8 == 0 and 16-byte aligned norm weights. */
 	const char *fn = getenv("DS_FAST_FUSE_NORM");
 	f->fuse_norm = fn && strcmp(fn, "1") == 0;
 	f->norm_tune = !(fn && strcmp(fn, "0") == 0);
 	const struct ds_model_config *cfg = &c->cfg;
 	f->norm_ok = cfg->hidden % 8 == 0 && cfg->ffn % 8 == 0 && ds_model_q_dim(cfg) % 8 == 0;
-	f->max_part = (cfg->hidden + 15) / 16;
+	for (int l = 0; l < cfg->n_layer; l++)
+		f->norm_ok = f->norm_ok && (uintptr_t)c->layers[l].attn_norm % 16 == 0 &&
+		             (uintptr_t)c->layers[l].ffn_norm % 16 == 0;
 	DS_CUDA_TRY(cudaMalloc((void **)&f->xb, (size_t)DS_K_SKINNY_MAX_M * cfg->hidden * 2), err);
-	DS_CUDA_TRY(cudaMalloc((void **)&f->ss_part, (size_t)f->max_part * 64 * sizeof(float)),
-	            err);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
@@ -1186,8 +1172,6 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 		cudaFree(f->attn_cnt);
 	if (f->xb)
 		cudaFree(f->xb);
-	if (f->ss_part)
-		cudaFree(f->ss_part);
 	if (f->lt)
 		cublasLtDestroy(f->lt);
 	memset(f, 0, sizeof(*f));

@@ -154,33 +154,25 @@ cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, i
 #define DS_K_SKINNY_SILU_MAX_M 8
 cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N, int K,
                              int variant, int pdl, int stage, cudaStream_t st);
-/* The decode layer's RMSNorms and residual adds fused into the skinny GEMMs' epilogues (the
- * fast path's fused-norm layers). The streaming loop is ds_k_skinny's; with fu:
- * - cb non-NULL (a residual GEMM: o, down): C is the (M, N) fp32 residual and the result is
- *   added into it (C = C + result, the add ds_k_rmsnorm does with the result as its delta);
- *   cb (M, N) = bf16(C * norm_w[n]) (norm_w NULL: bf16(C)), the next GEMM's operand; with
- *   ss_part, ss_part[t * 64 + m] = the sum of C^2 over tile t's columns of row m
- *   (ds_k_skinny_tiles tiles; the caller's buffer holds that many times 64 floats);
- * - ss_in non-NULL (the GEMM after it: q/k/v, gate/up on cb): row m of the result is scaled by
- *   1 / sqrt(sum_{t < n_part} ss_in[t * 64 + m] / K + eps), summed in a fixed order: RMSNorm
- *   with the weight applied before the bf16 rounding of the operand and 1 / rms after the dot
- *   products (not the bits of ds_k_rmsnorm then ds_k_skinny; within the same bound).
- * Fixed orders throughout: a variant gives the same bits on every run. silu: A is the gate/up
- * buffer as for ds_k_skinny_silu. Every variant and stage of ds_k_skinny, with its rules. */
+/* The decode layer's RMSNorm and residual add fused into the skinny GEMM (the fast path's
+ * fused-norm step):
+ * - norm_w non-NULL: A is (M, K) bf16 residual rows x, and C = (x / rms(x)) * norm_w . W^T,
+ *   where each product x * norm_w is rounded to bf16 as the GEMM's operand, rms(x) =
+ *   sqrt(mean(x^2) + eps) is summed in fp32 along the way, and the dot products are scaled by
+ *   1 / rms (not the bits of ds_k_rmsnorm then ds_k_skinny; within the same bound);
+ * - cb non-NULL: C is the (M, N) fp32 residual and the result is added into it
+ *   (C = C + result, the add ds_k_rmsnorm would do with the result as its delta), then cb
+ *   (M, N) = bf16(C), the next NORM GEMM's A. C must not be read by the GEMM.
+ * silu: A is the gate/up buffer as for ds_k_skinny_silu (not with norm_w). Every variant and
+ * stage of ds_k_skinny; M, K and alignment rules as there; norm_w 16-byte aligned. */
 struct ds_k_skinny_fuse {
-	uint16_t *cb;
 	const uint16_t *norm_w;
-	float *ss_part;
-	const float *ss_in;
-	int n_part;
 	float eps;
+	uint16_t *cb;
 };
 cudaError_t ds_k_skinny_fused(const void *A, int silu, const uint16_t *W, float *C, int M, int N,
                               int K, int variant, int pdl, int stage,
                               const struct ds_k_skinny_fuse *fu, cudaStream_t st);
-/* The tiles (blocks, or clusters of blocks) variant `variant` launches for M rows and N outputs;
- * -1 when out of range. */
-int ds_k_skinny_tiles(int M, int N, int variant);
 /* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
  * snprintf's count, or -1 for an M or variant out of range. */
 int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);

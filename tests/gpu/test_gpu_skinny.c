@@ -10,11 +10,10 @@
  * variant, eagerly, under PDL and replayed from a graph, and the backend's fast decode with the
  * down projection forced fused must give the bits of the same decode forced unfused. RMSNorm
  * (rows.cu, whose loads were batched) must give the bits of its arithmetic emulated on the CPU.
- * RMSNorm and the residual add fused into the GEMMs' epilogues (ds_k_skinny_fused): every
- * variant's residual bits against the unfused variant plus the add, its operand and sums of
- * squares, its row scaling against a double reference; in the backend's decode and short
- * prefill within the bf16 bound of the unfused path and of the reference path, the same bits
- * eager and replayed. */
+ * RMSNorm and the residual add fused into the GEMM (ds_k_skinny_fused): every variant against a
+ * double reference (NORM) or bit for bit against the unfused variant plus the add (residual),
+ * and in the backend's decode and short prefill within the bf16 bound of the unfused path and
+ * of the reference path, the same bits eager and replayed. */
 #include "gpu_util.h"
 #include "gpu_test_util.h"
 #include "gpu_model.h"
@@ -537,12 +536,11 @@ static void test_silu_decode_bits(void **state)
 
 /* Every variant at M = m_list on (N, K), eager, under PDL and with staged weights (the same bits
  * each time):
- * - residual (cb): C = x0 + the plain (or SiLU, M <= 8) variant's C bit for bit, cb =
- *   bf16(C * norm_w[n]) bit for bit, and each tile's ss_part row sum within fp32 rounding of
- *   the double sum of C^2 over its columns (tiles of 16 R columns, R = 1 or 2);
- * - row scale (ss_in: n_part tiles of random sums): C against the double reference of
- *   sum_k A_mk W_nk / sqrt(sum_t ss_in[t][m] / K + eps).
- * C poisoned (row scale) or preset (residual); C, cb and ss_part guarded. */
+ * - NORM: C against the double reference of sum_k bf16(x_k w_k) W_nk / rms(x), rms in double;
+ * - residual (cb): C = x0 + the plain variant's C and cb = bf16(C), bit for bit;
+ * - NORM with the residual: x0 + the NORM result's bits;
+ * - SiLU with the residual (M <= 8): x0 + ds_k_skinny_silu's bits.
+ * C poisoned (NORM) or preset, C and cb guarded. */
 static void fused_case(int N, int K, const int *m_list, int n_m)
 {
 	int Mmax = 0;
@@ -550,21 +548,21 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 		Mmax = DS_MAX(Mmax, m_list[i]);
 	bool all = (size_t)N * K <= ((size_t)4 << 20);
 	const float eps = 1e-5f;
-	const int n_in = 37, max_part = (N + 15) / 16;
-	struct gt_gemm_case g;
-	gt_gemm_case_init(&g, Mmax, N, K, 401 + K, 402 + N);
-	size_t ncm = (size_t)Mmax * N, ngu = (size_t)DS_K_SKINNY_SILU_MAX_M * 2 * K;
-	uint16_t *nwt = malloc((size_t)N * 2), *cb = malloc(ncm * 2);
-	float *x0 = malloc(ncm * 4), *gu = malloc(ngu * 4), *ssin = malloc((size_t)n_in * 64 * 4),
-	      *ssp = malloc((size_t)max_part * 64 * 4);
-	fill_bf16(nwt, N, 403, 1.5f);
-	fill_f32(x0, ncm, 404, 2.0f);
-	fill_f32(gu, ngu, 405 + K, 4.0f);
-	for (int i = 0; i < n_in * 64; i++) /* positive sums of squares, about K a row */
-		ssin[i] = (float)K / n_in * (1.0f + 0.5f * rnd(406, (uint64_t)i, 1.0f));
-	uint16_t *dnw = to_dev(nwt, (size_t)N * 2);
-	float *dgu = to_dev(gu, ngu * 4), *dssin = to_dev(ssin, (size_t)n_in * 64 * 4),
-	      *dssp = dev_alloc_guarded((size_t)max_part * 64 * 4);
+	size_t nx = (size_t)Mmax * K, nw = (size_t)N * K, ncm = (size_t)Mmax * N,
+	       ngu = (size_t)DS_K_SKINNY_SILU_MAX_M * 2 * K;
+	uint16_t *x = malloc(nx * 2), *xw = malloc(nx * 2), *nwt = malloc((size_t)K * 2),
+	         *W = malloc(nw * 2), *cb = malloc(ncm * 2);
+	float *x0 = malloc(ncm * 4), *gu = malloc(ngu * 4);
+	fill_bf16(x, nx, 301 + K, 3.0f);
+	fill_bf16(nwt, K, 302, 1.5f);
+	fill_bf16(W, nw, 303 + N, 1.0f);
+	fill_f32(x0, ncm, 304, 2.0f);
+	fill_f32(gu, ngu, 305 + K, 4.0f);
+	for (size_t i = 0; i < nx; i++) /* the NORM operand before 1 / rms */
+		xw[i] = ds_f32_to_bf16(bf(x[i]) * bf(nwt[i % K]));
+	uint16_t *dx = to_dev(x, nx * 2), *dnw = to_dev(nwt, (size_t)K * 2),
+	         *dW = to_dev(W, nw * 2);
+	float *dgu = to_dev(gu, ngu * 4);
 	double *ref = malloc(ncm * sizeof(double)), *sabs = malloc(ncm * sizeof(double));
 	float *C = malloc(ncm * 4), *C0 = malloc(ncm * 4), *want = malloc(ncm * 4);
 	cudaStream_t st;
@@ -573,11 +571,11 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 	for (int i = 0; i < n_m; i++) {
 		int M = m_list[i];
 		size_t nc = (size_t)M * N;
-		gt_gemm_reference(g.A, g.W, M, N, K, all, ref, sabs);
+		gt_gemm_reference(xw, W, M, N, K, all, ref, sabs);
 		for (int m = 0; m < M; m++) {
 			double ss = 0;
-			for (int t = 0; t < n_in; t++)
-				ss += ssin[t * 64 + m];
+			for (int k = 0; k < K; k++)
+				ss += (double)bf(x[(size_t)m * K + k]) * bf(x[(size_t)m * K + k]);
 			double inv = 1.0 / sqrt(ss / K + eps);
 			for (int n = 0; n < N; n++) {
 				ref[(size_t)m * N + n] *= inv;
@@ -590,53 +588,44 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
 			char name[64];
 			assert_true(ds_k_skinny_describe(M, v, name, sizeof(name)) > 0);
-			int tiles = ds_k_skinny_tiles(M, N, v);
-			int width = tiles == (N + 15) / 16 ? 16 : 32;
-			assert_int_equal(tiles, (N + width - 1) / width);
-			for (int mode = 0; mode < 3;
-			     mode++) { /* row scale, residual, SiLU residual */
-				bool silu = mode == 2;
+			for (int mode = 0; mode < 4; mode++) {
+				/* 0 NORM, 1 plain + residual, 2 NORM + residual, 3 SiLU + residual
+				 */
+				bool norm = mode == 0 || mode == 2, res = mode > 0,
+				     silu = mode == 3;
 				if (silu && M > DS_K_SKINNY_SILU_MAX_M)
 					continue;
-				if (mode) { /* the unfused bits the residual adds */
+				if (mode == 1 || mode == 3) { /* the unfused bits to add */
 					CK(silu
-					       ? ds_k_skinny_silu(dgu, g.dW, dC, M, N, K, v, 0, 0,
-					                          st)
-					       : ds_k_skinny(g.dA, g.dW, dC, M, N, K, v, 0, 0, st));
+					       ? ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, 0, 0, st)
+					       : ds_k_skinny(dx, dW, dC, M, N, K, v, 0, 0, st));
 					CK(cudaStreamSynchronize(st));
 					from_dev(C0, dC, nc * 4);
+				}
+				if (res)
 					for (size_t e = 0; e < nc; e++)
 						want[e] = x0[e] + C0[e];
-				}
-				struct ds_k_skinny_fuse fu = {0};
-				if (mode) {
-					fu.cb = dcb;
-					fu.norm_w = dnw;
-					fu.ss_part = dssp;
-				} else {
-					fu.ss_in = dssin;
-					fu.n_part = n_in;
-					fu.eps = eps;
-				}
+				struct ds_k_skinny_fuse fu = {norm ? dnw : NULL, eps,
+				                              res ? dcb : NULL};
 				for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
 					int pdl = runs[ri][0], stage = runs[ri][1];
-					if (mode)
+					if (res)
 						CK(cudaMemcpyAsync(dC, x0, nc * 4,
 						                   cudaMemcpyHostToDevice, st));
 					else
 						CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-					CK(ds_k_skinny_fused(silu ? (const void *)dgu : g.dA, silu,
-					                     g.dW, dC, M, N, K, v, pdl, stage, &fu,
+					CK(cudaMemsetAsync(dcb, 0x7f, nc * 2, st));
+					CK(ds_k_skinny_fused(silu ? (const void *)dgu : dx, silu,
+					                     dW, dC, M, N, K, v, pdl, stage, &fu,
 					                     st));
 					CK(cudaStreamSynchronize(st));
 					from_dev(C, dC, nc * 4);
 					dev_check_guard(dC, nc * 4);
 					dev_check_guard(dcb, nc * 2);
-					dev_check_guard(dssp, (size_t)max_part * 64 * 4);
 					if (mode == 0) {
 						gt_gemm_check(C, ref, sabs, M, N, K, all, name);
 						if (ri == 0)
-							memcpy(C0, C, nc * 4);
+							memcpy(C0, C, nc * 4); /* for mode 2 */
 						else
 							assert_memory_equal(C0, C, nc * 4);
 						continue;
@@ -648,27 +637,11 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 						    name, mode, pdl, stage, M, N, K);
 					from_dev(cb, dcb, nc * 2);
 					for (size_t e = 0; e < nc; e++)
-						if (cb[e] !=
-						    ds_f32_to_bf16(want[e] * bf(nwt[e % N])))
+						if (cb[e] != ds_f32_to_bf16(want[e]))
 							fail_msg(
-							    "%s mode %d M=%d N=%d K=%d: operand "
-							    "element %zu wrong",
+							    "%s mode %d M=%d N=%d K=%d: bf16 copy "
+							    "of element %zu wrong",
 							    name, mode, M, N, K, e);
-					from_dev(ssp, dssp, (size_t)tiles * 64 * 4);
-					for (int t = 0; t < tiles; t++)
-						for (int m = 0; m < M; m++) {
-							double sq = 0, got = ssp[t * 64 + m];
-							for (int n = t * width;
-							     n < DS_MIN(N, (t + 1) * width); n++)
-								sq += (double)
-								          want[(size_t)m * N + n] *
-								      want[(size_t)m * N + n];
-							if (!(fabs(got - sq) <= 1e-5 * sq + 1e-30))
-								fail_msg(
-								    "%s M=%d N=%d: tile %d row %d "
-								    "sum of squares %g vs %g",
-								    name, M, N, t, m, got, sq);
-						}
 				}
 			}
 		}
@@ -676,17 +649,17 @@ static void fused_case(int N, int K, const int *m_list, int n_m)
 		cudaFree(dcb);
 	}
 	CK(cudaStreamDestroy(st));
+	cudaFree(dx);
 	cudaFree(dnw);
+	cudaFree(dW);
 	cudaFree(dgu);
-	cudaFree(dssin);
-	cudaFree(dssp);
-	gt_gemm_case_free(&g);
+	free(x);
+	free(xw);
 	free(nwt);
+	free(W);
 	free(cb);
 	free(x0);
 	free(gu);
-	free(ssin);
-	free(ssp);
 	free(ref);
 	free(sabs);
 	free(C);
@@ -701,37 +674,30 @@ static void test_skinny_fused(void **state)
 	int shapes[][2] = {{1000, 136}, {77, 4104}, {17, 8}, {130, 2056}};
 	for (size_t s = 0; s < DS_ARRAY_LEN(shapes); s++)
 		fused_case(shapes[s][0], shapes[s][1], m_odd, (int)DS_ARRAY_LEN(m_odd));
-	/* llama3-8b: q/k/v (row scale), o and down (residual) */
+	/* llama3-8b: q/k/v and gate/up (NORM), o and down (residual) */
 	int model[][2] = {{6144, 4096}, {4096, 4096}, {4096, 14336}};
 	for (size_t s = 0; s < DS_ARRAY_LEN(model); s++)
 		fused_case(model[s][0], model[s][1], m_model, (int)DS_ARRAY_LEN(m_model));
 	/* bad arguments */
 	int N = 64, K = 128;
 	uint16_t *dA = dev_alloc_guarded((size_t)8 * K * 2),
-	         *dW = dev_alloc_guarded((size_t)N * K * 2);
-	float *dC = dev_alloc_guarded((size_t)8 * N * 4),
-	      *dss = dev_alloc_guarded((size_t)4 * 64 * 4);
-	struct ds_k_skinny_fuse part_only = {.ss_part = dss},
-	                        no_parts = {.ss_in = dss, .n_part = 0, .eps = 1e-5f},
-	                        neg = {.ss_in = dss, .n_part = 4, .eps = -1.0f},
-	                        same = {.cb = dA, .ss_part = dss, .ss_in = dss, .n_part = 4},
-	                        ok = {.ss_in = dss, .n_part = 4, .eps = 1e-5f};
+	         *dW = dev_alloc_guarded((size_t)N * K * 2),
+	         *dnw = dev_alloc_guarded((size_t)K * 2 + 16);
+	float *dC = dev_alloc_guarded((size_t)8 * N * 4);
+	struct ds_k_skinny_fuse ok = {dnw, 1e-5f, NULL}, odd = {dnw + 1, 1e-5f, NULL},
+	                        neg = {dnw, -1.0f, NULL}, both = {dnw, 1e-5f, (uint16_t *)dA};
 	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, NULL, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &part_only, 0),
-	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &no_parts, 0),
+	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &odd, 0),
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &neg, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &same, 0),
+	assert_int_equal(ds_k_skinny_fused(dA, 1, dW, dC, 2, N, K, 0, 0, 0, &ok, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 65, N, K, 0, 0, 0, &ok, 0),
+	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 65, N, K, 0, 0, 0, &both, 0),
 	                 cudaErrorInvalidValue);
 	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, 100, 0, 0, 0, &ok, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_tiles(0, N, 0), -1);
-	assert_int_equal(ds_k_skinny_tiles(2, N, DS_K_SKINNY_VARIANTS), -1);
 	CK(ds_k_skinny_fused(dA, 0, dW, dC, 0, N, K, 0, 0, 0, &ok, 0));
 	CK(cudaDeviceSynchronize());
 	uint32_t word;
@@ -740,7 +706,7 @@ static void test_skinny_fused(void **state)
 	dev_check_guard(dC, (size_t)8 * N * 4);
 	cudaFree(dA);
 	cudaFree(dW);
-	cudaFree(dss);
+	cudaFree(dnw);
 	cudaFree(dC);
 }
 
