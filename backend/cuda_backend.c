@@ -35,9 +35,7 @@ cudaError_t ds_cuda_sample(struct ds_cuda_ctx *c, bool fast, int R, int pdl)
 }
 
 /* Every layer of pass p, kernel by kernel, then the final norm of the output rows and the LM
- * head into c->logits. In the fused-norm layout (ops->norm_fused) the o and down GEMMs add into
- * the residual c->x themselves and the q/k/v and gate/up GEMMs normalise their input, so only
- * layer 0's first RMSNorm and the final one remain kernels (with no delta to add). */
+ * head into c->logits. */
 static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_path_ops *ops,
                                   const struct ds_cuda_pass *p, int n_split, int pdl,
                                   struct ds_err *err)
@@ -49,20 +47,13 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
 	enum ds_status rv;
-	const bool fn = ops->norm_fused && ops->norm_fused(c, p);
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
-		if (fn && l > 0) {
-			rv = ops->gemm_norm(c, c->fast.xb, L->attn_norm, L->wqkv, c->big, T,
-			                    qd + 2 * kvd, H, err);
-		} else {
-			DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T,
-			                             H, cfg->rms_eps, c->h, pdl, st),
-			            err);
-			rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err);
-		}
-		if (rv != DS_OK)
+		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
+		                             cfg->rms_eps, c->h, pdl, st),
+		            err);
+		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
 		bool fused = false;
 		if (ops->attention_qkv &&
@@ -74,14 +65,6 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 			            err);
 			if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
 				return rv;
-		}
-		if (fn) {
-			if ((rv = ops->gemm_res(c, c->att, NULL, L->wo, T, H, qd, err)) != DS_OK ||
-			    (rv = ops->gemm_norm(c, c->fast.xb, L->ffn_norm, L->w_gu, c->big, T,
-			                         2 * F, H, err)) != DS_OK ||
-			    (rv = ops->gemm_res(c, NULL, c->big, L->w_down, T, H, F, err)) != DS_OK)
-				return rv;
-			continue;
 		}
 		if ((rv = ops->gemm(c, c->att, L->wo, c->dlt, T, H, qd, err)) != DS_OK)
 			return rv;
@@ -111,7 +94,7 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, fn ? NULL : c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
+	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
 	                             cfg->rms_eps, c->h, pdl, st),
 	            err);
 	return ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err);

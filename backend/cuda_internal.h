@@ -73,13 +73,12 @@ struct ds_cuda_pick {
  * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
  * iterations of weights they stage before the wait (stage); and the fused decode layers (mega:
  * every layer in one kernel, kernels/mega.cu), with PDL on or off for the kernels after it. */
-#define DS_CUDA_N_STEP_CFGS 26
+#define DS_CUDA_N_STEP_CFGS 20
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
 	bool mega;
 	bool merge; /* ds_cuda_fast.attn_merge */
-	bool norm;  /* ds_cuda_fast.fuse_norm */
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -139,14 +138,6 @@ struct ds_cuda_fast {
 	bool mega_wef, mega_gate_late;
 	int mega_nz, mega_gate;
 	int mega_diag; /* DS_FAST_MEGA_DIAG (bench diagnostics, ds_k_mega.diag); 0 */
-	/* fused-norm layers (ds_k_skinny_fused): in passes of up to DS_K_SKINNY_MAX_M rows each
-	 * layer's RMSNorms are fused into the q/k/v and gate/up skinny GEMMs and the residual adds
-	 * into the o and down ones, which keep the residual's bf16 copy xb (DS_K_SKINNY_MAX_M,
-	 * hidden) for them; layer 0's first norm stays a kernel. DS_FAST_FUSE_NORM=1 sets
-	 * fuse_norm, unset leaves it to the graph tuning (norm_tune), 0 rules it out. norm_ok:
-	 * the model's dims and norm weights suit the kernel. */
-	bool fuse_norm, norm_tune, norm_ok;
-	uint16_t *xb;
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };
@@ -301,24 +292,10 @@ struct ds_cuda_path_ops {
 	enum ds_status (*attention_qkv)(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
 	                                const struct ds_cuda_layer *L, uint16_t *kv, int n_split,
 	                                bool *done, struct ds_err *err);
-	/* optional, all three or none: whether pass p runs the fused-norm layers (the fast path's
-	 * fuse_norm); then gemm_norm gives C (M, N) = RMSNorm(xb, norm_w) . W^T from the residual's
-	 * bf16 copy, and gemm_res adds A . W^T (A, or SiLU*mul of the fp32 gate/up rows gu when gu
-	 * is not NULL) into the residual c->x and refreshes the copy */
-	bool (*norm_fused)(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p);
-	enum ds_status (*gemm_norm)(struct ds_cuda_ctx *c, const uint16_t *xb,
-	                            const uint16_t *norm_w, const uint16_t *W, float *C, int M,
-	                            int N, int K, struct ds_err *err);
-	enum ds_status (*gemm_res)(struct ds_cuda_ctx *c, const uint16_t *A, const float *gu,
-	                           const uint16_t *W, int M, int N, int K, struct ds_err *err);
 };
 
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */
 extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
-
-/* Whether pass p may run the fused-norm layers (fastpath/cuda_fast.c): the model qualifies
- * (norm_ok), skinny GEMMs are on, and it has 1..DS_K_SKINNY_MAX_M rows. */
-bool ds_cuda_fast_norm_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p);
 
 /* Whether pass p may run the fused decode layers: the model qualifies (mega_ok), every row is
  * its sequence's only query, it has 1, 2 or 4 rows, and a layer's cache is under 2^35

@@ -875,85 +875,12 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	return DS_OK;
 }
 
-/* ---- fused-norm decode layers: RMSNorm and the residual add inside the skinny GEMMs ---- */
-
-bool ds_cuda_fast_norm_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p)
-{
-	return c->fast.norm_ok && c->fast.skinny && p->T >= 1 && p->T <= DS_K_SKINNY_MAX_M;
-}
-
-static bool fast_norm_fused(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p)
-{
-	return c->fast.fuse_norm && ds_cuda_fast_norm_fits(c, p);
-}
-
-/* The skinny variant the shape's pick timed fastest (variant 0 when none was timed: a miss
- * during capture, or every variant rejected). */
-static int fused_variant(const struct ds_cuda_pick *pk)
-{
-	return pk && isfinite(pk->ms_skinny) ? pk->skinny_best : 0;
-}
-
-/* C (M, N) = RMSNorm(xb) (weights norm_w) . W^T: one NORM skinny GEMM (the pick is timed on xb
- * as a plain bf16 operand into C, which the call then overwrites). */
-static enum ds_status fast_gemm_norm(struct ds_cuda_ctx *c, const uint16_t *xb,
-                                     const uint16_t *norm_w, const uint16_t *W, float *C, int M,
-                                     int N, int K, struct ds_err *err)
-{
-	const struct ds_cuda_pick *pk = NULL;
-	enum ds_status rv = pick_lookup(c, xb, W, C, M, N, K, &pk, err);
-	if (rv != DS_OK)
-		return rv;
-	struct ds_k_skinny_fuse fu = {norm_w, c->cfg.rms_eps, NULL};
-	DS_CUDA_TRY(ds_k_skinny_fused(xb, 0, W, C, M, N, K, fused_variant(pk), c->fast.pdl,
-	                              c->fast.skinny_stage, &fu, c->stream),
-	            err);
-	return DS_OK;
-}
-
-/* The residual stream c->x (M, N) += A . W^T, and c->fast.xb = bf16(c->x): A the bf16 rows (gu
- * NULL), or SiLU*mul of the fp32 gate/up rows gu (M, 2K), fused into the GEMM where the down
- * projection's choice took a fused variant, else ds_k_silu_mul into c->h first. The choices
- * are timed into c->dlt, which this layout leaves unused. */
-static enum ds_status fast_gemm_res(struct ds_cuda_ctx *c, const uint16_t *A, const float *gu,
-                                    const uint16_t *W, int M, int N, int K, struct ds_err *err)
-{
-	struct ds_k_skinny_fuse fu = {NULL, 0.0f, c->fast.xb};
-	const struct ds_cuda_pick *pk = NULL;
-	enum ds_status rv;
-	if (gu && M <= DS_K_SKINNY_SILU_MAX_M) {
-		rv = silu_pick_lookup(c, gu, c->h, W, c->dlt, M, N, K, &pk, err);
-		if (rv != DS_OK)
-			return rv;
-		if (pk && pk->kind == DS_CUDA_GEMM_SKINNY_SILU) {
-			DS_CUDA_TRY(ds_k_skinny_fused(gu, 1, W, c->x, M, N, K, pk->variant,
-			                              c->fast.pdl, c->fast.skinny_stage, &fu,
-			                              c->stream),
-			            err);
-			return DS_OK;
-		}
-	}
-	if (gu) {
-		DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, c->h, c->fast.pdl, c->stream), err);
-		A = c->h;
-	}
-	if ((rv = pick_lookup(c, A, W, c->dlt, M, N, K, &pk, err)) != DS_OK)
-		return rv;
-	DS_CUDA_TRY(ds_k_skinny_fused(A, 0, W, c->x, M, N, K, fused_variant(pk), c->fast.pdl,
-	                              c->fast.skinny_stage, &fu, c->stream),
-	            err);
-	return DS_OK;
-}
-
 const struct ds_cuda_path_ops ds_cuda_fast_ops = {
     .gemm = fast_gemm,
     .attention = fast_attention,
     .gemm_silu = fast_gemm_silu,
     .gemm_gu_silu = fast_gemm_gu_silu,
     .attention_qkv = fast_attention_qkv,
-    .norm_fused = fast_norm_fused,
-    .gemm_norm = fast_gemm_norm,
-    .gemm_res = fast_gemm_res,
 };
 
 int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
@@ -1130,17 +1057,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	size_t n_cnt = (size_t)c->cap_rows * c->cfg.n_kv_head;
 	DS_CUDA_TRY(cudaMalloc((void **)&f->attn_cnt, n_cnt * sizeof(unsigned)), err);
 	DS_CUDA_TRY(cudaMemset(f->attn_cnt, 0, n_cnt * sizeof(unsigned)), err);
-	/* fused-norm layers: tried by the graph tuning unless DS_FAST_FUSE_NORM=0; =1 also
-	 * outside it. The skinny GEMM needs K % 8 == 0 and 16-byte aligned norm weights. */
-	const char *fn = getenv("DS_FAST_FUSE_NORM");
-	f->fuse_norm = fn && strcmp(fn, "1") == 0;
-	f->norm_tune = !(fn && strcmp(fn, "0") == 0);
-	const struct ds_model_config *cfg = &c->cfg;
-	f->norm_ok = cfg->hidden % 8 == 0 && cfg->ffn % 8 == 0 && ds_model_q_dim(cfg) % 8 == 0;
-	for (int l = 0; l < cfg->n_layer; l++)
-		f->norm_ok = f->norm_ok && (uintptr_t)c->layers[l].attn_norm % 16 == 0 &&
-		             (uintptr_t)c->layers[l].ffn_norm % 16 == 0;
-	DS_CUDA_TRY(cudaMalloc((void **)&f->xb, (size_t)DS_K_SKINNY_MAX_M * cfg->hidden * 2), err);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
@@ -1170,8 +1086,6 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 		cudaFree(f->mega_cnt);
 	if (f->attn_cnt)
 		cudaFree(f->attn_cnt);
-	if (f->xb)
-		cudaFree(f->xb);
 	if (f->lt)
 		cublasLtDestroy(f->lt);
 	memset(f, 0, sizeof(*f));

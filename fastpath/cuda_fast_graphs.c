@@ -17,23 +17,18 @@
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
  * or 3 iterations of weights before their wait; the fused layers; then four of those with the
  * decode attention merging its own splits (attn_merge) instead of the combine kernel, which on
- * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace); then six
- * of the skinny ones with the RMSNorms and residual adds fused into the GEMMs (fuse_norm; the
- * norm kernels took 0.30 ms of the 4.97 ms step at batch 8, gpu-20261130-6ee8598-passprof). */
+ * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace). */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0, false, false, false},   {false, true, true, 0, false, false, false},
-    {true, false, true, 0, false, false, false},  {false, false, true, 0, false, false, false},
-    {true, true, false, 0, false, false, false},  {false, true, false, 0, false, false, false},
-    {true, false, false, 0, false, false, false}, {false, false, false, 0, false, false, false},
-    {true, true, true, 1, false, false, false},   {true, true, true, 2, false, false, false},
-    {true, true, true, 3, false, false, false},   {true, true, false, 1, false, false, false},
-    {true, true, false, 2, false, false, false},  {true, true, false, 3, false, false, false},
-    {true, true, true, 0, true, false, false},    {true, false, true, 0, true, false, false},
-    {true, true, true, 0, false, true, false},    {false, true, true, 0, false, true, false},
-    {true, true, true, 2, false, true, false},    {true, true, true, 3, false, true, false},
-    {true, true, true, 0, false, false, true},    {true, false, true, 0, false, false, true},
-    {true, true, true, 2, false, false, true},    {true, true, true, 3, false, false, true},
-    {true, true, true, 0, false, true, true},     {true, true, true, 2, false, true, true}};
+    {true, true, true, 0, false, false},   {false, true, true, 0, false, false},
+    {true, false, true, 0, false, false},  {false, false, true, 0, false, false},
+    {true, true, false, 0, false, false},  {false, true, false, 0, false, false},
+    {true, false, false, 0, false, false}, {false, false, false, 0, false, false},
+    {true, true, true, 1, false, false},   {true, true, true, 2, false, false},
+    {true, true, true, 3, false, false},   {true, true, false, 1, false, false},
+    {true, true, false, 2, false, false},  {true, true, false, 3, false, false},
+    {true, true, true, 0, true, false},    {true, false, true, 0, true, false},
+    {true, true, true, 0, false, true},    {false, true, true, 0, false, true},
+    {true, true, true, 2, false, true},    {true, true, true, 3, false, true}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
@@ -43,7 +38,7 @@ static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 /* First use of bucket bi with graphs and tuning on: one eager pass (the GEMM choices are
  * timed outside capture), then the pass captured under every step configuration the
  * environment allows (DS_CUDA_SKINNY=0 / DS_CUDA_PDL=0 / DS_FAST_FUSE_QKV=0 /
- * DS_FAST_SKINNY_STAGE=0 / DS_FAST_FUSE_NORM=0 rule theirs out), each replay timed
+ * DS_FAST_SKINNY_STAGE=0 rule theirs out), each replay timed
  * (best of 3 after one), and the fastest graph kept and launched once more, so this pass's
  * outputs and KV writes are that graph's. Replaying a pass is idempotent: the same inputs give
  * the same outputs and KV. */
@@ -57,8 +52,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	if (rv != DS_OK)
 		return rv;
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv, mega0 = f->mega;
-	bool merge0 = f->attn_merge, norm0 = f->fuse_norm;
-	bool norm_fits = ds_cuda_fast_norm_fits(c, pb);
+	bool merge0 = f->attn_merge;
 	int stage0 = f->skinny_stage;
 	cudaGraphExec_t best = NULL;
 	float best_ms = INFINITY;
@@ -69,8 +63,7 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		if ((sc->skinny && !skinny0) || (sc->pdl && !pdl0) || (sc->fuse && !fuse0) ||
 		    (sc->stage && !f->stage_tune) ||
 		    (sc->mega && !(f->mega_tune && ds_cuda_fast_mega_fits(c, pb))) ||
-		    (sc->merge && !f->merge_tune) || (!sc->merge && merge0) ||
-		    (sc->norm && !(f->norm_tune && norm_fits)) || (!sc->norm && norm0 && norm_fits))
+		    (sc->merge && !f->merge_tune) || (!sc->merge && merge0))
 			continue;
 		f->skinny = sc->skinny;
 		f->pdl = sc->pdl;
@@ -78,7 +71,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		f->skinny_stage = sc->stage;
 		f->mega = sc->mega;
 		f->attn_merge = sc->merge;
-		f->fuse_norm = sc->norm;
 		cudaGraphExec_t g = NULL;
 		bool warm = true;
 		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
@@ -102,7 +94,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 	f->skinny_stage = stage0;
 	f->mega = mega0;
 	f->attn_merge = merge0;
-	f->fuse_norm = norm0;
 	if (rv == DS_OK && !best)
 		rv = ds_errf(err, DS_ERR_DEVICE, "cuda: no decode graph could be timed (bucket %d)",
 		             1 << bi);

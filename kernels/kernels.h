@@ -154,25 +154,6 @@ cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, i
 #define DS_K_SKINNY_SILU_MAX_M 8
 cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N, int K,
                              int variant, int pdl, int stage, cudaStream_t st);
-/* The decode layer's RMSNorm and residual add fused into the skinny GEMM (the fast path's
- * fused-norm step):
- * - norm_w non-NULL: A is (M, K) bf16 residual rows x, and C = (x / rms(x)) * norm_w . W^T,
- *   where each product x * norm_w is rounded to bf16 as the GEMM's operand, rms(x) =
- *   sqrt(mean(x^2) + eps) is summed in fp32 along the way, and the dot products are scaled by
- *   1 / rms (not the bits of ds_k_rmsnorm then ds_k_skinny; within the same bound);
- * - cb non-NULL: C is the (M, N) fp32 residual and the result is added into it
- *   (C = C + result, the add ds_k_rmsnorm would do with the result as its delta), then cb
- *   (M, N) = bf16(C), the next NORM GEMM's A. C must not be read by the GEMM.
- * silu: A is the gate/up buffer as for ds_k_skinny_silu (not with norm_w). Every variant and
- * stage of ds_k_skinny; M, K and alignment rules as there; norm_w 16-byte aligned. */
-struct ds_k_skinny_fuse {
-	const uint16_t *norm_w;
-	float eps;
-	uint16_t *cb;
-};
-cudaError_t ds_k_skinny_fused(const void *A, int silu, const uint16_t *W, float *C, int M, int N,
-                              int K, int variant, int pdl, int stage,
-                              const struct ds_k_skinny_fuse *fu, cudaStream_t st);
 /* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
  * snprintf's count, or -1 for an M or variant out of range. */
 int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);

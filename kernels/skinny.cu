@@ -19,13 +19,7 @@
  * written by the forward pass); with stage > 0 the next iterations' weights are also copied
  * into shared memory before the wait (cp.async), so a GEMM after RMSNorm or the attention
  * streams part of its weights while they run (H200: the batch-8 step 4.85 vs 4.98 ms,
- * bench/results/gpu-20261129-4826cce).
- * The decode layers' RMSNorm and residual add can be fused in too (ds_k_skinny_fused): a NORM
- * variant reads the bf16 copy of the fp32 residual rows, multiplies each element by the norm
- * weight as it forms the operand, sums the squares along the way (lane, warp, then cluster, in
- * the same fixed orders as the dot products) and scales each output row by its 1 / rms; an
- * accumulating epilogue adds the result into the fp32 residual C and writes its bf16 copy, the
- * next NORM GEMM's input. The norm kernel between two GEMMs then goes away. */
+ * bench/results/gpu-20261129-4826cce). */
 #include "kernels.h"
 #include "cu_common.cuh"
 #include "mma_prims.cuh"
@@ -103,19 +97,6 @@ namespace cg = cooperative_groups;
 	X(3, 11, 8, 8, 1, 4, 2, 1)                                                                 \
 	X(3, 12, 8, 8, 1, 2, 1, 1)                                                                 \
 	X(3, 13, 8, 4, 2, 2, 1, 1)
-
-/* The activation operand: bf16 rows (A), the SiLU*mul of the fp32 gate/up rows, or RMSNorm of
- * bf16 residual rows (the norm weight applied here, 1 / rms in the epilogue). */
-enum { SK_IN_BF16 = 0, SK_IN_SILU = 1, SK_IN_NORM = 2 };
-
-/* float4 slots of a block's reduction area: the warps' fragments, the cluster part (KS > 1;
- * with NORM, the block's sums of squares after it), the warps' sums of squares (NORM) */
-template <int NT, int R, int WARPS, int KS, int IN> struct sk_layout {
-	static constexpr int frag = WARPS * R * NT * 32;
-	static constexpr int part = KS > 1 ? R *NT * 32 + (IN == SK_IN_NORM ? 2 * NT : 0) : 0;
-	static constexpr int ss = IN == SK_IN_NORM ? WARPS * NT * 2 : 0;
-	static constexpr int total = frag + part + ss;
-};
 
 __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
 {
@@ -225,61 +206,18 @@ __device__ __forceinline__ uint4 silu_operand(const float *__restrict__ gu, int 
 	return make_uint4(word[0], word[1], word[2], word[3]);
 }
 
-/* The RMSNorm operand: the 8 bf16 residual elements x of av times the norm weights wn, each
- * product rounded to bf16 (the 1 / rms factor is applied to the dot products), with x * x added
- * into ss in element order. */
-__device__ __forceinline__ uint4 norm_operand(uint4 av, uint4 wn, float &ss)
-{
-	const unsigned xs[4] = {av.x, av.y, av.z, av.w}, ws[4] = {wn.x, wn.y, wn.z, wn.w};
-	unsigned word[4];
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		float x0 = __uint_as_float(xs[i] << 16), x1 = __uint_as_float(xs[i] & 0xffff0000u);
-		float w0 = __uint_as_float(ws[i] << 16), w1 = __uint_as_float(ws[i] & 0xffff0000u);
-		ss = __fmaf_rn(x0, x0, ss);
-		ss = __fmaf_rn(x1, x1, ss);
-		word[i] = (unsigned)ds_f32_to_bf16(__fmul_rn(x0, w0)) |
-		          ((unsigned)ds_f32_to_bf16(__fmul_rn(x1, w1)) << 16);
-	}
-	return make_uint4(word[0], word[1], word[2], word[3]);
-}
-
-/* One output element: NORM scales the sum by the row's 1 / rms; fu.cb set: the sum is added
- * into C (the fp32 residual) and the new value's bf16 written to cb, else C = sum. */
-template <int IN>
-__device__ __forceinline__ void sk_store(float *C, size_t i, float s, float inv,
-                                         const ds_k_skinny_fuse &fu)
-{
-	if constexpr (IN == SK_IN_NORM)
-		s = __fmul_rn(s, inv);
-	if (fu.cb) {
-		float v = __fadd_rn(C[i], s);
-		C[i] = v;
-		fu.cb[i] = ds_f32_to_bf16(v);
-	} else {
-		C[i] = s;
-	}
-}
-
-__device__ __forceinline__ float sk_rms_inv(float ss, int K, float eps)
-{
-	return 1.0f / sqrtf(ss / (float)K + eps);
-}
-
 /* Block (tile, rank): tile = blockIdx.x / KS owns weight rows [16 R tile, 16 R (tile + 1)),
  * rank (its place in a KS-block cluster) the K chunks (rank * WARPS + warp) * U + i * KS *
  * WARPS * U + [0, U). With KS > 1 each block sums its warps into part, the cluster syncs, and
  * block q sums the KS parts of every KS-th output element over distributed shared memory in
  * rank order (fixed: no atomics, no memset, no second kernel). */
-template <int NT, int R, int U, int WARPS, int KS, bool PF, int IN>
+template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 __global__ void __launch_bounds__(WARPS * 32)
     skinny_kernel(const void *__restrict__ A, const uint16_t *__restrict__ W, float *__restrict__ C,
-                  int M, int N, int K, int stage, ds_k_skinny_fuse fu)
+                  int M, int N, int K, int stage)
 {
-	/* sk_layout's reduction area, then stage slabs of weights */
+	/* (WARPS, R, NT, 32 lanes) fragments, then part (KS > 1), then stage slabs of weights */
 	extern __shared__ float4 sk_red[];
-	using LY = sk_layout<NT, R, WARPS, KS, IN>;
-	constexpr bool SILU = IN == SK_IN_SILU, NORM = IN == SK_IN_NORM;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	int rank = 0;
 	if constexpr (KS > 1)
@@ -300,14 +238,12 @@ __global__ void __launch_bounds__(WARPS * 32)
 			wp[r][h] = W + (size_t)(n < N ? n : 0) * K;
 		}
 	const uint16_t *ap[NT]; /* A's rows (unused by SILU variants, whose A is gu) */
-	float ssq[NT]; /* NORM: this lane's sum of squares of its elements of row j * 8 + g */
 	bool aok[NT];
 #pragma unroll
 	for (int j = 0; j < NT; j++) {
 		int m = j * 8 + g;
 		aok[j] = m < M;
 		ap[j] = (const uint16_t *)A + (size_t)(m < M ? m : 0) * K;
-		ssq[j] = 0.0f;
 	}
 
 	float acc[R][NT][4];
@@ -326,7 +262,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 	load_w<U, R>(wv, wp, wok, c, t, K);
 	/* the next `stage` iterations' weights go to shared memory now: under PDL, while the
 	 * previous kernel (an RMSNorm or the attention, which leave DRAM mostly idle) still runs */
-	const uint4 *stg = (const uint4 *)(sk_red + LY::total);
+	const uint4 *stg = (const uint4 *)(sk_red + (WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32);
 	for (int it = 1; it <= stage && c + it * step < nch; it++)
 		stage_w<U, R>((uint4 *)stg + (size_t)(it - 1) * (U * R * 2) * nthr, wp, wok,
 		              c + it * step, t, K, tid, nthr);
@@ -354,13 +290,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 					av[j] = (aok[j] && k < K)
 					            ? __ldg((const uint4 *)(ap[j] + k))
 					            : zero;
-				if constexpr (NORM) {
-					const uint4 wn =
-					    k < K ? __ldg((const uint4 *)(fu.norm_w + k)) : zero;
-#pragma unroll
-					for (int j = 0; j < NT; j++)
-						av[j] = norm_operand(av[j], wn, ssq[j]);
-				}
 			}
 #pragma unroll
 			for (int r = 0; r < R; r++) {
@@ -396,33 +325,10 @@ __global__ void __launch_bounds__(WARPS * 32)
 		for (int j = 0; j < NT; j++)
 			sk_red[((warp * R + r) * NT + j) * 32 + lane] =
 			    make_float4(acc[r][j][0], acc[r][j][1], acc[r][j][2], acc[r][j][3]);
-	/* NORM: the warps' sums of squares of each batch row, (WARPS, NT * 8) */
-	float *ssw = (float *)(sk_red + LY::frag + LY::part);
-	if constexpr (NORM) {
-#pragma unroll
-		for (int j = 0; j < NT; j++) {
-			float v = ssq[j];
-			v += __shfl_xor_sync(0xffffffffu, v, 1);
-			v += __shfl_xor_sync(0xffffffffu, v, 2);
-			if (t == 0)
-				ssw[(warp * NT + j) * 8 + g] = v;
-		}
-	}
 	__syncthreads();
 	/* output element e: weight row rr (fastest, so stores to C coalesce), batch column cc */
 	const float *red = (const float *)sk_red;
-	/* (R * NT * 128), then with NORM the block's sums of squares (NT * 8); KS > 1 */
-	float *part = (float *)(sk_red + LY::frag);
-	auto block_ss = [&](int m) {
-		float s = 0.0f;
-#pragma unroll
-		for (int w = 0; w < WARPS; w++)
-			s += ssw[w * NT * 8 + m];
-		return s;
-	};
-	if constexpr (NORM && KS > 1)
-		for (int m = threadIdx.x; m < NT * 8; m += WARPS * 32)
-			part[R * NT * 128 + m] = block_ss(m);
+	float *part = (float *)(sk_red + WARPS * R * NT * 32); /* (R * NT * 128), KS > 1 */
 	for (int e = threadIdx.x; e < R * NT * 128; e += WARPS * 32) {
 		int rr = e & 15, cc = (e >> 4) & 7, j = (e >> 7) % NT, r = (e >> 7) / NT;
 		int m = j * 8 + cc, n = row0 + r * 16 + rr;
@@ -433,9 +339,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
 		for (int w = 0; w < WARPS; w++)
 			s += red[(((w * R + r) * NT + j) * 32 + fl) * 4 + fi];
-		if constexpr (KS == 1)
-			sk_store<IN>(C, (size_t)m * N + n, s,
-			             NORM ? sk_rms_inv(block_ss(m), K, fu.eps) : 1.0f, fu);
+		if (KS == 1)
+			C[(size_t)m * N + n] = s;
 		else
 			part[e] = s;
 	}
@@ -452,16 +357,11 @@ __global__ void __launch_bounds__(WARPS * 32)
 			int m = j * 8 + cc, n = row0 + r * 16 + rr;
 			if (m >= M || n >= N)
 				continue;
-			float s = 0.0f, ss = 0.0f;
+			float s = 0.0f;
 #pragma unroll
 			for (int q = 0; q < KS; q++)
 				s += parts[q][e];
-			if constexpr (NORM)
-#pragma unroll
-				for (int q = 0; q < KS; q++)
-					ss += parts[q][R * NT * 128 + m];
-			sk_store<IN>(C, (size_t)m * N + n, s,
-			             NORM ? sk_rms_inv(ss, K, fu.eps) : 1.0f, fu);
+			C[(size_t)m * N + n] = s;
 		}
 		cl.sync(); /* no block leaves while another still reads its part */
 	}
@@ -471,11 +371,11 @@ __global__ void __launch_bounds__(WARPS * 32)
  * to a second block and to the kernel before it, which PDL runs alongside) */
 #define SKINNY_STAGE_BYTES (96 * 1024)
 
-template <int NT, int R, int U, int WARPS, int KS, bool PF, int IN>
+template <int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
-                                 int pdl, int stage, const ds_k_skinny_fuse &fu, cudaStream_t st)
+                                 int pdl, int stage, cudaStream_t st)
 {
-	constexpr size_t red = (size_t)sk_layout<NT, R, WARPS, KS, IN>::total * sizeof(float4);
+	constexpr size_t red = (size_t)(WARPS + (KS > 1 ? 1 : 0)) * R * NT * 32 * sizeof(float4);
 	constexpr size_t slab = (size_t)U * R * 2 * WARPS * 32 * sizeof(uint4);
 	static_assert(red <= 48 * 1024, "skinny variant needs more than 48 KB of shared memory");
 	static_assert(KS >= 1 && KS <= 8, "cluster size must be portable (<= 8)");
@@ -487,28 +387,28 @@ static cudaError_t skinny_launch(const void *A, const uint16_t *W, float *C, int
 	stage = DS_MIN(stage, (nch + step - 1) / step - 1);
 	stage = DS_MAX(DS_MIN(stage, (int)(SKINNY_STAGE_BYTES / slab)), 0);
 	size_t smem = red + (size_t)stage * slab;
-	auto fn = skinny_kernel<NT, R, U, WARPS, KS, PF, IN>;
+	auto fn = skinny_kernel<NT, R, U, WARPS, KS, PF, SILU>;
 	if (smem > 48 * 1024) {
 		cudaError_t e = ds_allow_smem(fn, smem);
 		if (e != cudaSuccess)
 			return e;
 	}
 	return ds_launch_cluster(fn, dim3(tiles * KS), dim3(WARPS * 32), smem, st, pdl, KS, A, W, C,
-	                         M, N, K, stage, fu);
+	                         M, N, K, stage);
 }
 
-/* Variant I of a batch tile for an operand kind. The fused SiLU variants exist for the first
- * batch tile only (M <= 8): above it every block recomputing the activations costs more than the
+/* Variant I of a batch tile, fused SiLU or not. The fused SiLU variants exist for the first batch
+ * tile only (M <= 8): above it every block recomputing the activations costs more than the
  * separate kernel saves. */
-template <int I, int NT, int R, int U, int WARPS, int KS, bool PF, int IN>
+template <int I, int NT, int R, int U, int WARPS, int KS, bool PF, bool SILU>
 static cudaError_t skinny_launch_v(const void *A, const uint16_t *W, float *C, int M, int N, int K,
-                                   int pdl, int stage, const ds_k_skinny_fuse &fu, cudaStream_t st)
+                                   int pdl, int stage, cudaStream_t st)
 {
-	if constexpr (IN == SK_IN_SILU && I != 0)
+	if constexpr (SILU && I != 0)
 		return cudaErrorInvalidValue;
 	else
-		return skinny_launch<NT, R, U, WARPS, KS, PF, IN>(A, W, C, M, N, K, pdl, stage, fu,
-		                                                  st);
+		return skinny_launch<NT, R, U, WARPS, KS, PF, SILU>(A, W, C, M, N, K, pdl, stage,
+		                                                    st);
 }
 
 static int skinny_nt_index(int M)
@@ -536,25 +436,23 @@ extern "C" int ds_k_skinny_describe(int M, int variant, char *buf, size_t len)
 	}
 }
 
-/* Checks the arguments and launches variant `variant` for M's batch tile (A: bf16 activations or
- * residual rows (NORM), or the fp32 gate/up buffer (SILU)). */
-template <int IN>
+/* Checks the arguments and launches variant `variant` for M's batch tile (A: bf16 activations, or
+ * the fp32 gate/up buffer when SILU). */
+template <bool SILU>
 static cudaError_t skinny_dispatch(const void *A, const uint16_t *W, float *C, int M, int N, int K,
-                                   int variant, int pdl, int stage, const ds_k_skinny_fuse &fu,
-                                   cudaStream_t st)
+                                   int variant, int pdl, int stage, cudaStream_t st)
 {
 	if (M <= 0 || N <= 0)
 		return cudaSuccess;
-	if (M > (IN == SK_IN_SILU ? DS_K_SKINNY_SILU_MAX_M : DS_K_SKINNY_MAX_M) || K <= 0 ||
-	    K % 8 != 0 || variant < 0 || variant >= DS_K_SKINNY_VARIANTS || stage < 0 ||
-	    stage > DS_K_SKINNY_MAX_STAGE || ((uintptr_t)A | (uintptr_t)W) % 16 != 0 ||
-	    (IN == SK_IN_NORM && (!fu.norm_w || (uintptr_t)fu.norm_w % 16 != 0 || !(fu.eps >= 0))))
+	if (M > (SILU ? DS_K_SKINNY_SILU_MAX_M : DS_K_SKINNY_MAX_M) || K <= 0 || K % 8 != 0 ||
+	    variant < 0 || variant >= DS_K_SKINNY_VARIANTS || stage < 0 ||
+	    stage > DS_K_SKINNY_MAX_STAGE || ((uintptr_t)A | (uintptr_t)W) % 16 != 0)
 		return cudaErrorInvalidValue;
 	switch (skinny_nt_index(M) * 16 + variant) {
 #define SKINNY_CASE(i, v, nt, w, r, u, ks, pf)                                                     \
 	case i * 16 + v:                                                                           \
-		return skinny_launch_v<i, nt, r, u, w, ks, pf, IN>(A, W, C, M, N, K, pdl, stage,   \
-		                                                   fu, st);
+		return skinny_launch_v<i, nt, r, u, w, ks, pf, SILU>(A, W, C, M, N, K, pdl, stage, \
+		                                                     st);
 		SKINNY_VARIANTS(SKINNY_CASE)
 #undef SKINNY_CASE
 	default:
@@ -565,26 +463,11 @@ static cudaError_t skinny_dispatch(const void *A, const uint16_t *W, float *C, i
 extern "C" cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
                                    int K, int variant, int pdl, int stage, cudaStream_t st)
 {
-	return skinny_dispatch<SK_IN_BF16>(A, W, C, M, N, K, variant, pdl, stage,
-	                                   ds_k_skinny_fuse{NULL, 0.0f, NULL}, st);
+	return skinny_dispatch<false>(A, W, C, M, N, K, variant, pdl, stage, st);
 }
 
 extern "C" cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N,
                                         int K, int variant, int pdl, int stage, cudaStream_t st)
 {
-	return skinny_dispatch<SK_IN_SILU>(gu, W, C, M, N, K, variant, pdl, stage,
-	                                   ds_k_skinny_fuse{NULL, 0.0f, NULL}, st);
-}
-
-extern "C" cudaError_t ds_k_skinny_fused(const void *A, int silu, const uint16_t *W, float *C,
-                                         int M, int N, int K, int variant, int pdl, int stage,
-                                         const struct ds_k_skinny_fuse *fu, cudaStream_t st)
-{
-	if (!fu || (silu && fu->norm_w) || (fu->cb && (uintptr_t)fu->cb % 2 != 0))
-		return cudaErrorInvalidValue;
-	if (silu)
-		return skinny_dispatch<SK_IN_SILU>(A, W, C, M, N, K, variant, pdl, stage, *fu, st);
-	if (fu->norm_w)
-		return skinny_dispatch<SK_IN_NORM>(A, W, C, M, N, K, variant, pdl, stage, *fu, st);
-	return skinny_dispatch<SK_IN_BF16>(A, W, C, M, N, K, variant, pdl, stage, *fu, st);
+	return skinny_dispatch<true>(gu, W, C, M, N, K, variant, pdl, stage, st);
 }

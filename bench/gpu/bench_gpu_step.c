@@ -122,8 +122,8 @@ int bench_decode(struct bench *b)
 	    b->dev, b->copy_bw / 1e9);
 	printf("decode step, llama3-8b (fast = cuBLASLt + flash-decoding + graphs; ref = "
 	       "invariant)\n");
-	printf("%6s %6s %10s %10s %10s %8s %8s %5s\n", "batch", "ctx", "roof_ms", "fast_ms",
-	       "ref_ms", "fast/roof", "ref/fast", "cfg");
+	printf("%6s %6s %10s %10s %10s %8s %8s\n", "batch", "ctx", "roof_ms", "fast_ms", "ref_ms",
+	       "fast/roof", "ref/fast");
 	int first = 1;
 	for (size_t ci = 0; ci < DS_ARRAY_LEN(ctxs); ci++)
 		for (size_t bi = 0; bi < DS_ARRAY_LEN(batches); bi++) {
@@ -137,25 +137,16 @@ int bench_decode(struct bench *b)
 			double bytes =
 			    (double)decode_weight_bytes(c, B) + (double)kv_bytes(c, B, ctx + 1);
 			double roof = bytes / b->copy_bw;
-			/* the fast graph's step configuration (ds_cuda_fast_step_cfgs; -1 untuned)
-			 */
-			int gb = 0;
-			while ((1 << gb) < B)
-				gb++;
-			int kept = gb < DS_CUDA_N_BUCKETS ? b->c->fast.graph_cfg[gb] : -1;
-			bool norm = kept >= 0 && ds_cuda_fast_step_cfgs[kept].norm;
-			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f %3d%s\n", B, ctx,
-			       roof * 1e3, tf * 1e3, tr * 1e3, 100.0 * roof / tf, tr / tf, kept,
-			       norm ? "n" : "");
+			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f\n", B, ctx, roof * 1e3,
+			       tf * 1e3, tr * 1e3, 100.0 * roof / tf, tr / tf);
 			fprintf(f,
 			        "%s  {\"batch\": %d, \"ctx\": %d, \"bytes\": %.0f, "
 			        "\"roofline_ms\": %.4f, "
 			        "\"fast_ms\": %.4f, \"ref_ms\": %.4f, "
 			        "\"fast_fraction_of_roofline\": %.4f, "
-			        "\"ref_over_fast\": %.3f, \"fast_tokens_per_s\": %.1f, "
-			        "\"graph_cfg\": %d, \"fused_norm\": %s}",
+			        "\"ref_over_fast\": %.3f, \"fast_tokens_per_s\": %.1f}",
 			        first ? "" : ",\n", B, ctx, bytes, roof * 1e3, tf * 1e3, tr * 1e3,
-			        roof / tf, tr / tf, B / tf, kept, norm ? "true" : "false");
+			        roof / tf, tr / tf, B / tf);
 			first = 0;
 			fflush(stdout);
 		}
@@ -467,17 +458,16 @@ int bench_profile(struct bench *b)
 			return 1;
 		/* the step configuration the graph tuning kept, and every configuration's replay */
 		int kept = c->fast.graph_cfg[bi];
-		printf("batch %d: graph tuned to configuration %d; replay ms by configuration "
-		       "(skinny, pdl, fused qkv, staged iterations, fused layers, attention merge, "
-		       "fused norms):",
-		       B, kept);
+		printf(
+		    "batch %d: graph tuned to configuration %d; replay ms by configuration "
+		    "(skinny, pdl, fused qkv, staged iterations, fused layers, attention merge):",
+		    B, kept);
 		for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++)
-			printf(
-			    " (%d,%d,%d,%d,%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
-			    (int)ds_cuda_fast_step_cfgs[i].pdl, (int)ds_cuda_fast_step_cfgs[i].fuse,
-			    ds_cuda_fast_step_cfgs[i].stage, (int)ds_cuda_fast_step_cfgs[i].mega,
-			    (int)ds_cuda_fast_step_cfgs[i].merge,
-			    (int)ds_cuda_fast_step_cfgs[i].norm, c->fast.graph_ms[bi][i]);
+			printf(" (%d,%d,%d,%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
+			       (int)ds_cuda_fast_step_cfgs[i].pdl,
+			       (int)ds_cuda_fast_step_cfgs[i].fuse, ds_cuda_fast_step_cfgs[i].stage,
+			       (int)ds_cuda_fast_step_cfgs[i].mega,
+			       (int)ds_cuda_fast_step_cfgs[i].merge, c->fast.graph_ms[bi][i]);
 		printf("\n");
 		/* the eager pass (the device metadata is the last decode pass's, same B) */
 		struct ds_cuda_pass p = {B, B, 0, B, ctx, true};

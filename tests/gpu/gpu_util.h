@@ -82,16 +82,6 @@ static inline void fill_bf16(uint16_t *x, size_t n, uint64_t seed, float a)
 		x[i] = ds_f32_to_bf16(rnd(seed, i, a));
 }
 
-/* The index of the first largest of x[0 .. n). */
-static inline int argmax(const float *x, int n)
-{
-	int b = 0;
-	for (int i = 1; i < n; i++)
-		if (x[i] > x[b])
-			b = i;
-	return b;
-}
-
 static inline float bf(uint16_t h)
 {
 	return ds_bf16_to_f32(h);

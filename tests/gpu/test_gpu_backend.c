@@ -74,6 +74,15 @@ static void random_tokens(int32_t *t, int n, int vocab, uint64_t seed)
 		t[i] = (int32_t)(ds_hash3(seed, 77, (uint64_t)i) % (uint64_t)vocab);
 }
 
+static int argmax(const float *x, int n)
+{
+	int b = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return b;
+}
+
 /* ---- GPU-generated weights ---- */
 
 static void deferred_case(const char *preset)

@@ -9,11 +9,7 @@
  * variants (ds_k_skinny_silu) must give the bits of ds_k_silu_mul then ds_k_skinny with the same
  * variant, eagerly, under PDL and replayed from a graph, and the backend's fast decode with the
  * down projection forced fused must give the bits of the same decode forced unfused. RMSNorm
- * (rows.cu, whose loads were batched) must give the bits of its arithmetic emulated on the CPU.
- * RMSNorm and the residual add fused into the GEMM (ds_k_skinny_fused): every variant against a
- * double reference (NORM) or bit for bit against the unfused variant plus the add (residual),
- * and in the backend's decode and short prefill within the bf16 bound of the unfused path and
- * of the reference path, the same bits eager and replayed. */
+ * (rows.cu, whose loads were batched) must give the bits of its arithmetic emulated on the CPU. */
 #include "gpu_util.h"
 #include "gpu_test_util.h"
 #include "gpu_model.h"
@@ -310,8 +306,7 @@ static void test_skinny_silu(void **state)
  * the same bits, every allowed configuration was timed, the kept one is the fastest, and its
  * output equals an untuned run with that configuration's switches (eager, then graph), also with
  * the attention's split merge switched (attn_merge: the same bits either way). With
- * DS_CUDA_SKINNY=0 semantics (skinny off) only the skinny-free configurations are tried (the
- * fused-norm ones all have skinny GEMMs). */
+ * DS_CUDA_SKINNY=0 semantics (skinny off) only the skinny-free configurations are tried. */
 static void test_graph_tune(void **state)
 {
 	(void)state;
@@ -333,8 +328,6 @@ static void test_graph_tune(void **state)
 			c->fast.stage_tune = true;
 			c->fast.skinny_stage = 0;
 			c->fast.mega = false;
-			c->fast.fuse_norm = false;
-			c->fast.norm_tune = true;
 			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
 			decode_fix_expect_lg0(&f, B, 2);
 			int kept = c->fast.graph_cfg[bi];
@@ -352,13 +345,12 @@ static void test_graph_tune(void **state)
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
 			print_message(
 			    "B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
-			    "fuse %d stage %d merge %d norm %d) %.3f ms\n",
+			    "fuse %d stage %d merge %d) %.3f ms\n",
 			    B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
 			    (int)ds_cuda_fast_step_cfgs[kept].pdl,
 			    (int)ds_cuda_fast_step_cfgs[kept].fuse,
 			    ds_cuda_fast_step_cfgs[kept].stage,
-			    (int)ds_cuda_fast_step_cfgs[kept].merge,
-			    (int)ds_cuda_fast_step_cfgs[kept].norm, c->fast.graph_ms[bi][kept]);
+			    (int)ds_cuda_fast_step_cfgs[kept].merge, c->fast.graph_ms[bi][kept]);
 			/* the same switches untuned: eager, then captured */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.graph_tune = false;
@@ -368,7 +360,6 @@ static void test_graph_tune(void **state)
 			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
 			c->fast.mega = ds_cuda_fast_step_cfgs[kept].mega;
 			c->fast.attn_merge = ds_cuda_fast_step_cfgs[kept].merge;
-			c->fast.fuse_norm = ds_cuda_fast_step_cfgs[kept].norm;
 			decode_fix_expect_lg0(&f, B, 3);
 			assert_non_null(c->fast.graph[bi]);
 			/* staged weights change no bit (the most stages, eager then captured) */
@@ -383,7 +374,6 @@ static void test_graph_tune(void **state)
 			c->fast.attn_merge = false;
 			c->fast.skinny_stage = 0;
 			c->fast.mega = false;
-			c->fast.fuse_norm = false;
 		}
 	}
 	decode_fix_free(&f);
@@ -532,266 +522,6 @@ static void test_silu_decode_bits(void **state)
 	decode_fix_free(&f);
 }
 
-/* ---- RMSNorm and the residual add fused into the GEMM (ds_k_skinny_fused) ---- */
-
-/* Every variant at M = m_list on (N, K), eager, under PDL and with staged weights (the same bits
- * each time):
- * - NORM: C against the double reference of sum_k bf16(x_k w_k) W_nk / rms(x), rms in double;
- * - residual (cb): C = x0 + the plain variant's C and cb = bf16(C), bit for bit;
- * - NORM with the residual: x0 + the NORM result's bits;
- * - SiLU with the residual (M <= 8): x0 + ds_k_skinny_silu's bits.
- * C poisoned (NORM) or preset, C and cb guarded. */
-static void fused_case(int N, int K, const int *m_list, int n_m)
-{
-	int Mmax = 0;
-	for (int i = 0; i < n_m; i++)
-		Mmax = DS_MAX(Mmax, m_list[i]);
-	bool all = (size_t)N * K <= ((size_t)4 << 20);
-	const float eps = 1e-5f;
-	size_t nx = (size_t)Mmax * K, nw = (size_t)N * K, ncm = (size_t)Mmax * N,
-	       ngu = (size_t)DS_K_SKINNY_SILU_MAX_M * 2 * K;
-	uint16_t *x = malloc(nx * 2), *xw = malloc(nx * 2), *nwt = malloc((size_t)K * 2),
-	         *W = malloc(nw * 2), *cb = malloc(ncm * 2);
-	float *x0 = malloc(ncm * 4), *gu = malloc(ngu * 4);
-	fill_bf16(x, nx, 301 + K, 3.0f);
-	fill_bf16(nwt, K, 302, 1.5f);
-	fill_bf16(W, nw, 303 + N, 1.0f);
-	fill_f32(x0, ncm, 304, 2.0f);
-	fill_f32(gu, ngu, 305 + K, 4.0f);
-	for (size_t i = 0; i < nx; i++) /* the NORM operand before 1 / rms */
-		xw[i] = ds_f32_to_bf16(bf(x[i]) * bf(nwt[i % K]));
-	uint16_t *dx = to_dev(x, nx * 2), *dnw = to_dev(nwt, (size_t)K * 2),
-	         *dW = to_dev(W, nw * 2);
-	float *dgu = to_dev(gu, ngu * 4);
-	double *ref = malloc(ncm * sizeof(double)), *sabs = malloc(ncm * sizeof(double));
-	float *C = malloc(ncm * 4), *C0 = malloc(ncm * 4), *want = malloc(ncm * 4);
-	cudaStream_t st;
-	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-	static const int runs[][2] = {{0, 0}, {1, 0}, {1, DS_K_SKINNY_MAX_STAGE}};
-	for (int i = 0; i < n_m; i++) {
-		int M = m_list[i];
-		size_t nc = (size_t)M * N;
-		gt_gemm_reference(xw, W, M, N, K, all, ref, sabs);
-		for (int m = 0; m < M; m++) {
-			double ss = 0;
-			for (int k = 0; k < K; k++)
-				ss += (double)bf(x[(size_t)m * K + k]) * bf(x[(size_t)m * K + k]);
-			double inv = 1.0 / sqrt(ss / K + eps);
-			for (int n = 0; n < N; n++) {
-				ref[(size_t)m * N + n] *= inv;
-				sabs[(size_t)m * N + n] *= inv;
-			}
-		}
-		float *dC = dev_alloc_guarded(nc * 4);
-		uint16_t *dcb = dev_alloc_guarded(nc * 2);
-		CK(cudaDeviceSynchronize());
-		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
-			char name[64];
-			assert_true(ds_k_skinny_describe(M, v, name, sizeof(name)) > 0);
-			for (int mode = 0; mode < 4; mode++) {
-				/* 0 NORM, 1 plain + residual, 2 NORM + residual, 3 SiLU + residual
-				 */
-				bool norm = mode == 0 || mode == 2, res = mode > 0,
-				     silu = mode == 3;
-				if (silu && M > DS_K_SKINNY_SILU_MAX_M)
-					continue;
-				if (mode == 1 || mode == 3) { /* the unfused bits to add */
-					CK(silu
-					       ? ds_k_skinny_silu(dgu, dW, dC, M, N, K, v, 0, 0, st)
-					       : ds_k_skinny(dx, dW, dC, M, N, K, v, 0, 0, st));
-					CK(cudaStreamSynchronize(st));
-					from_dev(C0, dC, nc * 4);
-				}
-				if (res)
-					for (size_t e = 0; e < nc; e++)
-						want[e] = x0[e] + C0[e];
-				struct ds_k_skinny_fuse fu = {norm ? dnw : NULL, eps,
-				                              res ? dcb : NULL};
-				for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
-					int pdl = runs[ri][0], stage = runs[ri][1];
-					if (res)
-						CK(cudaMemcpyAsync(dC, x0, nc * 4,
-						                   cudaMemcpyHostToDevice, st));
-					else
-						CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-					CK(cudaMemsetAsync(dcb, 0x7f, nc * 2, st));
-					CK(ds_k_skinny_fused(silu ? (const void *)dgu : dx, silu,
-					                     dW, dC, M, N, K, v, pdl, stage, &fu,
-					                     st));
-					CK(cudaStreamSynchronize(st));
-					from_dev(C, dC, nc * 4);
-					dev_check_guard(dC, nc * 4);
-					dev_check_guard(dcb, nc * 2);
-					if (mode == 0) {
-						gt_gemm_check(C, ref, sabs, M, N, K, all, name);
-						if (ri == 0)
-							memcpy(C0, C, nc * 4); /* for mode 2 */
-						else
-							assert_memory_equal(C0, C, nc * 4);
-						continue;
-					}
-					if (memcmp(C, want, nc * 4) != 0)
-						fail_msg(
-						    "%s mode %d pdl=%d stage=%d M=%d N=%d K=%d: "
-						    "residual bits differ from x0 + the result",
-						    name, mode, pdl, stage, M, N, K);
-					from_dev(cb, dcb, nc * 2);
-					for (size_t e = 0; e < nc; e++)
-						if (cb[e] != ds_f32_to_bf16(want[e]))
-							fail_msg(
-							    "%s mode %d M=%d N=%d K=%d: bf16 copy "
-							    "of element %zu wrong",
-							    name, mode, M, N, K, e);
-				}
-			}
-		}
-		cudaFree(dC);
-		cudaFree(dcb);
-	}
-	CK(cudaStreamDestroy(st));
-	cudaFree(dx);
-	cudaFree(dnw);
-	cudaFree(dW);
-	cudaFree(dgu);
-	free(x);
-	free(xw);
-	free(nwt);
-	free(W);
-	free(cb);
-	free(x0);
-	free(gu);
-	free(ref);
-	free(sabs);
-	free(C);
-	free(C0);
-	free(want);
-}
-
-static void test_skinny_fused(void **state)
-{
-	(void)state;
-	int m_odd[] = {1, 3, 8, 13, 32, 33, 64}, m_model[] = {1, 8, 32};
-	int shapes[][2] = {{1000, 136}, {77, 4104}, {17, 8}, {130, 2056}};
-	for (size_t s = 0; s < DS_ARRAY_LEN(shapes); s++)
-		fused_case(shapes[s][0], shapes[s][1], m_odd, (int)DS_ARRAY_LEN(m_odd));
-	/* llama3-8b: q/k/v and gate/up (NORM), o and down (residual) */
-	int model[][2] = {{6144, 4096}, {4096, 4096}, {4096, 14336}};
-	for (size_t s = 0; s < DS_ARRAY_LEN(model); s++)
-		fused_case(model[s][0], model[s][1], m_model, (int)DS_ARRAY_LEN(m_model));
-	/* bad arguments */
-	int N = 64, K = 128;
-	uint16_t *dA = dev_alloc_guarded((size_t)8 * K * 2),
-	         *dW = dev_alloc_guarded((size_t)N * K * 2),
-	         *dnw = dev_alloc_guarded((size_t)K * 2 + 16);
-	float *dC = dev_alloc_guarded((size_t)8 * N * 4);
-	struct ds_k_skinny_fuse ok = {dnw, 1e-5f, NULL}, odd = {dnw + 1, 1e-5f, NULL},
-	                        neg = {dnw, -1.0f, NULL}, both = {dnw, 1e-5f, (uint16_t *)dA};
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, NULL, 0),
-	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &odd, 0),
-	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, K, 0, 0, 0, &neg, 0),
-	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 1, dW, dC, 2, N, K, 0, 0, 0, &ok, 0),
-	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 65, N, K, 0, 0, 0, &both, 0),
-	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_skinny_fused(dA, 0, dW, dC, 2, N, 100, 0, 0, 0, &ok, 0),
-	                 cudaErrorInvalidValue);
-	CK(ds_k_skinny_fused(dA, 0, dW, dC, 0, N, K, 0, 0, 0, &ok, 0));
-	CK(cudaDeviceSynchronize());
-	uint32_t word;
-	from_dev(&word, dC, 4);
-	assert_int_equal(word, 0x7f7f7f7fu);
-	dev_check_guard(dC, (size_t)8 * N * 4);
-	cudaFree(dA);
-	cudaFree(dW);
-	cudaFree(dnw);
-	cudaFree(dC);
-}
-
-/* The fused-norm decode layers in the backend: forced on (no graph tuning) the fast decode of
- * B rows is the same bits eager, captured and replayed, within the bf16 bound of the unfused
- * fast decode and of the reference path (both measured here), and agrees on the argmax of most
- * rows; a fast prefill of 29 rows (one pass of <= 64) runs them too, within the same bound of
- * its unfused run. Off, the unfused bits come back. */
-static double logit_sd(const float *lg, size_t n)
-{
-	double sd = 0;
-	for (size_t i = 0; i < n; i++)
-		sd += (double)lg[i] * lg[i];
-	return sqrt(sd / (double)n);
-}
-
-static void expect_close(const float *got, const float *want, size_t n, const char *what)
-{
-	double sd = logit_sd(want, n), maxd = 0;
-	for (size_t i = 0; i < n; i++)
-		maxd = fmax(maxd, fabs((double)got[i] - want[i]));
-	print_message("%s: max |dlogit| %.4f (logit sd %.2f)\n", what, maxd, sd);
-	assert_true(sd > 0 && isfinite(sd));
-	assert_true(maxd < 0.05 * sd + 0.05);
-}
-
-static void test_fused_norm_decode(void **state)
-{
-	(void)state;
-	struct decode_fix f;
-	decode_fix_init(&f, "small", 14, 9, 10, 64, 33);
-	struct ds_cuda_ctx *c = f.c;
-	assert_true(c->fast.norm_ok);
-	c->fast.graph_tune = false;
-	float *lg1 = malloc((size_t)f.B_max * f.rowb), *lgr = malloc((size_t)f.B_max * f.rowb);
-	int sizes[] = {1, 8, 13, 64};
-	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
-		int B = sizes[si];
-		size_t n = (size_t)B * f.V;
-		decode_fix_step(&f, B);
-		ds_cuda_fast_graphs_reset(c);
-		c->fast.fuse_norm = false;
-		fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
-		fwd_ok(&f.be, DS_PATH_REF, f.ss, B, lgr, f.rows);
-		ds_cuda_fast_graphs_reset(c);
-		c->fast.fuse_norm = true;
-		fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, lg1, f.rows); /* eager */
-		for (int k = 0; k < 3; k++) {                      /* capture, replays */
-			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg, f.rows);
-			assert_memory_equal(lg1, f.lg, n * 4);
-		}
-		assert_true(memcmp(lg1, f.lg0, n * 4) != 0); /* it did run the fused layers */
-		char what[96];
-		snprintf(what, sizeof(what), "B=%d fused-norm vs unfused fast decode", B);
-		expect_close(lg1, f.lg0, n, what);
-		snprintf(what, sizeof(what), "B=%d fused-norm fast vs reference decode", B);
-		expect_close(lg1, lgr, n, what);
-		int agree = 0;
-		for (int r = 0; r < B; r++)
-			agree += argmax(lg1 + (size_t)r * f.V, f.V) ==
-			         argmax(lgr + (size_t)r * f.V, f.V);
-		assert_true(agree >= B - B / 8);
-		/* off again: the unfused bits */
-		ds_cuda_fast_graphs_reset(c);
-		c->fast.fuse_norm = false;
-		decode_fix_expect_lg0(&f, B, 2);
-	}
-	/* a 29-row prefill on the fast path, fused and not */
-	int L = 29;
-	float *all0 = malloc((size_t)L * f.rowb), *all1 = malloc((size_t)L * f.rowb);
-	for (int fused = 0; fused < 2; fused++) {
-		c->fast.fuse_norm = fused;
-		struct ds_fwd_seq s = {f.tok, L, 0, f.blk, f.nb, true, {0.0f, 0, 1.0f, 1}, false};
-		fwd_ok(&f.be, DS_PATH_FAST, &s, 1, fused ? all1 : all0, f.rows);
-	}
-	assert_true(memcmp(all0, all1, (size_t)L * f.rowb) != 0);
-	expect_close(all1, all0, (size_t)L * f.V, "29-row fast prefill, fused-norm vs unfused");
-	c->fast.fuse_norm = false;
-	free(all0);
-	free(all1);
-	free(lg1);
-	free(lgr);
-	decode_fix_free(&f);
-}
-
 /* ---- RMSNorm bits (kernels/rows.cu batches its loads; the arithmetic must not move) ---- */
 
 /* The kernel's exact arithmetic on the CPU: 256 threads, thread t adds x[i]^2 for i = t,
@@ -874,9 +604,9 @@ int main(void)
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
 	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_graph_tune),
-	    cmocka_unit_test(test_fused_qkv_bits),   cmocka_unit_test(test_skinny_silu),
+	    cmocka_unit_test(test_fused_qkv_bits),
+	    cmocka_unit_test(test_skinny_silu),
 	    cmocka_unit_test(test_silu_decode_bits), cmocka_unit_test(test_rmsnorm_bits),
-	    cmocka_unit_test(test_skinny_fused),     cmocka_unit_test(test_fused_norm_decode),
 	};
 	return cmocka_run_group_tests_name("gpu_skinny", tests, NULL, NULL);
 }
