@@ -122,8 +122,8 @@ int bench_decode(struct bench *b)
 	    b->dev, b->copy_bw / 1e9);
 	printf("decode step, llama3-8b (fast = cuBLASLt + flash-decoding + graphs; ref = "
 	       "invariant)\n");
-	printf("%6s %6s %10s %10s %10s %8s %8s\n", "batch", "ctx", "roof_ms", "fast_ms", "ref_ms",
-	       "fast/roof", "ref/fast");
+	printf("%6s %6s %10s %10s %10s %8s %8s %4s\n", "batch", "ctx", "roof_ms", "fast_ms",
+	       "ref_ms", "fast/roof", "ref/fast", "cfg");
 	int first = 1;
 	for (size_t ci = 0; ci < DS_ARRAY_LEN(ctxs); ci++)
 		for (size_t bi = 0; bi < DS_ARRAY_LEN(batches); bi++) {
@@ -137,16 +137,23 @@ int bench_decode(struct bench *b)
 			double bytes =
 			    (double)decode_weight_bytes(c, B) + (double)kv_bytes(c, B, ctx + 1);
 			double roof = bytes / b->copy_bw;
-			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f\n", B, ctx, roof * 1e3,
-			       tf * 1e3, tr * 1e3, 100.0 * roof / tf, tr / tf);
+			/* the fast graph's step configuration (ds_cuda_fast_step_cfgs; -1 untuned)
+			 */
+			int gb = 0;
+			while ((1 << gb) < B)
+				gb++;
+			int kept = gb < DS_CUDA_N_BUCKETS ? b->c->fast.graph_cfg[gb] : -1;
+			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f %4d\n", B, ctx,
+			       roof * 1e3, tf * 1e3, tr * 1e3, 100.0 * roof / tf, tr / tf, kept);
 			fprintf(f,
 			        "%s  {\"batch\": %d, \"ctx\": %d, \"bytes\": %.0f, "
 			        "\"roofline_ms\": %.4f, "
 			        "\"fast_ms\": %.4f, \"ref_ms\": %.4f, "
 			        "\"fast_fraction_of_roofline\": %.4f, "
-			        "\"ref_over_fast\": %.3f, \"fast_tokens_per_s\": %.1f}",
+			        "\"ref_over_fast\": %.3f, \"fast_tokens_per_s\": %.1f, "
+			        "\"graph_cfg\": %d}",
 			        first ? "" : ",\n", B, ctx, bytes, roof * 1e3, tf * 1e3, tr * 1e3,
-			        roof / tf, tr / tf, B / tf);
+			        roof / tf, tr / tf, B / tf, kept);
 			first = 0;
 			fflush(stdout);
 		}

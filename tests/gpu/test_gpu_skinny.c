@@ -558,7 +558,8 @@ static void rms_emulate(const float *x, const uint16_t *w, int hidden, float eps
 static void test_rmsnorm_bits(void **state)
 {
 	(void)state;
-	int hiddens[] = {4096, 4097, 1000, 64, 14336};
+	/* the register kernels (up to 16 and 32 elements a thread) and the generic one */
+	int hiddens[] = {4096, 4097, 1000, 64, 8192, 8193, 14336};
 	for (size_t hi = 0; hi < DS_ARRAY_LEN(hiddens); hi++) {
 		int hidden = hiddens[hi], n_x = 5;
 		for (int mode = 0; mode < 3; mode++) { /* plain, residual add, gathered rows */
