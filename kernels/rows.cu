@@ -127,72 +127,12 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 	}
 }
 
-/* The same arithmetic for rows of at most NB * ROW_THREADS elements, each thread's NB elements
- * held in registers: the row is read once (the kernel above reads it again for the output),
- * and the norm weights, which no kernel writes, are loaded before the PDL wait, so under PDL
- * they arrive while the previous kernel finishes. Thread t still adds x[t], x[t + 256], ... in
- * that order and every output is the same expression: the same bits. */
-template <int NB>
-__global__ void rmsnorm_reg_kernel(float *x, const float *delta, const int32_t *rows,
-                                   const uint16_t *w, int hidden, float eps, uint16_t *out)
-{
-	__shared__ float sh[32];
-	const int step = blockDim.x;
-	float wv[NB];
-#pragma unroll
-	for (int b = 0; b < NB; b++) {
-		int i = threadIdx.x + b * step;
-		wv[b] = i < hidden ? ds_bf16_to_f32(w[i]) : 0.0f;
-	}
-	ds_grid_dep_wait();
-	int r = blockIdx.x;
-	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
-		for (int i = threadIdx.x; i < hidden; i += step)
-			out[(size_t)r * hidden + i] = 0;
-		return;
-	}
-	size_t src = rows ? (size_t)rows[r] : (size_t)r;
-	float *xr = x + src * hidden;
-	const float *dr = delta ? delta + src * hidden : NULL;
-	float v[NB];
-#pragma unroll
-	for (int b = 0; b < NB; b++) {
-		int i = threadIdx.x + b * step;
-		v[b] = i < hidden ? (dr ? xr[i] + dr[i] : xr[i]) : 0.0f;
-	}
-	float ss = 0.0f;
-#pragma unroll
-	for (int b = 0; b < NB; b++) {
-		int i = threadIdx.x + b * step;
-		if (i < hidden) {
-			if (dr)
-				xr[i] = v[b];
-			ss = __fmaf_rn(v[b], v[b], ss);
-		}
-	}
-	ss = block_sum(ss, sh);
-	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
-	uint16_t *o = out + (size_t)r * hidden;
-#pragma unroll
-	for (int b = 0; b < NB; b++) {
-		int i = threadIdx.x + b * step;
-		if (i < hidden)
-			o[i] = ds_f32_to_bf16(__fmul_rn(__fmul_rn(v[b], inv), wv[b]));
-	}
-}
-
 extern "C" cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows,
                                         const uint16_t *w, int n_rows, int hidden, float eps,
                                         uint16_t *out, int pdl, cudaStream_t st)
 {
 	if (n_rows <= 0)
 		return cudaSuccess;
-	if (hidden <= 16 * ROW_THREADS)
-		return ds_launch(rmsnorm_reg_kernel<16>, dim3(n_rows), dim3(ROW_THREADS), 0, st,
-		                 pdl, x, delta, rows, w, hidden, eps, out);
-	if (hidden <= 32 * ROW_THREADS)
-		return ds_launch(rmsnorm_reg_kernel<32>, dim3(n_rows), dim3(ROW_THREADS), 0, st,
-		                 pdl, x, delta, rows, w, hidden, eps, out);
 	return ds_launch(rmsnorm_kernel, dim3(n_rows), dim3(ROW_THREADS), 0, st, pdl, x, delta,
 	                 rows, w, hidden, eps, out);
 }

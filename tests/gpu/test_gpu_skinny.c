@@ -558,7 +558,7 @@ static void rms_emulate(const float *x, const uint16_t *w, int hidden, float eps
 static void test_rmsnorm_bits(void **state)
 {
 	(void)state;
-	/* the register kernels (up to 16 and 32 elements a thread) and the generic one */
+	/* llama3-8b's hidden, odd sizes, 8192 / 8193, the FFN width */
 	int hiddens[] = {4096, 4097, 1000, 64, 8192, 8193, 14336};
 	for (size_t hi = 0; hi < DS_ARRAY_LEN(hiddens); hi++) {
 		int hidden = hiddens[hi], n_x = 5;
