@@ -137,8 +137,7 @@ int bench_decode(struct bench *b)
 			double bytes =
 			    (double)decode_weight_bytes(c, B) + (double)kv_bytes(c, B, ctx + 1);
 			double roof = bytes / b->copy_bw;
-			/* the fast graph's step configuration (ds_cuda_fast_step_cfgs; -1 untuned)
-			 */
+			/* the bucket's kept step configuration (-1: untuned) */
 			int gb = 0;
 			while ((1 << gb) < B)
 				gb++;
