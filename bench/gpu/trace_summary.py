@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""trace_summary.py [--layers N] TRACE [TRACE...] - where the time of a graph-replayed decode step goes.
+"""trace_summary.py [--layers N] [--top K] TRACE [TRACE...] - where the time of a graph-replayed decode
+step goes.
 
 TRACE is a kernel timeline written by bench/gpu/cupti_trace.c (one line a kernel: start_ns
 end_ns graph_id node_id grid_x grid_y grid_z block_x name). The graphs replayed most often are the
 timed steps (bench_gpu decode replays the fast step 15 times after its warm-ups, the reference
-step 7 times). For each such graph this prints, over its replays (the median replay by wall
+step 7 times). For each such graph (the K replayed most often, default 2) this prints, over its replays (the median replay by wall
 time): the step's wall time, and per kernel class the count, the summed kernel time, and the
 idle time before the class's kernels (from the end of the last kernel still running to the
 kernel's start: launch gaps and dependency waits no kernel overlaps). Kernel time summed over a
@@ -130,15 +131,19 @@ def per_layer(rep, n_layer):
 
 
 def main():
-    n_layer = 32
+    n_layer, n_top = 32, 2
     args = sys.argv[1:]
-    if args[:1] == ["--layers"]:
-        n_layer, args = int(args[1]), args[2:]
+    while args[:1] in (["--layers"], ["--top"]):
+        if args[0] == "--layers":
+            n_layer = int(args[1])
+        else:
+            n_top = int(args[1])
+        args = args[2:]
     for path in args:
         rows = load(path)
         reps = replays(rows)
         print(f"{path}: {len(rows)} kernels, {len(reps)} graphs")
-        top = sorted(reps.items(), key=lambda kv: -len(kv[1]))[:2]
+        top = sorted(reps.items(), key=lambda kv: -len(kv[1]))[:n_top]
         for gid, rl in top:
             med, cnt, busy, idle, n = summarize(rl)
             walls = [wall(r) for r in rl]
