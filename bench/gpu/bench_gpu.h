@@ -43,6 +43,10 @@ double median(double *v, int n);
  * warm untimed ones; run returns 0, or a code that ends the timing and is returned (1 on a CUDA
  * error of the timing itself). */
 int event_median(cudaStream_t st, int warm, int reps, int (*run)(void *), void *arg, double *out_s);
+/* event_median, clearing flush_bytes of flush (an L2 flush) on the stream before each run, outside
+ * the timed events; flush NULL: none */
+int event_median_flush(cudaStream_t st, int warm, int reps, int (*run)(void *), void *arg,
+                       void *flush, size_t flush_bytes, double *out_s);
 FILE *json_open(const char *dir, const char *name);
 /* A number for the JSON output: NaN / inf (a launch that was refused) as -1. */
 double json_num(double x);
