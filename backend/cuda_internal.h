@@ -370,6 +370,14 @@ int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len);
 /* The largest split count <= s (and >= 1) whose attention partials for T rows fit c->part
  * (c->part_floats): the cap every split choice and forced split goes through. */
 int ds_cuda_split_cap(const struct ds_cuda_ctx *c, int T, int s);
+/* The decode graph bucket of n rows: the smallest b with 2^b >= n (its graph runs 2^b rows). */
+static inline int ds_cuda_fast_bucket(int n)
+{
+	int b = 0;
+	while ((1 << b) < n)
+		b++;
+	return b;
+}
 /* A decode pass (every sequence one token, n_seq <= DS_CUDA_MAX_DECODE) with the host metadata
  * filled: pads to the batch bucket and replays (capturing on second use) that bucket's graph. */
 enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p,

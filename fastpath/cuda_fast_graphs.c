@@ -113,9 +113,7 @@ enum ds_status ds_cuda_fast_decode(struct ds_cuda_ctx *c, struct ds_cuda_pass *p
                                    struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
-	int n = p->T, bi = 0;
-	while ((1 << bi) < n)
-		bi++;
+	int n = p->T, bi = ds_cuda_fast_bucket(n);
 	int B = 1 << bi;
 	DS_ASSERT(bi < DS_CUDA_N_BUCKETS && p->R == n);
 	for (int r = n; r < B; r++) {

@@ -282,8 +282,8 @@ int bench_attn(struct bench *b)
 		}
 		CK(ds_k_synth_fill(c->q, (size_t)B * ds_model_q_dim(cfg), 0, 5, 6, 1.0f, 0.0f,
 		                   c->stream));
-		double tt[5],
-		    cold[2]; /* fast, ref, old, reg, pipe; fast and ref after an L2 flush */
+		/* fast, ref, old, reg, pipe; fast and ref again after an L2 flush */
+		double tt[5], cold[2];
 		int split = ds_cuda_fast_split(c, B, ctx + 1);
 		for (int ref = 0; ref < 5; ref++) {
 			/* 3, 4: the fast path with the register / CUDA-core pipelined variant */

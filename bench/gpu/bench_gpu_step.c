@@ -138,9 +138,7 @@ int bench_decode(struct bench *b)
 			    (double)decode_weight_bytes(c, B) + (double)kv_bytes(c, B, ctx + 1);
 			double roof = bytes / b->copy_bw;
 			/* the bucket's kept step configuration (-1: untuned) */
-			int gb = 0;
-			while ((1 << gb) < B)
-				gb++;
+			int gb = ds_cuda_fast_bucket(B);
 			int kept = gb < DS_CUDA_N_BUCKETS ? b->c->fast.graph_cfg[gb] : -1;
 			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f %4d\n", B, ctx,
 			       roof * 1e3, tf * 1e3, tr * 1e3, 100.0 * roof / tf, tr / tf, kept);
@@ -451,9 +449,7 @@ int bench_profile(struct bench *b)
 	       "pdl=%d skinny=%d)\n",
 	       ctx, (int)pdl0, (int)skinny0);
 	for (size_t bi_ = 0; bi_ < DS_ARRAY_LEN(batches); bi_++) {
-		int B = batches[bi_], bi = 0;
-		while ((1 << bi) < B)
-			bi++;
+		int B = batches[bi_], bi = ds_cuda_fast_bucket(B);
 		double tf;
 		/* warms the GEMM choices, captures the bucket's graph, leaves this B's metadata */
 		if (decode_time(b, DS_PATH_FAST, B, ctx, 5, &tf))

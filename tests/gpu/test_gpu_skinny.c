@@ -315,9 +315,7 @@ static void test_graph_tune(void **state)
 	struct ds_cuda_ctx *c = f.c;
 	int sizes[] = {1, 3, 8};
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
-		int B = sizes[si], bi = 0;
-		while ((1 << bi) < B)
-			bi++;
+		int B = sizes[si], bi = ds_cuda_fast_bucket(B);
 		decode_fix_step(&f, B);
 		for (int allow_skinny = 1; allow_skinny >= 0; allow_skinny--) {
 			ds_cuda_fast_graphs_reset(c);
