@@ -81,21 +81,37 @@ __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint1
 	}
 }
 
+/* The slot of the row's own position pos in the stage buffers: kb and vb point at its K and V
+ * rows, and this thread writes elements first, first + step, ... of them: with WP only the warp
+ * whose 16 positions hold it (from its lane, in steps of 32), else the block. False for a thread
+ * that writes none. */
+template <int D, int G, bool WP>
+__device__ __forceinline__ bool dattn_mma_own_slot(uint16_t *sbuf, int lo, int pos, uint16_t **kb,
+                                                   uint16_t **vb, int *first, int *step)
+{
+	typedef dattn_mma<D, G> Q;
+	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
+	*kb = sbuf + (st % Q::STAGES) * Q::STAGE + j * Q::RS;
+	*vb = *kb + Q::P * Q::RS;
+	*first = WP ? threadIdx.x & 31 : threadIdx.x;
+	*step = WP ? 32 : DA_THREADS;
+	return !WP || (int)(threadIdx.x >> 5) == j / 16;
+}
+
 /* The row's own position pos (in stage (pos - lo) / P, already issued without it), copied
  * with plain loads once the kernel that wrote it has completed. */
 template <int D, int G, bool WP>
 __device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_t *sbuf, int lo,
                                               int pos)
 {
-	typedef dattn_mma<D, G> Q;
-	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
-	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	if (WP && (int)(threadIdx.x >> 5) != j / 16) /* WP: the warp whose rows these are */
+	uint16_t *kb, *vb;
+	int first, step;
+	if (!dattn_mma_own_slot<D, G, WP>(sbuf, lo, pos, &kb, &vb, &first, &step))
 		return;
-	for (int c = WP ? threadIdx.x & 31 : threadIdx.x; c < Q::CPP; c += WP ? 32 : DA_THREADS) {
+	for (int c = first; c < dattn_mma<D, G>::CPP; c += step) {
 		const uint16_t *r = dattn_row(s, pos) + c * 8;
-		*(uint4 *)(kb + j * Q::RS + c * 8) = *(const uint4 *)r;
-		*(uint4 *)(vb + j * Q::RS + c * 8) = *(const uint4 *)(r + s.vstride);
+		*(uint4 *)(kb + c * 8) = *(const uint4 *)r;
+		*(uint4 *)(vb + c * 8) = *(const uint4 *)(r + s.vstride);
 	}
 }
 
@@ -104,14 +120,13 @@ __device__ __forceinline__ void dattn_mma_own(const struct dattn_src &s, uint16_
 template <int D, int G, bool WP>
 __device__ __forceinline__ void dattn_mma_own_epi(const float *ep, uint16_t *sbuf, int lo, int pos)
 {
-	typedef dattn_mma<D, G> Q;
-	int st = (pos - lo) / Q::P, j = (pos - lo) % Q::P;
-	uint16_t *kb = sbuf + (st % Q::STAGES) * Q::STAGE, *vb = kb + Q::P * Q::RS;
-	if (WP && (int)(threadIdx.x >> 5) != j / 16) /* WP: the warp whose rows these are */
+	uint16_t *kb, *vb;
+	int first, step;
+	if (!dattn_mma_own_slot<D, G, WP>(sbuf, lo, pos, &kb, &vb, &first, &step))
 		return;
-	for (int i = WP ? threadIdx.x & 31 : threadIdx.x; i < D; i += WP ? 32 : DA_THREADS) {
-		kb[j * Q::RS + i] = ds_f32_to_bf16(ep[G * D + i]);
-		vb[j * Q::RS + i] = ds_f32_to_bf16(ep[(G + 1) * D + i]);
+	for (int i = first; i < D; i += step) {
+		kb[i] = ds_f32_to_bf16(ep[G * D + i]);
+		vb[i] = ds_f32_to_bf16(ep[(G + 1) * D + i]);
 	}
 }
 
