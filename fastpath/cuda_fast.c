@@ -75,6 +75,8 @@ struct ds_cuda_fast_plans {
 
 #define AUTOTUNE_MAX_M 256 /* decode-sized GEMMs are timed; larger ones take heuristic #1 */
 #define AUTOTUNE_CANDIDATES 8
+/* the heuristic's list, its INPLACE / unsplit list and INPLACE forms of its split-K entries */
+#define LT_MAX_CANDIDATES (3 * AUTOTUNE_CANDIDATES)
 
 /* Timed runs clear the cuBLASLt workspace first: it is larger than L2, so that evicts the
  * weights and a candidate is timed streaming from HBM as in a real decode step. */
@@ -137,6 +139,100 @@ static bool lt_reuse_band(struct ds_cuda_ctx *c, struct lt_plan *p, int i, int M
 	return false;
 }
 
+/* Up to `want` heuristic results for plan p whose reduction scheme is in `mask`, within the
+ * workspace, appended at res (n_out of them). */
+static cublasStatus_t lt_heuristic(struct ds_cuda_fast *f, struct lt_plan *p, int want,
+                                   uint32_t mask, cublasLtMatmulHeuristicResult_t *res, int *n_out)
+{
+	*n_out = 0;
+	cublasLtMatmulPreference_t pref;
+	cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
+	if (s != CUBLAS_STATUS_SUCCESS)
+		return s;
+	size_t ws = f->ws_bytes;
+	s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+	                                         &ws, sizeof(ws));
+	if (s == CUBLAS_STATUS_SUCCESS)
+		s = cublasLtMatmulPreferenceSetAttribute(
+		    pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask));
+	if (s == CUBLAS_STATUS_SUCCESS)
+		s = cublasLtMatmulAlgoGetHeuristic(f->lt, p->op, p->a, p->b, p->cd, p->cd, pref,
+		                                   want, res, n_out);
+	cublasLtMatmulPreferenceDestroy(pref);
+	return s;
+}
+
+static bool lt_same_algo(const cublasLtMatmulAlgo_t *x, const cublasLtMatmulAlgo_t *y)
+{
+	return memcmp(x, y, sizeof(*x)) == 0;
+}
+
+/* res[0, n) followed by n_more new results: drops the new ones already listed; the count kept. */
+static int lt_dedupe(cublasLtMatmulHeuristicResult_t *res, int n, int n_more)
+{
+	int kept = n;
+	for (int i = n; i < n + n_more; i++) {
+		bool dup = false;
+		for (int j = 0; j < kept && !dup; j++)
+			dup = lt_same_algo(&res[i].algo, &res[j].algo);
+		if (!dup)
+			res[kept++] = res[i];
+	}
+	return kept;
+}
+
+static uint32_t lt_algo_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t at)
+{
+	uint32_t v = 0;
+	size_t got = 0;
+	if (cublasLtMatmulAlgoConfigGetAttribute(a, at, &v, sizeof(v), &got) !=
+	    CUBLAS_STATUS_SUCCESS)
+		return UINT32_MAX;
+	return v;
+}
+
+/* For each listed algorithm that splits K and reduces in a kernel of its own, the same
+ * algorithm with the INPLACE scheme is appended, if cuBLASLt accepts it for this plan within
+ * the workspace and it is not listed yet (up to LT_MAX_CANDIDATES in all). */
+static int lt_add_inplace(struct ds_cuda_fast *f, struct lt_plan *p,
+                          cublasLtMatmulHeuristicResult_t *res, int n)
+{
+	int n0 = n;
+	for (int i = 0; i < n0 && n < LT_MAX_CANDIDATES; i++) {
+		uint32_t splits = lt_algo_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+		uint32_t scheme = lt_algo_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+		if (splits == UINT32_MAX || splits <= 1 || scheme == UINT32_MAX ||
+		    scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE)
+			continue;
+		cublasLtMatmulAlgo_t a = res[i].algo;
+		uint32_t inplace = CUBLASLT_REDUCTION_SCHEME_INPLACE;
+		cublasLtMatmulHeuristicResult_t r;
+		memset(&r, 0, sizeof(r));
+		if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+		                                         &inplace, sizeof(inplace)) !=
+		        CUBLAS_STATUS_SUCCESS ||
+		    cublasLtMatmulAlgoCheck(f->lt, p->op, p->a, p->b, p->cd, p->cd, &a, &r) !=
+		        CUBLAS_STATUS_SUCCESS ||
+		    r.workspaceSize > f->ws_bytes)
+			continue;
+		r.algo = a;
+		res[n] = r;
+		n = lt_dedupe(res, n, 1);
+	}
+	return n;
+}
+
+/* DS_FAST_LT_LOG=1: one line per timed cuBLASLt candidate (stderr), for the benches' notes. */
+static void lt_log_candidate(int M, int N, int K, int r, const cublasLtMatmulAlgo_t *a, float ms)
+{
+	fprintf(stderr,
+	        "cublasLt M=%d N=%d K=%d cand %d: id %u splitK %u scheme %u tile %u: %.4f ms\n", M,
+	        N, K, r, lt_algo_u32(a, CUBLASLT_ALGO_CONFIG_ID),
+	        lt_algo_u32(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+	        lt_algo_u32(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+	        lt_algo_u32(a, CUBLASLT_ALGO_CONFIG_TILE_ID), (double)ms);
+}
+
 /* Finds (or makes) the cache slot for a shape. Decode-sized shapes are autotuned over the
  * heuristic's top candidates, unless the stream is being captured; larger ones reuse their
  * band's algorithm (lt_reuse_band) or take the heuristic's first. */
@@ -180,17 +276,22 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, cons
 	cudaStreamIsCapturing(c->stream, &cap);
 	int want =
 	    (M <= AUTOTUNE_MAX_M && cap == cudaStreamCaptureStatusNone) ? AUTOTUNE_CANDIDATES : 1;
-	cublasLtMatmulPreference_t pref;
-	LT_TRY(cublasLtMatmulPreferenceCreate(&pref), err);
-	size_t ws = f->ws_bytes;
-	cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
-	    pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-	cublasLtMatmulHeuristicResult_t res[AUTOTUNE_CANDIDATES];
+	cublasLtMatmulHeuristicResult_t res[LT_MAX_CANDIDATES];
 	int n_res = 0;
-	if (s == CUBLAS_STATUS_SUCCESS)
-		s = cublasLtMatmulAlgoGetHeuristic(f->lt, p->op, p->a, p->b, p->cd, p->cd, pref,
-		                                   want, res, &n_res);
-	cublasLtMatmulPreferenceDestroy(pref);
+	cublasStatus_t s = lt_heuristic(f, p, want, CUBLASLT_REDUCTION_SCHEME_MASK, res, &n_res);
+	/* The heuristic's favourites at decode sizes split K and reduce in a kernel of their own
+	 * (cuBLASLt's splitKreduce_kernel after the o and down projections). Candidates that sum
+	 * their K slices in the output itself (INPLACE) or do not split are timed beside them:
+	 * one kernel fewer per GEMM in the step (DS_FAST_LT_INPLACE=0: the heuristic's list only).
+	 */
+	if (s == CUBLAS_STATUS_SUCCESS && want > 1 && f->lt_inplace) {
+		int n_more = 0;
+		if (lt_heuristic(f, p, want,
+		                 CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE,
+		                 res + n_res, &n_more) == CUBLAS_STATUS_SUCCESS)
+			n_res = lt_dedupe(res, n_res, n_more);
+		n_res = lt_add_inplace(f, p, res, n_res);
+	}
 	if (s != CUBLAS_STATUS_SUCCESS || n_res == 0) {
 		plan_destroy(p);
 		return ds_errf(err, DS_ERR_DEVICE,
@@ -202,6 +303,8 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, cons
 		float bt = INFINITY;
 		for (int r = 0; r < n_res; r++) {
 			float t = lt_time(c, p, &res[r].algo, A, W, C);
+			if (f->lt_log)
+				lt_log_candidate(M, N, K, r, &res[r].algo, t);
 			if (t < bt) {
 				bt = t;
 				best = r;
@@ -1057,6 +1160,10 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	size_t n_cnt = (size_t)c->cap_rows * c->cfg.n_kv_head;
 	DS_CUDA_TRY(cudaMalloc((void **)&f->attn_cnt, n_cnt * sizeof(unsigned)), err);
 	DS_CUDA_TRY(cudaMemset(f->attn_cnt, 0, n_cnt * sizeof(unsigned)), err);
+	const char *li = getenv("DS_FAST_LT_INPLACE");
+	f->lt_inplace = !(li && strcmp(li, "0") == 0);
+	const char *ll = getenv("DS_FAST_LT_LOG");
+	f->lt_log = ll && strcmp(ll, "1") == 0;
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
