@@ -118,10 +118,9 @@ struct ds_cuda_fast {
 	 * weights for skinny GEMMs under PDL) and the fastest replay kept
 	 * (DS_FAST_GRAPH_TUNE=0: the switches above only) */
 	bool graph_tune;
-	/* cuBLASLt autotuning also times algorithms that reduce split-K slices in place or do not
-	 * split (lt_inplace; DS_FAST_LT_INPLACE=0: the heuristic's list only); lt_log
-	 * (DS_FAST_LT_LOG=1) prints each timed candidate */
-	bool lt_inplace, lt_log;
+	/* DS_FAST_LT_LOG=1: cuBLASLt's autotuning prints each timed candidate (its algorithm id,
+	 * K splits, reduction scheme, tile and time) */
+	bool lt_log;
 	/* decode passes of 1, 2 or 4 rows run every layer in one persistent kernel (ds_k_mega_decode)
 	 * when mega is set and the model qualifies (mega_ok: no q/k/v bias or q/k norm, supported
 	 * dims); DS_FAST_MEGA=1 sets it, unset leaves it to the graph tuning (mega_tune), 0 rules it

@@ -75,8 +75,6 @@ struct ds_cuda_fast_plans {
 
 #define AUTOTUNE_MAX_M 256 /* decode-sized GEMMs are timed; larger ones take heuristic #1 */
 #define AUTOTUNE_CANDIDATES 8
-/* the heuristic's list, its INPLACE / unsplit list and INPLACE forms of its split-K entries */
-#define LT_MAX_CANDIDATES (3 * AUTOTUNE_CANDIDATES)
 
 /* Timed runs clear the cuBLASLt workspace first: it is larger than L2, so that evicts the
  * weights and a candidate is timed streaming from HBM as in a real decode step. */
@@ -139,10 +137,13 @@ static bool lt_reuse_band(struct ds_cuda_ctx *c, struct lt_plan *p, int i, int M
 	return false;
 }
 
-/* Up to `want` heuristic results for plan p whose reduction scheme is in `mask`, within the
- * workspace, appended at res (n_out of them). */
+/* Up to `want` heuristic results for plan p within the workspace (n_out of them). An in-place
+ * split-K reduction (CUBLASLT_REDUCTION_SCHEME_INPLACE, no separate reduce kernel) was tried on
+ * the H200: cuBLASLt 13 accepts it on its nvjet split-K algorithms but they time the same as
+ * with their own reduce kernel, and the step's timeline still shows that kernel
+ * (bench/results/gpu-20261201-c799696-ltinplace). */
 static cublasStatus_t lt_heuristic(struct ds_cuda_fast *f, struct lt_plan *p, int want,
-                                   uint32_t mask, cublasLtMatmulHeuristicResult_t *res, int *n_out)
+                                   cublasLtMatmulHeuristicResult_t *res, int *n_out)
 {
 	*n_out = 0;
 	cublasLtMatmulPreference_t pref;
@@ -153,32 +154,10 @@ static cublasStatus_t lt_heuristic(struct ds_cuda_fast *f, struct lt_plan *p, in
 	s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
 	                                         &ws, sizeof(ws));
 	if (s == CUBLAS_STATUS_SUCCESS)
-		s = cublasLtMatmulPreferenceSetAttribute(
-		    pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask));
-	if (s == CUBLAS_STATUS_SUCCESS)
 		s = cublasLtMatmulAlgoGetHeuristic(f->lt, p->op, p->a, p->b, p->cd, p->cd, pref,
 		                                   want, res, n_out);
 	cublasLtMatmulPreferenceDestroy(pref);
 	return s;
-}
-
-static bool lt_same_algo(const cublasLtMatmulAlgo_t *x, const cublasLtMatmulAlgo_t *y)
-{
-	return memcmp(x, y, sizeof(*x)) == 0;
-}
-
-/* res[0, n) followed by n_more new results: drops the new ones already listed; the count kept. */
-static int lt_dedupe(cublasLtMatmulHeuristicResult_t *res, int n, int n_more)
-{
-	int kept = n;
-	for (int i = n; i < n + n_more; i++) {
-		bool dup = false;
-		for (int j = 0; j < kept && !dup; j++)
-			dup = lt_same_algo(&res[i].algo, &res[j].algo);
-		if (!dup)
-			res[kept++] = res[i];
-	}
-	return kept;
 }
 
 static uint32_t lt_algo_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t at)
@@ -189,37 +168,6 @@ static uint32_t lt_algo_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoCon
 	    CUBLAS_STATUS_SUCCESS)
 		return UINT32_MAX;
 	return v;
-}
-
-/* For each listed algorithm that splits K and reduces in a kernel of its own, the same
- * algorithm with the INPLACE scheme is appended, if cuBLASLt accepts it for this plan within
- * the workspace and it is not listed yet (up to LT_MAX_CANDIDATES in all). */
-static int lt_add_inplace(struct ds_cuda_fast *f, struct lt_plan *p,
-                          cublasLtMatmulHeuristicResult_t *res, int n)
-{
-	int n0 = n;
-	for (int i = 0; i < n0 && n < LT_MAX_CANDIDATES; i++) {
-		uint32_t splits = lt_algo_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-		uint32_t scheme = lt_algo_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
-		if (splits == UINT32_MAX || splits <= 1 || scheme == UINT32_MAX ||
-		    scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE)
-			continue;
-		cublasLtMatmulAlgo_t a = res[i].algo;
-		uint32_t inplace = CUBLASLT_REDUCTION_SCHEME_INPLACE;
-		cublasLtMatmulHeuristicResult_t r;
-		memset(&r, 0, sizeof(r));
-		if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-		                                         &inplace, sizeof(inplace)) !=
-		        CUBLAS_STATUS_SUCCESS ||
-		    cublasLtMatmulAlgoCheck(f->lt, p->op, p->a, p->b, p->cd, p->cd, &a, &r) !=
-		        CUBLAS_STATUS_SUCCESS ||
-		    r.workspaceSize > f->ws_bytes)
-			continue;
-		r.algo = a;
-		res[n] = r;
-		n = lt_dedupe(res, n, 1);
-	}
-	return n;
 }
 
 /* DS_FAST_LT_LOG=1: one line per timed cuBLASLt candidate (stderr), for the benches' notes. */
@@ -276,22 +224,9 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, cons
 	cudaStreamIsCapturing(c->stream, &cap);
 	int want =
 	    (M <= AUTOTUNE_MAX_M && cap == cudaStreamCaptureStatusNone) ? AUTOTUNE_CANDIDATES : 1;
-	cublasLtMatmulHeuristicResult_t res[LT_MAX_CANDIDATES];
+	cublasLtMatmulHeuristicResult_t res[AUTOTUNE_CANDIDATES];
 	int n_res = 0;
-	cublasStatus_t s = lt_heuristic(f, p, want, CUBLASLT_REDUCTION_SCHEME_MASK, res, &n_res);
-	/* The heuristic's favourites at decode sizes split K and reduce in a kernel of their own
-	 * (cuBLASLt's splitKreduce_kernel after the o and down projections). Candidates that sum
-	 * their K slices in the output itself (INPLACE) or do not split are timed beside them:
-	 * one kernel fewer per GEMM in the step (DS_FAST_LT_INPLACE=0: the heuristic's list only).
-	 */
-	if (s == CUBLAS_STATUS_SUCCESS && want > 1 && f->lt_inplace) {
-		int n_more = 0;
-		if (lt_heuristic(f, p, want,
-		                 CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE,
-		                 res + n_res, &n_more) == CUBLAS_STATUS_SUCCESS)
-			n_res = lt_dedupe(res, n_res, n_more);
-		n_res = lt_add_inplace(f, p, res, n_res);
-	}
+	cublasStatus_t s = lt_heuristic(f, p, want, res, &n_res);
 	if (s != CUBLAS_STATUS_SUCCESS || n_res == 0) {
 		plan_destroy(p);
 		return ds_errf(err, DS_ERR_DEVICE,
@@ -1160,8 +1095,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	size_t n_cnt = (size_t)c->cap_rows * c->cfg.n_kv_head;
 	DS_CUDA_TRY(cudaMalloc((void **)&f->attn_cnt, n_cnt * sizeof(unsigned)), err);
 	DS_CUDA_TRY(cudaMemset(f->attn_cnt, 0, n_cnt * sizeof(unsigned)), err);
-	const char *li = getenv("DS_FAST_LT_INPLACE");
-	f->lt_inplace = !(li && strcmp(li, "0") == 0);
 	const char *ll = getenv("DS_FAST_LT_LOG");
 	f->lt_log = ll && strcmp(ll, "1") == 0;
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
