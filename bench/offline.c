@@ -39,6 +39,7 @@ struct bench_opts {
 	double inject;
 	uint64_t seed;
 	enum ds_step_policy policy;
+	enum ds_admit_policy admit;
 };
 
 static enum ds_status run_one(const struct ds_model *m, const struct bench_opts *bo,
@@ -58,6 +59,7 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	o.margin_threshold = bo->margin;
 	o.kv_blocks = bo->kv_blocks;
 	o.step_policy = bo->policy;
+	o.admit_policy = bo->admit;
 	if ((rv = ds_engine_init(&e, &be, &o, err)) != DS_OK)
 		goto out;
 	uint64_t h = bo->seed;
@@ -157,6 +159,7 @@ static void usage(FILE *fp)
 	        "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
 	        "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
 	        "  [--repeat R] [--json FILE] [--step-policy auto|merge|split]\n"
+	        "  [--admit fcfs|det-first]\n"
 	        "  --margin M: early-verify threshold in logits; < 0 = auto (default): the engine\n"
 	        "  calibrates it (the table's margin column shows the value in use)\n");
 }
@@ -176,6 +179,7 @@ int main(int argc, char **argv)
 	    {"margin", required_argument, NULL, 'M'},
 	    {"inject", required_argument, NULL, 'i'},
 	    {"step-policy", required_argument, NULL, 'P'},
+	    {"admit", required_argument, NULL, 'A'},
 	    {"seed", required_argument, NULL, 's'},
 	    {"only", required_argument, NULL, 'o'},
 	    {"repeat", required_argument, NULL, 'r'},
@@ -254,6 +258,9 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			ok = ds_step_policy_parse(optarg, &bo.policy) == DS_OK;
+			break;
+		case 'A':
+			ok = ds_admit_policy_parse(optarg, &bo.admit) == DS_OK;
 			break;
 		case 'i':
 			bo.inject = strtod(optarg, NULL);

@@ -18,6 +18,7 @@
 
 static const char *const mode_names[] = {"fast", "dvr", "invariant", "ref-only"};
 static const char *const policy_names[] = {"auto", "merge", "split"};
+static const char *const admit_names[] = {"fcfs", "det-first"};
 
 static const char *name_of(const char *const *names, size_t n, unsigned i)
 {
@@ -61,6 +62,20 @@ enum ds_status ds_step_policy_parse(const char *s, enum ds_step_policy *out)
 	return DS_OK;
 }
 
+const char *ds_admit_policy_name(enum ds_admit_policy p)
+{
+	return name_of(admit_names, DS_ARRAY_LEN(admit_names), (unsigned)p);
+}
+
+enum ds_status ds_admit_policy_parse(const char *s, enum ds_admit_policy *out)
+{
+	int i = name_find(admit_names, DS_ARRAY_LEN(admit_names), s);
+	if (i < 0)
+		return DS_ERR_INVALID;
+	*out = (enum ds_admit_policy)i;
+	return DS_OK;
+}
+
 void ds_engine_opts_default(struct ds_engine_opts *o)
 {
 	*o = (struct ds_engine_opts){
@@ -79,6 +94,8 @@ void ds_engine_opts_default(struct ds_engine_opts *o)
 	    .step_policy = DS_STEP_AUTO,
 	    .ref_step_bias = 1.0,
 	    .window_auto = true,
+	    .admit_policy = DS_ADMIT_FCFS,
+	    .admit_max_overtake = 0,
 	};
 }
 
@@ -106,6 +123,11 @@ static enum ds_status check_opts(const struct ds_engine_opts *o, struct ds_err *
 	if ((unsigned)o->step_policy > DS_STEP_SPLIT)
 		return ds_errf(err, DS_ERR_INVALID, "engine: bad step policy %d",
 		               (int)o->step_policy);
+	if ((unsigned)o->admit_policy > DS_ADMIT_DET_FIRST)
+		return ds_errf(err, DS_ERR_INVALID, "engine: bad admit policy %d",
+		               (int)o->admit_policy);
+	if (o->admit_max_overtake < 0)
+		return ds_errf(err, DS_ERR_INVALID, "engine: admit_max_overtake must be >= 0");
 	if (!(o->ref_step_bias >= 0.0) || !isfinite(o->ref_step_bias))
 		return ds_errf(err, DS_ERR_INVALID, "engine: ref_step_bias must be finite and >= 0");
 	if (o->kv_block_size < 1 || o->kv_blocks < 1)

@@ -38,6 +38,21 @@ const char *ds_step_policy_name(enum ds_step_policy p);
 /* Parses "auto", "merge", "split"; DS_ERR_INVALID otherwise. */
 enum ds_status ds_step_policy_parse(const char *s, enum ds_step_policy *out);
 
+/* Which waiting request a free slot admits (DVR mode; the others admit in arrival order).
+ * Admission order never changes what is committed, only when and on which pass. */
+enum ds_admit_policy {
+	DS_ADMIT_FCFS = 0,  /* arrival order (default) */
+	DS_ADMIT_DET_FIRST, /* deterministic requests ahead of the others, so that they share
+	                     * steps: with the auto policy every step that holds one runs on REF,
+	                     * so spreading a 10% share over every step makes every step a REF
+	                     * step. For backlogs (offline batches); a request is overtaken at
+	                     * most admit_max_overtake times, then admitted in its turn */
+};
+
+const char *ds_admit_policy_name(enum ds_admit_policy p);
+/* Parses "fcfs", "det-first"; DS_ERR_INVALID otherwise. */
+enum ds_status ds_admit_policy_parse(const char *s, enum ds_admit_policy *out);
+
 const char *ds_mode_name(enum ds_mode m);
 /* Parses "fast", "dvr", "invariant", "ref-only"; DS_ERR_INVALID otherwise. */
 enum ds_status ds_mode_parse(const char *s, enum ds_mode *out);
@@ -72,6 +87,10 @@ struct ds_engine_opts {
 	bool warmup;             /* run every pass size once or twice at init (autotuning, CUDA
 	                          * graphs) so that no request pays for them (default false; the
 	                          * server turns it on for the CUDA backend) */
+	/* added with det-first admission: */
+	enum ds_admit_policy admit_policy; /* default fcfs */
+	int admit_max_overtake; /* det-first: how many later deterministic arrivals may be
+	                         * admitted ahead of a waiting request (default 0: max_running) */
 };
 
 /* Fills opts with the defaults listed above (kv_blocks = 1024, margin_threshold = -1: auto). */

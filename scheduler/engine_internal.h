@@ -31,6 +31,7 @@ struct ds_req {
 	bool paused, verify_now;
 	bool low_margin; /* a candidate of the open window has a low margin (early verification) */
 	bool vsel; /* planning: selected for this step's verification */
+	int overtaken; /* det-first admission: later arrivals admitted ahead of it while waiting */
 	float *logprobs; /* (max_tokens) of committed output tokens */
 	struct ds_kv_seq kv;
 	struct ds_fp fp;

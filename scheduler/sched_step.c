@@ -119,11 +119,28 @@ static int req_prefix_limit(const struct ds_engine *e, const struct ds_req *r)
 	return (r->C - 1) / e->o.kv_block_size;
 }
 
+/* The waiting request a free slot takes: the first in arrival order, or under det-first
+ * admission (DVR mode) the first deterministic one, unless the first in line is not to be
+ * overtaken again. */
+static int admit_pick(const struct ds_engine *e)
+{
+	if (e->o.admit_policy != DS_ADMIT_DET_FIRST || e->o.mode != DS_MODE_DVR)
+		return 0;
+	int cap = e->o.admit_max_overtake > 0 ? e->o.admit_max_overtake : e->o.max_running;
+	if (e->waiting[0]->det || e->waiting[0]->overtaken >= cap)
+		return 0;
+	for (int i = 1; i < e->n_waiting; i++)
+		if (e->waiting[i]->det)
+			return i;
+	return 0;
+}
+
 static void admit(struct ds_engine *e)
 {
 	int bs = e->o.kv_block_size;
 	while (e->n_waiting > 0 && e->n_running < e->o.max_running) {
-		struct ds_req *r = e->waiting[0];
+		int wi = admit_pick(e);
+		struct ds_req *r = e->waiting[wi];
 		DS_ASSERT(r->kv.n == 0 && r->L == r->C);
 		int hit = 0;
 		if (e->o.prefix_cache)
@@ -132,11 +149,13 @@ static void admit(struct ds_engine *e)
 		int need = (r->C + bs - 1) / bs - r->kv.n;
 		if (need > ds_kv_pool_n_free(e->pool)) {
 			ds_kv_seq_release(e->pool, &r->kv);
-			break; /* first come, first served: no overtaking */
+			break; /* the pick waits for room: nobody overtakes it */
 		}
 		r->n_kv = hit;
 		e->st.prefix_hit_tokens += (uint64_t)hit;
-		list_remove_at(e->waiting, &e->n_waiting, 0);
+		for (int i = 0; i < wi; i++) /* all of them non-deterministic (admit_pick) */
+			e->waiting[i]->overtaken++;
+		list_remove_at(e->waiting, &e->n_waiting, wi);
 		pthread_mutex_lock(&e->mu);
 		e->n_queued--;
 		pthread_mutex_unlock(&e->mu);

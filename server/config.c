@@ -40,6 +40,7 @@ static const struct key keys[] = {
     {"margin", K_DBL, F(margin), -1, 1000},
     {"no-prefix-cache", K_BOOL, F(no_prefix_cache), 0, 0},
     {"step-policy", K_STR, F(step_policy), 0, 0},
+    {"admit", K_STR, F(admit), 0, 0},
     {"ref-step-bias", K_DBL, F(ref_step_bias), 0, 1e9},
     {"no-window-auto", K_BOOL, F(no_window_auto), 0, 0},
     {"addr", K_STR, F(addr), 0, 0},
@@ -74,6 +75,7 @@ void ds_server_config_default(struct ds_server_config *c)
 	c->max_step_tokens = 512;
 	c->margin = -1.0; /* auto: calibrated by the engine at start-up */
 	snprintf(c->step_policy, sizeof(c->step_policy), "auto");
+	snprintf(c->admit, sizeof(c->admit), "fcfs");
 	c->ref_step_bias = -1.0; /* by backend (main.c): 0 on cuda, 1 on cpu */
 	snprintf(c->addr, sizeof(c->addr), "127.0.0.1");
 	c->port = 50051;
@@ -348,6 +350,10 @@ const char *ds_server_config_usage(void)
 	       "                          a FAST pass (split); --ref-step-bias X scales REF costs\n"
 	       "                          (default 0 on cuda: REF whenever a deterministic\n"
 	       "                          request runs; 1 on cpu)\n"
+	       "  --admit fcfs|det-first  which waiting request a free slot takes: arrival order\n"
+	       "                          (default), or DVR's deterministic requests first so\n"
+	       "                          they share REF steps (backlogs; a request is overtaken\n"
+	       "                          at most --max-running times)\n"
 	       "  --no-window-auto        keep the window at W (default: W is the cap of a window\n"
 	       "                          picked from the measured rollback rate and REF cost)\n"
 	       "server:\n"

@@ -34,6 +34,7 @@ struct ds_server_config {
 	double margin;
 	bool no_prefix_cache;
 	char step_policy[8];  /* --step-policy auto|merge|split */
+	char admit[16];       /* --admit fcfs|det-first */
 	double ref_step_bias; /* --ref-step-bias X; < 0 (the default): by backend (main.c) */
 	bool no_window_auto;  /* --no-window-auto: keep W fixed */
 	/* transport */

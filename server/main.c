@@ -111,6 +111,11 @@ int main(int argc, char **argv)
 		        cfg.step_policy);
 		return 2;
 	}
+	enum ds_admit_policy admit;
+	if (ds_admit_policy_parse(cfg.admit, &admit) != DS_OK) {
+		fprintf(stderr, "detserve: --admit '%s' is not fcfs|det-first\n", cfg.admit);
+		return 2;
+	}
 	signal(SIGPIPE, SIG_IGN);
 
 	uint64_t t0 = 0;
@@ -162,6 +167,7 @@ int main(int argc, char **argv)
 	eo.max_queue = cfg.max_queue;
 	eo.prefix_cache = !cfg.no_prefix_cache;
 	eo.step_policy = step_policy;
+	eo.admit_policy = admit;
 	/* On the CUDA backend the auto policy runs every step that holds a deterministic request
 	 * on REF unless told otherwise: on the H200 (llama3-8b, 1024 x 512 in / 256 out) that
 	 * measured 0.950 / 0.947 / 0.944 of fast at 10 / 50 / 100% deterministic, against

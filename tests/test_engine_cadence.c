@@ -268,6 +268,87 @@ static void test_auto_ref_when_cheap(void **state)
 	scen_free(&s);
 }
 
+/* The order in which the requests of s got their first token (their admission order, with one
+ * running at a time), as a string of request indices. */
+static void first_order(const struct scenario *s, char *out)
+{
+	for (int k = 0; k < s->n_req; k++) {
+		int best = -1;
+		for (int i = 0; i < s->n_req; i++) {
+			bool used = false;
+			for (int j = 0; j < k; j++)
+				used |= out[j] == (char)('0' + i);
+			if (!used && (best < 0 || s->req[i].first_step < s->req[best].first_step))
+				best = i;
+		}
+		assert_true(best >= 0 && s->req[best].first_step >= 0);
+		out[k] = (char)('0' + best);
+	}
+	out[s->n_req] = '\0';
+}
+
+/* Runs `pattern` ('d' deterministic, 'n' not; all arriving at once, one running at a time, auto
+ * with REF whenever a deterministic request runs) under an admission policy; checks the
+ * oracle and returns the admission order in `order`. */
+static void run_admit(struct etu_fixture *f, const char *pattern, enum ds_admit_policy pol, int cap,
+                      char *order)
+{
+	struct scenario s;
+	int n = (int)strlen(pattern);
+	make_scenario(&s, n, 6, 0, 4, 16);
+	s.opts.step_policy = DS_STEP_AUTO;
+	s.opts.ref_step_bias = 0.0;
+	s.opts.max_running = 1;
+	s.opts.admit_policy = pol;
+	s.opts.admit_max_overtake = cap;
+	for (int i = 0; i < n; i++)
+		s.req[i].det = pattern[i] == 'd';
+	struct ds_engine_stats st;
+	run_and_check(f, &s, etu_mk_mock, &st);
+	first_order(&s, order);
+	scen_free(&s);
+}
+
+/* Det-first admission takes the deterministic requests ahead of the others, each waiting
+ * request overtaken at most admit_max_overtake times (0: max_running), so they run in the
+ * same steps: fewer REF steps for the same outputs (the oracle check in run_admit). FCFS keeps
+ * arrival order. */
+static void test_admit_det_first(void **state)
+{
+	struct etu_fixture *f = *state;
+	f->noise = 0.05f;
+	char order[16];
+	run_admit(f, "ndddn", DS_ADMIT_FCFS, 0, order);
+	assert_string_equal(order, "01234");
+	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 100, order);
+	assert_string_equal(order, "12304");
+	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 2, order);
+	assert_string_equal(order, "12034");
+	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 0, order); /* the cap is max_running, 1 */
+	assert_string_equal(order, "10234");
+
+	/* two at a time, a deterministic request in each pair under FCFS: every step is REF;
+	 * det-first pairs the deterministic requests and halves the REF steps */
+	struct scenario s;
+	uint64_t ref[2];
+	for (int k = 0; k < 2; k++) {
+		make_scenario(&s, 4, 12, 0, 4, 16);
+		s.opts.step_policy = DS_STEP_AUTO;
+		s.opts.ref_step_bias = 0.0;
+		s.opts.max_running = 2;
+		s.opts.admit_policy = k ? DS_ADMIT_DET_FIRST : DS_ADMIT_FCFS;
+		for (int i = 0; i < 4; i++)
+			s.req[i].det = i == 0 || i == 2;
+		struct ds_engine_stats st;
+		run_and_check(f, &s, etu_mk_mock, &st);
+		ref[k] = st.ref_steps;
+		print_message("%s: %llu steps, %llu REF steps\n", k ? "det-first" : "fcfs",
+		              (unsigned long long)st.steps, (unsigned long long)st.ref_steps);
+		scen_free(&s);
+	}
+	assert_true(ref[1] * 3 <= ref[0] * 2);
+}
+
 /* Merge/auto verify early only when the engine has room: with requests waiting (or the batch
  * full) a low-margin candidate waits for its window to fill. 7 requests, 4 slots, every
  * candidate "low margin": the first 4 run saturated (3 waiting): windows of W; the last 3 run
@@ -486,14 +567,12 @@ static void test_warmup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_margin_calibration), cmocka_unit_test(test_cadence_lockstep),
-	    cmocka_unit_test(test_cadence_staggered),  cmocka_unit_test(test_cadence_multi_pass),
-	    cmocka_unit_test(test_cadence_budget),     cmocka_unit_test(test_early_verify_joins),
-	    cmocka_unit_test(test_cadence_cpu_oracle),
-	    cmocka_unit_test(test_merge_one_pass),
-	    cmocka_unit_test(test_auto_ref_when_cheap),
-	    cmocka_unit_test(test_early_verify_gate),
-	    cmocka_unit_test(test_warmup),
+	    cmocka_unit_test(test_margin_calibration),  cmocka_unit_test(test_cadence_lockstep),
+	    cmocka_unit_test(test_cadence_staggered),   cmocka_unit_test(test_cadence_multi_pass),
+	    cmocka_unit_test(test_cadence_budget),      cmocka_unit_test(test_early_verify_joins),
+	    cmocka_unit_test(test_cadence_cpu_oracle),  cmocka_unit_test(test_merge_one_pass),
+	    cmocka_unit_test(test_auto_ref_when_cheap), cmocka_unit_test(test_admit_det_first),
+	    cmocka_unit_test(test_early_verify_gate),   cmocka_unit_test(test_warmup),
 	    cmocka_unit_test(test_window_auto),
 	};
 	return cmocka_run_group_tests(tests, setup, etu_teardown);

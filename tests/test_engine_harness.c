@@ -63,6 +63,12 @@ void scen_generate(struct scenario *s, uint64_t seed, const struct ds_model_conf
 	o->step_policy = policies[pol];
 	o->ref_step_bias = pol == 2 ? 0.0 : 1.0;
 	o->window_auto = !g->windowed; /* windowed: a fixed W keeps the schedule timing-free */
+	/* admission from a draw of its own too: arrival order, or deterministic requests first
+	 * with an overtaking cap of 1, 4 or max_running (0) */
+	static const int overtake[3] = {1, 4, 0};
+	uint64_t ad = ds_mix64(seed ^ 0xad317ull);
+	o->admit_policy = (ad & 1) ? DS_ADMIT_DET_FIRST : DS_ADMIT_FCFS;
+	o->admit_max_overtake = overtake[(ad >> 1) % 3];
 
 	/* shared prompt prefixes make prefix-cache hits */
 	int32_t fam[3][SCEN_MAX_PROMPT];
@@ -182,6 +188,7 @@ static void reset_obs(struct scen_req *q)
 	q->finish = DS_FINISH_NONE;
 	q->fp[0] = 0;
 	q->id = 0;
+	q->first_step = -1;
 }
 
 /* Drains events into the requests (found by id); false on a protocol violation. */
@@ -306,6 +313,9 @@ bool scen_run(struct scenario *s, scen_backend_fn mk, void *arg, struct ds_engin
 		}
 		if (!drain(e, byid, (uint64_t)n_sub, msg, len) || !kv_ok(e, msg, len))
 			goto out;
+		for (int i = 0; i < s->n_req; i++)
+			if (s->req[i].first_step < 0 && s->req[i].n_out > 0)
+				s->req[i].first_step = step;
 		if (n_sub == s->n_req && ds_engine_idle(e))
 			break;
 		if (step > 100000) {

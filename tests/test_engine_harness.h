@@ -39,6 +39,7 @@ struct scen_req {
 	char fp[33];
 	uint64_t seed;
 	struct ds_dvr_stats dvr;
+	int first_step; /* the step after which its first output token had arrived (-1: none) */
 };
 
 struct scenario {

@@ -13,6 +13,7 @@ struct e2e_cfg {
 	enum ds_step_policy policy; /* DVR steps with reference work (engine.h) */
 	int window; /* W; 0: the engine's default; < 0: W = -window, fixed (no window_auto) */
 	bool cost_rule; /* ref_step_bias 1 (the per-step cost rule) instead of e2e_ref_bias() */
+	enum ds_admit_policy admit; /* which waiting request a free slot takes (engine.h) */
 };
 
 /* The workload: n_req requests submitted at once, prompts of prompt_min..prompt_max random
@@ -102,6 +103,7 @@ static int e2e_run(struct bench *b, const struct e2e_cfg *cfg, const struct e2e_
 	o.mode = cfg->mode;
 	o.group = cfg->group;
 	o.step_policy = cfg->policy;
+	o.admit_policy = cfg->admit;
 	o.warmup = true; /* graphs and autotuning at init, as the server does on the GPU */
 	o.ref_step_bias = e2e_cfg_bias(cfg);
 	if (cfg->window != 0)
@@ -273,7 +275,7 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        "\"W\": %d, \"window_auto\": %s, \"window_final\": %d, "
 	        "\"ref_steps\": %llu, \"ref_decoded\": %llu, \"ref_steps_window\": %llu, "
 	        "\"ref_steps_early\": %llu, \"ref_steps_catchup\": %llu, "
-	        "\"ref_steps_cost\": %llu, \"ref_step_bias\": %g",
+	        "\"ref_steps_cost\": %llu, \"ref_step_bias\": %g, \"admit_policy\": \"%s\"",
 	        (unsigned long long)r->tokens, tps, tps / fast_tps, (unsigned long long)st->windows,
 	        (unsigned long long)st->rollbacks, (unsigned long long)st->rolled_back,
 	        (unsigned long long)st->recomputed, (unsigned long long)st->preemptions,
@@ -285,7 +287,7 @@ static void e2e_report(FILE *f, const struct e2e_cfg *c, const struct e2e_best *
 	        (unsigned long long)st->ref_steps, (unsigned long long)st->ref_decoded,
 	        (unsigned long long)st->ref_steps_window, (unsigned long long)st->ref_steps_early,
 	        (unsigned long long)st->ref_steps_catchup, (unsigned long long)st->ref_steps_cost,
-	        e2e_cfg_bias(c));
+	        e2e_cfg_bias(c), ds_admit_policy_name(c->admit));
 	fprintf(f, ", \"rows_a_step\": {\"bin_upper\": [");
 	for (int k = 0; k < E2E_ROW_BINS - 1; k++)
 		fprintf(f, "%d, ", E2E_ROW_EDGES[k]);
@@ -325,38 +327,50 @@ int bench_e2e(struct bench *b)
 	}
 	const char *pick = getenv("E2E_CONFIGS");
 	const struct e2e_cfg cfgs[] = {
-	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0, false},
-	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO, 0, false},
-	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE, 0, false},
-	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE, 0, false},
-	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE, 0, false},
-	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE, 0, false},
-	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT, 0, false},
-	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT, 0, false},
-	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT, 0, false},
-	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT, 0, false},
-	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT, 0, false},
-	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT, 0, false},
-	    {"dvr-10%-W16", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 16, false},
-	    {"dvr-50%-W16", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 16, false},
-	    {"dvr-10%-W8", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 8, false},
-	    {"dvr-50%-W8", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 8, false},
-	    {"dvr-10%-W8-fixed", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, -8, false},
-	    {"dvr-50%-W8-fixed", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, -8, false},
-	    {"dvr-10%-cost", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, true},
-	    {"dvr-50%-cost", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, true},
-	    {"dvr-100%-cost", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0, true},
+	    {"fast", DS_MODE_FAST, 0, true, 16, DS_STEP_AUTO, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-0%", DS_MODE_DVR, 0, true, 16, DS_STEP_AUTO, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-10%", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-50%", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-100%", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0, false, DS_ADMIT_FCFS},
+	    {"invariant", DS_MODE_INVARIANT, 100, true, 16, DS_STEP_AUTO, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-10%-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_AUTO, 0, false,
+	     DS_ADMIT_FCFS},
+	    {"dvr-50%-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_AUTO, 0, false,
+	     DS_ADMIT_FCFS},
+	    {"dvr-10%-merge", DS_MODE_DVR, 10, true, 16, DS_STEP_MERGE, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-50%-merge", DS_MODE_DVR, 50, true, 16, DS_STEP_MERGE, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-10%-merge-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_MERGE, 0, false,
+	     DS_ADMIT_FCFS},
+	    {"dvr-50%-merge-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_MERGE, 0, false,
+	     DS_ADMIT_FCFS},
+	    {"dvr-10%-split", DS_MODE_DVR, 10, true, 16, DS_STEP_SPLIT, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-50%-split", DS_MODE_DVR, 50, true, 16, DS_STEP_SPLIT, 0, false, DS_ADMIT_FCFS},
+	    {"dvr-10%-split-full-windows", DS_MODE_DVR, 10, false, 16, DS_STEP_SPLIT, 0, false,
+	     DS_ADMIT_FCFS},
+	    {"dvr-50%-split-full-windows", DS_MODE_DVR, 50, false, 16, DS_STEP_SPLIT, 0, false,
+	     DS_ADMIT_FCFS},
+	    {"dvr-10%-split-G64", DS_MODE_DVR, 10, true, 64, DS_STEP_SPLIT, 0, false,
+	     DS_ADMIT_FCFS},
+	    {"dvr-50%-split-G64", DS_MODE_DVR, 50, true, 64, DS_STEP_SPLIT, 0, false,
+	     DS_ADMIT_FCFS},
+	    {"dvr-10%-W16", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 16, false, DS_ADMIT_FCFS},
+	    {"dvr-50%-W16", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 16, false, DS_ADMIT_FCFS},
+	    {"dvr-10%-W8", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 8, false, DS_ADMIT_FCFS},
+	    {"dvr-50%-W8", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 8, false, DS_ADMIT_FCFS},
+	    {"dvr-10%-W8-fixed", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, -8, false, DS_ADMIT_FCFS},
+	    {"dvr-50%-W8-fixed", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, -8, false, DS_ADMIT_FCFS},
+	    {"dvr-10%-cost", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, true, DS_ADMIT_FCFS},
+	    {"dvr-50%-cost", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, true, DS_ADMIT_FCFS},
+	    {"dvr-100%-cost", DS_MODE_DVR, 100, true, 16, DS_STEP_AUTO, 0, true, DS_ADMIT_FCFS},
+	    {"dvr-10%-det-first", DS_MODE_DVR, 10, true, 16, DS_STEP_AUTO, 0, false,
+	     DS_ADMIT_DET_FIRST},
+	    {"dvr-50%-det-first", DS_MODE_DVR, 50, true, 16, DS_STEP_AUTO, 0, false,
+	     DS_ADMIT_DET_FIRST},
 	};
 	/* warm-up: untimed, small */
 	const struct e2e_cfg warm[] = {
-	    {"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT, 0, false},
-	    {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT, 0, false}};
+	    {"warm-fast", DS_MODE_FAST, 0, true, 16, DS_STEP_SPLIT, 0, false, DS_ADMIT_FCFS},
+	    {"warm-dvr", DS_MODE_DVR, 100, true, 16, DS_STEP_SPLIT, 0, false, DS_ADMIT_FCFS}};
 	struct e2e_load wl = {32, ld.prompt_min, ld.prompt_max, 16};
 	for (size_t i = 0; i < DS_ARRAY_LEN(warm); i++) {
 		double secs = 0;

@@ -441,6 +441,31 @@ class TestFastMode(ServerCase):
         self.assertEqual(self.stub.ServerInfo(pb.ServerInfoRequest(), timeout=10).mode, "fast")
 
 
+class TestDetFirst(ServerCase):
+    """--admit det-first: deterministic requests overtake the waiting others; what they
+    commit is unchanged (each equals its own run alone)."""
+    server_args = ["--admit", "det-first", "--max-running", "2", "-W", "8"]
+
+    def test_det_first_same_outputs(self):
+        reqs = [req(prompt=(3 + i, 9, 4, 1 + i), max_tokens=int(12 * SCALE) + 4, det=i % 2 == 1,
+                    seed=100 + i, temperature=0.7) for i in range(6)]
+        streams = [self.stub.Generate(r, timeout=120) for r in reqs]
+        mixed = [collect(s) for s in streams]
+        for r, (toks, _, last, _) in zip(reqs, mixed):
+            self.assertEqual(len(toks), r.max_tokens)
+            if r.deterministic:
+                alone = self.stub.GenerateUnary(r, timeout=60)
+                self.assertEqual(list(alone.token_ids), toks)
+                self.assertEqual(alone.fingerprint, last.fingerprint)
+
+    def test_bad_admit_policy(self):
+        bad = Server(*(PRESET + ["--admit", "sjf"]), expect_fail=True)
+        self.assertEqual(bad.proc.wait(30), 2)
+        bad.reader.join(10)
+        bad.proc.stderr.close()
+        self.assertIn("--admit", bad.log())
+
+
 class TestQueueFull(ServerCase):
     server_args = ["--max-running", "1", "--max-queue", "1"]
 
