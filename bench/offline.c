@@ -40,6 +40,7 @@ struct bench_opts {
 	uint64_t seed;
 	enum ds_step_policy policy;
 	enum ds_admit_policy admit;
+	double ref_bias; /* ref_step_bias; < 0: the engine's default */
 };
 
 static enum ds_status run_one(const struct ds_model *m, const struct bench_opts *bo,
@@ -60,6 +61,8 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	o.kv_blocks = bo->kv_blocks;
 	o.step_policy = bo->policy;
 	o.admit_policy = bo->admit;
+	if (bo->ref_bias >= 0.0)
+		o.ref_step_bias = bo->ref_bias;
 	if ((rv = ds_engine_init(&e, &be, &o, err)) != DS_OK)
 		goto out;
 	uint64_t h = bo->seed;
@@ -159,7 +162,7 @@ static void usage(FILE *fp)
 	        "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
 	        "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
 	        "  [--repeat R] [--json FILE] [--step-policy auto|merge|split]\n"
-	        "  [--admit fcfs|det-first]\n"
+	        "  [--admit fcfs|det-first] [--ref-step-bias X]\n"
 	        "  --margin M: early-verify threshold in logits; < 0 = auto (default): the engine\n"
 	        "  calibrates it (the table's margin column shows the value in use)\n");
 }
@@ -180,6 +183,7 @@ int main(int argc, char **argv)
 	    {"inject", required_argument, NULL, 'i'},
 	    {"step-policy", required_argument, NULL, 'P'},
 	    {"admit", required_argument, NULL, 'A'},
+	    {"ref-step-bias", required_argument, NULL, 'B'},
 	    {"seed", required_argument, NULL, 's'},
 	    {"only", required_argument, NULL, 'o'},
 	    {"repeat", required_argument, NULL, 'r'},
@@ -197,7 +201,8 @@ int main(int argc, char **argv)
 	                        .temperature = 0.7f,
 	                        .margin = -1.0f, /* auto (calibrated by the engine) */
 	                        .inject = 0.0,
-	                        .seed = 42};
+	                        .seed = 42,
+	                        .ref_bias = -1.0};
 	const char *preset = "small", *only = NULL, *json = NULL;
 	int repeat = 1;
 	long long v;
@@ -261,6 +266,10 @@ int main(int argc, char **argv)
 			break;
 		case 'A':
 			ok = ds_admit_policy_parse(optarg, &bo.admit) == DS_OK;
+			break;
+		case 'B':
+			bo.ref_bias = strtod(optarg, NULL);
+			ok = bo.ref_bias >= 0.0;
 			break;
 		case 'i':
 			bo.inject = strtod(optarg, NULL);

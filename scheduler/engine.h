@@ -45,7 +45,9 @@ enum ds_admit_policy {
 	DS_ADMIT_DET_FIRST, /* deterministic requests ahead of the others, so that they share
 	                     * steps: with the auto policy every step that holds one runs on REF,
 	                     * so spreading a 10% share over every step makes every step a REF
-	                     * step. For backlogs (offline batches); a request is overtaken at
+	                     * step. They are admitted first and, once running, come first for
+	                     * the step's token budget (prefill chunks) and last for preemption.
+	                     * For backlogs (offline batches); a waiting request is overtaken at
 	                     * most admit_max_overtake times, then admitted in its turn */
 };
 

@@ -37,7 +37,18 @@
 
 /* ---- lists ---- */
 
-static void list_insert_sorted(struct ds_req ***arr, int *n, int *cap, struct ds_req *r)
+/* Whether a belongs before b: by arrival, or with det_ahead deterministic first. */
+static bool goes_before(const struct ds_req *a, const struct ds_req *b, bool det_ahead)
+{
+	if (det_ahead && a->det != b->det)
+		return a->det;
+	return a->arrival < b->arrival;
+}
+
+/* Inserts r by arrival; with det_ahead (the running list under det-first admission) the
+ * deterministic requests come before the others, each group by arrival. */
+static void list_insert_sorted(struct ds_req ***arr, int *n, int *cap, struct ds_req *r,
+                               bool det_ahead)
 {
 	if (*n == *cap) {
 		int nc = *cap ? *cap * 2 : 16;
@@ -48,7 +59,7 @@ static void list_insert_sorted(struct ds_req ***arr, int *n, int *cap, struct ds
 		*cap = nc;
 	}
 	int i = *n;
-	while (i > 0 && (*arr)[i - 1]->arrival > r->arrival) {
+	while (i > 0 && goes_before(r, (*arr)[i - 1], det_ahead)) {
 		(*arr)[i] = (*arr)[i - 1];
 		i--;
 	}
@@ -81,7 +92,8 @@ static void drain_inbox(struct ds_engine *e)
 	while (c) {
 		struct ds_cmd *next = c->next;
 		if (c->kind == CMD_SUBMIT) {
-			list_insert_sorted(&e->waiting, &e->n_waiting, &e->cap_waiting, c->req);
+			list_insert_sorted(&e->waiting, &e->n_waiting, &e->cap_waiting, c->req,
+			                   false);
 		} else {
 			int wi = list_find(e->waiting, e->n_waiting, c->id);
 			int ri = wi < 0 ? list_find(e->running, e->n_running, c->id) : -1;
@@ -119,12 +131,18 @@ static int req_prefix_limit(const struct ds_engine *e, const struct ds_req *r)
 	return (r->C - 1) / e->o.kv_block_size;
 }
 
+/* Det-first admission in force: DVR mode (elsewhere every request runs on one path). */
+static bool det_first(const struct ds_engine *e)
+{
+	return e->o.admit_policy == DS_ADMIT_DET_FIRST && e->o.mode == DS_MODE_DVR;
+}
+
 /* The waiting request a free slot takes: the first in arrival order, or under det-first
  * admission (DVR mode) the first deterministic one, unless the first in line is not to be
  * overtaken again. */
 static int admit_pick(const struct ds_engine *e)
 {
-	if (e->o.admit_policy != DS_ADMIT_DET_FIRST || e->o.mode != DS_MODE_DVR)
+	if (!det_first(e))
 		return 0;
 	int cap = e->o.admit_max_overtake > 0 ? e->o.admit_max_overtake : e->o.max_running;
 	if (e->waiting[0]->det || e->waiting[0]->overtaken >= cap)
@@ -159,7 +177,7 @@ static void admit(struct ds_engine *e)
 		pthread_mutex_lock(&e->mu);
 		e->n_queued--;
 		pthread_mutex_unlock(&e->mu);
-		list_insert_sorted(&e->running, &e->n_running, &e->cap_running, r);
+		list_insert_sorted(&e->running, &e->n_running, &e->cap_running, r, det_first(e));
 	}
 }
 
@@ -173,7 +191,7 @@ static void preempt(struct ds_engine *e, int ri)
 	r->verify_now = false;
 	r->low_margin = false;
 	e->st.preemptions++;
-	list_insert_sorted(&e->waiting, &e->n_waiting, &e->cap_waiting, r);
+	list_insert_sorted(&e->waiting, &e->n_waiting, &e->cap_waiting, r, false);
 	pthread_mutex_lock(&e->mu);
 	e->n_queued++;
 	pthread_mutex_unlock(&e->mu);

@@ -291,14 +291,15 @@ static void first_order(const struct scenario *s, char *out)
  * with REF whenever a deterministic request runs) under an admission policy; checks the
  * oracle and returns the admission order in `order`. */
 static void run_admit(struct etu_fixture *f, const char *pattern, enum ds_admit_policy pol, int cap,
-                      char *order)
+                      int max_running, int budget, char *order)
 {
 	struct scenario s;
 	int n = (int)strlen(pattern);
 	make_scenario(&s, n, 6, 0, 4, 16);
 	s.opts.step_policy = DS_STEP_AUTO;
 	s.opts.ref_step_bias = 0.0;
-	s.opts.max_running = 1;
+	s.opts.max_running = max_running;
+	s.opts.max_step_tokens = budget;
 	s.opts.admit_policy = pol;
 	s.opts.admit_max_overtake = cap;
 	for (int i = 0; i < n; i++)
@@ -310,22 +311,30 @@ static void run_admit(struct etu_fixture *f, const char *pattern, enum ds_admit_
 }
 
 /* Det-first admission takes the deterministic requests ahead of the others, each waiting
- * request overtaken at most admit_max_overtake times (0: max_running), so they run in the
- * same steps: fewer REF steps for the same outputs (the oracle check in run_admit). FCFS keeps
- * arrival order. */
+ * request overtaken at most admit_max_overtake times (0: max_running), and gives the running
+ * ones the step's budget first, so they run in the same steps: fewer REF steps for the same
+ * outputs (the oracle check in run_admit). FCFS keeps arrival order. */
 static void test_admit_det_first(void **state)
 {
 	struct etu_fixture *f = *state;
 	f->noise = 0.05f;
 	char order[16];
-	run_admit(f, "ndddn", DS_ADMIT_FCFS, 0, order);
+	run_admit(f, "ndddn", DS_ADMIT_FCFS, 0, 1, 512, order);
 	assert_string_equal(order, "01234");
-	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 100, order);
+	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 100, 1, 512, order);
 	assert_string_equal(order, "12304");
-	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 2, order);
+	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 2, 1, 512, order);
 	assert_string_equal(order, "12034");
-	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 0, order); /* the cap is max_running, 1 */
+	run_admit(f, "ndddn", DS_ADMIT_DET_FIRST, 0, 1, 512, order); /* the cap: max_running */
 	assert_string_equal(order, "10234");
+	/* all four running at once on a budget of 8 tokens a step (prompts of 6, 11, 16, 21):
+	 * the running deterministic requests' prefill chunks go first */
+	run_admit(f, "nndd", DS_ADMIT_FCFS, 0, 4, 8, order);
+	print_message("budget 8, fcfs: %s\n", order);
+	assert_string_equal(order, "0123");
+	run_admit(f, "nndd", DS_ADMIT_DET_FIRST, 0, 4, 8, order);
+	print_message("budget 8, det-first: %s\n", order);
+	assert_string_equal(order, "2301");
 
 	/* two at a time, a deterministic request in each pair under FCFS: every step is REF;
 	 * det-first pairs the deterministic requests and halves the REF steps */
