@@ -200,6 +200,7 @@ struct ds_cuda_ref {
 	struct ds_cuda_ref_pick picks[DS_CUDA_REF_PICKS];
 	int n_picks, next_evict;
 	bool autotune; /* DS_REF_GEMM_AUTOTUNE=0: always the base variant */
+	bool log;      /* DS_REF_GEMM_LOG=1: each timed pick on stderr (benches' notes) */
 };
 
 struct ds_cuda_ctx {

@@ -20,6 +20,7 @@
 #include "cuda_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* ---- GEMM variants ---- */
@@ -146,6 +147,8 @@ enum ds_status ds_cuda_ref_init(struct ds_cuda_ctx *c, struct ds_err *err)
 		return rv;
 	const char *a = getenv("DS_REF_GEMM_AUTOTUNE");
 	r->autotune = !(a && strcmp(a, "0") == 0);
+	const char *lg = getenv("DS_REF_GEMM_LOG");
+	r->log = lg && strcmp(lg, "1") == 0;
 	const char *bk = getenv("DS_REF_GRAPH_BUCKETS"), *mx = getenv("DS_REF_GRAPH_MAX");
 	bool pow2 = bk && strcmp(bk, "pow2") == 0;
 	int top = mx ? atoi(mx) : DS_CUDA_REF_GRAPH_MAX;
@@ -253,6 +256,9 @@ static int ref_gemm_variant(struct ds_cuda_ctx *c, struct ref_gemm_call x)
 			best = v;
 		}
 	}
+	if (r->log)
+		fprintf(stderr, "ref gemm pick: M bucket %d N=%d K=%d%s: v%d %.4f ms (table v%d)\n",
+		        mb, N, K, x.silu ? " silu" : "", best, (double)bt, base);
 	int i = r->n_picks < DS_CUDA_REF_PICKS ? r->n_picks++ : r->next_evict;
 	if (i == r->next_evict && r->n_picks == DS_CUDA_REF_PICKS)
 		r->next_evict = (r->next_evict + 1) % DS_CUDA_REF_PICKS;
