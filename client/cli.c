@@ -249,9 +249,9 @@ static int cmd_info(struct cli *c, struct ds_grpcc_conn *conn, const struct ds_g
 	if (st.code != DS_GRPC_OK)
 		return fail_status(st.code, st.message);
 	printf("version: %s\nbackend: %s\nmode: %s\nwindow: %d\ngroup: %d\nkv_blocks: "
-	       "%d\nkv_block_size: %d\n",
-	       r->version, r->backend, r->mode, r->window, r->group, r->kv_blocks,
-	       r->kv_block_size);
+	       "%d\nkv_block_size: %d\nstep_policy: %s\nadmit_policy: %s\n",
+	       r->version, r->backend, r->mode, r->window, r->group, r->kv_blocks, r->kv_block_size,
+	       r->step_policy, r->admit_policy);
 	if (r->model) {
 		const Detserve__V1__ModelInfo *m = r->model;
 		printf("model.architecture: %s\nmodel.source: %s\nmodel.identity: "

@@ -200,6 +200,8 @@ int main(int argc, char **argv)
 	info.group = cfg.group;
 	info.kv_blocks = cfg.kv_blocks;
 	info.kv_block_size = cfg.kv_block_size;
+	info.step_policy = step_policy;
+	info.admit_policy = admit;
 	ds_backend_describe(&be, info.backend, sizeof(info.backend));
 
 	if (!(base = event_base_new())) {

@@ -422,6 +422,8 @@ enum ds_grpc_code ds_rpc_info_reply(const struct ds_rpc_info *info, const uint8_
 	r.version = (char *)DS_VERSION;
 	r.kv_blocks = info->kv_blocks;
 	r.kv_block_size = info->kv_block_size;
+	r.step_policy = (char *)ds_step_policy_name(info->step_policy);
+	r.admit_policy = (char *)ds_admit_policy_name(info->admit_policy);
 	if (pack_framed(&r.base, out) != DS_OK)
 		return fail(DS_GRPC_RESOURCE_EXHAUSTED, errbuf, errlen, "out of memory");
 	return DS_GRPC_OK;

@@ -81,6 +81,8 @@ struct ds_rpc_info {
 	char source[256];
 	bool has_tokenizer;
 	enum ds_mode mode;
+	enum ds_step_policy step_policy;
+	enum ds_admit_policy admit_policy;
 	int window, group, kv_blocks, kv_block_size;
 	char backend[128];
 };

@@ -127,7 +127,7 @@ class Svc(pbg.DetserveServicer):
             model=pb.ModelInfo(architecture="fake", vocab_size=VOCAB, num_layers=1,
                                context_length=512, identity="00" * 16, source="fake"),
             mode=args.mode, window=args.window, group=args.group, backend="python", version="fake-0", kv_blocks=64,
-            kv_block_size=16)
+            kv_block_size=16, step_policy="auto", admit_policy="fcfs")
 
 
 def health(req, ctx):

@@ -45,7 +45,8 @@ try:
     r = run("health")
     check(r.returncode == 0 and r.stdout.strip() == "SERVING", "health SERVING")
     r = run("info")
-    check(r.returncode == 0 and "model.vocab_size: 256" in r.stdout and "mode: dvr" in r.stdout, "info")
+    check(r.returncode == 0 and "model.vocab_size: 256" in r.stdout and "mode: dvr" in r.stdout
+          and "admit_policy: fcfs" in r.stdout, "info")
 
     r = run("generate", "--prompt-ids", "1,2,3", "--max-tokens", "10", "--deterministic", "--seed", "5")
     lines = r.stdout.split("\n")

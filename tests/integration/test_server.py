@@ -80,6 +80,7 @@ class TestRpcs(ServerCase):
         self.assertTrue(info.version)
         self.assertTrue(info.backend)
         self.assertEqual(info.kv_blocks, 512)
+        self.assertEqual((info.step_policy, info.admit_policy), ("auto", "fcfs"))
 
     def test_health(self):
         h = health_pb2_grpc.HealthStub(self.srv.channel())
@@ -445,6 +446,10 @@ class TestDetFirst(ServerCase):
     """--admit det-first: deterministic requests overtake the waiting others; what they
     commit is unchanged (each equals its own run alone)."""
     server_args = ["--admit", "det-first", "--max-running", "2", "-W", "8"]
+
+    def test_server_info_policies(self):
+        info = self.stub.ServerInfo(pb.ServerInfoRequest(), timeout=10)
+        self.assertEqual((info.step_policy, info.admit_policy), ("auto", "det-first"))
 
     def test_det_first_same_outputs(self):
         reqs = [req(prompt=(3 + i, 9, 4, 1 + i), max_tokens=int(12 * SCALE) + 4, det=i % 2 == 1,
