@@ -38,10 +38,6 @@ struct ds_cuda_algo {
 	int M, N, K;
 	bool ok;
 	cublasLtMatmulAlgo_t algo;
-	/* the runner-up of the timing when within LT_ALT_TOL of algo: the decode graph tuning
-	 * also tries the step with it (struct ds_cuda_fast.lt_alt) */
-	bool has_alt;
-	cublasLtMatmulAlgo_t alt;
 };
 
 struct ds_cuda_fast_plans; /* private to fastpath/cuda_fast.c */
@@ -125,12 +121,6 @@ struct ds_cuda_fast {
 	/* DS_FAST_LT_LOG=1: cuBLASLt's autotuning prints each timed candidate (its algorithm id,
 	 * K splits, reduction scheme, tile and time) */
 	bool lt_log;
-	/* lt_alt: cuBLASLt calls take their shape's runner-up (has_alt) where there is one; the
-	 * decode graph tuning sets it to try the kept configuration once more with the runner-ups
-	 * (one GEMM timed alone ranks near-ties by chance, and a tie alone can differ by 9% inside
-	 * the step), unless DS_FAST_LT_ALT=0 (lt_alt_tune); graph_alt: the kept graph has them */
-	bool lt_alt, lt_alt_tune;
-	bool graph_alt[DS_CUDA_N_BUCKETS];
 	/* decode passes of 1, 2 or 4 rows run every layer in one persistent kernel (ds_k_mega_decode)
 	 * when mega is set and the model qualifies (mega_ok: no q/k/v bias or q/k norm, supported
 	 * dims); DS_FAST_MEGA=1 sets it, unset leaves it to the graph tuning (mega_tune), 0 rules it

@@ -75,9 +75,6 @@ struct ds_cuda_fast_plans {
 
 #define AUTOTUNE_MAX_M 256 /* decode-sized GEMMs are timed; larger ones take heuristic #1 */
 #define AUTOTUNE_CANDIDATES 8
-#define LT_ALT_TOL                                                                                 \
-	0.03f /* a runner-up within 3% of the best is kept as the shape's alternative              \
-	       */
 
 /* Timed runs clear the cuBLASLt workspace first: it is larger than L2, so that evicts the
  * weights and a candidate is timed streaming from HBM as in a real decode step. */
@@ -134,8 +131,7 @@ static bool lt_reuse_band(struct ds_cuda_ctx *c, struct lt_plan *p, int i, int M
 		        CUBLAS_STATUS_SUCCESS ||
 		    r.workspaceSize > f->ws_bytes)
 			continue;
-		f->cache[i] =
-		    (struct ds_cuda_algo){.M = M, .N = N, .K = K, .ok = true, .algo = e->algo};
+		f->cache[i] = (struct ds_cuda_algo){M, N, K, true, e->algo};
 		return true;
 	}
 	return false;
@@ -237,30 +233,24 @@ static enum ds_status lt_lookup(struct ds_cuda_ctx *c, int M, int N, int K, cons
 		               "cublasLt: no algorithm for M=%d N=%d K=%d (status %d)", M, N, K,
 		               (int)s);
 	}
-	int best = 0, second = -1;
+	int best = 0;
 	if (n_res > 1) {
-		float bt = INFINITY, st = INFINITY;
+		float bt = INFINITY;
 		for (int r = 0; r < n_res; r++) {
 			float t = lt_time(c, p, &res[r].algo, A, W, C);
 			if (f->lt_log)
 				lt_log_candidate(M, N, K, r, &res[r].algo, t);
 			if (t < bt) {
-				second = isfinite(bt) ? best : -1;
-				st = bt;
 				bt = t;
 				best = r;
-			} else if (t < st) {
-				st = t;
-				second = r;
 			}
 		}
-		if (second >= 0 && !(st <= bt * (1.0f + LT_ALT_TOL)))
-			second = -1;
 	}
-	f->cache[i] = (struct ds_cuda_algo){
-	    .M = M, .N = N, .K = K, .ok = true, .algo = res[best].algo, .has_alt = second >= 0};
-	if (second >= 0)
-		f->cache[i].alt = res[second].algo;
+	f->cache[i].M = M;
+	f->cache[i].N = N;
+	f->cache[i].K = K;
+	f->cache[i].algo = res[best].algo;
+	f->cache[i].ok = true;
 	*slot = i;
 	return DS_OK;
 }
@@ -547,11 +537,10 @@ static enum ds_status lt_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const ui
 	if (rv != DS_OK)
 		return rv;
 	struct lt_plan *p = plan_of(c, i);
-	const struct ds_cuda_algo *e = &c->fast.cache[i];
 	const float alpha = 1.0f, beta = 0.0f;
 	LT_TRY(cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C,
-	                      p->cd, c->fast.lt_alt && e->has_alt ? &e->alt : &e->algo,
-	                      c->fast.workspace, c->fast.ws_bytes, c->stream),
+	                      p->cd, &c->fast.cache[i].algo, c->fast.workspace, c->fast.ws_bytes,
+	                      c->stream),
 	       err);
 	return DS_OK;
 }
@@ -1108,15 +1097,10 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	DS_CUDA_TRY(cudaMemset(f->attn_cnt, 0, n_cnt * sizeof(unsigned)), err);
 	const char *ll = getenv("DS_FAST_LT_LOG");
 	f->lt_log = ll && strcmp(ll, "1") == 0;
-	const char *la = getenv("DS_FAST_LT_ALT");
-	f->lt_alt_tune = !(la && strcmp(la, "0") == 0);
-	f->lt_alt = false;
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
-	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++) {
+	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
 		f->graph_cfg[i] = -1;
-		f->graph_alt[i] = false;
-	}
 	return mega_init(c, err);
 }
 

@@ -35,37 +35,11 @@ static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 	return cudaGraphLaunch(*(cudaGraphExec_t *)arg, c->stream);
 }
 
-/* Sets the fast path's switches to step configuration sc. */
-static void step_cfg_apply(struct ds_cuda_fast *f, const struct ds_cuda_step_cfg *sc)
-{
-	f->skinny = sc->skinny;
-	f->pdl = sc->pdl;
-	f->fuse_qkv = sc->fuse;
-	f->skinny_stage = sc->stage;
-	f->mega = sc->mega;
-	f->attn_merge = sc->merge;
-}
-
-/* Captures pass pb under the current switches and times its replay (best of 3 after one):
- * *g and *ms, or an error. */
-static enum ds_status capture_timed(struct ds_cuda_ctx *c, const struct ds_cuda_pass *pb,
-                                    int n_split, cudaGraphExec_t *g, float *ms, struct ds_err *err)
-{
-	bool warm = true;
-	*g = NULL;
-	enum ds_status rv =
-	    ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, g, &warm, err);
-	if (rv == DS_OK)
-		*ms = ds_cuda_time_best(c, graph_launch_fn, g, 4, NULL, 0);
-	return rv;
-}
-
 /* First use of bucket bi with graphs and tuning on: one eager pass (the GEMM choices are
  * timed outside capture), then the pass captured under every step configuration the
  * environment allows (DS_CUDA_SKINNY=0 / DS_CUDA_PDL=0 / DS_FAST_FUSE_QKV=0 /
  * DS_FAST_SKINNY_STAGE=0 rule theirs out), each replay timed
- * (best of 3 after one), then the fastest configuration once more with cuBLASLt's runner-ups
- * (lt_alt), and the fastest graph kept and launched once more, so this pass's
+ * (best of 3 after one), and the fastest graph kept and launched once more, so this pass's
  * outputs and KV writes are that graph's. Replaying a pass is idempotent: the same inputs give
  * the same outputs and KV. */
 static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cuda_pass *pb,
@@ -91,12 +65,18 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 		    (sc->mega && !(f->mega_tune && ds_cuda_fast_mega_fits(c, pb))) ||
 		    (sc->merge && !f->merge_tune) || (!sc->merge && merge0))
 			continue;
-		step_cfg_apply(f, sc);
+		f->skinny = sc->skinny;
+		f->pdl = sc->pdl;
+		f->fuse_qkv = sc->fuse;
+		f->skinny_stage = sc->stage;
+		f->mega = sc->mega;
+		f->attn_merge = sc->merge;
 		cudaGraphExec_t g = NULL;
-		float ms = INFINITY;
-		rv = capture_timed(c, pb, n_split, &g, &ms, err);
+		bool warm = true;
+		rv = ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, &g, &warm, err);
 		if (rv != DS_OK)
 			break;
+		float ms = ds_cuda_time_best(c, graph_launch_fn, &g, 4, NULL, 0);
 		f->graph_ms[bi][i] = ms;
 		if (ms < best_ms) {
 			if (best)
@@ -105,24 +85,6 @@ static enum ds_status fast_decode_tune(struct ds_cuda_ctx *c, const struct ds_cu
 			best_ms = ms;
 			best_i = i;
 		} else {
-			cudaGraphExecDestroy(g);
-		}
-	}
-	/* the kept configuration once more with each cuBLASLt shape's runner-up (lt_alt) */
-	f->graph_alt[bi] = false;
-	if (rv == DS_OK && best && f->lt_alt_tune && !ds_cuda_fast_step_cfgs[best_i].mega) {
-		step_cfg_apply(f, &ds_cuda_fast_step_cfgs[best_i]);
-		f->lt_alt = true;
-		cudaGraphExec_t g = NULL;
-		float ms = INFINITY;
-		rv = capture_timed(c, pb, n_split, &g, &ms, err);
-		f->lt_alt = false;
-		if (rv == DS_OK && ms < best_ms) {
-			cudaGraphExecDestroy(best);
-			best = g;
-			best_ms = ms;
-			f->graph_alt[bi] = true;
-		} else if (g) {
 			cudaGraphExecDestroy(g);
 		}
 	}
@@ -180,6 +142,5 @@ void ds_cuda_fast_graphs_reset(struct ds_cuda_ctx *c)
 		f->graph[i] = NULL;
 		f->warm[i] = false;
 		f->graph_cfg[i] = -1;
-		f->graph_alt[i] = false;
 	}
 }

@@ -137,23 +137,20 @@ int bench_decode(struct bench *b)
 			double bytes =
 			    (double)decode_weight_bytes(c, B) + (double)kv_bytes(c, B, ctx + 1);
 			double roof = bytes / b->copy_bw;
-			/* the bucket's kept step configuration (-1: untuned), "+alt" when with
-			 * cuBLASLt's runner-ups */
+			/* the bucket's kept step configuration (-1: untuned) */
 			int gb = ds_cuda_fast_bucket(B);
 			int kept = gb < DS_CUDA_N_BUCKETS ? b->c->fast.graph_cfg[gb] : -1;
-			bool alt = gb < DS_CUDA_N_BUCKETS && b->c->fast.graph_alt[gb];
-			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f %4d%s\n", B, ctx,
-			       roof * 1e3, tf * 1e3, tr * 1e3, 100.0 * roof / tf, tr / tf, kept,
-			       alt ? "+alt" : "");
+			printf("%6d %6d %10.3f %10.3f %10.3f %7.1f%% %8.2f %4d\n", B, ctx,
+			       roof * 1e3, tf * 1e3, tr * 1e3, 100.0 * roof / tf, tr / tf, kept);
 			fprintf(f,
 			        "%s  {\"batch\": %d, \"ctx\": %d, \"bytes\": %.0f, "
 			        "\"roofline_ms\": %.4f, "
 			        "\"fast_ms\": %.4f, \"ref_ms\": %.4f, "
 			        "\"fast_fraction_of_roofline\": %.4f, "
 			        "\"ref_over_fast\": %.3f, \"fast_tokens_per_s\": %.1f, "
-			        "\"graph_cfg\": %d, \"graph_lt_alt\": %s}",
+			        "\"graph_cfg\": %d}",
 			        first ? "" : ",\n", B, ctx, bytes, roof * 1e3, tf * 1e3, tr * 1e3,
-			        roof / tf, tr / tf, B / tf, kept, alt ? "true" : "false");
+			        roof / tf, tr / tf, B / tf, kept);
 			first = 0;
 			fflush(stdout);
 		}
@@ -464,9 +461,9 @@ int bench_profile(struct bench *b)
 		/* the step configuration the graph tuning kept, and every configuration's replay */
 		int kept = c->fast.graph_cfg[bi];
 		printf(
-		    "batch %d: graph tuned to configuration %d%s; replay ms by configuration "
+		    "batch %d: graph tuned to configuration %d; replay ms by configuration "
 		    "(skinny, pdl, fused qkv, staged iterations, fused layers, attention merge):",
-		    B, kept, c->fast.graph_alt[bi] ? " with cuBLASLt's runner-ups" : "");
+		    B, kept);
 		for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++)
 			printf(" (%d,%d,%d,%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
 			       (int)ds_cuda_fast_step_cfgs[i].pdl,
