@@ -471,7 +471,8 @@ static void plan(struct ds_engine *e)
 			continue;
 		if (it.kind == PLAN_VERIFY)
 			maybe_inject(e, r);
-		/* make room: preempt the newest unplanned requests, this one last */
+		/* make room: preempt the unplanned requests from the running list's end (the newest;
+		 * under det-first the non-deterministic ones first), this one last */
 		bool self = false;
 		while (!ds_kv_seq_reserve(e->pool, &r->kv, it.pos0 + it.n)) {
 			int victim = e->n_running - 1;
