@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -31,7 +32,65 @@ struct result {
 	uint64_t tokens, det_tokens, windows, rollbacks, rolled_back, recomputed, preempt;
 	uint64_t ref_calls, fast_calls, steps, verify_passes;
 	uint64_t ref_steps, ref_why[4]; /* REF steps; by reason: window, early, catch-up, cost */
+	/* scheduling latency in engine steps, by class ([0] non-deterministic, [1] deterministic):
+	 * the step that brought a request's first token and its last, mean, median and p99 (-1:
+	 * none) */
+	double first_mean[2], first_p50[2], first_p99[2], done_mean[2], done_p50[2], done_p99[2];
 };
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+static double mean_steps(const int *v, int n)
+{
+	double s = 0.0;
+	for (int i = 0; i < n; i++)
+		s += v[i];
+	return n ? s / n : -1.0;
+}
+
+/* Nearest-rank percentile q of v[0, n) (sorted in place); -1 when n is 0. */
+static double pct_steps(int *v, int n, double q)
+{
+	if (n == 0)
+		return -1.0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_int);
+	int k = (int)ceil(q * n) - 1;
+	return v[DS_MAX(0, DS_MIN(k, n - 1))];
+}
+
+/* Fills res's step percentiles from per-request steps (first[i], done[i]; det[i] the class). */
+static enum ds_status step_percentiles(const int *first, const int *done, const bool *det, int n,
+                                       struct result *res, struct ds_err *err)
+{
+	int *a = malloc((size_t)DS_MAX(n, 1) * sizeof(int)),
+	    *b = malloc((size_t)DS_MAX(n, 1) * sizeof(int));
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return ds_errf(err, DS_ERR_NOMEM, "bench: out of memory");
+	}
+	for (int k = 0; k < 2; k++) {
+		int na = 0;
+		for (int i = 0; i < n; i++)
+			if (det[i] == (k == 1)) {
+				a[na] = first[i];
+				b[na++] = done[i];
+			}
+		res->first_mean[k] = mean_steps(a, na);
+		res->done_mean[k] = mean_steps(b, na);
+		res->first_p50[k] = pct_steps(a, na, 0.5);
+		res->first_p99[k] = pct_steps(a, na, 0.99);
+		res->done_p50[k] = pct_steps(b, na, 0.5);
+		res->done_p99[k] = pct_steps(b, na, 0.99);
+	}
+	free(a);
+	free(b);
+	return DS_OK;
+}
 
 struct bench_opts {
 	int n_req, prompt_max, max_tokens, threads, window, group, kv_blocks;
@@ -41,6 +100,7 @@ struct bench_opts {
 	enum ds_step_policy policy;
 	enum ds_admit_policy admit;
 	double ref_bias; /* ref_step_bias; < 0: the engine's default */
+	int max_step_tokens, max_running; /* 0: the engine's defaults */
 };
 
 static enum ds_status run_one(const struct ds_model *m, const struct bench_opts *bo,
@@ -63,12 +123,22 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	o.admit_policy = bo->admit;
 	if (bo->ref_bias >= 0.0)
 		o.ref_step_bias = bo->ref_bias;
+	if (bo->max_step_tokens > 0)
+		o.max_step_tokens = bo->max_step_tokens;
+	if (bo->max_running > 0)
+		o.max_running = bo->max_running;
+	int *first = NULL, *done = NULL;
+	bool *is_det = NULL;
 	if ((rv = ds_engine_init(&e, &be, &o, err)) != DS_OK)
 		goto out;
 	uint64_t h = bo->seed;
 	int vocab = m->cfg.vocab_size;
 	int32_t *prompt = malloc((size_t)bo->prompt_max * sizeof(int32_t));
-	if (!prompt) {
+	first = malloc((size_t)bo->n_req * sizeof(int));
+	done = malloc((size_t)bo->n_req * sizeof(int));
+	is_det = calloc((size_t)bo->n_req, sizeof(bool));
+	if (!prompt || !first || !done || !is_det) {
+		free(prompt);
 		rv = ds_errf(err, DS_ERR_NOMEM, "bench: out of memory");
 		goto out;
 	}
@@ -82,6 +152,8 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 		/* the same requests in every configuration; only who is deterministic changes */
 		bool det = c->mode != DS_MODE_FAST &&
 		           (int)(ds_mix64(bo->seed ^ (uint64_t)i) % 100) < c->det_pct;
+		is_det[i] = det;
+		first[i] = done[i] = -1;
 		struct ds_request_params p = {
 		    .prompt = prompt,
 		    .n_prompt = n,
@@ -107,11 +179,19 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cs);
 	uint64_t c0 = (uint64_t)cs.tv_sec * 1000000000ull + (uint64_t)cs.tv_nsec;
 	memset(res, 0, sizeof(*res));
-	while (!ds_engine_idle(e)) {
+	for (int step = 0; !ds_engine_idle(e); step++) {
 		if ((rv = ds_engine_step(e, err)) != DS_OK)
 			goto out;
 		struct ds_event *ev;
 		while ((ev = ds_engine_poll(e)) != NULL) {
+			/* ids are 1..n_req in submission order (one engine per run) */
+			uint64_t k = ev->req_id - 1;
+			if (k < (uint64_t)bo->n_req) {
+				if (ev->n_tokens > 0 && first[k] < 0)
+					first[k] = step;
+				if (ev->final)
+					done[k] = step;
+			}
 			if (ev->final && ev->finish == DS_FINISH_ERROR) {
 				rv = ds_errf(err, ev->status, "bench: request failed: %s",
 				             ev->error);
@@ -148,8 +228,12 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	res->ref_why[2] = st.ref_steps_catchup;
 	res->ref_why[3] = st.ref_steps_cost;
 	res->margin_thr = st.margin_threshold;
+	rv = step_percentiles(first, done, is_det, bo->n_req, res, err);
 	res->margin_delta = st.margin_delta;
 out:
+	free(first);
+	free(done);
+	free(is_det);
 	ds_engine_free(e);
 	ds_backend_free(&be);
 	return rv;
@@ -162,7 +246,8 @@ static void usage(FILE *fp)
 	        "  [--max-tokens N] [--threads T] [--window W] [--group G] [--kv-blocks N]\n"
 	        "  [--temperature T] [--margin M] [--inject P] [--seed S] [--only NAME]\n"
 	        "  [--repeat R] [--json FILE] [--step-policy auto|merge|split]\n"
-	        "  [--admit fcfs|det-first] [--ref-step-bias X]\n"
+	        "  [--admit fcfs|det-first] [--ref-step-bias X] [--max-step-tokens N]\n"
+	        "  [--max-running N]\n"
 	        "  --margin M: early-verify threshold in logits; < 0 = auto (default): the engine\n"
 	        "  calibrates it (the table's margin column shows the value in use)\n");
 }
@@ -184,6 +269,8 @@ int main(int argc, char **argv)
 	    {"step-policy", required_argument, NULL, 'P'},
 	    {"admit", required_argument, NULL, 'A'},
 	    {"ref-step-bias", required_argument, NULL, 'B'},
+	    {"max-step-tokens", required_argument, NULL, 'S'},
+	    {"max-running", required_argument, NULL, 'R'},
 	    {"seed", required_argument, NULL, 's'},
 	    {"only", required_argument, NULL, 'o'},
 	    {"repeat", required_argument, NULL, 'r'},
@@ -266,6 +353,14 @@ int main(int argc, char **argv)
 			break;
 		case 'A':
 			ok = ds_admit_policy_parse(optarg, &bo.admit) == DS_OK;
+			break;
+		case 'S':
+			ok = ds_cli_parse_long(optarg, 1, 1 << 20, &v);
+			bo.max_step_tokens = (int)v;
+			break;
+		case 'R':
+			ok = ds_cli_parse_long(optarg, 1, 1 << 16, &v);
+			bo.max_running = (int)v;
 			break;
 		case 'B':
 			bo.ref_bias = strtod(optarg, NULL);
@@ -372,14 +467,21 @@ int main(int argc, char **argv)
 			    ", \"margin_threshold\": %.6g, \"margin_delta\": %.6g"
 			    ", \"ref_steps\": %" PRIu64 ", \"ref_steps_window\": %" PRIu64
 			    ", \"ref_steps_early\": %" PRIu64 ", \"ref_steps_catchup\": %" PRIu64
-			    ", \"ref_steps_cost\": %" PRIu64 "}",
+			    ", \"ref_steps_cost\": %" PRIu64 ", \"first_token_step\": {\"mean\": "
+			    "[%.1f, %.1f], \"p50\": [%.0f, %.0f], "
+			    "\"p99\": [%.0f, %.0f]}"
+			    ", \"done_step\": {\"mean\": [%.1f, %.1f], \"p50\": [%.0f, %.0f], "
+			    "\"p99\": [%.0f, %.0f]}}",
 			    nj++ ? "," : "", cfgs[i].name, cfgs[i].det_pct, r->secs, r->tok_s,
 			    fast_tps > 0 ? r->tok_s / fast_tps : 0.0, r->cpu_secs, r->tok_cpu_s,
 			    fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0, r->tokens, r->det_tokens,
 			    r->steps, r->ref_calls, r->fast_calls, r->verify_passes, r->windows,
 			    r->rollbacks, r->rolled_back, r->recomputed, r->preempt,
 			    (double)r->margin_thr, (double)r->margin_delta, r->ref_steps,
-			    r->ref_why[0], r->ref_why[1], r->ref_why[2], r->ref_why[3]);
+			    r->ref_why[0], r->ref_why[1], r->ref_why[2], r->ref_why[3],
+			    r->first_mean[0], r->first_mean[1], r->first_p50[0], r->first_p50[1],
+			    r->first_p99[0], r->first_p99[1], r->done_mean[0], r->done_mean[1],
+			    r->done_p50[0], r->done_p50[1], r->done_p99[0], r->done_p99[1]);
 		printf("%-10s %7.2f %8.1f %7.3f %8.2f %9.1f %8.3f %8" PRIu64 " %9" PRIu64
 		       " %9.4f %9.3f"
 		       " %7.3f %7" PRIu64 " %6" PRIu64 " %8.3f %8.3g\n",
@@ -392,6 +494,14 @@ int main(int argc, char **argv)
 		       r->ref_calls, r->steps,
 		       r->steps ? (double)r->ref_calls / (double)r->steps : 0.0,
 		       (double)r->margin_thr);
+		printf(
+		    "  steps to the first token, mean / p50 / p99: non-det %.1f / %.0f / %.0f, det "
+		    "%.1f / %.0f / %.0f; to the last: non-det %.1f / %.0f / %.0f, det %.1f / %.0f "
+		    "/ "
+		    "%.0f (-1: none)\n",
+		    r->first_mean[0], r->first_p50[0], r->first_p99[0], r->first_mean[1],
+		    r->first_p50[1], r->first_p99[1], r->done_mean[0], r->done_p50[0],
+		    r->done_p99[0], r->done_mean[1], r->done_p50[1], r->done_p99[1]);
 		if (r->ref_steps)
 			printf("  %" PRIu64 " REF steps by first reason: window %" PRIu64
 			       ", early %" PRIu64 ", catch-up %" PRIu64 ", cost %" PRIu64 "\n",
