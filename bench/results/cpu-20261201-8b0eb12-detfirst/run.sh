@@ -1,7 +1,7 @@
 #!/bin/bash
 # session 24: det-first's scheduling cost to non-deterministic requests, in engine steps, on the CPU (tiny preset,
 # one thread): the e2e's shape (1024 requests at once, prompts 256..512 here, 256 out, 2048-token steps, 256
-# running, REF whenever a deterministic request runs). Step counts do not depend on the backend's speed; the
+# running, REF whenever a deterministic request runs). Step counts follow the schedule, not the backend's speed (the adaptive window aside); the
 # tokens/s columns of this CPU run say nothing about the GPU.
 for a in fcfs det-first; do
   build-gpu/bench/bench_offline --preset tiny --requests 1024 --prompt-max 512 --max-tokens 256 \
