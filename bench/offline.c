@@ -19,6 +19,7 @@
 
 #include "cli_common.h"
 #include "engine.h"
+#include "stats.h"
 
 struct cfg {
 	const char *name;
@@ -33,63 +34,34 @@ struct result {
 	uint64_t ref_calls, fast_calls, steps, verify_passes;
 	uint64_t ref_steps, ref_why[4]; /* REF steps; by reason: window, early, catch-up, cost */
 	/* scheduling latency in engine steps, by class ([0] non-deterministic, [1] deterministic):
-	 * the step that brought a request's first token and its last, mean, median and p99 (-1:
-	 * none) */
-	double first_mean[2], first_p50[2], first_p99[2], done_mean[2], done_p50[2], done_p99[2];
+	 * the step that brought a request's first token, and its last (NaN: none) */
+	struct ds_dist first[2], done[2];
 };
 
-static int cmp_int(const void *a, const void *b)
+/* Fills res's step statistics from per-request steps (first[i], done[i]; det[i] the class). */
+static enum ds_status step_stats(const int *first, const int *done, const bool *det, int n,
+                                 struct result *res, struct ds_err *err)
 {
-	int x = *(const int *)a, y = *(const int *)b;
-	return (x > y) - (x < y);
-}
-
-static double mean_steps(const int *v, int n)
-{
-	double s = 0.0;
-	for (int i = 0; i < n; i++)
-		s += v[i];
-	return n ? s / n : -1.0;
-}
-
-/* Nearest-rank percentile q of v[0, n) (sorted in place); -1 when n is 0. */
-static double pct_steps(int *v, int n, double q)
-{
-	if (n == 0)
-		return -1.0;
-	qsort(v, (size_t)n, sizeof(*v), cmp_int);
-	int k = (int)ceil(q * n) - 1;
-	return v[DS_MAX(0, DS_MIN(k, n - 1))];
-}
-
-/* Fills res's step percentiles from per-request steps (first[i], done[i]; det[i] the class). */
-static enum ds_status step_percentiles(const int *first, const int *done, const bool *det, int n,
-                                       struct result *res, struct ds_err *err)
-{
-	int *a = malloc((size_t)DS_MAX(n, 1) * sizeof(int)),
-	    *b = malloc((size_t)DS_MAX(n, 1) * sizeof(int));
-	if (!a || !b) {
-		free(a);
-		free(b);
-		return ds_errf(err, DS_ERR_NOMEM, "bench: out of memory");
+	enum ds_status rv = DS_OK;
+	for (int k = 0; k < 2 && rv == DS_OK; k++) {
+		struct ds_samples a, b;
+		ds_samples_init(&a);
+		ds_samples_init(&b);
+		for (int i = 0; i < n && rv == DS_OK; i++)
+			if (det[i] == (k == 1) && (rv = ds_samples_add(&a, first[i])) == DS_OK)
+				rv = ds_samples_add(&b, done[i]);
+		ds_samples_dist(&a, &res->first[k]);
+		ds_samples_dist(&b, &res->done[k]);
+		ds_samples_free(&a);
+		ds_samples_free(&b);
 	}
-	for (int k = 0; k < 2; k++) {
-		int na = 0;
-		for (int i = 0; i < n; i++)
-			if (det[i] == (k == 1)) {
-				a[na] = first[i];
-				b[na++] = done[i];
-			}
-		res->first_mean[k] = mean_steps(a, na);
-		res->done_mean[k] = mean_steps(b, na);
-		res->first_p50[k] = pct_steps(a, na, 0.5);
-		res->first_p99[k] = pct_steps(a, na, 0.99);
-		res->done_p50[k] = pct_steps(b, na, 0.5);
-		res->done_p99[k] = pct_steps(b, na, 0.99);
-	}
-	free(a);
-	free(b);
-	return DS_OK;
+	return rv == DS_OK ? DS_OK : ds_errf(err, rv, "bench: out of memory");
+}
+
+/* A statistic for the table and the JSON: -1 for a class with no requests (NaN). */
+static double stat_or_none(double x)
+{
+	return isnan(x) ? -1.0 : x;
 }
 
 struct bench_opts {
@@ -228,7 +200,7 @@ static enum ds_status run_one(const struct ds_model *m, const struct bench_opts 
 	res->ref_why[2] = st.ref_steps_catchup;
 	res->ref_why[3] = st.ref_steps_cost;
 	res->margin_thr = st.margin_threshold;
-	rv = step_percentiles(first, done, is_det, bo->n_req, res, err);
+	rv = step_stats(first, done, is_det, bo->n_req, res, err);
 	res->margin_delta = st.margin_delta;
 out:
 	free(first);
@@ -468,10 +440,10 @@ int main(int argc, char **argv)
 			    ", \"ref_steps\": %" PRIu64 ", \"ref_steps_window\": %" PRIu64
 			    ", \"ref_steps_early\": %" PRIu64 ", \"ref_steps_catchup\": %" PRIu64
 			    ", \"ref_steps_cost\": %" PRIu64 ", \"first_token_step\": {\"mean\": "
-			    "[%.1f, %.1f], \"p50\": [%.0f, %.0f], "
-			    "\"p99\": [%.0f, %.0f]}"
-			    ", \"done_step\": {\"mean\": [%.1f, %.1f], \"p50\": [%.0f, %.0f], "
-			    "\"p99\": [%.0f, %.0f]}}",
+			    "[%.1f, %.1f], \"p50\": [%.1f, %.1f], "
+			    "\"p99\": [%.1f, %.1f]}"
+			    ", \"done_step\": {\"mean\": [%.1f, %.1f], \"p50\": [%.1f, %.1f], "
+			    "\"p99\": [%.1f, %.1f]}}",
 			    nj++ ? "," : "", cfgs[i].name, cfgs[i].det_pct, r->secs, r->tok_s,
 			    fast_tps > 0 ? r->tok_s / fast_tps : 0.0, r->cpu_secs, r->tok_cpu_s,
 			    fast_cpu > 0 ? r->tok_cpu_s / fast_cpu : 0.0, r->tokens, r->det_tokens,
@@ -479,9 +451,12 @@ int main(int argc, char **argv)
 			    r->rollbacks, r->rolled_back, r->recomputed, r->preempt,
 			    (double)r->margin_thr, (double)r->margin_delta, r->ref_steps,
 			    r->ref_why[0], r->ref_why[1], r->ref_why[2], r->ref_why[3],
-			    r->first_mean[0], r->first_mean[1], r->first_p50[0], r->first_p50[1],
-			    r->first_p99[0], r->first_p99[1], r->done_mean[0], r->done_mean[1],
-			    r->done_p50[0], r->done_p50[1], r->done_p99[0], r->done_p99[1]);
+			    stat_or_none(r->first[0].mean), stat_or_none(r->first[1].mean),
+			    stat_or_none(r->first[0].p50), stat_or_none(r->first[1].p50),
+			    stat_or_none(r->first[0].p99), stat_or_none(r->first[1].p99),
+			    stat_or_none(r->done[0].mean), stat_or_none(r->done[1].mean),
+			    stat_or_none(r->done[0].p50), stat_or_none(r->done[1].p50),
+			    stat_or_none(r->done[0].p99), stat_or_none(r->done[1].p99));
 		printf("%-10s %7.2f %8.1f %7.3f %8.2f %9.1f %8.3f %8" PRIu64 " %9" PRIu64
 		       " %9.4f %9.3f"
 		       " %7.3f %7" PRIu64 " %6" PRIu64 " %8.3f %8.3g\n",
@@ -494,14 +469,15 @@ int main(int argc, char **argv)
 		       r->ref_calls, r->steps,
 		       r->steps ? (double)r->ref_calls / (double)r->steps : 0.0,
 		       (double)r->margin_thr);
-		printf(
-		    "  steps to the first token, mean / p50 / p99: non-det %.1f / %.0f / %.0f, det "
-		    "%.1f / %.0f / %.0f; to the last: non-det %.1f / %.0f / %.0f, det %.1f / %.0f "
-		    "/ "
-		    "%.0f (-1: none)\n",
-		    r->first_mean[0], r->first_p50[0], r->first_p99[0], r->first_mean[1],
-		    r->first_p50[1], r->first_p99[1], r->done_mean[0], r->done_p50[0],
-		    r->done_p99[0], r->done_mean[1], r->done_p50[1], r->done_p99[1]);
+		printf("  steps to the first token, mean / p50 / p99: non-det %.1f / %.1f / %.1f, "
+		       "det %.1f / %.1f / %.1f; to the last: non-det %.1f / %.1f / %.1f, "
+		       "det %.1f / %.1f / %.1f (-1: none)\n",
+		       stat_or_none(r->first[0].mean), stat_or_none(r->first[0].p50),
+		       stat_or_none(r->first[0].p99), stat_or_none(r->first[1].mean),
+		       stat_or_none(r->first[1].p50), stat_or_none(r->first[1].p99),
+		       stat_or_none(r->done[0].mean), stat_or_none(r->done[0].p50),
+		       stat_or_none(r->done[0].p99), stat_or_none(r->done[1].mean),
+		       stat_or_none(r->done[1].p50), stat_or_none(r->done[1].p99));
 		if (r->ref_steps)
 			printf("  %" PRIu64 " REF steps by first reason: window %" PRIu64
 			       ", early %" PRIu64 ", catch-up %" PRIu64 ", cost %" PRIu64 "\n",

@@ -8,3 +8,6 @@ for a in fcfs det-first; do
     --max-step-tokens 2048 --max-running 256 --kv-blocks 13312 --only dvr-10% --threads 1 \
     --admit $a --ref-step-bias 0 --json offline-$a.json > offline-$a.txt 2>&1
 done
+# The files here are the rerun after bench_offline moved to the load generator's sample statistics
+# (bench/loadgen/stats.c: type-7 percentiles, printed with a decimal); every value equals the first run's
+# (nearest-rank) output, since each class's p50 / p99 fell on a sample.
