@@ -10,4 +10,4 @@ for a in fcfs det-first; do
 done
 # The files here are the rerun after bench_offline moved to the load generator's sample statistics
 # (bench/loadgen/stats.c: type-7 percentiles, printed with a decimal); every value equals the first run's
-# (nearest-rank) output, since each class's p50 / p99 fell on a sample.
+# (nearest-rank) output: the samples around each p50 / p99 rank were equal.
