@@ -815,7 +815,8 @@ static unsigned *attn_counters(const struct ds_cuda_ctx *c, const struct ds_cuda
 }
 
 /* The decode kernel's variant DS_FAST_ATTN names: unset or "mma" (also for unknown names),
- * "mma_block" (its stages copied by the whole block), "reg", "pipe"; -1 for "old" (the tiled
+ * "mma_block" (its stages copied by the whole block), "mma_bulk" (its stages brought in by bulk
+ * async copies), "reg", "pipe"; -1 for "old" (the tiled
  * CUDA-core kernel for every pass). (The copy-only diagnostic is the bench's alone: its output is
  * meaningless.) */
 static int fast_decode_variant(const char *sel)
@@ -827,6 +828,7 @@ static int fast_decode_variant(const char *sel)
 	    {"reg", DS_K_ATTN_DECODE_REG},
 	    {"pipe", DS_K_ATTN_DECODE_PIPE},
 	    {"mma_block", DS_K_ATTN_DECODE_MMA_BLOCK},
+	    {"mma_bulk", DS_K_ATTN_DECODE_MMA_BULK},
 	    {"old", -1},
 	};
 	for (size_t i = 0; sel && i < DS_ARRAY_LEN(names); i++)
@@ -898,7 +900,8 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	int variant = fast_decode_variant(getenv("DS_FAST_ATTN"));
 	*done = false;
 	if (!c->fast.fuse_qkv || !pass_one_row_per_seq(p) || !ds_k_attn_decode_supported(d) ||
-	    (variant != DS_K_ATTN_DECODE_MMA && variant != DS_K_ATTN_DECODE_MMA_BLOCK))
+	    (variant != DS_K_ATTN_DECODE_MMA && variant != DS_K_ATTN_DECODE_MMA_BLOCK &&
+	     variant != DS_K_ATTN_DECODE_MMA_BULK))
 		return DS_OK;
 	int split = 1;
 	enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);

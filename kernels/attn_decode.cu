@@ -300,15 +300,16 @@ struct dattn_inst {
 	size_t smem;
 };
 
-/* The mma variant's instance (NOMATH: copies only; WP: warp-private stages). */
-template <int D, int G, bool NOMATH, bool WP = true>
+/* The mma variant's instance (NOMATH: copies only; WP: warp-private stages; BULK: staged by
+ * bulk async copies). */
+template <int D, int G, bool NOMATH, bool WP = true, bool BULK = false>
 static struct dattn_inst dattn_mma_inst(bool fused)
 {
 	typedef dattn_mma<D, G> Q;
 	struct dattn_inst r;
-	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH, WP>
-	             : dattn_mma_kernel<D, G, false, NOMATH, WP>;
-	r.smem = (fused ? Q::SMEM_EPI : Q::SMEM) + Q::BT_BYTES;
+	r.fn = fused ? dattn_mma_kernel<D, G, true, NOMATH, WP, BULK>
+	             : dattn_mma_kernel<D, G, false, NOMATH, WP, BULK>;
+	r.smem = (fused ? Q::SMEM_EPI : Q::SMEM) + Q::BT_BYTES + (BULK ? Q::BAR_BYTES : 0);
 	r.pb = Q::P;
 	return r;
 }
@@ -329,8 +330,12 @@ static struct dattn_inst dattn_pick(struct ds_k_dims d, int v, bool fused = fals
 			r = dattn_mma_inst<dd, g, false>(fused);                                   \
 		} else if (v == DS_K_ATTN_DECODE_MMA_BLOCK) {                                      \
 			r = dattn_mma_inst<dd, g, false, false>(fused);                            \
+		} else if (v == DS_K_ATTN_DECODE_MMA_BULK) {                                       \
+			r = dattn_mma_inst<dd, g, false, true, true>(fused);                       \
 		} else if (v == DS_K_ATTN_DECODE_MMA_COPYONLY) {                                   \
 			r = dattn_mma_inst<dd, g, true>(fused);                                    \
+		} else if (v == DS_K_ATTN_DECODE_MMA_BULK_COPYONLY) {                              \
+			r = dattn_mma_inst<dd, g, true, true, true>(fused);                        \
 		} else if (v == DS_K_ATTN_DECODE_REG) {                                            \
 			r.fn = dattn_kernel<dd, g>;                                                \
 		}                                                                                  \

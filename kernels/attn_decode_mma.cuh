@@ -21,6 +21,31 @@
  * those copies may overlap the kernel before (the q/k/v epilogue, which writes the own
  * position); the own position is left out of them and copied after the wait. */
 
+/* A shared-memory pointer as the shared state space's address (bulk copies, mbarriers). The
+ * CPU emulation (tests/gpu/test_dattn_emu.cc) runs no bulk form: it gets inert stand-ins. */
+#ifdef DS_DATTN_EMU
+static inline unsigned dattn_smem_addr(const void *)
+{
+	return 0;
+}
+static inline void mbar_wait(unsigned, unsigned)
+{
+}
+static inline void mbar_arrive(unsigned)
+{
+}
+static inline void mbar_expect_tx(unsigned, unsigned)
+{
+}
+#else
+#include "mbar.cuh"
+
+__device__ __forceinline__ unsigned dattn_smem_addr(const void *p)
+{
+	return (unsigned)__cvta_generic_to_shared(p);
+}
+#endif
+
 template <int D, int G> struct dattn_mma {
 	static constexpr int P = DA_WARPS * 16;  /* positions per stage: 16 per warp */
 	static constexpr int RS = D + 8;         /* bf16 per staged row */
@@ -34,6 +59,8 @@ template <int D, int G> struct dattn_mma {
 	 * its positions span at most BT_CAP cache blocks */
 	static constexpr int BT_CAP = 256;
 	static constexpr size_t BT_BYTES = BT_CAP * sizeof(int);
+	/* the bulk form's mbarriers (one per warp and stage buffer), after the table */
+	static constexpr size_t BAR_BYTES = (size_t)DA_WARPS * STAGES * 8;
 	static_assert(G >= 1 && G <= 8, "the query heads are mma rows 0..7");
 	static_assert(SMEM >= sizeof(float) * DA_WARPS * G * (D + 2), "merge area");
 };
@@ -79,6 +106,42 @@ __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint1
 		dattn_cp16(kb + j * Q::RS + c * 8, row[r], ok);
 		dattn_cp16(vb + j * Q::RS + c * 8, ok ? row[r] + s.vstride : row[r], ok);
 	}
+}
+
+/* The bulk form of dattn_mma_issue (WP only): lane l of each warp brings in one row of its
+ * 16 positions, K for lanes 0-15 and V for 16-31, as one bulk async copy of D * 2 bytes that
+ * completes on the warp's mbarrier of the stage's buffer (bars: the block's barriers, warp-
+ * major). Every lane arrives there once a stage, with the bytes it expects or without; rows at
+ * or past s.hi are zeroed with plain stores instead (V must be finite where P is 0), and the
+ * row of position skip is left for dattn_mma_own(_epi). The copies are the TMA unit's, so a
+ * lane's 256-byte row is one instruction where cp.async needs 16, and the copies in flight are
+ * not bounded by the per-thread cp.async groups. */
+template <int D, int G>
+__device__ __forceinline__ void dattn_mma_issue_bulk(const struct dattn_src &s, uint16_t *sbuf,
+                                                     unsigned bars, int lo, int st, int skip)
+{
+	typedef dattn_mma<D, G> Q;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = warp * 16 + (lane & 15);
+	int pos = lo + st * Q::P + j;
+	uint16_t *dst =
+	    sbuf + (st % Q::STAGES) * Q::STAGE + (lane >= 16 ? Q::P * Q::RS : 0) + j * Q::RS;
+	unsigned bar = bars + 8u * (unsigned)(warp * Q::STAGES + st % Q::STAGES);
+	if (pos < s.hi && pos != skip) {
+		const uint16_t *src = dattn_row(s, pos) + (lane >= 16 ? s.vstride : 0);
+		/* this lane's earlier plain stores into the ring (zeros, the own row) before the
+		 * async proxy writes it */
+		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+		mbar_expect_tx(bar, D * 2);
+		asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+		             " [%0], [%1], %2, [%3];\n" ::"r"(dattn_smem_addr(dst)),
+		             "l"(src), "r"(D * 2), "r"(bar)
+		             : "memory");
+		return;
+	}
+	if (pos >= s.hi)
+		for (int c = 0; c < D / 8; c++)
+			*(uint4 *)(dst + c * 8) = make_uint4(0u, 0u, 0u, 0u);
+	mbar_arrive(bar);
 }
 
 /* The slot of the row's own position pos in the stage buffers: kb and vb point at its K and V
@@ -187,15 +250,32 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
  * block holding the row's own position writes that K and V to the cache. NOMATH (a diagnostic
  * for bench_gpu attn only: its output is meaningless): the same copies, stages and barriers
  * without the arithmetic, to tell the copy pipeline's limit from the math's. */
-template <int D, int G, bool EPI, bool NOMATH = false, bool WP = true>
+template <int D, int G, bool EPI, bool NOMATH = false, bool WP = true, bool BULK = false>
 __global__ void __launch_bounds__(DA_THREADS, 2)
     dattn_mma_kernel(const uint16_t *q, const uint16_t *kv, struct ds_k_tokmeta tm,
                      struct ds_k_dims d, float qscale, float *part, uint16_t *out, unsigned *cnt,
                      struct ds_k_qkv_epi e)
 {
 	typedef dattn_mma<D, G> Q;
+	static_assert(!BULK || WP, "bulk copies fill warp-private stages");
+	/* stages requested before the loop: all of the ring with bulk copies (the loop refills a
+	 * buffer once its warp is done with it), else all but one (cp.async refills the buffer
+	 * computed in the previous iteration before computing the current one) */
+	constexpr int PRE = BULK ? Q::STAGES : Q::STAGES - 1;
 	DATTN_DYN_SMEM(sh_kv);
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
+	unsigned bars = 0;
+#ifndef DS_DATTN_EMU
+	if constexpr (BULK) {
+		bars = dattn_smem_addr((char *)sh_kv + (EPI ? Q::SMEM_EPI : Q::SMEM) + Q::BT_BYTES);
+		if (threadIdx.x == 0) {
+			for (int i = 0; i < DA_WARPS * Q::STAGES; i++)
+				mbar_init(bars + 8u * i,
+				          32); /* every lane of the warp, once a phase */
+			asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+		}
+	}
+#endif
 	/* metadata: uploaded before the pass's first kernel and written by none (see the pipe
 	 * variant), so it is read before the wait */
 	int p = tm.pos[t], sq = tm.seq[t];
@@ -222,11 +302,18 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 			src.bi0 = b0;
 		}
 	}
+	if constexpr (BULK)
+		__syncthreads(); /* the barriers' initialization */
 #pragma unroll
-	for (int st = 0; st < Q::STAGES - 1; st++) {
-		if (st < nst)
-			dattn_mma_issue<D, G, WP>(src, sh_kv, lo, st, p);
-		dattn_cp_commit();
+	for (int st = 0; st < PRE; st++) {
+		if constexpr (BULK) {
+			if (st < nst)
+				dattn_mma_issue_bulk<D, G>(src, sh_kv, bars, lo, st, p);
+		} else {
+			if (st < nst)
+				dattn_mma_issue<D, G, WP>(src, sh_kv, lo, st, p);
+			dattn_cp_commit();
+		}
 	}
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
@@ -239,7 +326,7 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	if (z >= nsu)
 		return;
 	int hi = src.hi;
-	bool own = p < hi, own_early = own && p < lo + (Q::STAGES - 1) * Q::P;
+	bool own = p < hi, own_early = own && p < lo + PRE * Q::P;
 	float *ep = (float *)(sh_kv + (size_t)Q::STAGES * Q::STAGE);
 	if constexpr (EPI) {
 		dattn_qkv_epi<D, G>(e, d, t, kh, p, ep);
@@ -282,22 +369,33 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 		acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
 	for (int it = 0; it < nst; it++) {
-		dattn_cp_wait<Q::STAGES - 2>(); /* stage it has landed (this thread's copies) */
-		/* WP: the warp's lanes' copies, and the warp is done with stage it - 1 (its rows
-		 * are its own: it copies, reads and refills them alone); else everyone's copies,
-		 * everyone done with stage it - 1 */
+		if constexpr (BULK)
+			mbar_wait(bars + 8u * (unsigned)(warp * Q::STAGES + it % Q::STAGES),
+			          (unsigned)(it / Q::STAGES) & 1u);
+		else
+			dattn_cp_wait<Q::STAGES -
+			              2>(); /* stage it has landed (this thread's copies) */
+		/* WP: the warp's lanes' copies (and zero rows), and the warp is done with stage
+		 * it - 1 (its rows are its own: it copies, reads and refills them alone); else
+		 * everyone's copies, everyone done with stage it - 1 */
 		if constexpr (WP)
 			__syncwarp();
 		else
 			__syncthreads();
-		if (it + Q::STAGES - 1 < nst) {
-			int st = it + Q::STAGES - 1;
-			dattn_mma_issue<D, G, WP>(src, sh_kv, lo, st, EPI ? p : -1);
+		/* refill stage it - 1's buffer (BULK: with stage it - 1 + STAGES; else it - 1 +
+		 * STAGES - 1 = it + STAGES - 2 + 1, the stage after the last one requested) */
+		int st = it + Q::STAGES - 1;
+		if (st >= PRE && st < nst) {
+			if constexpr (BULK)
+				dattn_mma_issue_bulk<D, G>(src, sh_kv, bars, lo, st, EPI ? p : -1);
+			else
+				dattn_mma_issue<D, G, WP>(src, sh_kv, lo, st, EPI ? p : -1);
 			/* fused: the own position is not in the cache for this launch's copies */
 			if (EPI && own && (p - lo) / Q::P == st)
 				dattn_mma_own_epi<D, G, WP>(ep, sh_kv, lo, p);
 		}
-		dattn_cp_commit();
+		if constexpr (!BULK)
+			dattn_cp_commit();
 		int base = lo + it * Q::P + warp * 16; /* this warp's first position */
 		if (NOMATH || base >= hi)
 			continue;

@@ -257,15 +257,21 @@ cudaError_t ds_k_attn_decode(const uint16_t *q, const uint16_t *kv, struct ds_k_
  * MMA: K/V staged likewise (64-position stages, 3 deep, 2 blocks an SM; the block's
  * block-table entries in shared memory), S = Q K^T and P V on tensor cores (the G heads as mma
  * rows), the first stages requested before the PDL wait (attn_decode_mma.cuh).
- * MMA_COPYONLY (bench_gpu attn only; its output is meaningless): MMA's copies, stages and
- * barriers without the arithmetic, to tell the copy pipeline's limit from the math's. */
+ * MMA_BULK: MMA with each warp's rows of a stage brought in by bulk async copies (the TMA
+ * unit; one 2 * head_dim-byte copy a lane) completing on mbarriers, the whole ring requested
+ * before the PDL wait.
+ * MMA_COPYONLY, MMA_BULK_COPYONLY (bench_gpu attn only; their output is meaningless): the
+ * copies, stages and barriers without the arithmetic, to tell the copy pipeline's limit from
+ * the math's. */
 enum ds_k_attn_decode_variant {
 	DS_K_ATTN_DECODE_REG = 0,
 	DS_K_ATTN_DECODE_PIPE = 1,
 	DS_K_ATTN_DECODE_MMA = 2,
 	DS_K_ATTN_DECODE_MMA_BLOCK = 3, /* MMA with the block copying each stage together */
-	DS_K_ATTN_DECODE_N_VARIANTS = 4,
-	DS_K_ATTN_DECODE_MMA_COPYONLY = 16
+	DS_K_ATTN_DECODE_MMA_BULK = 4,  /* MMA with each stage brought in by bulk async copies */
+	DS_K_ATTN_DECODE_N_VARIANTS = 5,
+	DS_K_ATTN_DECODE_MMA_COPYONLY = 16,
+	DS_K_ATTN_DECODE_MMA_BULK_COPYONLY = 17
 };
 cudaError_t ds_k_attn_decode_occupancy_v(struct ds_k_dims d, int variant, int *blocks_per_sm);
 /* counters: NULL (rows with several splits are merged by a second kernel), or T * n_kv zeroed

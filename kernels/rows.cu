@@ -71,13 +71,80 @@ extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T
  * before its stores: the loop body stores through pointers that may alias the next loads, so
  * one element per iteration serialised a memory round trip per element (13.7 us per launch at
  * batch 1 on the H200). Each thread still adds its elements into ss in increasing i, and every
- * element is computed by the same expression: the bits do not change. */
+ * element is computed by the same expression: the bits do not change.
+ *
+ * Rows of at most 16 * blockDim.x elements (hidden 4096 and below at 256 threads) take the
+ * register form instead (rms_regs): the weights are loaded before the wait (no kernel writes
+ * them), the row's x and delta all at once after it, and the sums stay in registers for the
+ * output, so the kernel makes one memory round trip after the wait where the loop makes one per
+ * group and pass (four at hidden 4096). Same elements per thread, same order, same expressions:
+ * the same bits as the loop. Every load is unconditional (an index past the row reloads the
+ * thread's first element, unused): a load under a branch cannot be hoisted above the previous
+ * element's add, and on the H200 that serialised the loads (8.3-8.5 us a launch at batch 8 and
+ * 32, against 3.7 for the loop; bench/results/gpu-20261201-*-rmsregs). */
 #define RMS_BATCH 8
+
+template <int N>
+__device__ __forceinline__ void rms_regs(float *x, const float *delta, const int32_t *rows,
+                                         const uint16_t *w, int hidden, float eps, uint16_t *out,
+                                         float *sh)
+{
+	const int step = blockDim.x;
+	float wv[N], v[N];
+#pragma unroll
+	for (int k = 0; k < N; k++) {
+		int i = threadIdx.x + k * step;
+		wv[k] = ds_bf16_to_f32(w[i < hidden ? i : threadIdx.x]);
+	}
+	ds_grid_dep_wait();
+	int r = blockIdx.x;
+	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
+		for (int i = threadIdx.x; i < hidden; i += step)
+			out[(size_t)r * hidden + i] = 0;
+		return;
+	}
+	size_t src = rows ? (size_t)rows[r] : (size_t)r;
+	float *xr = x + src * hidden;
+	const float *dr = delta ? delta + src * hidden : xr; /* xr: loaded, not added */
+#pragma unroll
+	for (int k = 0; k < N; k++) {
+		int i = threadIdx.x + k * step;
+		i = i < hidden ? i : threadIdx.x;
+		float a = xr[i], b = dr[i];
+		v[k] = delta ? a + b : a;
+	}
+	float ss = 0.0f;
+#pragma unroll
+	for (int k = 0; k < N; k++) {
+		int i = threadIdx.x + k * step;
+		if (i < hidden) {
+			if (delta)
+				xr[i] = v[k];
+			ss = __fmaf_rn(v[k], v[k], ss);
+		}
+	}
+	ss = block_sum(ss, sh);
+	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
+	uint16_t *o = out + (size_t)r * hidden;
+#pragma unroll
+	for (int k = 0; k < N; k++) {
+		int i = threadIdx.x + k * step;
+		if (i < hidden)
+			o[i] = ds_f32_to_bf16(__fmul_rn(__fmul_rn(v[k], inv), wv[k]));
+	}
+}
 
 __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
                                int hidden, float eps, uint16_t *out)
 {
 	__shared__ float sh[32];
+	const int step = blockDim.x;
+	if (hidden <= 4 * step)
+		return rms_regs<4>(x, delta, rows, w, hidden, eps, out, sh);
+	if (hidden <= 8 * step)
+		return rms_regs<8>(x, delta, rows, w, hidden, eps, out, sh);
+	if (hidden <= 16 * step)
+		return rms_regs<16>(x, delta, rows, w, hidden, eps, out, sh);
 	ds_grid_dep_wait();
 	int r = blockIdx.x;
 	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
@@ -88,7 +155,6 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 	size_t src = rows ? (size_t)rows[r] : (size_t)r;
 	float *xr = x + src * hidden;
 	const float *dr = delta ? delta + src * hidden : NULL;
-	const int step = blockDim.x;
 	float ss = 0.0f;
 	for (int i0 = threadIdx.x; i0 < hidden; i0 += RMS_BATCH * step) {
 		float v[RMS_BATCH];

@@ -239,8 +239,8 @@ int bench_attn(struct bench *b)
 	const struct ds_model_config *cfg = &b->m->cfg;
 	struct {
 		int B, ctx;
-	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048},
-	           {64, 512}, {1, 512},  {32, 512},  {256, 640}}; /* 256 x 640: the e2e's decode */
+	} pts[] = {{1, 8192}, {8, 2048}, {64, 2048}, {256, 2048}, {64, 512},
+	           {1, 512},  {8, 512},  {32, 512},  {256, 640}}; /* 256 x 640: the e2e's decode */
 	FILE *f = json_open(b->out, "attn");
 	if (!f)
 		return 1;
@@ -326,15 +326,18 @@ int bench_attn(struct bench *b)
 		        bytes / tt[2] / b->copy_bw, tt[3] * 1e6, bytes / tt[3] / b->copy_bw,
 		        tt[4] * 1e6, bytes / tt[4] / b->copy_bw, cold[0] * 1e6, cold[1] * 1e6,
 		        bytes / cold[0] / b->copy_bw);
-		/* the split sweep for the default variant, then for the CUDA-core pipelined one
-		 * (through DS_FAST_ATTN), then for the copy-only diagnostic (the mma variant's
-		 * copies without its arithmetic, launched directly) */
+		/* the split sweep for the default variant, then for the CUDA-core pipelined one and
+		 * the mma variant's bulk-copy form (through DS_FAST_ATTN), then for the copy-only
+		 * diagnostics (the mma variant's copies without its arithmetic, cp.async or bulk,
+		 * launched directly) */
 		static const struct {
 			const char *name, *env;
 			int diag;
 		} sweeps[] = {{"fast", NULL, -1},
 		              {"pipe", "pipe", -1},
-		              {"copyonly", NULL, DS_K_ATTN_DECODE_MMA_COPYONLY}};
+		              {"bulk", "mma_bulk", -1},
+		              {"copyonly", NULL, DS_K_ATTN_DECODE_MMA_COPYONLY},
+		              {"bulkcopyonly", NULL, DS_K_ATTN_DECODE_MMA_BULK_COPYONLY}};
 		for (size_t vm = 0; vm < DS_ARRAY_LEN(sweeps); vm++) {
 			const char *vn = sweeps[vm].name, *env = sweeps[vm].env;
 			int diag = sweeps[vm].diag;

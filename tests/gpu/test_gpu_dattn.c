@@ -17,7 +17,8 @@
 #define POOL 400 /* physical KV blocks; sequences map into them through scrambled tables */
 
 static const int ctxs[] = {1, 2, 63, 64, 65, 511, 2049};
-static const char *const vname[DS_K_ATTN_DECODE_N_VARIANTS] = {"reg", "pipe", "mma", "mma_block"};
+static const char *const vname[DS_K_ATTN_DECODE_N_VARIANTS] = {"reg", "pipe", "mma", "mma_block",
+                                                               "mma_bulk"};
 
 struct dfix {
 	struct ds_k_dims d;
@@ -489,7 +490,7 @@ static void test_dattn_backend_vs_old(void **state)
 	int V = cfg.vocab_size;
 	float *o = malloc((size_t)NSEQ * V * 4);
 	backend_decode("old", o);
-	const char *sel[] = {NULL, "reg", "pipe", "mma_block"}; /* default: mma */
+	const char *sel[] = {NULL, "reg", "pipe", "mma_block", "mma_bulk"}; /* default: mma */
 	for (int k = 0; k < (int)DS_ARRAY_LEN(sel); k++) {
 		float *a = malloc((size_t)NSEQ * V * 4);
 		backend_decode(sel[k], a);

@@ -120,6 +120,10 @@ static void test_rmsnorm(void **state)
 	rmsnorm_case(7, 4096, true, false);
 	rmsnorm_case(33, 1000, true, true);
 	rmsnorm_case(5, 4097, false, true);
+	/* the register form at 4, 8 and 16 elements a thread (above), and past 16 * 256
+	 * elements the kernel's loop form */
+	rmsnorm_case(4, 1500, true, false);
+	rmsnorm_case(3, 9001, true, true);
 }
 
 static void test_silu_mul(void **state)
