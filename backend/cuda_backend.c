@@ -47,11 +47,14 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 	struct ds_k_tokmeta tm = ds_cuda_tokmeta(c);
 	struct ds_k_dims d = ds_cuda_dims(c);
 	enum ds_status rv;
+	c->dlt_parts = 1;
+	c->dlt_pstride = 0;
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
-		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, T, H,
-		                             cfg->rms_eps, c->h, pdl, st),
+		DS_CUDA_TRY(ds_k_rmsnorm_parts_pdl(c->x, l ? c->dlt : NULL, l ? c->dlt_parts : 1,
+		                                   c->dlt_pstride, NULL, L->attn_norm, T, H,
+		                                   cfg->rms_eps, c->h, pdl, st),
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
@@ -66,15 +69,17 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 			if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
 				return rv;
 		}
+		c->dlt_parts = 1;
 		if ((rv = ops->gemm(c, c->att, L->wo, c->dlt, T, H, qd, err)) != DS_OK)
 			return rv;
-		DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, T, H, cfg->rms_eps,
-		                             c->h, pdl, st),
+		DS_CUDA_TRY(ds_k_rmsnorm_parts_pdl(c->x, c->dlt, c->dlt_parts, c->dlt_pstride, NULL,
+		                                   L->ffn_norm, T, H, cfg->rms_eps, c->h, pdl, st),
 		            err);
 		/* the activation: SiLU*mul fused into the gate/up GEMM (into big's memory), else
 		 * the gate/up GEMM into big and silu_mul into h, or fused into the down GEMM */
 		bool gu_done = false;
 		uint16_t *act = (uint16_t *)c->big;
+		c->dlt_parts = 1;
 		if (ops->gemm_gu_silu && (rv = ops->gemm_gu_silu(c, c->h, L->w_gu, act, T, F, H,
 		                                                 &gu_done, err)) != DS_OK)
 			return rv;
@@ -94,8 +99,9 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 			return rv;
 	}
 	/* final residual add and norm, only for the output rows */
-	DS_CUDA_TRY(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H,
-	                             cfg->rms_eps, c->h, pdl, st),
+	DS_CUDA_TRY(ds_k_rmsnorm_parts_pdl(c->x, c->dlt, c->dlt_parts, c->dlt_pstride,
+	                                   c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps, c->h,
+	                                   pdl, st),
 	            err);
 	return ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err);
 }

@@ -42,6 +42,14 @@ struct ds_cuda_algo {
 
 struct ds_cuda_fast_plans; /* private to fastpath/cuda_fast.c */
 
+/* One tuned split-K partials GEMM (fast path): C's `s` partial sums over K slices. */
+#define DS_CUDA_PARTS_CACHE 32
+struct ds_cuda_parts_algo {
+	int M, N, K, s;
+	bool ok;
+	cublasLtMatmulAlgo_t algo;
+};
+
 /* The fast path's GEMM choice for one (M bucket, N, K), timed on first use (cuda_fast.c). */
 #define DS_CUDA_PICK_CACHE 128
 enum ds_cuda_gemm_kind {
@@ -51,19 +59,23 @@ enum ds_cuda_gemm_kind {
 	DS_CUDA_GEMM_SKINNY_SILU, /* silu picks: ds_k_skinny_silu, variant (SiLU*mul fused) */
 	DS_CUDA_GEMM_SPLIT,       /* silu picks: ds_k_silu_mul, then the plain pick of the shape */
 	DS_CUDA_GEMM_REF_SILU,    /* gu picks: ds_k_gemm_ref_silu_variant, variant */
+	DS_CUDA_GEMM_LT_PARTS,    /* parts picks: cuBLASLt over `parts` K slices, one partial
+	                           * sum each (slot `variant` of ds_cuda_fast.parts) */
 };
 struct ds_cuda_pick {
 	int mb, N, K; /* mb: M for M <= 4, else the next power of two */
 	bool silu;    /* key: the down projection's choice (A = silu_mul of a gate/up buffer) */
 	bool gu;      /* key: the gate/up choice: kind SPLIT (its plain pick, then ds_k_silu_mul) or
 	               * REF_SILU (the reference kernel with SiLU*mul fused; ms_skinny its best time) */
+	bool sums;    /* key: C is the RMSNorm's delta (dlt), which may take split-K partials */
+	int parts;    /* kind LT_PARTS: the number of K slices (partial sums) */
 	bool ok;
 	int kind, variant;
 	int M_timed; /* the M the candidates were timed at */
 	/* best time of each candidate family at M_timed, L2 flushed before each run (ms;
 	 * INFINITY where not a candidate); kind/variant is the argmin. silu picks: ms_skinny is
 	 * the best fused variant, ms_split ds_k_silu_mul plus the plain pick, timed together */
-	float ms_lt, ms_gemv, ms_skinny, ms_split, ms_best;
+	float ms_lt, ms_gemv, ms_skinny, ms_split, ms_parts, ms_best;
 	int skinny_best;                        /* fastest skinny variant */
 	float ms_variant[DS_K_SKINNY_VARIANTS]; /* every skinny (silu: fused) variant's time */
 	int n_rejected; /* candidates whose result disagreed with cuBLASLt's (never picked) */
@@ -95,6 +107,12 @@ struct ds_cuda_fast {
 	bool use_graphs;
 	struct ds_cuda_pick picks[DS_CUDA_PICK_CACHE]; /* GEMM choice per (M bucket, N, K) */
 	int n_picks, next_pick_evict;
+	/* GEMMs into the RMSNorm's delta may write split-K partials that the RMSNorm sums (no
+	 * reduce kernel): cuBLASLt over K slices as a strided batch, timed against the other
+	 * candidates (DS_FAST_LT_PARTS=0: off). parts: the tuned (M, N, K, slices) algorithms */
+	bool lt_parts;
+	struct ds_cuda_parts_algo parts[DS_CUDA_PARTS_CACHE];
+	int n_parts;
 	/* skinny GEMM and GEMV are timed candidates per shape (DS_CUDA_SKINNY=0 or off: untimed,
 	 * the GEMV for 1..4 rows and cuBLASLt above) */
 	bool skinny;
@@ -228,6 +246,11 @@ struct ds_cuda_ctx {
 	int cap_tokens, cap_rows, cap_bt;
 	float *x;      /* (cap_tokens, hidden) residual stream */
 	float *dlt;    /* (cap_tokens, hidden) o_proj / down_proj output */
+	/* how the last GEMM into dlt left it: dlt_parts partial sums dlt_pstride floats apart
+	 * (the fast path's split-K partials, summed by the next RMSNorm), or 1 (the output
+	 * itself); set to 1 before each such GEMM (cuda_backend.c's pass_layers) */
+	int dlt_parts;
+	size_t dlt_pstride;
 	float *big;    /* (cap_tokens, max(qkv_dim, 2 ffn)) */
 	uint16_t *h;   /* (cap_tokens, max(hidden, ffn)) bf16 GEMM input */
 	uint16_t *q;   /* (cap_tokens, q_dim) */

@@ -53,8 +53,10 @@ static void plan_destroy(struct lt_plan *p)
 }
 
 /* Row-major C (M, N) = A (M, K) . W (N, K)^T is column-major C^T (N, M) = W^T' . A^T: W is a
- * column-major (K, N) matrix used transposed, A a column-major (K, M) matrix. */
-static enum ds_status plan_make(struct lt_plan *p, int M, int N, int K, struct ds_err *err)
+ * column-major (K, N) matrix used transposed, A a column-major (K, M) matrix; both with leading
+ * dimension ld (K, or more for a K slice of wider operands). */
+static enum ds_status plan_make_ld(struct lt_plan *p, int M, int N, int K, int ld,
+                                   struct ds_err *err)
 {
 	cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
 	LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), err);
@@ -62,15 +64,50 @@ static enum ds_status plan_make(struct lt_plan *p, int M, int N, int K, struct d
 	       err);
 	LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
 	       err);
-	LT_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K), err);
-	LT_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K), err);
+	LT_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, ld), err);
+	LT_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, ld), err);
 	LT_TRY(cublasLtMatrixLayoutCreate(&p->cd, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N), err);
 	return DS_OK;
 }
 
-/* Plans are kept in a table parallel to fast.cache (same index). */
+static enum ds_status plan_make(struct lt_plan *p, int M, int N, int K, struct ds_err *err)
+{
+	return plan_make_ld(p, M, N, K, K, err);
+}
+
+/* The split-K partials form: s GEMMs of K / s each (slice j: columns j * K / s.. of W and A)
+ * as one strided batch, partial j into C + j * M * N. */
+static enum ds_status plan_make_parts(struct lt_plan *p, int M, int N, int K, int s,
+                                      struct ds_err *err)
+{
+	int32_t n = s;
+	int64_t kc = K / s, mn = (int64_t)M * N;
+	enum ds_status rv = plan_make_ld(p, M, N, K / s, K, err);
+	if (rv != DS_OK)
+		return rv;
+	cublasLtMatrixLayout_t ab[2] = {p->a, p->b};
+	for (int i = 0; i < 2; i++) {
+		LT_TRY(cublasLtMatrixLayoutSetAttribute(ab[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+		                                        &n, sizeof(n)),
+		       err);
+		LT_TRY(cublasLtMatrixLayoutSetAttribute(
+		           ab[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &kc, sizeof(kc)),
+		       err);
+	}
+	LT_TRY(cublasLtMatrixLayoutSetAttribute(p->cd, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n,
+	                                        sizeof(n)),
+	       err);
+	LT_TRY(cublasLtMatrixLayoutSetAttribute(p->cd, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+	                                        &mn, sizeof(mn)),
+	       err);
+	return DS_OK;
+}
+
+/* Plans are kept in a table parallel to fast.cache (same index), and the split-K partials
+ * plans parallel to fast.parts. */
 struct ds_cuda_fast_plans {
 	struct lt_plan p[DS_CUDA_ALGO_CACHE];
+	struct lt_plan pp[DS_CUDA_PARTS_CACHE];
 };
 
 #define AUTOTUNE_MAX_M 256 /* decode-sized GEMMs are timed; larger ones take heuristic #1 */
@@ -297,6 +334,8 @@ static cudaError_t cand_launch(struct ds_cuda_ctx *c, const struct cand *x)
 		v = x->plain->variant;
 	}
 	const uint16_t *A = kind == x->kind ? x->A : x->h;
+	/* a SPLIT candidate whose plain pick is LT_PARTS is timed (and checked) on the plain
+	 * cuBLASLt form below: C must hold the product itself */
 	if (kind == DS_CUDA_GEMM_GEMV)
 		return ds_k_gemv(A, x->W, x->C, x->M, x->N, x->K, c->stream);
 	if (kind == DS_CUDA_GEMM_SKINNY)
@@ -400,11 +439,12 @@ static float cand_time_checked(struct ds_cuda_ctx *c, const struct cand *x, stru
 }
 
 static struct ds_cuda_pick *pick_find(struct ds_cuda_fast *f, int mb, int N, int K, bool silu,
-                                      bool gu)
+                                      bool gu, bool sums)
 {
 	for (int i = 0; i < f->n_picks; i++)
 		if (f->picks[i].ok && f->picks[i].mb == mb && f->picks[i].N == N &&
-		    f->picks[i].K == K && f->picks[i].silu == silu && f->picks[i].gu == gu)
+		    f->picks[i].K == K && f->picks[i].silu == silu && f->picks[i].gu == gu &&
+		    f->picks[i].sums == sums)
 			return &f->picks[i];
 	return NULL;
 }
@@ -428,6 +468,7 @@ static struct ds_cuda_pick pick_new(int M, int N, int K, bool silu)
 	                          .N = N,
 	                          .K = K,
 	                          .silu = silu,
+	                          .parts = 1,
 	                          .ok = true,
 	                          .kind = DS_CUDA_GEMM_LT,
 	                          .M_timed = M,
@@ -435,6 +476,7 @@ static struct ds_cuda_pick pick_new(int M, int N, int K, bool silu)
 	                          .ms_gemv = INFINITY,
 	                          .ms_skinny = INFINITY,
 	                          .ms_split = INFINITY,
+	                          .ms_parts = INFINITY,
 	                          .ms_best = INFINITY};
 	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++)
 		pk.ms_variant[v] = INFINITY;
@@ -445,10 +487,11 @@ static struct ds_cuda_pick pick_new(int M, int N, int K, bool silu)
  * is not capturing, so the caller times the candidates now; on a miss during capture *out
  * stays NULL and *miss false (the caller then uses the untimed default). */
 static enum ds_status pick_cached(struct ds_cuda_ctx *c, int M, int N, int K, bool silu, bool gu,
-                                  const struct ds_cuda_pick **out, bool *miss, struct ds_err *err)
+                                  bool sums, const struct ds_cuda_pick **out, bool *miss,
+                                  struct ds_err *err)
 {
 	*miss = false;
-	*out = pick_find(&c->fast, m_bucket(M), N, K, silu, gu);
+	*out = pick_find(&c->fast, m_bucket(M), N, K, silu, gu, sums);
 	if (*out)
 		return DS_OK;
 	enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
@@ -484,19 +527,130 @@ static void pick_prefer_skinny(struct ds_cuda_pick *pk, int kind)
 	}
 }
 
+/* ---- split-K partials that the next RMSNorm sums ---- */
+
+/* Whether a GEMM of M rows into C may leave split-K partials there: C is the RMSNorm's delta
+ * and holds 8 partials of M rows. */
+static bool gemm_sums(const struct ds_cuda_ctx *c, const float *C, int M)
+{
+	return c->fast.lt_parts && C == c->dlt && (size_t)8 * M <= (size_t)c->cap_tokens;
+}
+
+static struct lt_plan *parts_plan_of(struct ds_cuda_ctx *c, int i)
+{
+	return &c->fast.plans->pp[i];
+}
+
+/* Whether the s partials of M * N floats in device C add up (in order, as the RMSNorm adds
+ * them) to chk's trusted result within its tolerance; true when there is none. */
+static bool parts_check_ok(struct ds_cuda_ctx *c, const struct cand_check *chk, const float *C,
+                           int s)
+{
+	if (!chk->ref)
+		return true;
+	float *h = malloc(chk->n * (size_t)s * sizeof(float));
+	bool ok = h &&
+	          cudaMemcpyAsync(h, C, chk->n * (size_t)s * sizeof(float), cudaMemcpyDeviceToHost,
+	                          c->stream) == cudaSuccess &&
+	          cudaStreamSynchronize(c->stream) == cudaSuccess;
+	if (!ok)
+		cudaGetLastError();
+	for (size_t i = 0; ok && i < chk->n; i++) {
+		float v = h[i];
+		for (int j = 1; j < s; j++)
+			v += h[(size_t)j * chk->n + i];
+		ok = fabsf(v - chk->ref[i]) <= chk->tol;
+	}
+	free(h);
+	return ok;
+}
+
+/* Tunes the partials form of (M, N, K) in s slices into *p (made here): cuBLASLt's candidates
+ * for the strided batch, each timed like the plain ones (L2 flushed) on the call's buffers (C
+ * holds s * M * N floats) and checked against chk; the fastest in *algo, its time returned
+ * (INFINITY, *p destroyed: cuBLASLt has none, or none agrees). */
+static float parts_tune(struct ds_cuda_ctx *c, struct lt_plan *p, int M, int N, int K, int s,
+                        const uint16_t *A, const uint16_t *W, float *C,
+                        const struct cand_check *chk, cublasLtMatmulAlgo_t *algo)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	struct ds_err err;
+	float best = INFINITY;
+	cublasLtMatmulHeuristicResult_t res[AUTOTUNE_CANDIDATES];
+	int n_res = 0;
+	if (plan_make_parts(p, M, N, K, s, &err) == DS_OK &&
+	    lt_heuristic(f, p, AUTOTUNE_CANDIDATES, res, &n_res) == CUBLAS_STATUS_SUCCESS) {
+		for (int r = 0; r < n_res; r++) {
+			float t = lt_time(c, p, &res[r].algo, A, W, C);
+			if (f->lt_log)
+				lt_log_candidate(M, N, K / s, r, &res[r].algo, t);
+			if (t < best && parts_check_ok(c, chk, C, s)) {
+				best = t;
+				*algo = res[r].algo;
+			}
+		}
+	}
+	if (!isfinite(best))
+		plan_destroy(p);
+	return best;
+}
+
+/* pk (a pick into the RMSNorm's delta) takes the split-K partials form where it beats the
+ * candidates timed so far: 2, 4 and 8 slices of K (each a multiple of 64) are tuned, the fastest
+ * kept in a parts slot (none when the cache is full). */
+static void pick_time_parts(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W, float *C,
+                            const struct cand_check *chk, struct ds_cuda_pick *pk)
+{
+	struct ds_cuda_fast *f = &c->fast;
+	int M = pk->M_timed, N = pk->N, K = pk->K;
+	if (f->n_parts >= DS_CUDA_PARTS_CACHE)
+		return;
+	struct lt_plan best = {0}, p;
+	cublasLtMatmulAlgo_t best_algo, algo;
+	memset(&best_algo, 0, sizeof(best_algo));
+	for (int s = 2; s <= 8; s *= 2) {
+		if (K % s != 0 || (K / s) % 64 != 0)
+			continue;
+		memset(&p, 0, sizeof(p));
+		float t = parts_tune(c, &p, M, N, K, s, A, W, C, chk, &algo);
+		if (!(t < pk->ms_parts)) {
+			plan_destroy(&p);
+			continue;
+		}
+		plan_destroy(&best);
+		best = p;
+		best_algo = algo;
+		pk->ms_parts = t;
+		pk->parts = s;
+	}
+	if (!(pk->ms_parts < pk->ms_best)) {
+		plan_destroy(&best);
+		pk->parts = 1;
+		return;
+	}
+	int i = f->n_parts++;
+	*parts_plan_of(c, i) = best;
+	f->parts[i] = (struct ds_cuda_parts_algo){M, N, K, pk->parts, true, best_algo};
+	pk->ms_best = pk->ms_parts;
+	pk->kind = DS_CUDA_GEMM_LT_PARTS;
+	pk->variant = i;
+}
+
 /* The cached choice for (bucket of M, N, K); on a miss outside capture, times every candidate
  * on the call's own buffers (the real call overwrites C afterwards) and caches the fastest.
- * *out is NULL on a miss during capture (the caller then uses the untimed default). */
+ * sums: C is the RMSNorm's delta, so split-K partials are candidates too. *out is NULL on a
+ * miss during capture (the caller then uses the untimed default). */
 static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
-                                  float *C, int M, int N, int K, const struct ds_cuda_pick **out,
-                                  struct ds_err *err)
+                                  float *C, int M, int N, int K, bool sums,
+                                  const struct ds_cuda_pick **out, struct ds_err *err)
 {
 	struct ds_cuda_fast *f = &c->fast;
 	bool miss = false;
-	enum ds_status rv = pick_cached(c, M, N, K, false, false, out, &miss, err);
+	enum ds_status rv = pick_cached(c, M, N, K, false, false, sums, out, &miss, err);
 	if (rv != DS_OK || !miss)
 		return rv;
 	struct ds_cuda_pick pk = pick_new(M, N, K, false);
+	pk.sums = sums;
 	/* cuBLASLt first: its result is what the others are checked against */
 	int slot = 0;
 	struct ds_err lt_err = {0};
@@ -514,13 +668,15 @@ static enum ds_status pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, cons
 		x.v = 0;
 		pk.ms_gemv = cand_time_checked(c, &x, &chk, &pk.n_rejected);
 	}
-	check_free(&chk);
 	pk.ms_best = pk.ms_lt;
 	if (pk.ms_gemv < pk.ms_best) {
 		pk.ms_best = pk.ms_gemv;
 		pk.kind = DS_CUDA_GEMM_GEMV;
 	}
 	pick_prefer_skinny(&pk, DS_CUDA_GEMM_SKINNY);
+	if (sums)
+		pick_time_parts(c, A, W, C, &chk, &pk);
+	check_free(&chk);
 	if (!isfinite(pk.ms_best))
 		return ds_errf(err, DS_ERR_DEVICE,
 		               "cuda: no GEMM candidate ran for M=%d N=%d K=%d (cublasLt: %s)", M,
@@ -545,6 +701,28 @@ static enum ds_status lt_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const ui
 	return DS_OK;
 }
 
+/* Runs the partials GEMM of parts slot i, if it was tuned for exactly this (M, N, K) (a
+ * bucket's pick serves other M outside the graphs), and records the partials for the RMSNorm. */
+static bool parts_gemm(struct ds_cuda_ctx *c, int i, const uint16_t *A, const uint16_t *W, float *C,
+                       int M, int N, int K, struct ds_err *err, enum ds_status *rv)
+{
+	const struct ds_cuda_parts_algo *pa = &c->fast.parts[i];
+	if (!pa->ok || pa->M != M || pa->N != N || pa->K != K)
+		return false;
+	struct lt_plan *p = parts_plan_of(c, i);
+	const float alpha = 1.0f, beta = 0.0f;
+	cublasStatus_t s =
+	    cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C, p->cd,
+	                   &pa->algo, c->fast.workspace, c->fast.ws_bytes, c->stream);
+	*rv = s == CUBLAS_STATUS_SUCCESS
+	          ? DS_OK
+	          : ds_errf(err, DS_ERR_DEVICE, "cublasLt: partials GEMM M=%d N=%d K=%d: status %d",
+	                    M, N, K, (int)s);
+	c->dlt_parts = pa->s;
+	c->dlt_pstride = (size_t)M * N;
+	return true;
+}
+
 static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
                                 float *C, int M, int N, int K, struct ds_err *err)
 {
@@ -554,13 +732,19 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	int kind = M <= DS_K_GEMV_MAX_M ? DS_CUDA_GEMM_GEMV : DS_CUDA_GEMM_LT, v = 0;
 	if (c->fast.skinny && M <= DS_K_SKINNY_MAX_M) {
 		const struct ds_cuda_pick *pk = NULL;
-		enum ds_status rv = pick_lookup(c, A, W, C, M, N, K, &pk, err);
+		enum ds_status rv = pick_lookup(c, A, W, C, M, N, K, gemm_sums(c, C, M), &pk, err);
 		if (rv != DS_OK)
 			return rv;
 		if (pk) {
 			kind = pk->kind;
 			v = pk->variant;
 		}
+	}
+	if (kind == DS_CUDA_GEMM_LT_PARTS) {
+		enum ds_status rv = DS_OK;
+		if (parts_gemm(c, v, A, W, C, M, N, K, err, &rv))
+			return rv;
+		kind = DS_CUDA_GEMM_LT;
 	}
 	if (kind == DS_CUDA_GEMM_LT)
 		return lt_gemm(c, A, W, C, M, N, K, err);
@@ -580,12 +764,12 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
 {
 	struct ds_cuda_fast *f = &c->fast;
 	bool miss = false;
-	enum ds_status rv = pick_cached(c, M, N, K, true, false, out, &miss, err);
+	enum ds_status rv = pick_cached(c, M, N, K, true, false, false, out, &miss, err);
 	if (rv != DS_OK || !miss)
 		return rv;
 	DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, h, c->fast.pdl, c->stream), err);
 	const struct ds_cuda_pick *plain = NULL;
-	rv = pick_lookup(c, h, W, C, M, N, K, &plain, err);
+	rv = pick_lookup(c, h, W, C, M, N, K, gemm_sums(c, C, M), &plain, err);
 	if (rv != DS_OK)
 		return rv;
 	DS_ASSERT(plain);
@@ -702,7 +886,7 @@ static enum ds_status gu_pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, c
                                      const struct ds_cuda_pick **out, struct ds_err *err)
 {
 	bool miss = false;
-	enum ds_status rv = pick_cached(c, M, 2 * F, K, false, true, out, &miss, err);
+	enum ds_status rv = pick_cached(c, M, 2 * F, K, false, true, false, out, &miss, err);
 	if (rv != DS_OK || !miss)
 		return rv;
 	/* the plain GEMM as fast_gemm runs it: timed picks up to DS_K_SKINNY_MAX_M rows, else
@@ -710,7 +894,7 @@ static enum ds_status gu_pick_lookup(struct ds_cuda_ctx *c, const uint16_t *A, c
 	struct ds_cuda_pick lt = pick_new(M, 2 * F, K, false), plain_copy;
 	const struct ds_cuda_pick *plain = &lt;
 	if (M <= DS_K_SKINNY_MAX_M &&
-	    (rv = pick_lookup(c, A, W, big, M, 2 * F, K, &plain, err)) != DS_OK)
+	    (rv = pick_lookup(c, A, W, big, M, 2 * F, K, false, &plain, err)) != DS_OK)
 		return rv;
 	struct ds_cuda_pick pk = pick_new(M, 2 * F, K, false);
 	pk.gu = true;
@@ -1100,6 +1284,8 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	DS_CUDA_TRY(cudaMemset(f->attn_cnt, 0, n_cnt * sizeof(unsigned)), err);
 	const char *ll = getenv("DS_FAST_LT_LOG");
 	f->lt_log = ll && strcmp(ll, "1") == 0;
+	const char *lp = getenv("DS_FAST_LT_PARTS");
+	f->lt_parts = !(lp && strcmp(lp, "0") == 0);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
@@ -1113,9 +1299,12 @@ void ds_cuda_fast_free(struct ds_cuda_ctx *c)
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)
 		if (f->graph[i])
 			cudaGraphExecDestroy(f->graph[i]);
-	if (f->plans)
+	if (f->plans) {
 		for (int i = 0; i < DS_CUDA_ALGO_CACHE; i++)
 			plan_destroy(plan_of(c, i));
+		for (int i = 0; i < DS_CUDA_PARTS_CACHE; i++)
+			plan_destroy(parts_plan_of(c, i));
+	}
 	free(f->plans);
 	if (f->workspace)
 		cudaFree(f->workspace);

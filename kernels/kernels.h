@@ -431,6 +431,12 @@ cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_blocks, cud
 cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
                              int n_rows, int hidden, float eps, uint16_t *out, int pdl,
                              cudaStream_t st);
+/* ds_k_rmsnorm_pdl with the delta given as parts partial sums, pstride (>= hidden) elements
+ * apart (the fast path's split-K GEMM partials): delta[src] = part 0 + part 1 + ..., added in
+ * that order. parts 1 is ds_k_rmsnorm_pdl. */
+cudaError_t ds_k_rmsnorm_parts_pdl(float *x, const float *delta, int parts, size_t pstride,
+                                   const int32_t *rows, const uint16_t *w, int n_rows, int hidden,
+                                   float eps, uint16_t *out, int pdl, cudaStream_t st);
 cudaError_t ds_k_silu_mul_pdl(const float *gu, int T, int ffn, uint16_t *out, int pdl,
                               cudaStream_t st);
 cudaError_t ds_k_qkv_rope_pdl(const float *qkv, const uint16_t *bias, const uint16_t *q_norm,

@@ -80,14 +80,28 @@ extern "C" cudaError_t ds_k_embed(const uint16_t *tab, const int32_t *ids, int T
  * group and pass (four at hidden 4096). Same elements per thread, same order, same expressions:
  * the same bits as the loop. Every load is unconditional (an index past the row reloads the
  * thread's first element, unused): a load under a branch cannot be hoisted above the previous
- * element's add, and on the H200 that serialised the loads (8.3-8.5 us a launch at batch 8 and
- * 32, against 3.7 for the loop; bench/results/gpu-20261201-*-rmsregs). */
+ * element's add. On the H200, in the decode step's CUPTI timeline (each kernel's advance of the
+ * step), the loop took 3.7-3.9 us a launch at batch 8 and 32, ctx 512
+ * (bench/results/gpu-20261201-0072def-trace), this form 3.2-3.6
+ * (gpu-20261201-30f03fb-rmsregs), and this form with its loads under branches 7.7-8.8
+ * (gpu-20261201-30f03fb-rmsbranch). */
 #define RMS_BATCH 8
 
-template <int N>
-__device__ __forceinline__ void rms_regs(float *x, const float *delta, const int32_t *rows,
-                                         const uint16_t *w, int hidden, float eps, uint16_t *out,
-                                         float *sh)
+/* The row's delta at element i: parts partial sums pstride elements apart, added in order
+ * (parts 1: delta[i] itself, so the reference path's bits do not depend on this). */
+__device__ __forceinline__ float rms_delta(const float *d, int parts, size_t pstride, int i)
+{
+	float s = d[i];
+	for (int p = 1; p < parts; p++)
+		s += d[(size_t)p * pstride + i];
+	return s;
+}
+
+/* P: the delta's partial sums (1: delta itself), all loaded at once */
+template <int N, int P>
+__device__ __forceinline__ void rms_regs(float *x, const float *delta, size_t pstride,
+                                         const int32_t *rows, const uint16_t *w, int hidden,
+                                         float eps, uint16_t *out, float *sh)
 {
 	const int step = blockDim.x;
 	float wv[N], v[N];
@@ -106,12 +120,23 @@ __device__ __forceinline__ void rms_regs(float *x, const float *delta, const int
 	size_t src = rows ? (size_t)rows[r] : (size_t)r;
 	float *xr = x + src * hidden;
 	const float *dr = delta ? delta + src * hidden : xr; /* xr: loaded, not added */
+	float a[N], dp[P][N];
 #pragma unroll
 	for (int k = 0; k < N; k++) {
 		int i = threadIdx.x + k * step;
 		i = i < hidden ? i : threadIdx.x;
-		float a = xr[i], b = dr[i];
-		v[k] = delta ? a + b : a;
+		a[k] = xr[i];
+#pragma unroll
+		for (int p = 0; p < P; p++)
+			dp[p][k] = dr[(size_t)p * pstride + i];
+	}
+#pragma unroll
+	for (int k = 0; k < N; k++) {
+		float dv = dp[0][k]; /* rms_delta's order */
+#pragma unroll
+		for (int p = 1; p < P; p++)
+			dv += dp[p][k];
+		v[k] = delta ? a[k] + dv : a[k];
 	}
 	float ss = 0.0f;
 #pragma unroll
@@ -134,17 +159,18 @@ __device__ __forceinline__ void rms_regs(float *x, const float *delta, const int
 	}
 }
 
-__global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows, const uint16_t *w,
-                               int hidden, float eps, uint16_t *out)
+__global__ void rmsnorm_kernel(float *x, const float *delta, int parts, size_t pstride,
+                               const int32_t *rows, const uint16_t *w, int hidden, float eps,
+                               uint16_t *out)
 {
 	__shared__ float sh[32];
 	const int step = blockDim.x;
-	if (hidden <= 4 * step)
-		return rms_regs<4>(x, delta, rows, w, hidden, eps, out, sh);
-	if (hidden <= 8 * step)
-		return rms_regs<8>(x, delta, rows, w, hidden, eps, out, sh);
-	if (hidden <= 16 * step)
-		return rms_regs<16>(x, delta, rows, w, hidden, eps, out, sh);
+	if (parts == 1 && hidden <= 4 * step)
+		return rms_regs<4, 1>(x, delta, pstride, rows, w, hidden, eps, out, sh);
+	if (parts == 1 && hidden <= 8 * step)
+		return rms_regs<8, 1>(x, delta, pstride, rows, w, hidden, eps, out, sh);
+	if (parts == 1 && hidden <= 16 * step)
+		return rms_regs<16, 1>(x, delta, pstride, rows, w, hidden, eps, out, sh);
 	ds_grid_dep_wait();
 	int r = blockIdx.x;
 	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
@@ -161,7 +187,7 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 #pragma unroll
 		for (int b = 0; b < RMS_BATCH; b++) { /* past the row: reload i0, unused */
 			int i = i0 + b * step < hidden ? i0 + b * step : i0;
-			v[b] = dr ? xr[i] + dr[i] : xr[i];
+			v[b] = dr ? xr[i] + rms_delta(dr, parts, pstride, i) : xr[i];
 		}
 #pragma unroll
 		for (int b = 0; b < RMS_BATCH; b++) {
@@ -193,14 +219,48 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, const int32_t *rows
 	}
 }
 
+/* The delta as 2, 4 or 8 partial sums (the fast path's split-K GEMM partials; other counts
+ * take rmsnorm_kernel's loop): RMS_PARTS_THREADS threads a row, so a thread's elements of every
+ * part (4 a part at hidden 4096) are loaded at once; at 256 threads the 16 elements a thread
+ * loaded part after part, a round trip each, and the norm after the batch-32 down projection
+ * took 5.6 us against 3.2 (bench/results/gpu-20261201-6f1a7e4-parts). A batch-variant thread
+ * mapping: only the fast path sums partials. */
+#define RMS_PARTS_THREADS 1024
+
+__global__ void __launch_bounds__(RMS_PARTS_THREADS)
+    rmsnorm_parts_kernel(float *x, const float *delta, int parts, size_t pstride,
+                         const int32_t *rows, const uint16_t *w, int hidden, float eps,
+                         uint16_t *out)
+{
+	__shared__ float sh[32];
+	if (parts == 2)
+		return rms_regs<4, 2>(x, delta, pstride, rows, w, hidden, eps, out, sh);
+	if (parts == 4)
+		return rms_regs<4, 4>(x, delta, pstride, rows, w, hidden, eps, out, sh);
+	return rms_regs<4, 8>(x, delta, pstride, rows, w, hidden, eps, out, sh);
+}
+
+extern "C" cudaError_t ds_k_rmsnorm_parts_pdl(float *x, const float *delta, int parts,
+                                              size_t pstride, const int32_t *rows,
+                                              const uint16_t *w, int n_rows, int hidden, float eps,
+                                              uint16_t *out, int pdl, cudaStream_t st)
+{
+	if (n_rows <= 0)
+		return cudaSuccess;
+	if (parts < 1 || (parts > 1 && (!delta || pstride < (size_t)hidden)))
+		return cudaErrorInvalidValue;
+	if ((parts == 2 || parts == 4 || parts == 8) && hidden <= 4 * RMS_PARTS_THREADS)
+		return ds_launch(rmsnorm_parts_kernel, dim3(n_rows), dim3(RMS_PARTS_THREADS), 0, st,
+		                 pdl, x, delta, parts, pstride, rows, w, hidden, eps, out);
+	return ds_launch(rmsnorm_kernel, dim3(n_rows), dim3(ROW_THREADS), 0, st, pdl, x, delta,
+	                 parts, pstride, rows, w, hidden, eps, out);
+}
+
 extern "C" cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows,
                                         const uint16_t *w, int n_rows, int hidden, float eps,
                                         uint16_t *out, int pdl, cudaStream_t st)
 {
-	if (n_rows <= 0)
-		return cudaSuccess;
-	return ds_launch(rmsnorm_kernel, dim3(n_rows), dim3(ROW_THREADS), 0, st, pdl, x, delta,
-	                 rows, w, hidden, eps, out);
+	return ds_k_rmsnorm_parts_pdl(x, delta, 1, 0, rows, w, n_rows, hidden, eps, out, pdl, st);
 }
 
 extern "C" cudaError_t ds_k_rmsnorm(float *x, const float *delta, const int32_t *rows,

@@ -279,27 +279,31 @@ static int prof_ops(struct bench *b, const struct ds_cuda_path_ops *ops,
 	struct ds_err err;
 	pr->n = 0;
 	PROF_OP(pr, PROF_EMBED, CK(ds_k_embed(c->tok_embd, c->dm.ids, B, H, c->x, st)));
+	c->dlt_parts = 1;
 	for (int l = 0; l < nl; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
 		PROF_OP(pr, PROF_RMSNORM,
-		        CK(ds_k_rmsnorm(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, B, H,
-		                        cfg->rms_eps, c->h, st)));
+		        CK(ds_k_rmsnorm_parts_pdl(c->x, l ? c->dlt : NULL, l ? c->dlt_parts : 1,
+		                                  c->dlt_pstride, NULL, L->attn_norm, B, H,
+		                                  cfg->rms_eps, c->h, 0, st)));
 		PROF_OP(pr, PROF_QKV,
 		        PROF_CK_RV(ops->gemm(c, c->h, L->wqkv, c->big, B, qd + 2 * kvd, H, &err)));
 		PROF_OP(pr, PROF_ROPE,
 		        CK(ds_k_qkv_rope(c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs, tm, B,
 		                         d, c->q, kv, st)));
 		PROF_OP(pr, PROF_ATTN, PROF_CK_RV(ops->attention(c, p, kv, n_split, &err)));
+		c->dlt_parts = 1; /* as pass_layers: the GEMM may leave split-K partials */
 		PROF_OP(pr, PROF_O,
 		        PROF_CK_RV(ops->gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err)));
 		PROF_OP(pr, PROF_RMSNORM,
-		        CK(ds_k_rmsnorm(c->x, c->dlt, NULL, L->ffn_norm, B, H, cfg->rms_eps, c->h,
-		                        st)));
+		        CK(ds_k_rmsnorm_parts_pdl(c->x, c->dlt, c->dlt_parts, c->dlt_pstride, NULL,
+		                                  L->ffn_norm, B, H, cfg->rms_eps, c->h, 0, st)));
 		/* the activation as pass_layers forms it (gate/up with SiLU*mul fused, else
 		 * gate/up, then SiLU*mul alone or fused into the down projection) */
 		bool gu_done = false;
 		uint16_t *act = (uint16_t *)c->big;
+		c->dlt_parts = 1;
 		if (ops->gemm_gu_silu)
 			PROF_OP(pr, PROF_GU,
 			        PROF_CK_RV(ops->gemm_gu_silu(c, c->h, L->w_gu, act, B, F, H,
@@ -320,8 +324,8 @@ static int prof_ops(struct bench *b, const struct ds_cuda_path_ops *ops,
 		        PROF_CK_RV(ops->gemm(c, act, L->w_down, c->dlt, B, H, F, &err)));
 	}
 	PROF_OP(pr, PROF_RMSNORM,
-	        CK(ds_k_rmsnorm(c->x, c->dlt, c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps,
-	                        c->h, st)));
+	        CK(ds_k_rmsnorm_parts_pdl(c->x, c->dlt, c->dlt_parts, c->dlt_pstride, c->dm.out_tok,
+	                                  c->out_norm, p->R, H, cfg->rms_eps, c->h, 0, st)));
 	PROF_OP(pr, PROF_LM_HEAD,
 	        PROF_CK_RV(ops->gemm(c, c->h, c->lm_head, c->logits, p->R, V, H, &err)));
 	PROF_OP(pr, PROF_SAMPLE, CK(ds_cuda_sample(c, ops == &ds_cuda_fast_ops, p->R, 0)));
@@ -608,12 +612,14 @@ static int abl_launch(struct bench *b, int B, int mask)
 	int n_split = ds_cuda_fast_split(c, B, cfg->max_pos), pdl = c->fast.pdl;
 	struct ds_err err;
 	CK(ds_k_embed(c->tok_embd, c->dm.ids, B, H, c->x, st));
+	c->dlt_parts = 1;
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
 		if (mask & ABL_NORM)
-			CK(ds_k_rmsnorm_pdl(c->x, l ? c->dlt : NULL, NULL, L->attn_norm, B, H,
-			                    cfg->rms_eps, c->h, pdl, st));
+			CK(ds_k_rmsnorm_parts_pdl(c->x, l ? c->dlt : NULL, l ? c->dlt_parts : 1,
+			                          c->dlt_pstride, NULL, L->attn_norm, B, H,
+			                          cfg->rms_eps, c->h, pdl, st));
 		if ((mask & ABL_QKV) &&
 		    ds_cuda_fast_ops.gemm(c, c->h, L->wqkv, c->big, B, qd + 2 * kvd, H, &err) != DS_OK)
 			return 1;
@@ -627,12 +633,14 @@ static int abl_launch(struct bench *b, int B, int mask)
 		if ((mask & ABL_ATTN) && !fused &&
 		    ds_cuda_fast_ops.attention(c, &p, kv, n_split, &err) != DS_OK)
 			return 1;
+		c->dlt_parts = 1; /* as pass_layers: the GEMM may leave split-K partials */
 		if ((mask & ABL_O) &&
 		    ds_cuda_fast_ops.gemm(c, c->att, L->wo, c->dlt, B, H, qd, &err) != DS_OK)
 			return 1;
 		if (mask & ABL_NORM)
-			CK(ds_k_rmsnorm_pdl(c->x, c->dlt, NULL, L->ffn_norm, B, H, cfg->rms_eps, c->h,
-			                    pdl, st));
+			CK(ds_k_rmsnorm_parts_pdl(c->x, c->dlt, c->dlt_parts, c->dlt_pstride, NULL,
+			                          L->ffn_norm, B, H, cfg->rms_eps, c->h, pdl, st));
+		c->dlt_parts = 1;
 		if ((mask & ABL_GU) &&
 		    ds_cuda_fast_ops.gemm(c, c->h, L->w_gu, c->big, B, 2 * F, H, &err) != DS_OK)
 			return 1;
@@ -641,8 +649,8 @@ static int abl_launch(struct bench *b, int B, int mask)
 			return 1;
 	}
 	if (mask & ABL_HEAD) {
-		CK(ds_k_rmsnorm_pdl(c->x, c->dlt, c->dm.out_tok, c->out_norm, B, H, cfg->rms_eps,
-		                    c->h, pdl, st));
+		CK(ds_k_rmsnorm_parts_pdl(c->x, c->dlt, c->dlt_parts, c->dlt_pstride, c->dm.out_tok,
+		                          c->out_norm, B, H, cfg->rms_eps, c->h, pdl, st));
 		if (ds_cuda_fast_ops.gemm(c, c->h, c->lm_head, c->logits, B, cfg->vocab_size, H,
 		                          &err) != DS_OK)
 			return 1;

@@ -83,12 +83,23 @@ void gt_gemm_check(const float *C, const double *ref, const double *sabs, int M,
 void gt_rmsnorm_run(const float *x, const float *dl, const int32_t *rows, const uint16_t *w,
                     int n_x, int n_rows, int hidden, float eps, uint16_t *out, float *xg)
 {
+	gt_rmsnorm_parts_run(x, dl, 1, rows, w, n_x, n_rows, hidden, eps, out, xg);
+}
+
+void gt_rmsnorm_parts_run(const float *x, const float *dl, int parts, const int32_t *rows,
+                          const uint16_t *w, int n_x, int n_rows, int hidden, float eps,
+                          uint16_t *out, float *xg)
+{
 	size_t nx = (size_t)n_x * hidden, on = (size_t)n_rows * hidden * 2;
-	float *dx = to_dev(x, nx * 4), *dd = dl ? to_dev(dl, nx * 4) : NULL;
+	float *dx = to_dev(x, nx * 4), *dd = dl ? to_dev(dl, nx * parts * 4) : NULL;
 	uint16_t *dw = to_dev(w, (size_t)hidden * 2);
 	int32_t *drows = rows ? to_dev(rows, (size_t)n_rows * 4) : NULL;
 	uint16_t *dout = dev_alloc_guarded(on);
-	CK(ds_k_rmsnorm(dx, dd, drows, dw, n_rows, hidden, eps, dout, 0));
+	if (parts == 1)
+		CK(ds_k_rmsnorm(dx, dd, drows, dw, n_rows, hidden, eps, dout, 0));
+	else
+		CK(ds_k_rmsnorm_parts_pdl(dx, dd, parts, nx, drows, dw, n_rows, hidden, eps, dout,
+		                          0, 0));
 	CK(cudaDeviceSynchronize());
 	from_dev(out, dout, on);
 	from_dev(xg, dx, nx * 4);

@@ -46,5 +46,10 @@ void gt_gemm_check(const float *C, const double *ref, const double *sabs, int M,
  * downloaded; fails the test on a CUDA error or a write past out. */
 void gt_rmsnorm_run(const float *x, const float *dl, const int32_t *rows, const uint16_t *w,
                     int n_x, int n_rows, int hidden, float eps, uint16_t *out, float *xg);
+/* The same with dl as `parts` partial deltas of (n_x, hidden), one after another
+ * (ds_k_rmsnorm_parts_pdl; parts 1: ds_k_rmsnorm). */
+void gt_rmsnorm_parts_run(const float *x, const float *dl, int parts, const int32_t *rows,
+                          const uint16_t *w, int n_x, int n_rows, int hidden, float eps,
+                          uint16_t *out, float *xg);
 
 #endif

@@ -66,13 +66,48 @@ static void test_embed(void **state)
 	embed_case(50, 4096);
 }
 
-static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
+/* The kernel's reduction, replayed in the same order on the CPU: thread t of nt (256, or 1024
+ * for 2, 4 or 8 partial deltas at hidden <= 4096: rows.cu's RMS_PARTS_THREADS) adds its elements
+ * t, t + nt, ... by fmaf into its sum, each warp's 32 sums meet in the shuffle butterfly
+ * (offsets 16 down to 1), then the warp sums (padded with zeros to 32) the same way. Every form
+ * of the kernel (registers, loop, partials) must give these bits. */
+static void twin_butterfly(float *l)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		float n[32];
+		for (int j = 0; j < 32; j++)
+			n[j] = l[j] + l[j ^ o];
+		memcpy(l, n, sizeof(n));
+	}
+}
+
+static float twin_rms_inv(const float *v, int hidden, float eps, int nt)
+{
+	float ws[32] = {0};
+	for (int w = 0; w < nt / 32; w++) {
+		float l[32];
+		for (int j = 0; j < 32; j++) {
+			float s = 0.0f;
+			for (int i = w * 32 + j; i < hidden; i += nt)
+				s = fmaf(v[i], v[i], s);
+			l[j] = s;
+		}
+		twin_butterfly(l);
+		ws[w] = l[0];
+	}
+	twin_butterfly(ws);
+	return 1.0f / sqrtf(ws[0] / (float)hidden + eps);
+}
+
+/* parts > 1: the delta as that many partial sums (the fast path's split-K GEMM partials), added
+ * in order before the residual add */
+static void rmsnorm_case_parts(int n_x, int hidden, bool delta, bool gather, int parts)
 {
 	size_t nx = (size_t)n_x * hidden;
-	float *x = malloc(nx * 4), *dl = malloc(nx * 4), *xg = malloc(nx * 4);
+	float *x = malloc(nx * 4), *dl = malloc(nx * parts * 4), *xg = malloc(nx * 4);
 	uint16_t *w = malloc((size_t)hidden * 2);
 	fill_f32(x, nx, 11 + hidden, 3.0f);
-	fill_f32(dl, nx, 12 + hidden, 1.0f);
+	fill_f32(dl, nx * parts, 12 + hidden, 1.0f);
 	fill_bf16(w, hidden, 13, 1.5f);
 	int n_rows = gather ? (n_x + 1) / 2 : n_x;
 	int32_t *rows = malloc((size_t)n_rows * 4);
@@ -81,8 +116,8 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 	if (gather && n_rows > 1)
 		rows[n_rows - 1] = -1; /* a padding row: zero output, x untouched */
 	uint16_t *out = malloc((size_t)n_rows * hidden * 2);
-	gt_rmsnorm_run(x, delta ? dl : NULL, gather ? rows : NULL, w, n_x, n_rows, hidden, 1e-5f,
-	               out, xg);
+	gt_rmsnorm_parts_run(x, delta ? dl : NULL, parts, gather ? rows : NULL, w, n_x, n_rows,
+	                     hidden, 1e-5f, out, xg);
 	for (int r = 0; r < n_rows; r++) {
 		if (rows[r] < 0) {
 			for (int i = 0; i < hidden; i++)
@@ -91,17 +126,30 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 		}
 		float *xr = x + (size_t)rows[r] * hidden;
 		if (delta)
-			for (int i = 0; i < hidden; i++)
-				xr[i] = xr[i] + dl[(size_t)rows[r] * hidden + i];
+			for (int i = 0; i < hidden; i++) {
+				float dv = dl[(size_t)rows[r] * hidden + i];
+				for (int p = 1; p < parts; p++)
+					dv += dl[(size_t)p * nx + (size_t)rows[r] * hidden + i];
+				xr[i] = xr[i] + dv;
+			}
 		double ss = 0;
 		for (int i = 0; i < hidden; i++)
 			ss += (double)xr[i] * xr[i];
 		float inv = (float)(1.0 / sqrt(ss / hidden + 1e-5));
+		bool wide = (parts == 2 || parts == 4 || parts == 8) && hidden <= 4096;
+		float tinv = twin_rms_inv(xr, hidden, 1e-5f, wide ? 1024 : 256);
 		for (int i = 0; i < hidden; i++) {
 			uint16_t ref = ds_f32_to_bf16(xr[i] * inv * bf(w[i]));
 			if (!bf16_close(ref, out[(size_t)r * hidden + i], 1))
 				fail_msg("rmsnorm %dx%d row %d col %d: %g vs %g", n_x, hidden, r, i,
 				         bf(ref), bf(out[(size_t)r * hidden + i]));
+			float p = xr[i] * tinv;
+			uint16_t twin = ds_f32_to_bf16(p * bf(w[i]));
+			if (twin != out[(size_t)r * hidden + i])
+				fail_msg(
+				    "rmsnorm %dx%d row %d col %d: 0x%04x, the kernel's order gives "
+				    "0x%04x",
+				    n_x, hidden, r, i, out[(size_t)r * hidden + i], twin);
 		}
 	}
 	assert_memory_equal(x, xg, nx * 4); /* residual add is exact and lands in x */
@@ -111,6 +159,11 @@ static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
 	free(w);
 	free(rows);
 	free(out);
+}
+
+static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)
+{
+	rmsnorm_case_parts(n_x, hidden, delta, gather, 1);
 }
 
 static void test_rmsnorm(void **state)
@@ -124,6 +177,10 @@ static void test_rmsnorm(void **state)
 	 * elements the kernel's loop form */
 	rmsnorm_case(4, 1500, true, false);
 	rmsnorm_case(3, 9001, true, true);
+	/* split-K partials: 2, 4 and 8 parts, both forms, with a gather */
+	rmsnorm_case_parts(8, 4096, true, false, 2);
+	rmsnorm_case_parts(5, 1000, true, true, 8);
+	rmsnorm_case_parts(3, 9001, true, true, 4);
 }
 
 static void test_silu_mul(void **state)
