@@ -10,6 +10,9 @@
 #include "pdl.cuh"
 #include "silu.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define ROW_THREADS 256
 
 /* Fixed-order block sum: each warp reduces by a shuffle tree, then warp 0 reduces the warp
@@ -161,15 +164,16 @@ __device__ __forceinline__ void rms_regs(float *x, const float *delta, size_t ps
 
 __global__ void rmsnorm_kernel(float *x, const float *delta, int parts, size_t pstride,
                                const int32_t *rows, const uint16_t *w, int hidden, float eps,
-                               uint16_t *out)
+                               uint16_t *out, int loop)
 {
 	__shared__ float sh[32];
 	const int step = blockDim.x;
-	if (parts == 1 && hidden <= 4 * step)
+	bool regs = !loop && parts == 1; /* loop: the loop form (DS_RMSNORM_LOOP=1) */
+	if (regs && hidden <= 4 * step)
 		return rms_regs<4, 1>(x, delta, pstride, rows, w, hidden, eps, out, sh);
-	if (parts == 1 && hidden <= 8 * step)
+	if (regs && hidden <= 8 * step)
 		return rms_regs<8, 1>(x, delta, pstride, rows, w, hidden, eps, out, sh);
-	if (parts == 1 && hidden <= 16 * step)
+	if (regs && hidden <= 16 * step)
 		return rms_regs<16, 1>(x, delta, pstride, rows, w, hidden, eps, out, sh);
 	ds_grid_dep_wait();
 	int r = blockIdx.x;
@@ -221,10 +225,11 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, int parts, size_t p
 
 /* The delta as 2, 4 or 8 partial sums (the fast path's split-K GEMM partials; other counts
  * take rmsnorm_kernel's loop): RMS_PARTS_THREADS threads a row, so a thread's elements of every
- * part (4 a part at hidden 4096) are loaded at once; at 256 threads the 16 elements a thread
- * loaded part after part, a round trip each, and the norm after the batch-32 down projection
- * took 5.6 us against 3.2 (bench/results/gpu-20261201-6f1a7e4-parts). A batch-variant thread
- * mapping: only the fast path sums partials. */
+ * part (4 a part at hidden 4096) are loaded at once. At 256 threads, its 16 elements loaded
+ * part after part (a round trip each), the norm after the batch-32 down projection took 5.6 us
+ * of the decode step (bench/results/gpu-20261201-ab90e53-parts256) against 3.2 without partials
+ * (gpu-20261201-30f03fb-rmsregs); this kernel 3.5 (gpu-20261201-ab90e53-parts). A batch-variant
+ * thread mapping: only the fast path sums partials. */
 #define RMS_PARTS_THREADS 1024
 
 __global__ void __launch_bounds__(RMS_PARTS_THREADS)
@@ -252,8 +257,11 @@ extern "C" cudaError_t ds_k_rmsnorm_parts_pdl(float *x, const float *delta, int 
 	if ((parts == 2 || parts == 4 || parts == 8) && hidden <= 4 * RMS_PARTS_THREADS)
 		return ds_launch(rmsnorm_parts_kernel, dim3(n_rows), dim3(RMS_PARTS_THREADS), 0, st,
 		                 pdl, x, delta, parts, pstride, rows, w, hidden, eps, out);
+	/* DS_RMSNORM_LOOP=1: the loop form at every size (the same bits; for timing the forms) */
+	const char *lf = getenv("DS_RMSNORM_LOOP");
+	int loop = lf && strcmp(lf, "1") == 0;
 	return ds_launch(rmsnorm_kernel, dim3(n_rows), dim3(ROW_THREADS), 0, st, pdl, x, delta,
-	                 parts, pstride, rows, w, hidden, eps, out);
+	                 parts, pstride, rows, w, hidden, eps, out, loop);
 }
 
 extern "C" cudaError_t ds_k_rmsnorm_pdl(float *x, const float *delta, const int32_t *rows,

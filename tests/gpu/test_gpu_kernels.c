@@ -177,6 +177,12 @@ static void test_rmsnorm(void **state)
 	 * elements the kernel's loop form */
 	rmsnorm_case(4, 1500, true, false);
 	rmsnorm_case(3, 9001, true, true);
+	/* the loop form at the register form's sizes (DS_RMSNORM_LOOP=1): the same bits (the
+	 * twin check) */
+	assert_int_equal(setenv("DS_RMSNORM_LOOP", "1", 1), 0);
+	rmsnorm_case(7, 4096, true, false);
+	rmsnorm_case(33, 1000, true, true);
+	assert_int_equal(unsetenv("DS_RMSNORM_LOOP"), 0);
 	/* split-K partials: 2, 4 and 8 parts, both forms, with a gather */
 	rmsnorm_case_parts(8, 4096, true, false, 2);
 	rmsnorm_case_parts(5, 1000, true, true, 8);
