@@ -74,9 +74,7 @@ struct ds_cuda_pick {
 	int M_timed; /* the M the candidates were timed at */
 	/* best time of each candidate family at M_timed, L2 flushed before each run (ms;
 	 * INFINITY where not a candidate); kind/variant is the argmin. silu picks: ms_skinny is
-	 * the best fused variant, ms_split ds_k_silu_mul plus the plain pick, timed together.
-	 * ms_parts: the best split-K partials form, with the RMSNorm that adds its partials
-	 * (ds_cuda_fast.parts_norm) */
+	 * the best fused variant, ms_split ds_k_silu_mul plus the plain pick, timed together */
 	float ms_lt, ms_gemv, ms_skinny, ms_split, ms_parts, ms_best;
 	int skinny_best;                        /* fastest skinny variant */
 	float ms_variant[DS_K_SKINNY_VARIANTS]; /* every skinny (silu: fused) variant's time */
@@ -87,7 +85,7 @@ struct ds_cuda_pick {
  * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
  * iterations of weights they stage before the wait (stage); and the fused decode layers (mega:
  * every layer in one kernel, kernels/mega.cu), with PDL on or off for the kernels after it. */
-#define DS_CUDA_N_STEP_CFGS 21
+#define DS_CUDA_N_STEP_CFGS 20
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
@@ -111,9 +109,8 @@ struct ds_cuda_fast {
 	int n_picks, next_pick_evict;
 	/* GEMMs into the RMSNorm's delta may write split-K partials that the RMSNorm sums (no
 	 * reduce kernel): cuBLASLt over K slices as a strided batch, timed against the other
-	 * candidates (DS_FAST_LT_PARTS=0: off), with the RMSNorm that adds them (parts_norm;
-	 * DS_FAST_LT_PARTS=gemm: the GEMMs alone). parts: the tuned (M, N, K, slices) algorithms */
-	bool lt_parts, parts_norm;
+	 * candidates (DS_FAST_LT_PARTS=0: off). parts: the tuned (M, N, K, slices) algorithms */
+	bool lt_parts;
 	struct ds_cuda_parts_algo parts[DS_CUDA_PARTS_CACHE];
 	int n_parts;
 	/* skinny GEMM and GEMV are timed candidates per shape (DS_CUDA_SKINNY=0 or off: untimed,

@@ -565,48 +565,13 @@ static bool parts_check_ok(struct ds_cuda_ctx *c, const struct cand_check *chk, 
 	return ok;
 }
 
-static enum ds_status gu_scratch(struct ds_cuda_ctx *c, size_t n, struct ds_err *err);
-
-/* One timed unit of the partials form: the GEMM's s partials (p, algo; s 1 with p NULL: none,
- * the RMSNorm alone on C as the plain pick leaves it), then the RMSNorm that adds them, on
- * scratch x and output (xs: M * N floats, os after it), with the first N elements of W as its
- * weights: the RMSNorm's cost grows with s, so a candidate is timed with it. */
-struct parts_unit {
-	struct lt_plan *p;
-	const cublasLtMatmulAlgo_t *algo;
-	const uint16_t *A, *W;
-	float *C, *xs;
-	uint16_t *os;
-	int M, N, s;
-};
-
-static cudaError_t parts_unit_launch(struct ds_cuda_ctx *c, void *arg)
-{
-	const struct parts_unit *u = arg;
-	if (u->p) {
-		struct lt_call x = {u->p, u->algo, u->A, u->W, u->C};
-		cudaError_t e = lt_call_launch(c, &x);
-		if (e != cudaSuccess)
-			return e;
-	}
-	return ds_k_rmsnorm_parts_pdl(u->xs, u->C, u->s, (size_t)u->M * u->N, NULL, u->W, u->M,
-	                              u->N, 1e-5f, u->os, 0, c->stream);
-}
-
-static float parts_unit_time(struct ds_cuda_ctx *c, struct parts_unit *u)
-{
-	return ds_cuda_time_best(c, parts_unit_launch, u, 4, c->fast.workspace, c->fast.ws_bytes);
-}
-
 /* Tunes the partials form of (M, N, K) in s slices into *p (made here): cuBLASLt's candidates
  * for the strided batch, each timed like the plain ones (L2 flushed) on the call's buffers (C
- * holds s * M * N floats), with the RMSNorm after it when u is given (u->xs set), and checked
- * against chk; the fastest in *algo, its time returned (INFINITY, *p destroyed: cuBLASLt has
- * none, or none agrees). */
+ * holds s * M * N floats) and checked against chk; the fastest in *algo, its time returned
+ * (INFINITY, *p destroyed: cuBLASLt has none, or none agrees). */
 static float parts_tune(struct ds_cuda_ctx *c, struct lt_plan *p, int M, int N, int K, int s,
                         const uint16_t *A, const uint16_t *W, float *C,
-                        const struct cand_check *chk, struct parts_unit *u,
-                        cublasLtMatmulAlgo_t *algo)
+                        const struct cand_check *chk, cublasLtMatmulAlgo_t *algo)
 {
 	struct ds_cuda_fast *f = &c->fast;
 	struct ds_err err;
@@ -616,15 +581,7 @@ static float parts_tune(struct ds_cuda_ctx *c, struct lt_plan *p, int M, int N, 
 	if (plan_make_parts(p, M, N, K, s, &err) == DS_OK &&
 	    lt_heuristic(f, p, AUTOTUNE_CANDIDATES, res, &n_res) == CUBLAS_STATUS_SUCCESS) {
 		for (int r = 0; r < n_res; r++) {
-			float t;
-			if (u->xs) {
-				u->p = p;
-				u->algo = &res[r].algo;
-				u->s = s;
-				t = parts_unit_time(c, u);
-			} else {
-				t = lt_time(c, p, &res[r].algo, A, W, C);
-			}
+			float t = lt_time(c, p, &res[r].algo, A, W, C);
 			if (f->lt_log)
 				lt_log_candidate(M, N, K / s, r, &res[r].algo, t);
 			if (t < best && parts_check_ok(c, chk, C, s)) {
@@ -640,9 +597,7 @@ static float parts_tune(struct ds_cuda_ctx *c, struct lt_plan *p, int M, int N, 
 
 /* pk (a pick into the RMSNorm's delta) takes the split-K partials form where it beats the
  * candidates timed so far: 2, 4 and 8 slices of K (each a multiple of 64) are tuned, the fastest
- * kept in a parts slot (none when the cache is full). Each partials candidate is timed with the
- * RMSNorm that adds its partials, against the best so far plus that RMSNorm on one part
- * (DS_FAST_LT_PARTS=gemm: the GEMMs alone, as first measured). */
+ * kept in a parts slot (none when the cache is full). */
 static void pick_time_parts(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W, float *C,
                             const struct cand_check *chk, struct ds_cuda_pick *pk)
 {
@@ -650,14 +605,6 @@ static void pick_time_parts(struct ds_cuda_ctx *c, const uint16_t *A, const uint
 	int M = pk->M_timed, N = pk->N, K = pk->K;
 	if (f->n_parts >= DS_CUDA_PARTS_CACHE)
 		return;
-	struct parts_unit u = {.A = A, .W = W, .C = C, .M = M, .N = N, .s = 1};
-	float base = pk->ms_best;
-	struct ds_err err;
-	if (f->parts_norm && gu_scratch(c, (size_t)M * N * 6, &err) == DS_OK) {
-		u.xs = (float *)(void *)f->gu_scratch;
-		u.os = (uint16_t *)(void *)(u.xs + (size_t)M * N);
-		base += parts_unit_time(c, &u); /* the RMSNorm on the plain pick's output */
-	}
 	struct lt_plan best = {0}, p;
 	cublasLtMatmulAlgo_t best_algo, algo;
 	memset(&best_algo, 0, sizeof(best_algo));
@@ -665,7 +612,7 @@ static void pick_time_parts(struct ds_cuda_ctx *c, const uint16_t *A, const uint
 		if (K % s != 0 || (K / s) % 64 != 0)
 			continue;
 		memset(&p, 0, sizeof(p));
-		float t = parts_tune(c, &p, M, N, K, s, A, W, C, chk, &u, &algo);
+		float t = parts_tune(c, &p, M, N, K, s, A, W, C, chk, &algo);
 		if (!(t < pk->ms_parts)) {
 			plan_destroy(&p);
 			continue;
@@ -676,7 +623,7 @@ static void pick_time_parts(struct ds_cuda_ctx *c, const uint16_t *A, const uint
 		pk->ms_parts = t;
 		pk->parts = s;
 	}
-	if (!(pk->ms_parts < base)) {
+	if (!(pk->ms_parts < pk->ms_best)) {
 		plan_destroy(&best);
 		pk->parts = 1;
 		return;
@@ -684,9 +631,7 @@ static void pick_time_parts(struct ds_cuda_ctx *c, const uint16_t *A, const uint
 	int i = f->n_parts++;
 	*parts_plan_of(c, i) = best;
 	f->parts[i] = (struct ds_cuda_parts_algo){M, N, K, pk->parts, true, best_algo};
-	/* with parts_norm: the partials GEMM plus what its RMSNorm costs over a one-part one, so
-	 * that ms_best stays comparable with the other picks' GEMM times */
-	pk->ms_best = pk->ms_parts - (base - pk->ms_best);
+	pk->ms_best = pk->ms_parts;
 	pk->kind = DS_CUDA_GEMM_LT_PARTS;
 	pk->variant = i;
 }
@@ -1341,7 +1286,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->lt_log = ll && strcmp(ll, "1") == 0;
 	const char *lp = getenv("DS_FAST_LT_PARTS");
 	f->lt_parts = !(lp && strcmp(lp, "0") == 0);
-	f->parts_norm = !(lp && strcmp(lp, "gemm") == 0);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)

@@ -17,9 +17,7 @@
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
  * or 3 iterations of weights before their wait; the fused layers; then four of those with the
  * decode attention merging its own splits (attn_merge) instead of the combine kernel, which on
- * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace); and the
- * merge with PDL off, whose form without the merge batch 8 kept most often in the twenty-fifth
- * session's calls (the combine kernel took 2.1-3.2 us a layer there). */
+ * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace). */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
     {true, true, true, 0, false, false},   {false, true, true, 0, false, false},
     {true, false, true, 0, false, false},  {false, false, true, 0, false, false},
@@ -30,8 +28,7 @@ const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
     {true, true, false, 2, false, false},  {true, true, false, 3, false, false},
     {true, true, true, 0, true, false},    {true, false, true, 0, true, false},
     {true, true, true, 0, false, true},    {false, true, true, 0, false, true},
-    {true, true, true, 2, false, true},    {true, true, true, 3, false, true},
-    {true, false, true, 0, false, true}};
+    {true, true, true, 2, false, true},    {true, true, true, 3, false, true}};
 
 static cudaError_t graph_launch_fn(struct ds_cuda_ctx *c, void *arg)
 {
