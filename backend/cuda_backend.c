@@ -56,13 +56,7 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 		                                   c->dlt_pstride, NULL, L->attn_norm, T, H,
 		                                   cfg->rms_eps, c->h, pdl, st),
 		            err);
-		/* the q/k/v GEMM may leave split-K partials in big when the fused attention
-		 * epilogue, which adds them, reads it */
-		c->big_parts = 1;
-		c->big_sums = ops->qkv_fused && ops->qkv_fused(c, p);
-		rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err);
-		c->big_sums = false;
-		if (rv != DS_OK)
+		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
 		bool fused = false;
 		if (ops->attention_qkv &&

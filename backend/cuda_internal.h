@@ -109,10 +109,8 @@ struct ds_cuda_fast {
 	int n_picks, next_pick_evict;
 	/* GEMMs into the RMSNorm's delta may write split-K partials that the RMSNorm sums (no
 	 * reduce kernel): cuBLASLt over K slices as a strided batch, timed against the other
-	 * candidates (DS_FAST_LT_PARTS=0: off). So may the q/k/v GEMM when the fused decode
-	 * attention, whose epilogue adds them, reads its output (qkv_parts; DS_FAST_LT_PARTS=norm:
-	 * the RMSNorm's delta only). parts: the tuned (M, N, K, slices) algorithms */
-	bool lt_parts, qkv_parts;
+	 * candidates (DS_FAST_LT_PARTS=0: off). parts: the tuned (M, N, K, slices) algorithms */
+	bool lt_parts;
 	struct ds_cuda_parts_algo parts[DS_CUDA_PARTS_CACHE];
 	int n_parts;
 	/* skinny GEMM and GEMV are timed candidates per shape (DS_CUDA_SKINNY=0 or off: untimed,
@@ -253,12 +251,6 @@ struct ds_cuda_ctx {
 	 * itself); set to 1 before each such GEMM (cuda_backend.c's pass_layers) */
 	int dlt_parts;
 	size_t dlt_pstride;
-	/* the same for big as the q/k/v GEMM leaves it (big_parts), which may write partials
-	 * only when big_sums is set: the fused decode attention's epilogue, which adds them,
-	 * reads it (cuda_backend.c's pass_layers sets it around that GEMM) */
-	bool big_sums;
-	int big_parts;
-	size_t big_pstride;
 	float *big;    /* (cap_tokens, max(qkv_dim, 2 ffn)) */
 	uint16_t *h;   /* (cap_tokens, max(hidden, ffn)) bf16 GEMM input */
 	uint16_t *q;   /* (cap_tokens, q_dim) */
@@ -327,8 +319,6 @@ struct ds_cuda_path_ops {
 	enum ds_status (*attention_qkv)(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
 	                                const struct ds_cuda_layer *L, uint16_t *kv, int n_split,
 	                                bool *done, struct ds_err *err);
-	/* optional: whether attention_qkv will run for pass p (set *done) */
-	bool (*qkv_fused)(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p);
 };
 
 extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c */

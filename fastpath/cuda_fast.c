@@ -529,14 +529,11 @@ static void pick_prefer_skinny(struct ds_cuda_pick *pk, int kind)
 
 /* ---- split-K partials that the next RMSNorm sums ---- */
 
-/* Whether a GEMM of M rows into C may leave split-K partials there: C is the RMSNorm's delta,
- * or big while the fused decode attention is to read it (c->big_sums), and holds 8 partials of
- * M rows. */
+/* Whether a GEMM of M rows into C may leave split-K partials there: C is the RMSNorm's delta
+ * and holds 8 partials of M rows. */
 static bool gemm_sums(const struct ds_cuda_ctx *c, const float *C, int M)
 {
-	return c->fast.lt_parts &&
-	       (C == c->dlt || (C == c->big && c->big_sums && c->fast.qkv_parts)) &&
-	       (size_t)8 * M <= (size_t)c->cap_tokens;
+	return c->fast.lt_parts && C == c->dlt && (size_t)8 * M <= (size_t)c->cap_tokens;
 }
 
 static struct lt_plan *parts_plan_of(struct ds_cuda_ctx *c, int i)
@@ -721,13 +718,8 @@ static bool parts_gemm(struct ds_cuda_ctx *c, int i, const uint16_t *A, const ui
 	          ? DS_OK
 	          : ds_errf(err, DS_ERR_DEVICE, "cublasLt: partials GEMM M=%d N=%d K=%d: status %d",
 	                    M, N, K, (int)s);
-	if (C == c->big) {
-		c->big_parts = pa->s;
-		c->big_pstride = (size_t)M * N;
-	} else {
-		c->dlt_parts = pa->s;
-		c->dlt_pstride = (size_t)M * N;
-	}
+	c->dlt_parts = pa->s;
+	c->dlt_pstride = (size_t)M * N;
 	return true;
 }
 
@@ -750,7 +742,7 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	}
 	if (kind == DS_CUDA_GEMM_LT_PARTS) {
 		enum ds_status rv = DS_OK;
-		if (gemm_sums(c, C, M) && parts_gemm(c, v, A, W, C, M, N, K, err, &rv))
+		if (parts_gemm(c, v, A, W, C, M, N, K, err, &rv))
 			return rv;
 		kind = DS_CUDA_GEMM_LT;
 	}
@@ -1083,15 +1075,6 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 /* Decode passes on the tensor-core variant: the q/k/v epilogue runs inside the attention kernel
  * (ds_k_attn_decode_qkv: the same bits as ds_k_qkv_rope followed by that variant, one kernel
  * boundary fewer per layer). */
-static bool fast_qkv_fused(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p)
-{
-	int variant = fast_decode_variant(getenv("DS_FAST_ATTN"));
-	return c->fast.fuse_qkv && pass_one_row_per_seq(p) &&
-	       ds_k_attn_decode_supported(ds_cuda_dims(c)) &&
-	       (variant == DS_K_ATTN_DECODE_MMA || variant == DS_K_ATTN_DECODE_MMA_BLOCK ||
-	        variant == DS_K_ATTN_DECODE_MMA_BULK);
-}
-
 static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p,
                                          const struct ds_cuda_layer *L, uint16_t *kv,
                                          int n_split, bool *done, struct ds_err *err)
@@ -1100,15 +1083,15 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	struct ds_k_dims d = ds_cuda_dims(c);
 	int variant = fast_decode_variant(getenv("DS_FAST_ATTN"));
 	*done = false;
-	if (!fast_qkv_fused(c, p))
+	if (!c->fast.fuse_qkv || !pass_one_row_per_seq(p) || !ds_k_attn_decode_supported(d) ||
+	    (variant != DS_K_ATTN_DECODE_MMA && variant != DS_K_ATTN_DECODE_MMA_BLOCK &&
+	     variant != DS_K_ATTN_DECODE_MMA_BULK))
 		return DS_OK;
 	int split = 1;
 	enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 	if (rv != DS_OK)
 		return rv;
-	/* big as the q/k/v GEMM left it: c->big_parts partial sums, or the product */
-	struct ds_k_qkv_epi e = {c->big,     L->bqkv,      L->q_norm,     L->k_norm,
-	                         c->rope_cs, c->big_parts, c->big_pstride};
+	struct ds_k_qkv_epi e = {c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs};
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
 	                                 c->att, attn_counters(c, p), variant, c->fast.pdl,
 	                                 c->stream),
@@ -1123,7 +1106,6 @@ const struct ds_cuda_path_ops ds_cuda_fast_ops = {
     .gemm_silu = fast_gemm_silu,
     .gemm_gu_silu = fast_gemm_gu_silu,
     .attention_qkv = fast_attention_qkv,
-    .qkv_fused = fast_qkv_fused,
 };
 
 int ds_cuda_fast_split(const struct ds_cuda_ctx *c, int T, int max_len)
@@ -1304,7 +1286,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->lt_log = ll && strcmp(ll, "1") == 0;
 	const char *lp = getenv("DS_FAST_LT_PARTS");
 	f->lt_parts = !(lp && strcmp(lp, "0") == 0);
-	f->qkv_parts = !(lp && strcmp(lp, "norm") == 0);
 	const char *gt = getenv("DS_FAST_GRAPH_TUNE");
 	f->graph_tune = !(gt && strcmp(gt, "0") == 0);
 	for (int i = 0; i < DS_CUDA_N_BUCKETS; i++)

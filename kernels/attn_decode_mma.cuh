@@ -210,17 +210,6 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
 		float *buf = ep + hh * D;
 		for (int i = lane; i < D; i += 32) {
 			float v = src[i];
-			if (e.parts > 1) {
-				/* the partials, in order: every load issued (a later part than
-				 * there are reloads the last), the adds selected */
-				float x[DS_K_QKV_MAX_PARTS];
-#pragma unroll
-				for (int p = 1; p < DS_K_QKV_MAX_PARTS; p++)
-					x[p] = src[(size_t)min(p, e.parts - 1) * e.pstride + i];
-#pragma unroll
-				for (int p = 1; p < DS_K_QKV_MAX_PARTS; p++)
-					v = p < e.parts ? v + x[p] : v;
-			}
 			if (e.bias)
 				v = __fadd_rn(v, ds_bf16_to_f32(e.bias[h * D + i]));
 			buf[i] = v;

@@ -288,12 +288,7 @@ struct ds_k_qkv_epi {
 	const float *qkv;
 	const uint16_t *bias, *q_norm, *k_norm;
 	const float *cs;
-	/* qkv as `parts` partial sums (the fast path's split-K GEMM partials) pstride floats
-	 * apart, added in order; 0 or 1: qkv itself */
-	int parts;
-	size_t pstride;
 };
-#define DS_K_QKV_MAX_PARTS 8 /* ds_k_qkv_epi.parts at most */
 /* The MMA variant with ds_k_qkv_rope fused in (decode rows only): each block forms its row's
  * q heads, key and value from ep itself (the same arithmetic, so the same bits as
  * ds_k_qkv_rope then ds_k_attn_decode_v(MMA)), the block holding a row's own position writes

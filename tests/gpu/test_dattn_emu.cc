@@ -161,7 +161,7 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, form k
 	std::vector<unsigned> cnt((size_t)NROW * d.n_kv, 0);
 	ds_k_tokmeta tm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	float qscale = DA_LOG2E / sqrtf((float)D);
-	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, 0, 0};
+	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
 	const uint16_t *qp = f.q.data(), *kvp = f.kv.data();
 	uint16_t *op = out.data();
 	float *pp = part.data();
@@ -266,10 +266,8 @@ static void host_epi_head(const float *src, const uint16_t *bias, const uint16_t
 
 /* The fused kernel against the host epilogue followed by the unfused mma kernel: the same output
  * bits and the same cache (the own K/V written once, nothing else touched). Block tables are
- * private per row here, as in serving (a decode position is never in a shared block). parts >
- * 1: the kernel reads q/k/v as that many partial sums (the fast path's split-K GEMM partials),
- * the reference their sum in order. */
-template <int D, int G> static void run_fused(int n_kv, int nz, bool extras, int parts = 1)
+ * private per row here, as in serving (a decode position is never in a shared block). */
+template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
 {
 	fix f = fix_make(n_kv * G, n_kv, D, 16);
 	ds_k_dims d = f.d;
@@ -281,15 +279,6 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras, int
 	std::vector<float> qkv((size_t)NROW * n_all * D), cs((size_t)201 * half * 2);
 	for (size_t i = 0; i < qkv.size(); i++)
 		qkv[i] = rnd(94, i, 3.0f);
-	std::vector<float> pv(parts > 1 ? (size_t)parts * qkv.size() : 0);
-	for (size_t i = 0; i < pv.size(); i++)
-		pv[i] = rnd(98, i, 2.0f);
-	for (size_t i = 0; parts > 1 && i < qkv.size(); i++) {
-		float v = pv[i];
-		for (int j = 1; j < parts; j++)
-			v += pv[(size_t)j * qkv.size() + i];
-		qkv[i] = v;
-	}
 	for (int p = 0; p <= 200; p++)
 		for (int i = 0; i < half; i++) {
 			double a = p * pow(10000.0, -2.0 * i / D);
@@ -303,13 +292,8 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras, int
 		qn[(size_t)i] = ds_f32_to_bf16(1.0f + rnd(96, (uint64_t)i, 0.3f));
 		kn[(size_t)i] = ds_f32_to_bf16(1.0f + rnd(97, (uint64_t)i, 0.3f));
 	}
-	ds_k_qkv_epi e = {parts > 1 ? pv.data() : qkv.data(),
-	                  extras ? bias.data() : NULL,
-	                  extras ? qn.data() : NULL,
-	                  extras ? kn.data() : NULL,
-	                  cs.data(),
-	                  parts,
-	                  qkv.size()};
+	ds_k_qkv_epi e = {qkv.data(), extras ? bias.data() : NULL, extras ? qn.data() : NULL,
+	                  extras ? kn.data() : NULL, cs.data()};
 	/* the reference: host epilogue into q and the cache, then the unfused kernel */
 	fix r = f;
 	for (int t = 0; t < NROW; t++) {
@@ -334,7 +318,7 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras, int
 	std::vector<uint16_t> want(on, 0x7f7f), got(on + GUARD, 0x7f7f);
 	std::vector<float> part((size_t)NROW * H * nz * (D + 2), NAN);
 	float qscale = DA_LOG2E / sqrtf((float)D);
-	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, 0, 0};
+	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
 	ds_k_tokmeta rtm = {r.pos.data(), r.seq.data(), r.off.data(), r.bt.data()};
 	ds_k_tokmeta ftm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	int pb = dattn_mma<D, G>::P;
@@ -355,13 +339,12 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras, int
 	for (int i = 0; i < GUARD; i++)
 		CHECK(got[on + (size_t)i] == 0x7f7f, "fused D=%d G=%d: guard %d overwritten", D, G, i);
 	got.resize(on);
-	CHECK(got == want,
-	      "fused D=%d G=%d split %d extras %d parts %d: output differs from epilogue + kernel",
-	      D, G, nz, (int)extras, parts);
-	CHECK(f.kv == r.kv, "fused D=%d G=%d split %d extras %d parts %d: the cache differs", D, G,
-	      nz, (int)extras, parts);
-	printf("fused D=%d G=%d split %2d extras %d parts %d: same bits as epilogue + mma kernel\n",
-	       D, G, nz, (int)extras, parts);
+	CHECK(got == want, "fused D=%d G=%d split %d extras %d: output differs from epilogue + kernel",
+	      D, G, nz, (int)extras);
+	CHECK(f.kv == r.kv, "fused D=%d G=%d split %d extras %d: the cache differs", D, G, nz,
+	      (int)extras);
+	printf("fused D=%d G=%d split %2d extras %d: same bits as epilogue + mma kernel\n", D, G,
+	       nz, (int)extras);
 }
 
 template <int D, int G> static void run_shape(int n_kv, int bs)
@@ -386,10 +369,6 @@ int main(void)
 			run_fused<128, 4>(1, nz, true);
 			run_fused<64, 3>(2, nz, true);
 		}
-		/* q/k/v as split-K partials: 2, 3 and 8 parts */
-		run_fused<128, 4>(1, 2, true, 2);
-		run_fused<128, 4>(1, 1, false, 3);
-		run_fused<64, 3>(2, 5, true, DS_K_QKV_MAX_PARTS);
 	} catch (const check_failed &) {
 		fprintf(stderr, "FAILED\n");
 		return 1;
