@@ -114,8 +114,11 @@ __device__ __forceinline__ void dattn_mma_issue(const struct dattn_src &s, uint1
  * major). Every lane arrives there once a stage, with the bytes it expects or without; rows at
  * or past s.hi are zeroed with plain stores instead (V must be finite where P is 0), and the
  * row of position skip is left for dattn_mma_own(_epi). The copies are the TMA unit's, so a
- * lane's 256-byte row is one instruction where cp.async needs 16, and the copies in flight are
- * not bounded by the per-thread cp.async groups. */
+ * lane's 256-byte row is one instruction where cp.async needs 16. On the H200 the copy-only
+ * form took 7-8% less time than cp.async's, and the decode step was 1-2 points of the roofline
+ * faster at batch 32, ctx 2048 but up to 2 slower at batch 8, ctx 2048: an option
+ * (DS_FAST_ATTN=mma_bulk), not the default (bench/results/HISTORY-gpu.md, twenty-fifth
+ * session). */
 template <int D, int G>
 __device__ __forceinline__ void dattn_mma_issue_bulk(const struct dattn_src &s, uint16_t *sbuf,
                                                      unsigned bars, int lo, int st, int skip)
@@ -269,9 +272,9 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	if constexpr (BULK) {
 		bars = dattn_smem_addr((char *)sh_kv + (EPI ? Q::SMEM_EPI : Q::SMEM) + Q::BT_BYTES);
 		if (threadIdx.x == 0) {
+			/* every lane of the warp arrives once a phase */
 			for (int i = 0; i < DA_WARPS * Q::STAGES; i++)
-				mbar_init(bars + 8u * i,
-				          32); /* every lane of the warp, once a phase */
+				mbar_init(bars + 8u * i, 32);
 			asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 		}
 	}
