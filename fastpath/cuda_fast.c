@@ -124,14 +124,22 @@ struct lt_call {
 	float *C;
 };
 
+/* C = A . W^T through plan p and algorithm a on the fast path's stream and workspace. */
+static cublasStatus_t lt_matmul(struct ds_cuda_ctx *c, const struct lt_plan *p,
+                                const cublasLtMatmulAlgo_t *a, const uint16_t *A, const uint16_t *W,
+                                float *C)
+{
+	const float alpha = 1.0f, beta = 0.0f;
+	return cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C,
+	                      p->cd, a, c->fast.workspace, c->fast.ws_bytes, c->stream);
+}
+
 static cudaError_t lt_call_launch(struct ds_cuda_ctx *c, void *arg)
 {
 	const struct lt_call *x = arg;
-	const float alpha = 1.0f, beta = 0.0f;
-	cublasStatus_t s = cublasLtMatmul(c->fast.lt, x->p->op, &alpha, x->W, x->p->a, x->A, x->p->b,
-	                                  &beta, x->C, x->p->cd, x->C, x->p->cd, x->algo,
-	                                  c->fast.workspace, c->fast.ws_bytes, c->stream);
-	return s == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+	return lt_matmul(c, x->p, x->algo, x->A, x->W, x->C) == CUBLAS_STATUS_SUCCESS
+	           ? cudaSuccess
+	           : cudaErrorUnknown;
 }
 
 /* Times algorithm a on the call's own buffers (the real call overwrites C afterwards): best of
@@ -692,35 +700,23 @@ static enum ds_status lt_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const ui
 	enum ds_status rv = lt_lookup(c, M, N, K, A, W, C, &i, err);
 	if (rv != DS_OK)
 		return rv;
-	struct lt_plan *p = plan_of(c, i);
-	const float alpha = 1.0f, beta = 0.0f;
-	LT_TRY(cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C,
-	                      p->cd, &c->fast.cache[i].algo, c->fast.workspace, c->fast.ws_bytes,
-	                      c->stream),
-	       err);
+	LT_TRY(lt_matmul(c, plan_of(c, i), &c->fast.cache[i].algo, A, W, C), err);
 	return DS_OK;
 }
 
-/* Runs the partials GEMM of parts slot i, if it was tuned for exactly this (M, N, K) (a
+/* Runs the partials GEMM of parts slot i if it was tuned for exactly this (M, N, K) (*ran; a
  * bucket's pick serves other M outside the graphs), and records the partials for the RMSNorm. */
-static bool parts_gemm(struct ds_cuda_ctx *c, int i, const uint16_t *A, const uint16_t *W, float *C,
-                       int M, int N, int K, struct ds_err *err, enum ds_status *rv)
+static enum ds_status parts_gemm(struct ds_cuda_ctx *c, int i, const uint16_t *A, const uint16_t *W,
+                                 float *C, int M, int N, int K, bool *ran, struct ds_err *err)
 {
 	const struct ds_cuda_parts_algo *pa = &c->fast.parts[i];
-	if (!pa->ok || pa->M != M || pa->N != N || pa->K != K)
-		return false;
-	struct lt_plan *p = parts_plan_of(c, i);
-	const float alpha = 1.0f, beta = 0.0f;
-	cublasStatus_t s =
-	    cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C, p->cd,
-	                   &pa->algo, c->fast.workspace, c->fast.ws_bytes, c->stream);
-	*rv = s == CUBLAS_STATUS_SUCCESS
-	          ? DS_OK
-	          : ds_errf(err, DS_ERR_DEVICE, "cublasLt: partials GEMM M=%d N=%d K=%d: status %d",
-	                    M, N, K, (int)s);
+	*ran = pa->ok && pa->M == M && pa->N == N && pa->K == K;
+	if (!*ran)
+		return DS_OK;
+	LT_TRY(lt_matmul(c, parts_plan_of(c, i), &pa->algo, A, W, C), err);
 	c->dlt_parts = pa->s;
 	c->dlt_pstride = (size_t)M * N;
-	return true;
+	return DS_OK;
 }
 
 static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
@@ -741,10 +737,11 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 		}
 	}
 	if (kind == DS_CUDA_GEMM_LT_PARTS) {
-		enum ds_status rv = DS_OK;
-		if (parts_gemm(c, v, A, W, C, M, N, K, err, &rv))
+		bool ran = false;
+		enum ds_status rv = parts_gemm(c, v, A, W, C, M, N, K, &ran, err);
+		if (rv != DS_OK || ran)
 			return rv;
-		kind = DS_CUDA_GEMM_LT;
+		kind = DS_CUDA_GEMM_LT; /* not tuned at this M: the plain form */
 	}
 	if (kind == DS_CUDA_GEMM_LT)
 		return lt_gemm(c, A, W, C, M, N, K, err);

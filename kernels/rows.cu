@@ -100,6 +100,19 @@ __device__ __forceinline__ float rms_delta(const float *d, int parts, size_t pst
 	return s;
 }
 
+/* The row of x that this block normalises (rows gathers it), or -1 for a padding row of a
+ * graph-shaped pass, whose output this zeroes (x untouched). */
+__device__ __forceinline__ long long rms_src_row(const int32_t *rows, int hidden, uint16_t *out)
+{
+	int r = blockIdx.x;
+	if (rows && rows[r] < 0) {
+		for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+			out[(size_t)r * hidden + i] = 0;
+		return -1;
+	}
+	return rows ? rows[r] : r;
+}
+
 /* P: the delta's partial sums (1: delta itself), all loaded at once */
 template <int N, int P>
 __device__ __forceinline__ void rms_regs(float *x, const float *delta, size_t pstride,
@@ -114,15 +127,11 @@ __device__ __forceinline__ void rms_regs(float *x, const float *delta, size_t ps
 		wv[k] = ds_bf16_to_f32(w[i < hidden ? i : threadIdx.x]);
 	}
 	ds_grid_dep_wait();
-	int r = blockIdx.x;
-	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
-		for (int i = threadIdx.x; i < hidden; i += step)
-			out[(size_t)r * hidden + i] = 0;
+	long long src = rms_src_row(rows, hidden, out);
+	if (src < 0)
 		return;
-	}
-	size_t src = rows ? (size_t)rows[r] : (size_t)r;
-	float *xr = x + src * hidden;
-	const float *dr = delta ? delta + src * hidden : xr; /* xr: loaded, not added */
+	float *xr = x + (size_t)src * hidden;
+	const float *dr = delta ? delta + (size_t)src * hidden : xr; /* xr: loaded, not added */
 	float a[N], dp[P][N];
 #pragma unroll
 	for (int k = 0; k < N; k++) {
@@ -153,7 +162,7 @@ __device__ __forceinline__ void rms_regs(float *x, const float *delta, size_t ps
 	}
 	ss = block_sum(ss, sh);
 	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
-	uint16_t *o = out + (size_t)r * hidden;
+	uint16_t *o = out + (size_t)blockIdx.x * hidden;
 #pragma unroll
 	for (int k = 0; k < N; k++) {
 		int i = threadIdx.x + k * step;
@@ -176,15 +185,11 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, int parts, size_t p
 	if (regs && hidden <= 16 * step)
 		return rms_regs<16, 1>(x, delta, pstride, rows, w, hidden, eps, out, sh);
 	ds_grid_dep_wait();
-	int r = blockIdx.x;
-	if (rows && rows[r] < 0) { /* padding row of a graph-shaped pass */
-		for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-			out[(size_t)r * hidden + i] = 0;
+	long long src = rms_src_row(rows, hidden, out);
+	if (src < 0)
 		return;
-	}
-	size_t src = rows ? (size_t)rows[r] : (size_t)r;
-	float *xr = x + src * hidden;
-	const float *dr = delta ? delta + src * hidden : NULL;
+	float *xr = x + (size_t)src * hidden;
+	const float *dr = delta ? delta + (size_t)src * hidden : NULL;
 	float ss = 0.0f;
 	for (int i0 = threadIdx.x; i0 < hidden; i0 += RMS_BATCH * step) {
 		float v[RMS_BATCH];
@@ -205,7 +210,7 @@ __global__ void rmsnorm_kernel(float *x, const float *delta, int parts, size_t p
 	}
 	ss = block_sum(ss, sh);
 	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
-	uint16_t *o = out + (size_t)r * hidden;
+	uint16_t *o = out + (size_t)blockIdx.x * hidden;
 	for (int i0 = threadIdx.x; i0 < hidden; i0 += RMS_BATCH * step) {
 		float xv[RMS_BATCH], wv[RMS_BATCH];
 #pragma unroll
