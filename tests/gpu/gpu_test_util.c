@@ -80,6 +80,36 @@ void gt_gemm_check(const float *C, const double *ref, const double *sabs, int M,
 		}
 }
 
+static float butterfly32(float *v)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		float nv[32];
+		for (int l = 0; l < 32; l++)
+			nv[l] = v[l] + v[l ^ o];
+		memcpy(v, nv, sizeof(nv));
+	}
+	return v[0];
+}
+
+void gt_rmsnorm_emulate(const float *x, const uint16_t *w, int hidden, float eps, int nt,
+                        uint16_t *out)
+{
+	float th[32], ws[32] = {0};
+	for (int wi = 0; wi < nt / 32; wi++) {
+		for (int j = 0; j < 32; j++) {
+			float s = 0.0f;
+			for (int i = wi * 32 + j; i < hidden; i += nt)
+				s = fmaf(x[i], x[i], s);
+			th[j] = s;
+		}
+		ws[wi] = butterfly32(th);
+	}
+	float ss = butterfly32(ws);
+	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
+	for (int i = 0; i < hidden; i++)
+		out[i] = ds_f32_to_bf16((x[i] * inv) * bf(w[i]));
+}
+
 void gt_rmsnorm_run(const float *x, const float *dl, const int32_t *rows, const uint16_t *w,
                     int n_x, int n_rows, int hidden, float eps, uint16_t *out, float *xg)
 {

@@ -46,6 +46,13 @@ void gt_gemm_check(const float *C, const double *ref, const double *sabs, int M,
  * downloaded; fails the test on a CUDA error or a write past out. */
 void gt_rmsnorm_run(const float *x, const float *dl, const int32_t *rows, const uint16_t *w,
                     int n_x, int n_rows, int hidden, float eps, uint16_t *out, float *xg);
+/* RMSNorm's exact arithmetic on the CPU (kernels/rows.cu), for one row x (its residual add
+ * already applied): nt threads (256, or 1024 for the kernel's partial deltas), thread t adds
+ * x[i]^2 for i = t, t + nt, ... with fmaf in that order; each warp's 32 sums meet in the xor
+ * butterfly (offsets 16 down to 1), then the warp sums (zeros up to 32) the same way;
+ * inv = 1 / sqrt(ss / hidden + eps); out = bf16((x * inv) * w). */
+void gt_rmsnorm_emulate(const float *x, const uint16_t *w, int hidden, float eps, int nt,
+                        uint16_t *out);
 /* The same with dl as `parts` partial deltas of (n_x, hidden), one after another
  * (ds_k_rmsnorm_parts_pdl; parts 1: ds_k_rmsnorm). */
 void gt_rmsnorm_parts_run(const float *x, const float *dl, int parts, const int32_t *rows,

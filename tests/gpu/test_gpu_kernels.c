@@ -66,39 +66,6 @@ static void test_embed(void **state)
 	embed_case(50, 4096);
 }
 
-/* The kernel's reduction, replayed in the same order on the CPU: thread t of nt (256, or 1024
- * for 2, 4 or 8 partial deltas at hidden <= 4096: rows.cu's RMS_PARTS_THREADS) adds its elements
- * t, t + nt, ... by fmaf into its sum, each warp's 32 sums meet in the shuffle butterfly
- * (offsets 16 down to 1), then the warp sums (padded with zeros to 32) the same way. Every form
- * of the kernel (registers, loop, partials) must give these bits. */
-static void twin_butterfly(float *l)
-{
-	for (int o = 16; o > 0; o >>= 1) {
-		float n[32];
-		for (int j = 0; j < 32; j++)
-			n[j] = l[j] + l[j ^ o];
-		memcpy(l, n, sizeof(n));
-	}
-}
-
-static float twin_rms_inv(const float *v, int hidden, float eps, int nt)
-{
-	float ws[32] = {0};
-	for (int w = 0; w < nt / 32; w++) {
-		float l[32];
-		for (int j = 0; j < 32; j++) {
-			float s = 0.0f;
-			for (int i = w * 32 + j; i < hidden; i += nt)
-				s = fmaf(v[i], v[i], s);
-			l[j] = s;
-		}
-		twin_butterfly(l);
-		ws[w] = l[0];
-	}
-	twin_butterfly(ws);
-	return 1.0f / sqrtf(ws[0] / (float)hidden + eps);
-}
-
 /* parts > 1: the delta as that many partial sums (the fast path's split-K GEMM partials), added
  * in order before the residual add */
 static void rmsnorm_case_parts(int n_x, int hidden, bool delta, bool gather, int parts)
@@ -115,7 +82,7 @@ static void rmsnorm_case_parts(int n_x, int hidden, bool delta, bool gather, int
 		rows[r] = gather ? n_x - 1 - 2 * r : r;
 	if (gather && n_rows > 1)
 		rows[n_rows - 1] = -1; /* a padding row: zero output, x untouched */
-	uint16_t *out = malloc((size_t)n_rows * hidden * 2);
+	uint16_t *out = malloc((size_t)n_rows * hidden * 2), *twin = malloc((size_t)hidden * 2);
 	gt_rmsnorm_parts_run(x, delta ? dl : NULL, parts, gather ? rows : NULL, w, n_x, n_rows,
 	                     hidden, 1e-5f, out, xg);
 	for (int r = 0; r < n_rows; r++) {
@@ -136,20 +103,20 @@ static void rmsnorm_case_parts(int n_x, int hidden, bool delta, bool gather, int
 		for (int i = 0; i < hidden; i++)
 			ss += (double)xr[i] * xr[i];
 		float inv = (float)(1.0 / sqrt(ss / hidden + 1e-5));
+		/* the kernel's own order (1024 threads for rows.cu's partials kernel): every
+		 * form must give these bits */
 		bool wide = (parts == 2 || parts == 4 || parts == 8) && hidden <= 4096;
-		float tinv = twin_rms_inv(xr, hidden, 1e-5f, wide ? 1024 : 256);
+		gt_rmsnorm_emulate(xr, w, hidden, 1e-5f, wide ? 1024 : 256, twin);
 		for (int i = 0; i < hidden; i++) {
 			uint16_t ref = ds_f32_to_bf16(xr[i] * inv * bf(w[i]));
 			if (!bf16_close(ref, out[(size_t)r * hidden + i], 1))
 				fail_msg("rmsnorm %dx%d row %d col %d: %g vs %g", n_x, hidden, r, i,
 				         bf(ref), bf(out[(size_t)r * hidden + i]));
-			float p = xr[i] * tinv;
-			uint16_t twin = ds_f32_to_bf16(p * bf(w[i]));
-			if (twin != out[(size_t)r * hidden + i])
+			if (twin[i] != out[(size_t)r * hidden + i])
 				fail_msg(
 				    "rmsnorm %dx%d row %d col %d: 0x%04x, the kernel's order gives "
 				    "0x%04x",
-				    n_x, hidden, r, i, out[(size_t)r * hidden + i], twin);
+				    n_x, hidden, r, i, out[(size_t)r * hidden + i], twin[i]);
 		}
 	}
 	assert_memory_equal(x, xg, nx * 4); /* residual add is exact and lands in x */
@@ -159,6 +126,7 @@ static void rmsnorm_case_parts(int n_x, int hidden, bool delta, bool gather, int
 	free(w);
 	free(rows);
 	free(out);
+	free(twin);
 }
 
 static void rmsnorm_case(int n_x, int hidden, bool delta, bool gather)

@@ -522,37 +522,6 @@ static void test_silu_decode_bits(void **state)
 
 /* ---- RMSNorm bits (kernels/rows.cu batches its loads; the arithmetic must not move) ---- */
 
-/* The kernel's exact arithmetic on the CPU: 256 threads, thread t adds x[i]^2 for i = t,
- * t + 256, ... with fmaf in that order; warps reduce by an xor butterfly, then warp 0 reduces
- * the 8 warp sums the same way; inv = 1 / sqrt(ss / hidden + eps); out = bf16(x * inv * w). */
-static float butterfly32(float *v)
-{
-	for (int o = 16; o > 0; o >>= 1) {
-		float nv[32];
-		for (int l = 0; l < 32; l++)
-			nv[l] = v[l] + v[l ^ o];
-		memcpy(v, nv, sizeof(nv));
-	}
-	return v[0];
-}
-
-static void rms_emulate(const float *x, const uint16_t *w, int hidden, float eps, uint16_t *out)
-{
-	float th[256], ws[32] = {0};
-	for (int t = 0; t < 256; t++) {
-		float s = 0.0f;
-		for (int i = t; i < hidden; i += 256)
-			s = fmaf(x[i], x[i], s);
-		th[t] = s;
-	}
-	for (int wi = 0; wi < 8; wi++)
-		ws[wi] = butterfly32(th + 32 * wi);
-	float ss = butterfly32(ws);
-	float inv = 1.0f / sqrtf(ss / (float)hidden + eps);
-	for (int i = 0; i < hidden; i++)
-		out[i] = ds_f32_to_bf16((x[i] * inv) * bf(w[i]));
-}
-
 static void test_rmsnorm_bits(void **state)
 {
 	(void)state;
@@ -579,7 +548,7 @@ static void test_rmsnorm_bits(void **state)
 				if (mode)
 					for (int i = 0; i < hidden; i++)
 						xr[i] = xr[i] + dl[(size_t)src * hidden + i];
-				rms_emulate(xr, w, hidden, 1e-5f, ref);
+				gt_rmsnorm_emulate(xr, w, hidden, 1e-5f, 256, ref);
 				if (memcmp(ref, out + (size_t)r * hidden, (size_t)hidden * 2) != 0)
 					fail_msg(
 					    "rmsnorm hidden=%d mode=%d row %d: bits differ from "
