@@ -25,6 +25,11 @@ extern "C" {
 /* Reads bytes of buf (16-byte aligned scratch) through L2, evicting what it held with clean
  * lines: the autotuners' L2 flush before a timed run (l2evict.cu). */
 cudaError_t ds_k_l2_evict(void *buf, size_t bytes, cudaStream_t st);
+/* Asks L2 to prefetch [p, p + bytes) with bulk prefetches of chunk bytes (p, bytes and chunk
+ * multiples of 16) from blocks blocks of 32 threads; evict_last: under an evict-last policy.
+ * Returns once they are issued, not landed. */
+cudaError_t ds_k_l2_prefetch(const void *p, size_t bytes, int blocks, unsigned chunk,
+                             bool evict_last, cudaStream_t st);
 
 /* dst[i] = bf16(offset + scale * ds_hash_unit_pm1(ds_hash3(seed, key, first + i))), i < n:
  * bit-identical to ds_synth_fill on the host. */

@@ -1,4 +1,5 @@
-/* l2evict.cu - evicts L2 by reading a scratch buffer, for the autotuners' timed runs.
+/* l2evict.cu - evicts L2 by reading a scratch buffer, for the autotuners' timed runs; and
+ * prefetches a range into L2 (bench_gpu l2pf measures what that buys a GEMM).
  *
  * A timed GEMM candidate must stream its weights from HBM as it does in a decode step, so L2 is
  * cleared before each run. Clearing it with a memset leaves the cache full of dirty lines that
@@ -27,5 +28,44 @@ extern "C" cudaError_t ds_k_l2_evict(void *buf, size_t bytes, cudaStream_t st)
 	if ((uintptr_t)buf % 16 != 0)
 		return cudaErrorInvalidValue;
 	l2_evict_kernel<<<1024, 256, 0, st>>>((uint4 *)buf, n16);
+	return cudaGetLastError();
+}
+
+/* Bulk L2 prefetches (sm_90) of [p, p + bytes) in chunk-byte pieces, spread over the grid;
+ * evict_last: with an L2 evict-last policy. */
+__global__ void l2_prefetch_kernel(const char *p, size_t bytes, unsigned chunk, bool evict_last)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	unsigned long long pol = 0;
+	if (evict_last)
+		asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+	size_t n = (bytes + chunk - 1) / chunk;
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t off = i * chunk;
+		unsigned sz = (unsigned)(bytes - off < chunk ? bytes - off : chunk);
+		if (evict_last)
+			asm volatile(
+			    "cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;\n" ::"l"(
+			        p + off),
+			    "r"(sz), "l"(pol)
+			    : "memory");
+		else
+			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p + off),
+			             "r"(sz)
+			             : "memory");
+	}
+#endif
+}
+
+extern "C" cudaError_t ds_k_l2_prefetch(const void *p, size_t bytes, int blocks, unsigned chunk,
+                                        bool evict_last, cudaStream_t st)
+{
+	if (bytes == 0)
+		return cudaSuccess;
+	if ((uintptr_t)p % 16 != 0 || bytes % 16 != 0 || chunk == 0 || chunk % 16 != 0 ||
+	    blocks < 1)
+		return cudaErrorInvalidValue;
+	l2_prefetch_kernel<<<blocks, 32, 0, st>>>((const char *)p, bytes, chunk, evict_last);
 	return cudaGetLastError();
 }
