@@ -149,6 +149,8 @@ struct ds_cuda_fast {
 	unsigned long long *mega_bar;
 	unsigned *mega_cnt;
 	unsigned long long *mega_trace; /* not owned: set by a bench to trace the fused kernel */
+	/* not owned: set by a bench to trace the fused decode attention (ds_k_qkv_epi.trace) */
+	unsigned long long *attn_trace;
 	/* scratch for timing the gate/up choice's unfused candidate (its SiLU*mul output, which
 	 * must not land on the GEMM's input): gu_scratch_bytes, grown on demand */
 	uint16_t *gu_scratch;

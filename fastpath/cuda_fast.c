@@ -1088,7 +1088,8 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 	if (rv != DS_OK)
 		return rv;
-	struct ds_k_qkv_epi e = {c->big, L->bqkv, L->q_norm, L->k_norm, c->rope_cs};
+	struct ds_k_qkv_epi e = {c->big,    L->bqkv,    L->q_norm,
+	                         L->k_norm, c->rope_cs, c->fast.attn_trace};
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
 	                                 c->att, attn_counters(c, p), variant, c->fast.pdl,
 	                                 c->stream),

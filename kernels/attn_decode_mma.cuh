@@ -249,6 +249,23 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
 	}
 }
 
+/* Stamp k of this block (ds_k_qkv_epi.trace, bench diagnostics) when tracing. */
+__device__ __forceinline__ void dattn_stamp(const struct ds_k_qkv_epi &e, int k)
+{
+#ifndef DS_DATTN_EMU
+	if (e.trace && threadIdx.x == 0) {
+		unsigned long long t;
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		size_t b =
+		    blockIdx.x + (size_t)gridDim.x * (blockIdx.y + (size_t)gridDim.y * blockIdx.z);
+		e.trace[b * DS_K_DATTN_STAMPS + k] = t;
+	}
+#else
+	(void)e;
+	(void)k;
+#endif
+}
+
 /* EPI: q, the own K and V come from the fused epilogue (e) instead of q and the cache; the
  * block holding the row's own position writes that K and V to the cache. NOMATH (a diagnostic
  * for bench_gpu attn only: its output is meaningless): the same copies, stages and barriers
@@ -266,6 +283,7 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	 * computed in the previous iteration before computing the current one) */
 	constexpr int PRE = BULK ? Q::STAGES : Q::STAGES - 1;
 	DATTN_DYN_SMEM(sh_kv);
+	dattn_stamp(e, 0);
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
 	unsigned bars = 0;
 #ifndef DS_DATTN_EMU
@@ -307,6 +325,7 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	}
 	if constexpr (BULK)
 		__syncthreads(); /* the barriers' initialization */
+	dattn_stamp(e, 1);
 #pragma unroll
 	for (int st = 0; st < PRE; st++) {
 		if constexpr (BULK) {
@@ -318,7 +337,9 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 			dattn_cp_commit();
 		}
 	}
+	dattn_stamp(e, 2);
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
+	dattn_stamp(e, 3);
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
 	if (p < 0) { /* nothing was issued */
 		if (z == 0)
@@ -347,6 +368,7 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	} else if (own_early) {
 		dattn_mma_own<D, G, WP>(src, sh_kv, lo, p);
 	}
+	dattn_stamp(e, 4);
 
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
 	/* Q as the A operand: row g = head kh * G + g (zero for g >= G), rows g + 8 zero */
@@ -385,6 +407,8 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 			__syncwarp();
 		else
 			__syncthreads();
+		if (it == 0)
+			dattn_stamp(e, 5);
 		/* refill stage it - 1's buffer (BULK: with stage it - 1 + STAGES; else it - 1 +
 		 * STAGES - 1 = it + STAGES - 2 + 1, the stage after the last one requested) */
 		int st = it + Q::STAGES - 1;
@@ -463,6 +487,7 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	}
 	dattn_cp_wait<0>();
 	__syncthreads(); /* the stage buffers become the merge area */
+	dattn_stamp(e, 6);
 	if (NOMATH) {
 		m = 0.0f;
 		l = 1.0f;
@@ -485,4 +510,5 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	dattn_block_merge<D, G>(sh_m, sh_l, sh_acc, nsu, z, nz, part,
 	                        (size_t)t * d.n_head + (size_t)kh * G, o,
 	                        cnt ? cnt + (size_t)t * d.n_kv + kh : NULL);
+	dattn_stamp(e, 7);
 }

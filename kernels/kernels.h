@@ -293,7 +293,14 @@ struct ds_k_qkv_epi {
 	const float *qkv;
 	const uint16_t *bias, *q_norm, *k_norm;
 	const float *cs;
+	/* bench diagnostics only (NULL otherwise): the mma variant's thread 0 of each block writes
+	 * DS_K_DATTN_STAMPS globaltimer stamps at trace[block * DS_K_DATTN_STAMPS + k], block =
+	 * x + gridDim.x * (y + gridDim.y * z): start, table in shared memory, stages issued, after
+	 * the PDL wait, after the epilogue, first stage landed, loop done, end (0 where a block
+	 * stopped early) */
+	unsigned long long *trace;
 };
+#define DS_K_DATTN_STAMPS 8
 /* The MMA variant with ds_k_qkv_rope fused in (decode rows only): each block forms its row's
  * q heads, key and value from ep itself (the same arithmetic, so the same bits as
  * ds_k_qkv_rope then ds_k_attn_decode_v(MMA)), the block holding a row's own position writes

@@ -415,6 +415,122 @@ static int attnref_run(void *arg)
  * sequence's KV read once), whether walk, new, split and graph gave the same bytes (they
  * must), and the largest |old - new| (the kernels round differently; a large value means a
  * broken kernel). */
+/* ---- attntrace: where the fused decode attention's time goes inside a decode step ---- */
+
+/* One traced decode step of B rows at ctx (the fast path's current switches, fused q/k/v
+ * epilogue on, one graph captured without tuning): each block's stamps (DS_K_DATTN_STAMPS) of the
+ * last layer's attention, summarised as phase means and maxima over the blocks that ran. */
+static int attntrace_point(struct bench *b, FILE *f, int B, int ctx, bool pdl, bool *first,
+                           unsigned long long *dtr, unsigned long long *tr, size_t n_stamps)
+{
+	struct ds_cuda_ctx *c = b->c;
+	struct ds_cuda_fast *fa = &c->fast;
+	bool tune0 = fa->graph_tune, pdl0 = fa->pdl, fuse0 = fa->fuse_qkv, mega0 = fa->mega;
+	fa->graph_tune = false;
+	fa->pdl = pdl;
+	fa->fuse_qkv = true;
+	fa->mega = false;
+	fa->attn_trace = dtr;
+	ds_cuda_fast_graphs_reset(c);
+	double ts = 0;
+	int rc = cudaMemset(dtr, 0, n_stamps * sizeof(*dtr)) != cudaSuccess;
+	if (rc == 0)
+		rc = decode_time(b, DS_PATH_FAST, B, ctx, 5, &ts);
+	fa->attn_trace = NULL;
+	ds_cuda_fast_graphs_reset(c);
+	fa->graph_tune = tune0;
+	fa->pdl = pdl0;
+	fa->fuse_qkv = fuse0;
+	fa->mega = mega0;
+	if (rc != 0 ||
+	    cudaMemcpy(tr, dtr, n_stamps * sizeof(*tr), cudaMemcpyDeviceToHost) != cudaSuccess)
+		return 1;
+	enum { NP = DS_K_DATTN_STAMPS - 1 };
+	static const char *ph[NP] = {"table",       "issue", "pdl_wait", "epilogue",
+	                             "first_stage", "loop",  "merge"};
+	double sum[NP] = {0}, mx[NP] = {0}, start_max = 0, end_max = 0;
+	unsigned long long t0 = ~0ull;
+	size_t nblk = n_stamps / DS_K_DATTN_STAMPS, ran = 0, seen = 0;
+	for (size_t i = 0; i < nblk; i++)
+		if (tr[i * DS_K_DATTN_STAMPS] && tr[i * DS_K_DATTN_STAMPS] < t0)
+			t0 = tr[i * DS_K_DATTN_STAMPS];
+	int hist[16] = {0}; /* block starts by microsecond after the first */
+	for (size_t i = 0; i < nblk; i++) {
+		const unsigned long long *s = tr + i * DS_K_DATTN_STAMPS;
+		if (!s[0])
+			continue;
+		seen++;
+		double st = (s[0] - t0) * 1e-3;
+		start_max = st > start_max ? st : start_max;
+		hist[st < 15 ? (int)st : 15]++;
+		if (!s[7])
+			continue;
+		ran++;
+		end_max = (s[7] - t0) * 1e-3 > end_max ? (s[7] - t0) * 1e-3 : end_max;
+		for (int k = 0; k < NP; k++) {
+			double d = (s[k + 1] - s[k]) * 1e-3;
+			sum[k] += d;
+			mx[k] = d > mx[k] ? d : mx[k];
+		}
+	}
+	printf("batch %d, ctx %d, pdl %d: step %.3f ms; %zu blocks started, %zu ran to the end; "
+	       "last start %.2f us, last end %.2f us after the first start\n",
+	       B, ctx, (int)pdl, ts * 1e3, seen, ran, start_max, end_max);
+	printf("  starts by us:");
+	for (int k = 0; k < 16; k++)
+		printf(" %d", hist[k]);
+	printf("\n  phase (us)      mean      max\n");
+	for (int k = 0; k < NP; k++)
+		printf("  %-12s %8.2f %8.2f\n", ph[k], ran ? sum[k] / ran : 0.0, mx[k]);
+	fprintf(f,
+	        "%s  {\"batch\": %d, \"ctx\": %d, \"pdl\": %s, \"step_ms\": %.4f, "
+	        "\"blocks_started\": %zu, \"blocks_ran\": %zu, \"last_start_us\": %.3f, "
+	        "\"last_end_us\": %.3f, \"phases\": [",
+	        *first ? "" : ",\n", B, ctx, pdl ? "true" : "false", ts * 1e3, seen, ran, start_max,
+	        end_max);
+	for (int k = 0; k < NP; k++)
+		fprintf(f, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"max_us\": %.3f}",
+		        k ? ", " : "", ph[k], ran ? sum[k] / ran : 0.0, mx[k]);
+	fprintf(f, "]}");
+	*first = false;
+	return 0;
+}
+
+int bench_attntrace(struct bench *b)
+{
+	static const struct {
+		int B, ctx;
+	} pts[] = {{1, 512}, {8, 512}, {32, 512}, {8, 2048}, {32, 2048}};
+	size_t n_stamps = (size_t)64 * 8 * DS_K_ATTN_DECODE_MAX_SPLIT * DS_K_DATTN_STAMPS;
+	unsigned long long *dtr = NULL, *tr = malloc(n_stamps * sizeof(*tr));
+	if (!tr || cudaMalloc((void **)&dtr, n_stamps * sizeof(*dtr)) != cudaSuccess) {
+		free(tr);
+		return 1;
+	}
+	FILE *f = json_open(b->out, "attntrace");
+	int rc = f ? 0 : 1;
+	if (f)
+		fprintf(f, "{\"bench\": \"attntrace\", \"device\": \"%s\", \"points\": [\n",
+		        b->dev);
+	printf("fused decode attention inside a decode step (last layer; per-block phases from "
+	       "globaltimer stamps)\n");
+	bool first = true;
+	for (size_t i = 0; i < DS_ARRAY_LEN(pts) && rc == 0; i++) {
+		if (!point_picked("ATTN_POINTS", pts[i].B, pts[i].ctx))
+			continue;
+		for (int pdl = 0; pdl < 2 && rc == 0; pdl++)
+			rc = attntrace_point(b, f, pts[i].B, pts[i].ctx, pdl, &first, dtr, tr,
+			                     n_stamps);
+	}
+	if (f) {
+		fprintf(f, "\n]}\n");
+		fclose(f);
+	}
+	cudaFree(dtr);
+	free(tr);
+	return rc;
+}
+
 int bench_attn_ref(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
@@ -574,7 +690,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn attnref decode verify profile "
-		                "mixstep passprof ablate mega l2pf sample e2e]\n");
+		                "mixstep passprof ablate mega l2pf attntrace sample e2e]\n");
 		return 2;
 	}
 	/* line-buffered even into a pipe: a run stopped by a timeout keeps the lines it printed
@@ -629,6 +745,8 @@ int main(int argc, char **argv)
 		rc = bench_ablate(&b);
 	if (!rc && want(argc, argv, "mega"))
 		rc = bench_mega(&b);
+	if (!rc && argc > 2 && want(argc, argv, "attntrace"))
+		rc = bench_attntrace(&b);
 	if (!rc && argc > 2 && want(argc, argv, "l2pf"))
 		rc = bench_l2pf(&b);
 	if (!rc && want(argc, argv, "sample"))

@@ -65,6 +65,7 @@ int decode_time(struct bench *b, enum ds_path path, int B, int ctx, int reps, do
 int bench_copy(struct bench *b);     /* bench_gpu.c */
 int bench_attn(struct bench *b);     /* bench_gpu.c */
 int bench_attn_ref(struct bench *b); /* bench_gpu.c */
+int bench_attntrace(struct bench *b); /* bench_gpu.c (only when named) */
 int bench_gemm(struct bench *b);     /* bench_gpu_gemm.c */
 int bench_l2pf(struct bench *b);     /* bench_gpu_gemm.c (only when named) */
 int bench_decode(struct bench *b);   /* bench_gpu_step.c */

@@ -161,7 +161,7 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, form k
 	std::vector<unsigned> cnt((size_t)NROW * d.n_kv, 0);
 	ds_k_tokmeta tm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	float qscale = DA_LOG2E / sqrtf((float)D);
-	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
+	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, NULL};
 	const uint16_t *qp = f.q.data(), *kvp = f.kv.data();
 	uint16_t *op = out.data();
 	float *pp = part.data();
@@ -292,8 +292,12 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
 		qn[(size_t)i] = ds_f32_to_bf16(1.0f + rnd(96, (uint64_t)i, 0.3f));
 		kn[(size_t)i] = ds_f32_to_bf16(1.0f + rnd(97, (uint64_t)i, 0.3f));
 	}
-	ds_k_qkv_epi e = {qkv.data(), extras ? bias.data() : NULL, extras ? qn.data() : NULL,
-	                  extras ? kn.data() : NULL, cs.data()};
+	ds_k_qkv_epi e = {qkv.data(),
+	                  extras ? bias.data() : NULL,
+	                  extras ? qn.data() : NULL,
+	                  extras ? kn.data() : NULL,
+	                  cs.data(),
+	                  NULL};
 	/* the reference: host epilogue into q and the cache, then the unfused kernel */
 	fix r = f;
 	for (int t = 0; t < NROW; t++) {
@@ -318,7 +322,7 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
 	std::vector<uint16_t> want(on, 0x7f7f), got(on + GUARD, 0x7f7f);
 	std::vector<float> part((size_t)NROW * H * nz * (D + 2), NAN);
 	float qscale = DA_LOG2E / sqrtf((float)D);
-	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL};
+	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, NULL};
 	ds_k_tokmeta rtm = {r.pos.data(), r.seq.data(), r.off.data(), r.bt.data()};
 	ds_k_tokmeta ftm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	int pb = dattn_mma<D, G>::P;
