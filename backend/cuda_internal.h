@@ -130,6 +130,9 @@ struct ds_cuda_fast {
 	 * kernel; the same bits. DS_FAST_ATTN_MERGE=1 sets it, 0 keeps the graph tuning from trying
 	 * it (merge_tune) */
 	bool attn_merge, merge_tune;
+	/* the fused decode attention copies its q/k/v inputs first when launched without PDL
+	 * (ds_k_qkv_epi.early; DS_FAST_ATTN_EARLY=0: after its K/V copies, as before) */
+	bool attn_early;
 	unsigned *attn_cnt;
 	/* decode graphs: each bucket's graph is captured under every step configuration
 	 * (ds_cuda_fast_step_cfgs: skinny GEMMs x PDL x fused epilogue, each on/off, and staged

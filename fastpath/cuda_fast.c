@@ -1088,8 +1088,13 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	enum ds_status rv = fast_decode_split(c, p->T, d, variant, &split, err);
 	if (rv != DS_OK)
 		return rv;
-	struct ds_k_qkv_epi e = {c->big,    L->bqkv,    L->q_norm,
-	                         L->k_norm, c->rope_cs, c->fast.attn_trace};
+	struct ds_k_qkv_epi e = {c->big,
+	                         L->bqkv,
+	                         L->q_norm,
+	                         L->k_norm,
+	                         c->rope_cs,
+	                         c->fast.attn_trace,
+	                         c->fast.attn_early};
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
 	                                 c->att, attn_counters(c, p), variant, c->fast.pdl,
 	                                 c->stream),
@@ -1274,6 +1279,8 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	const char *ss = getenv("DS_FAST_SKINNY_STAGE");
 	f->skinny_stage = ss ? DS_MAX(DS_MIN(atoi(ss), DS_K_SKINNY_MAX_STAGE), 0) : 0;
 	f->stage_tune = !(ss && strcmp(ss, "0") == 0);
+	const char *ae = getenv("DS_FAST_ATTN_EARLY");
+	f->attn_early = !(ae && strcmp(ae, "0") == 0);
 	const char *am = getenv("DS_FAST_ATTN_MERGE");
 	f->attn_merge = am && strcmp(am, "1") == 0;
 	f->merge_tune = !(am && strcmp(am, "0") == 0);

@@ -417,7 +417,7 @@ extern "C" cudaError_t ds_k_attn_decode_v(const uint16_t *q, const uint16_t *kv,
 	struct dattn_inst in = {NULL, 0, 0};
 	if (ds_k_attn_decode_supported(d))
 		in = dattn_pick(d, variant);
-	struct ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, NULL};
+	struct ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, NULL, 0};
 	return dattn_launch(in, q, kv, tm, T, d, n_split, part, out, counters, pdl, st, none);
 }
 
@@ -430,9 +430,10 @@ extern "C" cudaError_t ds_k_attn_decode_qkv(const struct ds_k_qkv_epi *ep, uint1
 	struct dattn_inst in = {NULL, 0, 0};
 	if (ds_k_attn_decode_supported(d) && ep && ep->qkv && ep->cs)
 		in = dattn_pick(d, variant, true);
-	struct ds_k_qkv_epi e = {NULL, NULL, NULL, NULL, NULL, NULL};
+	struct ds_k_qkv_epi e = {NULL, NULL, NULL, NULL, NULL, NULL, 0};
 	if (ep)
 		e = *ep;
+	e.early = e.early && !pdl;
 	return dattn_launch(in, NULL, kv, tm, T, d, n_split, part, out, counters, pdl, st, e);
 }
 

@@ -52,8 +52,9 @@ template <int D, int G> struct dattn_mma {
 	static constexpr int STAGE = 2 * P * RS; /* elements: K rows, then V rows */
 	static constexpr int STAGES = 3;
 	static constexpr size_t SMEM = (size_t)STAGES * STAGE * 2;
-	/* the fused q/k/v epilogue's heads (G queries, the key, the value) in fp32 after them */
-	static constexpr size_t SMEM_EPI = SMEM + (size_t)(G + 2) * D * sizeof(float);
+	/* the fused q/k/v epilogue's heads (G queries, the key, the value) in fp32 after them,
+	 * then the position's RoPE row (D floats: cos, sin pairs) */
+	static constexpr size_t SMEM_EPI = SMEM + (size_t)(G + 3) * D * sizeof(float);
 	static constexpr int KS = D / 16, ND = D / 8, CPP = D / 8;
 	/* the block's block-table entries, copied to shared memory after SMEM (or SMEM_EPI) when
 	 * its positions span at most BT_CAP cache blocks */
@@ -196,14 +197,33 @@ __device__ __forceinline__ void dattn_mma_own_epi(const float *ep, uint16_t *sbu
 	}
 }
 
+/* The early form's copies (ds_k_qkv_epi.early: no PDL, so the GEMM that wrote them is done
+ * before the block starts): the G + 2 heads of row t, KV head kh, from the fp32 GEMM output
+ * into ep as cp.async 16-byte pieces, issued first thing so their round trip overlaps the
+ * metadata, block-table and K/V work instead of following it. */
+template <int D, int G>
+__device__ __forceinline__ void dattn_epi_copy_heads(const struct ds_k_qkv_epi &e,
+                                                     struct ds_k_dims d, int t, int kh, float *ep)
+{
+	constexpr int PPH = D / 4; /* 16-byte pieces per head */
+	int n_all = d.n_head + 2 * d.n_kv;
+	for (int i = threadIdx.x; i < (G + 2) * PPH; i += DA_THREADS) {
+		int hh = i / PPH, c = i % PPH;
+		int h = hh < G ? kh * G + hh : hh == G ? d.n_head + kh : d.n_head + d.n_kv + kh;
+		dattn_cp16(ep + hh * D + c * 4, e.qkv + ((size_t)t * n_all + h) * D + c * 4, true);
+	}
+}
+
 /* The q/k/v epilogue of qkv_rope_kernel (rows.cu) for one row's KV head kh: its G query heads,
- * key and value from the fp32 GEMM output, bias added, q/k norms, RoPE on q and k at pos, each
- * value rounded to bf16 (kept as fp32 in ep: (G + 2, D)). The same per-head arithmetic in the
- * same order as that kernel (one warp per head, lane-strided), so the fused and unfused fast
- * paths store the same K/V bits and attend to the same q. */
+ * key and value from the fp32 GEMM output (or, loaded, already copied into ep), bias added,
+ * q/k norms, RoPE on q and k with crow (the position's row of the cos/sin table), each value
+ * rounded to bf16 (kept as fp32 in ep: (G + 2, D)). The same per-head arithmetic in the same
+ * order as that kernel (one warp per head, lane-strided), so the fused and unfused fast paths
+ * store the same K/V bits and attend to the same q. */
 template <int D, int G>
 __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, struct ds_k_dims d,
-                                              int t, int kh, int pos, float *ep)
+                                              int t, int kh, const float *crow, bool loaded,
+                                              float *ep)
 {
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, half = D / 2;
 	int n_all = d.n_head + 2 * d.n_kv;
@@ -212,7 +232,7 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
 		const float *src = e.qkv + ((size_t)t * n_all + h) * D;
 		float *buf = ep + hh * D;
 		for (int i = lane; i < D; i += 32) {
-			float v = src[i];
+			float v = loaded ? buf[i] : src[i];
 			if (e.bias)
 				v = __fadd_rn(v, ds_bf16_to_f32(e.bias[h * D + i]));
 			buf[i] = v;
@@ -235,7 +255,7 @@ __device__ __forceinline__ void dattn_qkv_epi(const struct ds_k_qkv_epi &e, stru
 			for (int i = lane; i < D; i += 32)
 				buf[i] = ds_bf16_to_f32(ds_f32_to_bf16(buf[i]));
 		} else {
-			const float *c = e.cs + (size_t)pos * half * 2;
+			const float *c = crow;
 			for (int i = lane; i < half; i += 32) { /* this lane's pair, in place */
 				float x1 = buf[i], x2 = buf[i + half];
 				float co = c[2 * i], si = c[2 * i + 1];
@@ -285,6 +305,10 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	DATTN_DYN_SMEM(sh_kv);
 	dattn_stamp(e, 0);
 	int t = blockIdx.x, kh = blockIdx.y, z = blockIdx.z, nz = gridDim.z;
+	float *ep = (float *)(sh_kv + (size_t)Q::STAGES * Q::STAGE), *crow = ep + (G + 2) * D;
+	const bool early = EPI && e.early;
+	if (early)
+		dattn_epi_copy_heads<D, G>(e, d, t, kh, ep);
 	unsigned bars = 0;
 #ifndef DS_DATTN_EMU
 	if constexpr (BULK) {
@@ -302,6 +326,11 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	int p = tm.pos[t], sq = tm.seq[t];
 	int nsu = 0, lo = 0, nst = 0;
 	struct dattn_src src = dattn_src_of<D>(d, kv + (size_t)kh * d.block_size * D, 0, tm.bt);
+	if (early) { /* the RoPE row, then the epilogue's copies as one group, the oldest */
+		for (int i = threadIdx.x; p >= 0 && i < D / 4; i += DA_THREADS)
+			dattn_cp16(crow + i * 4, e.cs + (size_t)p * D + i * 4, true);
+		dattn_cp_commit();
+	}
 	if (p >= 0) {
 		int chunk;
 		dattn_split(p + 1, nz, Q::P, &chunk, &nsu);
@@ -341,19 +370,25 @@ __global__ void __launch_bounds__(DA_THREADS, 2)
 	ds_grid_dep_wait(); /* no-op unless launched with PDL */
 	dattn_stamp(e, 3);
 	uint16_t *o = out + ((size_t)t * d.n_head + (size_t)kh * G) * D;
-	if (p < 0) { /* nothing was issued */
-		if (z == 0)
+	if (p < 0 || z >= nsu) { /* no K/V was issued; the early copies land first */
+		if (early)
+			dattn_cp_wait<0>();
+		if (p < 0 && z == 0)
 			for (int i = threadIdx.x; i < G * D; i += DA_THREADS)
 				o[i] = 0;
 		return;
 	}
-	if (z >= nsu)
-		return;
 	int hi = src.hi;
 	bool own = p < hi, own_early = own && p < lo + PRE * Q::P;
-	float *ep = (float *)(sh_kv + (size_t)Q::STAGES * Q::STAGE);
 	if constexpr (EPI) {
-		dattn_qkv_epi<D, G>(e, d, t, kh, p, ep);
+		if (early) { /* every thread's epilogue copies (the group before the stages') */
+			if constexpr (BULK)
+				dattn_cp_wait<0>();
+			else
+				dattn_cp_wait<PRE>();
+			__syncthreads();
+		}
+		dattn_qkv_epi<D, G>(e, d, t, kh, early ? crow : e.cs + (size_t)p * D, early, ep);
 		__syncthreads();
 		if (own) { /* the one block per (row, KV head) holding the own position */
 			const uint16_t *kr = dattn_row(src, p);

@@ -299,6 +299,10 @@ struct ds_k_qkv_epi {
 	 * the PDL wait, after the epilogue, first stage landed, loop done, end (0 where a block
 	 * stopped early) */
 	unsigned long long *trace;
+	/* 1: each block copies its q/k/v inputs and RoPE row at its start, before its K/V copies,
+	 * instead of loading them after the K/V copies go out (the same bits); only without PDL:
+	 * ds_k_attn_decode_qkv clears it under PDL, where the GEMM writing them may still run */
+	int early;
 };
 #define DS_K_DATTN_STAMPS 8
 /* The MMA variant with ds_k_qkv_rope fused in (decode rows only): each block forms its row's

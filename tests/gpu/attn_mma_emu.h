@@ -90,8 +90,9 @@ struct emu_state {
 
 static emu_state emu;
 /* the larger of attn_mma.cu's 2 x (K, V) tiles and attn_decode_mma.cuh's 3 stages with its
- * fused epilogue's fp32 heads (up to 8 + 2 of 128) and its 256 int block-table entries */
-alignas(16) static uint16_t mt_smem_emu[3 * 2 * 64 * (128 + 8) + 2 * 10 * 128 + 8 + 2 * 256];
+ * fused epilogue's fp32 heads (up to 8 + 2 of 128) and RoPE row (128), and its 256 int block-table
+ * entries */
+alignas(16) static uint16_t mt_smem_emu[3 * 2 * 64 * (128 + 8) + 2 * 11 * 128 + 8 + 2 * 256];
 #define mt_smem mt_smem_emu /* the kernel's extern __shared__ array */
 
 #define threadIdx (emu.cur->tidx)

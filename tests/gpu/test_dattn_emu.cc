@@ -161,7 +161,7 @@ static std::vector<uint16_t> run_kernel(const fix &f, int nz, bool fused, form k
 	std::vector<unsigned> cnt((size_t)NROW * d.n_kv, 0);
 	ds_k_tokmeta tm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	float qscale = DA_LOG2E / sqrtf((float)D);
-	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, NULL};
+	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, NULL, 0};
 	const uint16_t *qp = f.q.data(), *kvp = f.kv.data();
 	uint16_t *op = out.data();
 	float *pp = part.data();
@@ -267,7 +267,7 @@ static void host_epi_head(const float *src, const uint16_t *bias, const uint16_t
 /* The fused kernel against the host epilogue followed by the unfused mma kernel: the same output
  * bits and the same cache (the own K/V written once, nothing else touched). Block tables are
  * private per row here, as in serving (a decode position is never in a shared block). */
-template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
+template <int D, int G> static void run_fused(int n_kv, int nz, bool extras, bool early)
 {
 	fix f = fix_make(n_kv * G, n_kv, D, 16);
 	ds_k_dims d = f.d;
@@ -297,7 +297,8 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
 	                  extras ? qn.data() : NULL,
 	                  extras ? kn.data() : NULL,
 	                  cs.data(),
-	                  NULL};
+	                  NULL,
+	                  early ? 1 : 0};
 	/* the reference: host epilogue into q and the cache, then the unfused kernel */
 	fix r = f;
 	for (int t = 0; t < NROW; t++) {
@@ -322,7 +323,7 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
 	std::vector<uint16_t> want(on, 0x7f7f), got(on + GUARD, 0x7f7f);
 	std::vector<float> part((size_t)NROW * H * nz * (D + 2), NAN);
 	float qscale = DA_LOG2E / sqrtf((float)D);
-	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, NULL};
+	const ds_k_qkv_epi none = {NULL, NULL, NULL, NULL, NULL, NULL, 0};
 	ds_k_tokmeta rtm = {r.pos.data(), r.seq.data(), r.off.data(), r.bt.data()};
 	ds_k_tokmeta ftm = {f.pos.data(), f.seq.data(), f.off.data(), f.bt.data()};
 	int pb = dattn_mma<D, G>::P;
@@ -343,12 +344,13 @@ template <int D, int G> static void run_fused(int n_kv, int nz, bool extras)
 	for (int i = 0; i < GUARD; i++)
 		CHECK(got[on + (size_t)i] == 0x7f7f, "fused D=%d G=%d: guard %d overwritten", D, G, i);
 	got.resize(on);
-	CHECK(got == want, "fused D=%d G=%d split %d extras %d: output differs from epilogue + kernel",
-	      D, G, nz, (int)extras);
-	CHECK(f.kv == r.kv, "fused D=%d G=%d split %d extras %d: the cache differs", D, G, nz,
-	      (int)extras);
-	printf("fused D=%d G=%d split %2d extras %d: same bits as epilogue + mma kernel\n", D, G,
-	       nz, (int)extras);
+	CHECK(got == want,
+	      "fused D=%d G=%d split %d extras %d early %d: output differs from epilogue + kernel",
+	      D, G, nz, (int)extras, (int)early);
+	CHECK(f.kv == r.kv, "fused D=%d G=%d split %d extras %d early %d: the cache differs", D, G,
+	      nz, (int)extras, (int)early);
+	printf("fused D=%d G=%d split %2d extras %d early %d: same bits as epilogue + mma kernel\n",
+	       D, G, nz, (int)extras, (int)early);
 }
 
 template <int D, int G> static void run_shape(int n_kv, int bs)
@@ -368,11 +370,12 @@ int main(void)
 		run_shape<128, 8>(1, 16); /* 4 stages */
 		run_shape<64, 1>(2, 16);
 		run_shape<128, 4>(1, 12); /* block size not a power of two */
-		for (int nz : {1, 2, 5}) {
-			run_fused<128, 4>(1, nz, false);
-			run_fused<128, 4>(1, nz, true);
-			run_fused<64, 3>(2, nz, true);
-		}
+		for (int nz : {1, 2, 5})
+			for (bool early : {false, true}) {
+				run_fused<128, 4>(1, nz, false, early);
+				run_fused<128, 4>(1, nz, true, early);
+				run_fused<64, 3>(2, nz, true, early);
+			}
 	} catch (const check_failed &) {
 		fprintf(stderr, "FAILED\n");
 		return 1;
