@@ -450,10 +450,10 @@ int bench_l2pf(struct bench *b)
 	if (!f)
 		return 1;
 	fprintf(f, "{\"bench\": \"l2pf\", \"device\": \"%s\", \"points\": [\n", b->dev);
-	printf("L2 prefetch of a weight before the fast path's GEMM (us, median of 15; cold = L2\n"
-	       "emptied first; pf = the weight's first `pf MB` prefetched by 132 blocks, pf_el "
-	       "with an\n"
-	       "evict-last policy, pf_1 by one block; warm = the same GEMM run just before)\n");
+	printf(
+	    "L2 prefetch of a weight before the fast path's GEMM (us, median of 15; cold = L2\n");
+	printf("emptied first; pf = the weight's first `pf MB` prefetched by 132 blocks, pf_el\n");
+	printf("with an evict-last policy, pf_1 by one block; warm = the same GEMM run before)\n");
 	printf("%5s %3s %6s %8s %8s %8s %8s %8s %9s\n", "gemm", "M", "pf_MB", "cold", "pf", "pf_el",
 	       "pf_1", "warm", "cold/pf");
 	int written = 0;
