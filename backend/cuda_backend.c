@@ -49,16 +49,12 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 	enum ds_status rv;
 	c->dlt_parts = 1;
 	c->dlt_pstride = 0;
-	/* pdl is the fast path's (0 on the reference path); some classes may leave it out */
-	int pdl_norm = pdl && ds_cuda_fast_pdl(c, DS_CUDA_PDL_NORM);
-	int pdl_attn = pdl && ds_cuda_fast_pdl(c, DS_CUDA_PDL_ATTN);
-	int pdl_silu = pdl && ds_cuda_fast_pdl(c, DS_CUDA_PDL_SILU);
 	for (int l = 0; l < cfg->n_layer; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		uint16_t *kv = c->kv + (size_t)l * c->kv_layer_elems;
 		DS_CUDA_TRY(ds_k_rmsnorm_parts_pdl(c->x, l ? c->dlt : NULL, l ? c->dlt_parts : 1,
 		                                   c->dlt_pstride, NULL, L->attn_norm, T, H,
-		                                   cfg->rms_eps, c->h, pdl_norm, st),
+		                                   cfg->rms_eps, c->h, pdl, st),
 		            err);
 		if ((rv = ops->gemm(c, c->h, L->wqkv, c->big, T, qd + 2 * kvd, H, err)) != DS_OK)
 			return rv;
@@ -68,7 +64,7 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 			return rv;
 		if (!fused) {
 			DS_CUDA_TRY(ds_k_qkv_rope_pdl(c->big, L->bqkv, L->q_norm, L->k_norm,
-			                              c->rope_cs, tm, T, d, c->q, kv, pdl_attn, st),
+			                              c->rope_cs, tm, T, d, c->q, kv, pdl, st),
 			            err);
 			if ((rv = ops->attention(c, p, kv, n_split, err)) != DS_OK)
 				return rv;
@@ -77,8 +73,7 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 		if ((rv = ops->gemm(c, c->att, L->wo, c->dlt, T, H, qd, err)) != DS_OK)
 			return rv;
 		DS_CUDA_TRY(ds_k_rmsnorm_parts_pdl(c->x, c->dlt, c->dlt_parts, c->dlt_pstride, NULL,
-		                                   L->ffn_norm, T, H, cfg->rms_eps, c->h, pdl_norm,
-		                                   st),
+		                                   L->ffn_norm, T, H, cfg->rms_eps, c->h, pdl, st),
 		            err);
 		/* the activation: SiLU*mul fused into the gate/up GEMM (into big's memory), else
 		 * the gate/up GEMM into big and silu_mul into h, or fused into the down GEMM */
@@ -97,7 +92,7 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 					return rv;
 				continue;
 			}
-			DS_CUDA_TRY(ds_k_silu_mul_pdl(c->big, T, F, c->h, pdl_silu, st), err);
+			DS_CUDA_TRY(ds_k_silu_mul_pdl(c->big, T, F, c->h, pdl, st), err);
 			act = c->h;
 		}
 		if ((rv = ops->gemm(c, act, L->w_down, c->dlt, T, H, F, err)) != DS_OK)
@@ -106,7 +101,7 @@ static enum ds_status pass_layers(struct ds_cuda_ctx *c, const struct ds_cuda_pa
 	/* final residual add and norm, only for the output rows */
 	DS_CUDA_TRY(ds_k_rmsnorm_parts_pdl(c->x, c->dlt, c->dlt_parts, c->dlt_pstride,
 	                                   c->dm.out_tok, c->out_norm, p->R, H, cfg->rms_eps, c->h,
-	                                   pdl_norm, st),
+	                                   pdl, st),
 	            err);
 	return ops->gemm(c, c->h, c->lm_head, c->logits, p->R, cfg->vocab_size, H, err);
 }

@@ -85,20 +85,12 @@ struct ds_cuda_pick {
  * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
  * iterations of weights they stage before the wait (stage); and the fused decode layers (mega:
  * every layer in one kernel, kernels/mega.cu), with PDL on or off for the kernels after it. */
-#define DS_CUDA_N_STEP_CFGS 24
-/* Kernel classes of the fast decode step that ds_cuda_fast.pdl_off may launch without PDL
- * while pdl is on: RMSNorms, the attention (its q/k/v epilogue and combine kernel), SiLU*mul,
- * our own GEMMs (skinny, fused SiLU) */
-#define DS_CUDA_PDL_NORM 1u
-#define DS_CUDA_PDL_ATTN 2u
-#define DS_CUDA_PDL_SILU 4u
-#define DS_CUDA_PDL_GEMM 8u
+#define DS_CUDA_N_STEP_CFGS 20
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
 	bool mega;
-	bool merge;       /* ds_cuda_fast.attn_merge */
-	unsigned pdl_off; /* ds_cuda_fast.pdl_off */
+	bool merge; /* ds_cuda_fast.attn_merge */
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -138,9 +130,6 @@ struct ds_cuda_fast {
 	 * kernel; the same bits. DS_FAST_ATTN_MERGE=1 sets it, 0 keeps the graph tuning from trying
 	 * it (merge_tune) */
 	bool attn_merge, merge_tune;
-	/* DS_CUDA_PDL_* classes launched without PDL while pdl is on (0 outside the graph tuning,
-	 * which tries a few) */
-	unsigned pdl_off;
 	/* the fused decode attention copies its q/k/v inputs first when launched without PDL
 	 * (ds_k_qkv_epi.early; DS_FAST_ATTN_EARLY=0: after its K/V copies, as before) */
 	bool attn_early;
@@ -374,12 +363,6 @@ enum ds_status ds_cuda_pass_graphed(struct ds_cuda_ctx *c, const struct ds_cuda_
  * after clearing flush_bytes of flush (an L2 flush; NULL: none), and returns the fastest of
  * the timed runs in milliseconds, or INFINITY when a launch fails (the error is cleared).
  * Synchronises; never call it during graph capture. */
-/* Whether the fast path launches a kernel of class cls (DS_CUDA_PDL_*) with PDL. */
-static inline int ds_cuda_fast_pdl(const struct ds_cuda_ctx *c, unsigned cls)
-{
-	return c->fast.pdl && !(c->fast.pdl_off & cls);
-}
-
 typedef cudaError_t (*ds_cuda_launch_fn)(struct ds_cuda_ctx *c, void *arg);
 float ds_cuda_time_best(struct ds_cuda_ctx *c, ds_cuda_launch_fn launch, void *arg, int reps,
                         void *flush, size_t flush_bytes);

@@ -332,11 +332,10 @@ static cudaError_t cand_launch(struct ds_cuda_ctx *c, const struct cand *x)
 {
 	int kind = x->kind, v = x->v;
 	if (kind == DS_CUDA_GEMM_SKINNY_SILU)
-		return ds_k_skinny_silu(x->gu, x->W, x->C, x->M, x->N, x->K, v,
-		                        ds_cuda_fast_pdl(c, DS_CUDA_PDL_GEMM), x->stage, c->stream);
+		return ds_k_skinny_silu(x->gu, x->W, x->C, x->M, x->N, x->K, v, c->fast.pdl,
+		                        x->stage, c->stream);
 	if (kind == DS_CUDA_GEMM_SPLIT) {
-		cudaError_t e = ds_k_silu_mul_pdl(x->gu, x->M, x->K, x->h,
-		                                  ds_cuda_fast_pdl(c, DS_CUDA_PDL_SILU), c->stream);
+		cudaError_t e = ds_k_silu_mul_pdl(x->gu, x->M, x->K, x->h, c->fast.pdl, c->stream);
 		if (e != cudaSuccess)
 			return e;
 		kind = x->plain->kind;
@@ -348,8 +347,8 @@ static cudaError_t cand_launch(struct ds_cuda_ctx *c, const struct cand *x)
 	if (kind == DS_CUDA_GEMM_GEMV)
 		return ds_k_gemv(A, x->W, x->C, x->M, x->N, x->K, c->stream);
 	if (kind == DS_CUDA_GEMM_SKINNY)
-		return ds_k_skinny(A, x->W, x->C, x->M, x->N, x->K, v,
-		                   ds_cuda_fast_pdl(c, DS_CUDA_PDL_GEMM), x->stage, c->stream);
+		return ds_k_skinny(A, x->W, x->C, x->M, x->N, x->K, v, c->fast.pdl, x->stage,
+		                   c->stream);
 	struct ds_err err;
 	return lt_gemm(c, A, x->W, x->C, x->M, x->N, x->K, &err) == DS_OK ? cudaSuccess
 	                                                                  : cudaErrorUnknown;
@@ -765,8 +764,7 @@ static enum ds_status silu_pick_lookup(struct ds_cuda_ctx *c, const float *gu, u
 	enum ds_status rv = pick_cached(c, M, N, K, true, false, false, out, &miss, err);
 	if (rv != DS_OK || !miss)
 		return rv;
-	DS_CUDA_TRY(
-	    ds_k_silu_mul_pdl(gu, M, K, h, ds_cuda_fast_pdl(c, DS_CUDA_PDL_SILU), c->stream), err);
+	DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, h, c->fast.pdl, c->stream), err);
 	const struct ds_cuda_pick *plain = NULL;
 	rv = pick_lookup(c, h, W, C, M, N, K, gemm_sums(c, C, M), &plain, err);
 	if (rv != DS_OK)
@@ -815,15 +813,13 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
 		if (rv != DS_OK)
 			return rv;
 		if (pk && pk->kind == DS_CUDA_GEMM_SKINNY_SILU) {
-			DS_CUDA_TRY(ds_k_skinny_silu(gu, W, C, M, N, K, pk->variant,
-			                             ds_cuda_fast_pdl(c, DS_CUDA_PDL_GEMM),
+			DS_CUDA_TRY(ds_k_skinny_silu(gu, W, C, M, N, K, pk->variant, c->fast.pdl,
 			                             c->fast.skinny_stage, c->stream),
 			            err);
 			return DS_OK;
 		}
 	}
-	DS_CUDA_TRY(
-	    ds_k_silu_mul_pdl(gu, M, K, h, ds_cuda_fast_pdl(c, DS_CUDA_PDL_SILU), c->stream), err);
+	DS_CUDA_TRY(ds_k_silu_mul_pdl(gu, M, K, h, c->fast.pdl, c->stream), err);
 	return fast_gemm(c, h, W, C, M, N, K, err);
 }
 
@@ -859,8 +855,7 @@ static cudaError_t gu_cand_launch(struct ds_cuda_ctx *c, void *arg)
 	cudaError_t e = cand_launch(c, &y);
 	if (e != cudaSuccess)
 		return e;
-	return ds_k_silu_mul_pdl(x->big, x->M, x->F, x->h, ds_cuda_fast_pdl(c, DS_CUDA_PDL_SILU),
-	                         c->stream);
+	return ds_k_silu_mul_pdl(x->big, x->M, x->F, x->h, c->fast.pdl, c->stream);
 }
 
 /* Room for n bytes of timing scratch (c->fast.gu_scratch). */
@@ -1048,7 +1043,7 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 		 * all_fused_combine), so the graph tuning decides per bucket; with several rows of
 		 * one sequence (all_rows passes) the mma variant's reads before its PDL wait would
 		 * race the epilogue's K/V writes: launched without PDL */
-		int pdl = ds_cuda_fast_pdl(c, DS_CUDA_PDL_ATTN) && pass_one_row_per_seq(p);
+		int pdl = c->fast.pdl && pass_one_row_per_seq(p);
 		DS_CUDA_TRY(ds_k_attn_decode_v(c->q, kv, ds_cuda_tokmeta(c), p->T, d, split,
 		                               c->part, c->att, attn_counters(c, p), variant, pdl,
 		                               c->stream),
@@ -1068,8 +1063,8 @@ static enum ds_status fast_attention(struct ds_cuda_ctx *c, const struct ds_cuda
 	if (!decode && c->ref_attn_mma && variant >= 0)
 		return ds_cuda_attn_mma(c, p, kv, n_split, err);
 	DS_CUDA_TRY(ds_k_attn_fast_pdl(c->q, kv, ds_cuda_tokmeta(c), p->T, d,
-	                               n_split < 1 ? 1 : n_split, c->part, c->att,
-	                               ds_cuda_fast_pdl(c, DS_CUDA_PDL_ATTN), c->stream),
+	                               n_split < 1 ? 1 : n_split, c->part, c->att, c->fast.pdl,
+	                               c->stream),
 	            err);
 	return DS_OK;
 }
@@ -1101,8 +1096,8 @@ static enum ds_status fast_attention_qkv(struct ds_cuda_ctx *c, const struct ds_
 	                         c->fast.attn_trace,
 	                         c->fast.attn_early};
 	DS_CUDA_TRY(ds_k_attn_decode_qkv(&e, kv, ds_cuda_tokmeta(c), p->T, d, split, c->part,
-	                                 c->att, attn_counters(c, p), variant,
-	                                 ds_cuda_fast_pdl(c, DS_CUDA_PDL_ATTN), c->stream),
+	                                 c->att, attn_counters(c, p), variant, c->fast.pdl,
+	                                 c->stream),
 	            err);
 	*done = true;
 	return DS_OK;
@@ -1284,7 +1279,6 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	const char *ss = getenv("DS_FAST_SKINNY_STAGE");
 	f->skinny_stage = ss ? DS_MAX(DS_MIN(atoi(ss), DS_K_SKINNY_MAX_STAGE), 0) : 0;
 	f->stage_tune = !(ss && strcmp(ss, "0") == 0);
-	f->pdl_off = 0;
 	const char *ae = getenv("DS_FAST_ATTN_EARLY");
 	f->attn_early = !(ae && strcmp(ae, "0") == 0);
 	const char *am = getenv("DS_FAST_ATTN_MERGE");

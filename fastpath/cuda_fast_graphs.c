@@ -17,35 +17,18 @@
  * 2% at batch 8: bench/results/gpu-20261129-1083075); then skinny GEMMs under PDL staging 1, 2
  * or 3 iterations of weights before their wait; the fused layers; then four of those with the
  * decode attention merging its own splits (attn_merge) instead of the combine kernel, which on
- * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace); then
- * four with PDL on some kernel classes only (pdl_off): the RMSNorms alone, the attention alone,
- * all but the attention, all but the RMSNorms. */
+ * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace). */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0, false, false, 0},
-    {false, true, true, 0, false, false, 0},
-    {true, false, true, 0, false, false, 0},
-    {false, false, true, 0, false, false, 0},
-    {true, true, false, 0, false, false, 0},
-    {false, true, false, 0, false, false, 0},
-    {true, false, false, 0, false, false, 0},
-    {false, false, false, 0, false, false, 0},
-    {true, true, true, 1, false, false, 0},
-    {true, true, true, 2, false, false, 0},
-    {true, true, true, 3, false, false, 0},
-    {true, true, false, 1, false, false, 0},
-    {true, true, false, 2, false, false, 0},
-    {true, true, false, 3, false, false, 0},
-    {true, true, true, 0, true, false, 0},
-    {true, false, true, 0, true, false, 0},
-    {true, true, true, 0, false, true, 0},
-    {false, true, true, 0, false, true, 0},
-    {true, true, true, 2, false, true, 0},
-    {true, true, true, 3, false, true, 0},
-    /* PDL on some kernel classes only */
-    {true, true, true, 0, false, false, DS_CUDA_PDL_ATTN | DS_CUDA_PDL_SILU | DS_CUDA_PDL_GEMM},
-    {true, true, true, 0, false, false, DS_CUDA_PDL_NORM | DS_CUDA_PDL_SILU | DS_CUDA_PDL_GEMM},
-    {true, true, true, 0, false, false, DS_CUDA_PDL_ATTN},
-    {true, true, true, 0, false, false, DS_CUDA_PDL_NORM}};
+    {true, true, true, 0, false, false},   {false, true, true, 0, false, false},
+    {true, false, true, 0, false, false},  {false, false, true, 0, false, false},
+    {true, true, false, 0, false, false},  {false, true, false, 0, false, false},
+    {true, false, false, 0, false, false}, {false, false, false, 0, false, false},
+    {true, true, true, 1, false, false},   {true, true, true, 2, false, false},
+    {true, true, true, 3, false, false},   {true, true, false, 1, false, false},
+    {true, true, false, 2, false, false},  {true, true, false, 3, false, false},
+    {true, true, true, 0, true, false},    {true, false, true, 0, true, false},
+    {true, true, true, 0, false, true},    {false, true, true, 0, false, true},
+    {true, true, true, 2, false, true},    {true, true, true, 3, false, true}};
 
 /* e as a status: DS_OK or a device error naming what failed. */
 static enum ds_status tune_status(cudaError_t e, const char *what, struct ds_err *err)
@@ -89,8 +72,6 @@ static enum ds_status tune_capture(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv, mega0 = f->mega;
 	bool merge0 = f->attn_merge;
 	int stage0 = f->skinny_stage;
-	unsigned off0 = f->pdl_off;
-	f->pdl_off = sc->pdl_off;
 	f->skinny = sc->skinny;
 	f->pdl = sc->pdl;
 	f->fuse_qkv = sc->fuse;
@@ -106,7 +87,6 @@ static enum ds_status tune_capture(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	f->skinny_stage = stage0;
 	f->mega = mega0;
 	f->attn_merge = merge0;
-	f->pdl_off = off0;
 	return rv;
 }
 

@@ -464,17 +464,16 @@ int bench_profile(struct bench *b)
 			return 1;
 		/* the step configuration the graph tuning kept, and every configuration's replay */
 		int kept = c->fast.graph_cfg[bi];
-		printf("batch %d: graph tuned to configuration %d; replay ms by configuration "
-		       "(skinny, pdl, fused qkv, staged iterations, fused layers, attention merge, "
-		       "classes without PDL):",
-		       B, kept);
+		printf(
+		    "batch %d: graph tuned to configuration %d; replay ms by configuration "
+		    "(skinny, pdl, fused qkv, staged iterations, fused layers, attention merge):",
+		    B, kept);
 		for (int i = 0; i < DS_CUDA_N_STEP_CFGS; i++)
-			printf(
-			    " (%d,%d,%d,%d,%d,%d,%u) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
-			    (int)ds_cuda_fast_step_cfgs[i].pdl, (int)ds_cuda_fast_step_cfgs[i].fuse,
-			    ds_cuda_fast_step_cfgs[i].stage, (int)ds_cuda_fast_step_cfgs[i].mega,
-			    (int)ds_cuda_fast_step_cfgs[i].merge, ds_cuda_fast_step_cfgs[i].pdl_off,
-			    c->fast.graph_ms[bi][i]);
+			printf(" (%d,%d,%d,%d,%d,%d) %.3f", (int)ds_cuda_fast_step_cfgs[i].skinny,
+			       (int)ds_cuda_fast_step_cfgs[i].pdl,
+			       (int)ds_cuda_fast_step_cfgs[i].fuse, ds_cuda_fast_step_cfgs[i].stage,
+			       (int)ds_cuda_fast_step_cfgs[i].mega,
+			       (int)ds_cuda_fast_step_cfgs[i].merge, c->fast.graph_ms[bi][i]);
 		printf("\n");
 		/* the eager pass (the device metadata is the last decode pass's, same B) */
 		struct ds_cuda_pass p = {B, B, 0, B, ctx, true};

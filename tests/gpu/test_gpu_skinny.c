@@ -343,13 +343,12 @@ static void test_graph_tune(void **state)
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
 			print_message(
 			    "B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
-			    "fuse %d stage %d merge %d pdl_off %u) %.3f ms\n",
+			    "fuse %d stage %d merge %d) %.3f ms\n",
 			    B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
 			    (int)ds_cuda_fast_step_cfgs[kept].pdl,
 			    (int)ds_cuda_fast_step_cfgs[kept].fuse,
 			    ds_cuda_fast_step_cfgs[kept].stage,
-			    (int)ds_cuda_fast_step_cfgs[kept].merge,
-			    ds_cuda_fast_step_cfgs[kept].pdl_off, c->fast.graph_ms[bi][kept]);
+			    (int)ds_cuda_fast_step_cfgs[kept].merge, c->fast.graph_ms[bi][kept]);
 			/* the same switches untuned: eager, then captured */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.graph_tune = false;
@@ -359,7 +358,6 @@ static void test_graph_tune(void **state)
 			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
 			c->fast.mega = ds_cuda_fast_step_cfgs[kept].mega;
 			c->fast.attn_merge = ds_cuda_fast_step_cfgs[kept].merge;
-			c->fast.pdl_off = ds_cuda_fast_step_cfgs[kept].pdl_off;
 			decode_fix_expect_lg0(&f, B, 3);
 			assert_non_null(c->fast.graph[bi]);
 			/* staged weights change no bit (the most stages, eager then captured) */
@@ -374,7 +372,6 @@ static void test_graph_tune(void **state)
 			c->fast.attn_merge = false;
 			c->fast.skinny_stage = 0;
 			c->fast.mega = false;
-			c->fast.pdl_off = 0;
 		}
 	}
 	decode_fix_free(&f);
