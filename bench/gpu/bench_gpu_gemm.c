@@ -389,38 +389,78 @@ struct pf_run {
 	size_t pf_bytes;
 };
 
-/* Times the fast path's GEMM of r alone (events around it only), after the mode's preparation:
- * L2 emptied by reading a scratch buffer (modes 0-3), the weight's first pf_bytes prefetched
- * and the stream synchronized (1-3), or the same GEMM run just before (4). */
-static int pf_time(struct pf_run *r, double *out_us)
+/* One timed run of pf_time: the mode's preparation, then the GEMM between e0 and e1 (us). */
+static int pf_once(struct pf_run *r, cudaEvent_t e0, cudaEvent_t e1, double *us)
 {
 	struct ds_cuda_ctx *c = r->g.c;
+	if (r->mode <= 3)
+		CK(ds_k_l2_evict(r->flush, r->flush_bytes, c->stream));
+	if (r->mode >= 1 && r->mode <= 3)
+		CK(ds_k_l2_prefetch(r->g.W, r->pf_bytes, r->mode == 3 ? 1 : 132, 16384,
+		                    r->mode == 2, c->stream));
+	if (r->mode == 4 && gemm_run(&r->g) != 0)
+		return 1;
+	CK(cudaStreamSynchronize(c->stream));
+	CK(cudaEventRecord(e0, c->stream));
+	if (gemm_run(&r->g) != 0)
+		return 1;
+	CK(cudaEventRecord(e1, c->stream));
+	CK(cudaEventSynchronize(e1));
+	float ms;
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	*us = ms * 1e3;
+	return 0;
+}
+
+/* Times the fast path's GEMM of r alone (events around it only; median of 15 after 2), after
+ * the mode's preparation: L2 emptied by reading a scratch buffer (modes 0-3), the weight's first
+ * pf_bytes prefetched and the stream synchronized (1-3), or the same GEMM run just before (4). */
+static int pf_time(struct pf_run *r, double *out_us)
+{
 	double t[15];
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int i = -2; i < 15; i++) {
-		if (r->mode <= 3)
-			CK(ds_k_l2_evict(r->flush, r->flush_bytes, c->stream));
-		if (r->mode >= 1 && r->mode <= 3)
-			CK(ds_k_l2_prefetch(r->g.W, r->pf_bytes, r->mode == 3 ? 1 : 132, 16384,
-			                    r->mode == 2, c->stream));
-		if (r->mode == 4 && gemm_run(&r->g) != 0)
-			return 1;
-		CK(cudaStreamSynchronize(c->stream));
-		CK(cudaEventRecord(e0, c->stream));
-		if (gemm_run(&r->g) != 0)
-			return 1;
-		CK(cudaEventRecord(e1, c->stream));
-		CK(cudaEventSynchronize(e1));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, e0, e1));
+	cudaEvent_t e0 = NULL, e1 = NULL;
+	int rc = cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess;
+	for (int i = -2; i < 15 && rc == 0; i++) {
+		double us = 0;
+		rc = pf_once(r, e0, e1, &us);
 		if (i >= 0)
-			t[i] = ms * 1e3;
+			t[i] = us;
 	}
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	*out_us = median(t, 15);
+	if (e0)
+		cudaEventDestroy(e0);
+	if (e1)
+		cudaEventDestroy(e1);
+	if (rc == 0)
+		*out_us = median(t, 15);
+	return rc;
+}
+
+/* The GEMMs' rows of bench_l2pf for weight w (N x K) at M rows: both prefetch budgets. */
+static int l2pf_shape(struct bench *b, FILE *f, int *written, const char *name, const uint16_t *W,
+                      int N, int K, int M, const uint16_t *A, float *C, void *flush,
+                      size_t flush_bytes)
+{
+	size_t wbytes = (size_t)N * K * 2;
+	size_t budgets[] = {wbytes, DS_MIN(wbytes, (size_t)16 << 20)};
+	for (size_t bi = 0; bi < 2; bi++) {
+		if (bi == 1 && budgets[1] == budgets[0])
+			continue;
+		double us[5];
+		for (int mode = 0; mode < 5; mode++) {
+			struct pf_run r = {
+			    {b->c, 0, -1, A, W, C, M, N, K}, flush, flush_bytes, mode, budgets[bi]};
+			if (pf_time(&r, &us[mode]))
+				return 1;
+		}
+		double mb = budgets[bi] / 1048576.0;
+		printf("%5s %3d %6.1f %8.2f %8.2f %8.2f %8.2f %8.2f %9.3f\n", name, M, mb, us[0],
+		       us[1], us[2], us[3], us[4], us[0] / us[1]);
+		fprintf(f,
+		        "%s  {\"gemm\": \"%s\", \"M\": %d, \"pf_MB\": %.1f, \"cold_us\": %.2f, "
+		        "\"pf_us\": %.2f, \"pf_evict_last_us\": %.2f, \"pf_one_block_us\": %.2f, "
+		        "\"warm_us\": %.2f}",
+		        (*written)++ ? ",\n" : "", name, M, mb, us[0], us[1], us[2], us[3], us[4]);
+	}
 	return 0;
 }
 
@@ -441,56 +481,37 @@ int bench_l2pf(struct bench *b)
 	void *flush = NULL;
 	uint16_t *A = NULL;
 	float *C = NULL;
-	CK(cudaMalloc(&flush, flush_bytes));
-	CK(cudaMemset(flush, 1, flush_bytes));
-	CK(cudaMalloc((void **)&A, (size_t)64 * F * 2));
-	CK(cudaMalloc((void **)&C, (size_t)64 * 2 * F * 4));
-	CK(ds_k_synth_fill(A, (size_t)64 * F, 0, 3, 4, 1.0f, 0.0f, c->stream));
-	FILE *f = json_open(b->out, "l2pf");
-	if (!f)
-		return 1;
-	fprintf(f, "{\"bench\": \"l2pf\", \"device\": \"%s\", \"points\": [\n", b->dev);
-	printf(
-	    "L2 prefetch of a weight before the fast path's GEMM (us, median of 15; cold = L2\n");
-	printf("emptied first; pf = the weight's first `pf MB` prefetched by 132 blocks, pf_el\n");
-	printf("with an evict-last policy, pf_1 by one block; warm = the same GEMM run before)\n");
-	printf("%5s %3s %6s %8s %8s %8s %8s %8s %9s\n", "gemm", "M", "pf_MB", "cold", "pf", "pf_el",
-	       "pf_1", "warm", "cold/pf");
+	FILE *f = NULL;
+	int rc =
+	    cudaMalloc(&flush, flush_bytes) != cudaSuccess ||
+	    cudaMemset(flush, 1, flush_bytes) != cudaSuccess ||
+	    cudaMalloc((void **)&A, (size_t)64 * F * 2) != cudaSuccess ||
+	    cudaMalloc((void **)&C, (size_t)64 * 2 * F * 4) != cudaSuccess ||
+	    ds_k_synth_fill(A, (size_t)64 * F, 0, 3, 4, 1.0f, 0.0f, c->stream) != cudaSuccess ||
+	    !(f = json_open(b->out, "l2pf"));
+	if (rc == 0) {
+		fprintf(f, "{\"bench\": \"l2pf\", \"device\": \"%s\", \"points\": [\n", b->dev);
+		printf(
+		    "L2 prefetch of a weight before the fast path's GEMM (us, median of 15; cold = "
+		    "L2\n");
+		printf("emptied first; pf = the weight's first `pf MB` prefetched by 132 blocks, "
+		       "pf_el\n");
+		printf("with an evict-last policy, pf_1 by one block; warm = the same GEMM run "
+		       "before)\n");
+		printf("%5s %3s %6s %8s %8s %8s %8s %8s %9s\n", "gemm", "M", "pf_MB", "cold", "pf",
+		       "pf_el", "pf_1", "warm", "cold/pf");
+	}
 	int written = 0;
-	for (size_t si = 0; si < DS_ARRAY_LEN(shapes); si++)
-		for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
-			size_t wbytes = (size_t)shapes[si].N * shapes[si].K * 2;
-			size_t budgets[] = {wbytes, DS_MIN(wbytes, (size_t)16 << 20)};
-			for (size_t bi = 0; bi < 2; bi++) {
-				if (bi == 1 && budgets[1] == budgets[0])
-					continue;
-				double us[5];
-				for (int mode = 0; mode < 5; mode++) {
-					struct pf_run r = {{c, 0, -1, A, shapes[si].W, C, Ms[mi],
-					                    shapes[si].N, shapes[si].K},
-					                   flush,
-					                   flush_bytes,
-					                   mode,
-					                   budgets[bi]};
-					if (pf_time(&r, &us[mode]))
-						return 1;
-				}
-				double mb = budgets[bi] / 1048576.0;
-				printf("%5s %3d %6.1f %8.2f %8.2f %8.2f %8.2f %8.2f %9.3f\n",
-				       shapes[si].name, Ms[mi], mb, us[0], us[1], us[2], us[3],
-				       us[4], us[0] / us[1]);
-				fprintf(f,
-				        "%s  {\"gemm\": \"%s\", \"M\": %d, \"pf_MB\": %.1f, "
-				        "\"cold_us\": %.2f, \"pf_us\": %.2f, \"pf_evict_last_us\": "
-				        "%.2f, \"pf_one_block_us\": %.2f, \"warm_us\": %.2f}",
-				        written++ ? ",\n" : "", shapes[si].name, Ms[mi], mb, us[0],
-				        us[1], us[2], us[3], us[4]);
-			}
-		}
-	fprintf(f, "\n]}\n");
-	fclose(f);
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes) && rc == 0; si++)
+		for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms) && rc == 0; mi++)
+			rc = l2pf_shape(b, f, &written, shapes[si].name, shapes[si].W, shapes[si].N,
+			                shapes[si].K, Ms[mi], A, C, flush, flush_bytes);
+	if (f) {
+		fprintf(f, "\n]}\n");
+		fclose(f);
+	}
 	cudaFree(flush);
 	cudaFree(A);
 	cudaFree(C);
-	return 0;
+	return rc;
 }
