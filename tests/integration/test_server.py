@@ -475,6 +475,9 @@ class TestQueueFull(ServerCase):
     server_args = ["--max-running", "1", "--max-queue", "1"]
 
     def test_queue_full(self):
+        # Every stream runs to its end (no client cancels): a cancelled stream whose request
+        # the server had not read yet could be admitted after the gauges below read 0, and
+        # fill the queue ahead of the last request (seen once under ASan on a loaded machine).
         long_req = req(max_tokens=CONTEXT - 8, prompt=(1, 2, 3))
         streams = [self.stub.Generate(long_req, timeout=120) for _ in range(4)]
         codes = []
@@ -484,11 +487,10 @@ class TestQueueFull(ServerCase):
                 codes.append(grpc.StatusCode.OK)
             except grpc.RpcError as e:
                 codes.append(e.code())
-            if codes[-1] == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                for t in streams:
-                    t.cancel()
-                break
         self.assertIn(grpc.StatusCode.RESOURCE_EXHAUSTED, codes)
+        self.assertIn(grpc.StatusCode.OK, codes)
+        self.assertEqual(set(codes) - {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED},
+                         set())
         for gauge in ("detserve_running_requests", "detserve_queue_depth"):
             self.assertEqual(self.srv.wait_metric(lambda v: v == 0, gauge, timeout=60), 0)
         self.assertEqual(len(self.stub.GenerateUnary(req(max_tokens=2), timeout=60).token_ids), 2)
