@@ -401,20 +401,6 @@ static int attnref_run(void *arg)
 	return 0;
 }
 
-/* Section "attnref": one layer's reference attention on the llama3-8b shapes, as:
- *  old   ds_k_attn_ref (CUDA cores, split as refpath/cuda_ref.c picked it before the mma kernel),
- *  walk  ds_k_attn_ref_mma with a walk plan (round 1: one CTA walks each row group's tiles),
- *  new   ds_k_attn_ref_mma_split in auto mode (what the reference path runs eagerly: tiles
- *        spread over CTAs when few groups have long contexts, else the walk),
- *  split the same forced to split, graph: auto on the grid of a graph captured for max_pos.
- * Points: a verify pass of 16 windows x 32 rows at context 512, 2048 and 2055 (unaligned
- * windows: three row groups each instead of two), a 2048-row prefill chunk (positions
- * 0..2047), decode at batch 64 (context 512), and few-row passes: decode at batch 1 and 8 at
- * context 512, 2048 and 8192, one window of 32 at context 2048 and the e2e's decode (256 rows
- * at context 640). ATTNREF_POINTS=name,... keeps the named points only. Also: KV GB/s of new (each
- * sequence's KV read once), whether walk, new, split and graph gave the same bytes (they
- * must), and the largest |old - new| (the kernels round differently; a large value means a
- * broken kernel). */
 /* ---- attntrace: where the fused decode attention's time goes inside a decode step ---- */
 
 /* One traced decode step of B rows at ctx (the fast path's current switches, fused q/k/v
@@ -531,6 +517,20 @@ int bench_attntrace(struct bench *b)
 	return rc;
 }
 
+/* Section "attnref": one layer's reference attention on the llama3-8b shapes, as:
+ *  old   ds_k_attn_ref (CUDA cores, split as refpath/cuda_ref.c picked it before the mma kernel),
+ *  walk  ds_k_attn_ref_mma with a walk plan (round 1: one CTA walks each row group's tiles),
+ *  new   ds_k_attn_ref_mma_split in auto mode (what the reference path runs eagerly: tiles
+ *        spread over CTAs when few groups have long contexts, else the walk),
+ *  split the same forced to split, graph: auto on the grid of a graph captured for max_pos.
+ * Points: a verify pass of 16 windows x 32 rows at context 512, 2048 and 2055 (unaligned
+ * windows: three row groups each instead of two), a 2048-row prefill chunk (positions
+ * 0..2047), decode at batch 64 (context 512), and few-row passes: decode at batch 1 and 8 at
+ * context 512, 2048 and 8192, one window of 32 at context 2048 and the e2e's decode (256 rows
+ * at context 640). ATTNREF_POINTS=name,... keeps the named points only. Also: KV GB/s of new (each
+ * sequence's KV read once), whether walk, new, split and graph gave the same bytes (they
+ * must), and the largest |old - new| (the kernels round differently; a large value means a
+ * broken kernel). */
 int bench_attn_ref(struct bench *b)
 {
 	struct ds_cuda_ctx *c = b->c;
