@@ -426,9 +426,11 @@ int bench_e2e(struct bench *b)
 				best[k].st = st;
 				best[k].rows = rows;
 			}
-			if (repeat > 1)
-				printf("  round %d %-20s %8.2f s\n", r + 1, cfgs[sel[k]].name,
-				       secs);
+			/* as each run ends, so a run stopped by a timeout still shows the
+			 * finished ones */
+			printf("  round %d %-20s %8.2f s, %.0f tok/s\n", r + 1, cfgs[sel[k]].name,
+			       secs, (double)tok / secs);
+			fflush(stdout);
 		}
 	}
 	double fast_tps = (double)best[0].tokens / best[0].secs;
