@@ -163,7 +163,8 @@ struct ds_cuda_fast {
 	 * (DS_FAST_MEGA_GATE=n; -1: off) */
 	bool mega_wef, mega_gate_late;
 	int mega_nz, mega_gate;
-	int mega_diag; /* DS_FAST_MEGA_DIAG (bench diagnostics, ds_k_mega.diag); 0 */
+	int mega_diag;  /* DS_FAST_MEGA_DIAG (bench diagnostics, ds_k_mega.diag); 0 */
+	int mega_slots; /* DS_FAST_MEGA_SLOTS (bench diagnostics, ds_k_mega.max_slots); 0 */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */
 	float graph_ms[DS_CUDA_N_BUCKETS][DS_CUDA_N_STEP_CFGS]; /* replay times (ms; INFINITY) */
 };
@@ -330,7 +331,7 @@ extern const struct ds_cuda_path_ops ds_cuda_fast_ops; /* fastpath/cuda_fast.c *
 extern const struct ds_cuda_path_ops ds_cuda_ref_ops;  /* refpath/cuda_ref.c */
 
 /* Whether pass p may run the fused decode layers: the model qualifies (mega_ok), every row is
- * its sequence's only query, it has 1, 2 or 4 rows, and a layer's cache is under 2^35
+ * its sequence's only query, it has 1, 2, 4 or 8 rows, and a layer's cache is under 2^35
  * elements. */
 bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pass *p);
 /* The fast path's fused decode layers (fastpath/cuda_fast.c): when enabled and the pass qualifies,
@@ -338,6 +339,9 @@ bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pa
  * sets *done; else leaves *done false. */
 enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,
                                  struct ds_err *err);
+/* The ring slots the fused kernel gets for a pass of T rows under the current settings (bench
+ * diagnostics); -1 if it would refuse the launch. */
+int ds_cuda_fast_mega_slots(const struct ds_cuda_ctx *c, int T);
 
 /* Samples the pass's R rows of c->logits into c->dm.out on c->stream (backend/cuda_backend.c):
  * on the fast path (fast) with ds_k_sample_split_pdl, a small batch's rows each spread over

@@ -1163,6 +1163,8 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->mega_gate_late = gl && strcmp(gl, "1") == 0;
 	const char *dg = getenv("DS_FAST_MEGA_DIAG");
 	f->mega_diag = dg ? atoi(dg) : 0;
+	const char *sl = getenv("DS_FAST_MEGA_SLOTS");
+	f->mega_slots = sl ? DS_MAX(atoi(sl), 0) : 0;
 	for (int l = 0; l < cfg->n_layer && f->mega_ok; l++) {
 		const struct ds_cuda_layer *L = &c->layers[l];
 		f->mega_ok = !L->bqkv && !L->q_norm && !L->k_norm;
@@ -1204,14 +1206,11 @@ bool ds_cuda_fast_mega_fits(const struct ds_cuda_ctx *c, const struct ds_cuda_pa
 	       c->kv_layer_elems / 8 < UINT32_MAX;
 }
 
-enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,
-                                 struct ds_err *err)
+/* The fused kernel's arguments for the context's buffers and settings. */
+static struct ds_k_mega mega_args(const struct ds_cuda_ctx *c)
 {
 	const struct ds_cuda_fast *f = &c->fast;
 	const struct ds_model_config *cfg = &c->cfg;
-	*done = false;
-	if (!f->mega || !ds_cuda_fast_mega_fits(c, p))
-		return DS_OK;
 	struct ds_k_mega a = {
 	    .layers = f->mega_layers,
 	    .n_layer = cfg->n_layer,
@@ -1241,10 +1240,28 @@ enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pas
 	    .att_gate = f->mega_gate,
 	    .att_gate_late = f->mega_gate_late,
 	    .diag = f->mega_diag,
+	    .max_slots = f->mega_slots,
 	};
+	return a;
+}
+
+enum ds_status ds_cuda_fast_mega(struct ds_cuda_ctx *c, const struct ds_cuda_pass *p, bool *done,
+                                 struct ds_err *err)
+{
+	*done = false;
+	if (!c->fast.mega || !ds_cuda_fast_mega_fits(c, p))
+		return DS_OK;
+	struct ds_k_mega a = mega_args(c);
 	DS_CUDA_TRY(ds_k_mega_decode(&a, p->T, c->n_sm, c->stream), err);
 	*done = true;
 	return DS_OK;
+}
+
+int ds_cuda_fast_mega_slots(const struct ds_cuda_ctx *c, int T)
+{
+	struct ds_k_mega a = mega_args(c);
+	int n = 0;
+	return c->fast.mega_ok && ds_k_mega_ring_slots(&a, T, c->n_sm, &n) == cudaSuccess ? n : -1;
 }
 
 /* ---- lifetime ---- */

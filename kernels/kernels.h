@@ -414,6 +414,10 @@ struct ds_k_mega {
 	 * once all 16 of the tile's step have; bits 0 and 2 (5): and where K is two segments, a
 	 * tile's step copies 8 whole rows instead of one half of each of its 16 rows */
 	int diag;
+	/* bench diagnostics, 0 in service: > 0 caps the ring at that many slots (rounded down to a
+	 * multiple of the consumer warps; a launch refused below the minimum), to tell how the
+	 * weight stream's pace depends on the ring's depth */
+	int max_slots;
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
  * dot products done, its partials stored and counted (taken at attention's start when the block
@@ -435,6 +439,9 @@ struct ds_k_mega {
  * rows the GEMVs run on tensor cores. */
 int ds_k_mega_supported(struct ds_k_dims d, int hidden, int ffn);
 cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_blocks, cudaStream_t st);
+/* The ring slots (4 KB each, 4160 bytes at 8 rows) a launch of ds_k_mega_decode with these
+ * arguments would get, in *nslot, without launching (bench diagnostics). */
+cudaError_t ds_k_mega_ring_slots(const struct ds_k_mega *a, int T, int n_blocks, int *nslot);
 
 /* ---- programmatic dependent launch (PDL) for the fast path's decode chain ---- */
 

@@ -51,6 +51,7 @@
 
 #include "attn_decode_core.cuh"
 #include "mma_prims.cuh"
+#include <string.h>
 
 #define MG_CWARPS 8 /* consumer warps */
 #define MG_CTHREADS (MG_CWARPS * 32)
@@ -1181,11 +1182,11 @@ static size_t mg_align(size_t v, size_t a)
 	return (v + a - 1) / a * a;
 }
 
-extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_blocks,
-                                        cudaStream_t st)
+/* The launch plan of ds_k_mega_decode (a valid, T > 0): the kernel, the shared-memory carve-up
+ * and its bytes, the attention split. */
+static cudaError_t mg_plan_of(const struct ds_k_mega *a, int T, int n_blocks, mg_fn *fnp,
+                              struct mg_plan *plp, size_t *smem)
 {
-	if (!a || T <= 0)
-		return T == 0 ? cudaSuccess : cudaErrorInvalidValue;
 	struct ds_k_dims d = a->d;
 	if (!ds_k_mega_supported(d, a->hidden, a->ffn) || n_blocks < 1 || !a->layers || !a->bar ||
 	    a->kv_layer_elems / 8 >= MG_NO_OFF || /* mg_att_offs's 16-byte units */
@@ -1197,6 +1198,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	if (!fn)
 		return cudaErrorInvalidValue;
 	struct mg_plan pl;
+	memset(&pl, 0, sizeof(pl));
 	/* attention: about one item per block, within the partial buffer */
 	int nz = a->attn_splits > 0 ? a->attn_splits : n_blocks / (T * d.n_kv);
 	nz = nz < 1 ? 1 : nz > DS_K_ATTN_DECODE_MAX_SPLIT ? DS_K_ATTN_DECODE_MAX_SPLIT : nz;
@@ -1243,6 +1245,7 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	long room = (long)optin - (long)rest - 1024; /* slack: the static 1024 alignment */
 	int nslot = (int)(room / (slot_bytes + 16));
 	nslot = nslot > MG_MAX_SLOTS ? MG_MAX_SLOTS : nslot;
+	nslot = a->max_slots > 0 && a->max_slots < nslot ? a->max_slots : nslot;
 	/* a multiple of the consumer warps: slot item gi - nslot (the slot's previous round) is
 	 * then the same warp's earlier item, so a warp never waits on a slot's full barrier while
 	 * the round before is still in flight, when the parity would pass a phase early (the
@@ -1266,8 +1269,38 @@ extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_
 	off = mg_align(off + row_bytes, 8);
 	pl.bar_off = (unsigned)off;
 	off += (size_t)16 * nslot + 8;
-	if ((e = ds_allow_smem(fn, off)) != cudaSuccess)
+	*fnp = fn;
+	*plp = pl;
+	*smem = off;
+	return cudaSuccess;
+}
+
+extern "C" cudaError_t ds_k_mega_decode(const struct ds_k_mega *a, int T, int n_blocks,
+                                        cudaStream_t st)
+{
+	if (!a || T <= 0)
+		return T == 0 ? cudaSuccess : cudaErrorInvalidValue;
+	mg_fn fn;
+	struct mg_plan pl;
+	size_t smem;
+	cudaError_t e = mg_plan_of(a, T, n_blocks, &fn, &pl, &smem);
+	if (e == cudaSuccess)
+		e = ds_allow_smem(fn, smem);
+	if (e != cudaSuccess)
 		return e;
-	return ds_launch_attrs(fn, dim3((unsigned)n_blocks), dim3(MG_THREADS), off, st, 0, 1, 1, *a,
-	                       pl);
+	return ds_launch_attrs(fn, dim3((unsigned)n_blocks), dim3(MG_THREADS), smem, st, 0, 1, 1,
+	                       *a, pl);
+}
+
+extern "C" cudaError_t ds_k_mega_ring_slots(const struct ds_k_mega *a, int T, int n_blocks,
+                                            int *nslot)
+{
+	if (!a || T <= 0 || !nslot)
+		return cudaErrorInvalidValue;
+	mg_fn fn;
+	struct mg_plan pl;
+	size_t smem;
+	cudaError_t e = mg_plan_of(a, T, n_blocks, &fn, &pl, &smem);
+	*nslot = e == cudaSuccess ? pl.nslot : 0;
+	return e;
 }

@@ -122,10 +122,12 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	trace_phases(tr, nb, nl, mean_us, max_us, &total);
 	double roof =
 	    ((double)decode_weight_bytes(cfg, B) + (double)kv_bytes(cfg, B, ctx + 1)) / b->copy_bw;
-	printf("batch %d, ctx %d: fused %.3f ms (%.1f%% of roofline), kernel per op %.3f ms "
-	       "(%.1f%%): fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
-	       B, ctx, t_mega * 1e3, 100 * roof / t_mega, t_op * 1e3, 100 * roof / t_op,
-	       t_mega / t_op, t_tr * 1e3, total * 1e-3);
+	int slots = ds_cuda_fast_mega_slots(c, B);
+	printf(
+	    "batch %d, ctx %d: fused %.3f ms (%.1f%% of roofline; ring of %d slots), kernel per "
+	    "op %.3f ms (%.1f%%): fused/per-op %.3f; traced step %.3f ms, fused kernel %.3f ms\n",
+	    B, ctx, t_mega * 1e3, 100 * roof / t_mega, slots, t_op * 1e3, 100 * roof / t_op,
+	    t_mega / t_op, t_tr * 1e3, total * 1e-3);
 	printf(
 	    "  settings (ef: weights evict-first; nz: attention splits, 0 auto; g: attention gate, "
 	    "-1 off, late: opens after the partials), ms (ratio to the first):");
@@ -137,12 +139,14 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	for (int k = 0; k < N_PHASES; k++)
 		printf("  %-28s %10.2f %10.2f\n", phases[k].name, mean_us[k], max_us[k]);
 	fprintf(js,
-	        "%s  {\"batch\": %d, \"ctx\": %d, \"fused_ms\": %.4f, \"per_op_ms\": %.4f, "
+	        "%s  {\"batch\": %d, \"ctx\": %d, \"ring_slots\": %d, \"fused_ms\": %.4f, "
+	        "\"per_op_ms\": %.4f, "
 	        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
 	        "\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
 	        "\"att_gate_late\": %s, \"settings\": [",
-	        first ? "" : ",\n", B, ctx, t_mega * 1e3, t_op * 1e3, roof * 1e3, t_mega / t_op,
-	        total, wef0 ? "true" : "false", nz0, gate0, late0 ? "true" : "false");
+	        first ? "" : ",\n", B, ctx, slots, t_mega * 1e3, t_op * 1e3, roof * 1e3,
+	        t_mega / t_op, total, wef0 ? "true" : "false", nz0, gate0,
+	        late0 ? "true" : "false");
 	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++)
 		fprintf(js,
 		        "%s{\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
@@ -192,8 +196,13 @@ int bench_mega(struct bench *b)
 	    nb);
 	bool tune0 = f->graph_tune, mega0 = f->mega, mtune0 = f->mega_tune;
 	int rc = 0;
-	for (size_t i = 0; i < DS_ARRAY_LEN(points) && rc == 0; i++)
-		rc = mega_point(b, js, i == 0, points[i].batch, points[i].ctx, dtr, tr);
+	bool first = true;
+	for (size_t i = 0; i < DS_ARRAY_LEN(points) && rc == 0; i++) {
+		if (!point_picked("MEGA_POINTS", points[i].batch, points[i].ctx))
+			continue;
+		rc = mega_point(b, js, first, points[i].batch, points[i].ctx, dtr, tr);
+		first = false;
+	}
 	fprintf(js, "\n]}\n");
 	fclose(js);
 	f->graph_tune = tune0;
