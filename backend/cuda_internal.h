@@ -160,10 +160,9 @@ struct ds_cuda_fast {
 	size_t gu_scratch_bytes;
 	/* the fused kernel's settings (struct ds_k_mega): weights_evict_first (DS_FAST_MEGA_WEF=0:
 	 * off), attn_splits (DS_FAST_MEGA_NZ=n; 0, the default: auto) and att_gate
-	 * (DS_FAST_MEGA_GATE=n; -1: off), opening where att_gate_at says (DS_FAST_MEGA_GATE_AT=
-	 * dots|stores|counted; enum ds_k_mega_gate_at) */
-	bool mega_wef;
-	int mega_nz, mega_gate, mega_gate_at;
+	 * (DS_FAST_MEGA_GATE=n; -1: off) */
+	bool mega_wef, mega_gate_late;
+	int mega_nz, mega_gate;
 	int mega_diag;  /* DS_FAST_MEGA_DIAG (bench diagnostics, ds_k_mega.diag); 0 */
 	int mega_slots; /* DS_FAST_MEGA_SLOTS (bench diagnostics, ds_k_mega.max_slots); 0 */
 	int graph_cfg[DS_CUDA_N_BUCKETS]; /* the configuration kept (-1: untuned) */

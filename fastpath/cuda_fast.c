@@ -1159,14 +1159,8 @@ static enum ds_status mega_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	f->mega_nz = nz ? DS_MAX(DS_MIN(atoi(nz), DS_K_ATTN_DECODE_MAX_SPLIT), 0) : 0;
 	const char *gate = getenv("DS_FAST_MEGA_GATE");
 	f->mega_gate = gate ? DS_MAX(atoi(gate), -1) : DS_FAST_MEGA_GATE;
-	const char *gat = getenv("DS_FAST_MEGA_GATE_AT");
-	f->mega_gate_at = !gat || strcmp(gat, "dots") == 0 ? DS_K_MEGA_GATE_DOTS
-	                  : strcmp(gat, "stores") == 0     ? DS_K_MEGA_GATE_STORES
-	                  : strcmp(gat, "counted") == 0    ? DS_K_MEGA_GATE_COUNTED
-	                                                   : -1;
-	if (f->mega_gate_at < 0)
-		return ds_errf(err, DS_ERR_INVALID,
-		               "DS_FAST_MEGA_GATE_AT='%s' is not dots|stores|counted", gat);
+	const char *gl = getenv("DS_FAST_MEGA_GATE_LATE");
+	f->mega_gate_late = gl && strcmp(gl, "1") == 0;
 	const char *dg = getenv("DS_FAST_MEGA_DIAG");
 	f->mega_diag = dg ? atoi(dg) : 0;
 	const char *sl = getenv("DS_FAST_MEGA_SLOTS");
@@ -1244,7 +1238,7 @@ static struct ds_k_mega mega_args(const struct ds_cuda_ctx *c)
 	    .weights_evict_first = f->mega_wef,
 	    .attn_splits = f->mega_nz,
 	    .att_gate = f->mega_gate,
-	    .att_gate_at = f->mega_gate_at,
+	    .att_gate_late = f->mega_gate_late,
 	    .diag = f->mega_diag,
 	    .max_slots = f->mega_slots,
 	};

@@ -407,7 +407,7 @@ struct ds_k_mega {
 	 * weights (rounded down to its copy turns) before the block's attention dot products are
 	 * done, so its K/V loads do not queue behind a full ring's copies */
 	int att_gate;
-	int att_gate_at; /* where the gate opens: enum ds_k_mega_gate_at */
+	bool att_gate_late; /* the gate opens once the partials are stored and counted instead */
 	/* bench diagnostics, 0 in service: bit 0, the tensor-core GEMVs (8 rows) wait for their
 	 * slots and release them but skip the math (wrong outputs: only the weight stream's pace
 	 * is measured); bits 0 and 1 (3): and a warp frees each slot as soon as it landed, not
@@ -418,13 +418,6 @@ struct ds_k_mega {
 	 * multiple of the consumer warps; a launch refused below the minimum), to tell how the
 	 * weight stream's pace depends on the ring's depth */
 	int max_slots;
-};
-/* Where the producer's attention gate (ds_k_mega.att_gate) opens, on the block's first attention
- * item of a layer. */
-enum ds_k_mega_gate_at {
-	DS_K_MEGA_GATE_DOTS = 0,    /* its dot products done (the default) */
-	DS_K_MEGA_GATE_COUNTED = 1, /* its partials stored, fenced and counted */
-	DS_K_MEGA_GATE_STORES = 2   /* its partials' stores issued, before they are fenced */
 };
 /* stamps 0-11: the ends of the phases; 12 and 13 inside attention, on the block's first item: its
  * dot products done, its partials stored and counted (taken at attention's start when the block

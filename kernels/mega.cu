@@ -909,12 +909,13 @@ __device__ __forceinline__ void mg_stamp(const struct ds_k_mega &a, int l, int k
 	}
 }
 
-/* Opens the producer's gate (a.att_gate) at point `at` (enum ds_k_mega_gate_at) of the block's
- * first attention item (sl >= 0), if that is where a.att_gate_at puts it. */
-__device__ __forceinline__ void mg_gate_open(const struct ds_k_mega &a, int sl, int at,
+/* Opens the producer's gate (a.att_gate) at this point of the block's first attention item (sl
+ * >= 0): after the dot products (late false) or after the partials are stored and counted
+ * (late true), as a.att_gate_late asks. */
+__device__ __forceinline__ void mg_gate_open(const struct ds_k_mega &a, int sl, bool late,
                                              unsigned att_bar)
 {
-	if (sl >= 0 && a.att_gate >= 0 && a.att_gate_at == at && threadIdx.x == 0)
+	if (sl >= 0 && a.att_gate >= 0 && a.att_gate_late == late && threadIdx.x == 0)
 		mbar_arrive(att_bar);
 }
 
@@ -967,17 +968,13 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 		mg_stamp(a, sl, 12);
 	dattn_lane_merge<D, G>(mm, ll, acc, sh_m, sh_l, sh_acc);
 	mg_csync();
-	mg_gate_open(a, sl, DS_K_MEGA_GATE_DOTS, att_bar); /* every warp's dot products done */
+	mg_gate_open(a, sl, false, att_bar); /* every warp's dot products done */
 	for (int i = threadIdx.x; i < G * D; i += MG_CTHREADS)
 		dattn_store_merged<D, G, MG_CWARPS>(sh_m, sh_l, sh_acc, i, t.nsu, t.z, pl.nz, a.part,
 		                                    h0, o);
-	if (sl >= 0 && a.att_gate_at == DS_K_MEGA_GATE_STORES) { /* every thread's stores issued */
-		mg_csync();
-		mg_gate_open(a, sl, DS_K_MEGA_GATE_STORES, att_bar);
-	}
 	if (sl >= 0 && t.nsu <= 1) {
 		mg_stamp(a, sl, 13);
-		mg_gate_open(a, sl, DS_K_MEGA_GATE_COUNTED, att_bar);
+		mg_gate_open(a, sl, true, att_bar);
 	}
 	if (t.nsu > 1) {
 		/* the last split of (row, KV head) to finish merges them all */
@@ -993,7 +990,7 @@ __device__ void mg_att_run(const struct ds_k_mega &a, const struct mg_plan &pl,
 		mg_csync();
 		if (sl >= 0)
 			mg_stamp(a, sl, 13);
-		mg_gate_open(a, sl, DS_K_MEGA_GATE_COUNTED, att_bar);
+		mg_gate_open(a, sl, true, att_bar);
 		if (red[0] != 0.0f) {
 			__threadfence();
 			mg_merge_splits<D, G>(a.part + h0 * pl.nz * prow, pl.nz, t.nsu, o);

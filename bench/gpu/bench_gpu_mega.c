@@ -61,16 +61,11 @@ static void trace_phases(const unsigned long long *tr, int nb, int nl, double *m
  * first is the kernel as it was before these settings. */
 static const struct {
 	bool wef;
-	int nz, gate, at;
-} settings[] = {{false, 0, -1, DS_K_MEGA_GATE_DOTS},   {true, 0, -1, DS_K_MEGA_GATE_DOTS},
-                {true, 0, 8, DS_K_MEGA_GATE_DOTS},     {true, 0, 16, DS_K_MEGA_GATE_DOTS},
-                {true, 0, 24, DS_K_MEGA_GATE_DOTS},    {true, 0, 16, DS_K_MEGA_GATE_COUNTED},
-                {true, 0, 32, DS_K_MEGA_GATE_COUNTED}, {true, 0, 8, DS_K_MEGA_GATE_STORES},
-                {true, 0, 16, DS_K_MEGA_GATE_STORES},  {true, 0, 32, DS_K_MEGA_GATE_STORES},
-                {true, 8, 16, DS_K_MEGA_GATE_DOTS}};
-/* by enum ds_k_mega_gate_at: in the printed setting names, and in the JSON */
-static const char *const gate_at_name[] = {"", "late", "st"};
-static const char *const gate_at_json[] = {"dots", "counted", "stores"};
+	int nz, gate;
+	bool late;
+} settings[] = {{false, 0, -1, false}, {true, 0, -1, false}, {true, 0, 8, false},
+                {true, 0, 16, false},  {true, 0, 24, false}, {true, 0, 16, true},
+                {true, 0, 32, true},   {true, 0, 64, true},  {true, 8, 16, false}};
 
 /* One point: the kernel-per-op step (tuned), the fused step under the backend's settings and
  * under each of settings, and a traced fused step; prints and writes its JSON (first: no comma
@@ -86,7 +81,7 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	double t_op = 0, t_mega = 0, total = 0, t_set[DS_ARRAY_LEN(settings)];
 	double mean_us[N_PHASES], max_us[N_PHASES];
 	int nz0 = f->mega_nz, gate0 = f->mega_gate;
-	int at0 = f->mega_gate_at;
+	bool late0 = f->mega_gate_late;
 	bool wef0 = f->mega_wef;
 	/* the kernel-per-op step, tuned over its own configurations */
 	ds_cuda_fast_graphs_reset(c);
@@ -105,13 +100,13 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 		f->mega_wef = settings[i].wef;
 		f->mega_nz = settings[i].nz;
 		f->mega_gate = settings[i].gate;
-		f->mega_gate_at = settings[i].at;
+		f->mega_gate_late = settings[i].late;
 		rc = decode_time(b, DS_PATH_FAST, B, ctx, 15, &t_set[i]);
 	}
 	f->mega_wef = wef0;
 	f->mega_nz = nz0;
 	f->mega_gate = gate0;
-	f->mega_gate_at = at0;
+	f->mega_gate_late = late0;
 	/* traced (a graph of its own: the trace pointer is a kernel argument) */
 	ds_cuda_fast_graphs_reset(c);
 	f->mega_trace = dtr;
@@ -135,11 +130,10 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	    t_mega / t_op, t_tr * 1e3, total * 1e-3);
 	printf(
 	    "  settings (ef: weights evict-first; nz: attention splits, 0 auto; g: attention gate, "
-	    "-1 off; st: opens once the partials' stores are issued, late: once they are counted), "
-	    "ms (ratio to the first):");
+	    "-1 off, late: opens after the partials), ms (ratio to the first):");
 	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++)
 		printf(" ef%d/nz%d/g%d%s %.3f (%.3f)", (int)settings[i].wef, settings[i].nz,
-		       settings[i].gate, gate_at_name[settings[i].at], t_set[i] * 1e3,
+		       settings[i].gate, settings[i].late ? "late" : "", t_set[i] * 1e3,
 		       t_set[i] / t_set[0]);
 	printf("\n  %-28s %10s %10s\n", "phase (per layer)", "mean_us", "slowest_us");
 	for (int k = 0; k < N_PHASES; k++)
@@ -149,15 +143,16 @@ static int mega_point(struct bench *b, FILE *js, bool first, int B, int ctx,
 	        "\"per_op_ms\": %.4f, "
 	        "\"roofline_ms\": %.4f, \"fused_over_per_op\": %.4f, \"kernel_us\": %.1f, "
 	        "\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
-	        "\"att_gate_at\": \"%s\", \"settings\": [",
+	        "\"att_gate_late\": %s, \"settings\": [",
 	        first ? "" : ",\n", B, ctx, slots, t_mega * 1e3, t_op * 1e3, roof * 1e3,
-	        t_mega / t_op, total, wef0 ? "true" : "false", nz0, gate0, gate_at_json[at0]);
+	        t_mega / t_op, total, wef0 ? "true" : "false", nz0, gate0,
+	        late0 ? "true" : "false");
 	for (size_t i = 0; i < DS_ARRAY_LEN(settings); i++)
 		fprintf(js,
 		        "%s{\"weights_evict_first\": %s, \"attn_splits\": %d, \"att_gate\": %d, "
-		        "\"att_gate_at\": \"%s\", \"ms\": %.4f}",
+		        "\"att_gate_late\": %s, \"ms\": %.4f}",
 		        i ? ", " : "", settings[i].wef ? "true" : "false", settings[i].nz,
-		        settings[i].gate, gate_at_json[settings[i].at], t_set[i] * 1e3);
+		        settings[i].gate, settings[i].late ? "true" : "false", t_set[i] * 1e3);
 	fprintf(js, "], \"phases\": [");
 	for (int k = 0; k < N_PHASES; k++)
 		fprintf(js, "%s{\"name\": \"%s\", \"mean_us\": %.3f, \"slowest_us\": %.3f}",

@@ -24,31 +24,27 @@
  * last items hold one position past their iterations. Every timing setting of the fused kernel
  * gives the same bits (mega_settings_same_bits). */
 /* The fused kernel's timing settings (struct ds_k_mega: the weights' L2 policy, the producer's
- * attention gate off or opening at each of its points) change when copies are issued, never the
- * arithmetic: each gives the default run's bits (lgm) for batch B of fixture f. */
+ * attention gate off or opening late) change when copies are issued, never the arithmetic: each
+ * gives the default run's bits (lgm) for batch B of fixture f. */
 static void mega_settings_same_bits(struct decode_fix *f, int B, const float *lgm)
 {
 	struct ds_cuda_fast *fast = &f->c->fast;
-	bool wef0 = fast->mega_wef;
-	int gate0 = fast->mega_gate, at0 = fast->mega_gate_at;
+	bool wef0 = fast->mega_wef, late0 = fast->mega_gate_late;
+	int gate0 = fast->mega_gate;
 	const struct {
-		bool wef;
-		int at, gate;
-	} alt[] = {{false, DS_K_MEGA_GATE_DOTS, gate0},
-	           {wef0, DS_K_MEGA_GATE_DOTS, -1},
-	           {wef0, DS_K_MEGA_GATE_COUNTED, 16},
-	           {wef0, DS_K_MEGA_GATE_STORES, 16},
-	           {wef0, DS_K_MEGA_GATE_DOTS, 0}};
+		bool wef, late;
+		int gate;
+	} alt[] = {{false, false, gate0}, {wef0, false, -1}, {wef0, true, 16}, {wef0, false, 0}};
 	for (size_t i = 0; i < DS_ARRAY_LEN(alt); i++) {
 		fast->mega_wef = alt[i].wef;
-		fast->mega_gate_at = alt[i].at;
+		fast->mega_gate_late = alt[i].late;
 		fast->mega_gate = alt[i].gate;
 		ds_cuda_fast_graphs_reset(f->c);
 		fwd_ok(&f->be, DS_PATH_FAST, f->ss, B, f->lg, f->rows);
 		assert_memory_equal(lgm, f->lg, (size_t)B * f->rowb);
 	}
 	fast->mega_wef = wef0;
-	fast->mega_gate_at = at0;
+	fast->mega_gate_late = late0;
 	fast->mega_gate = gate0;
 	ds_cuda_fast_graphs_reset(f->c);
 }
