@@ -117,6 +117,9 @@ struct ds_cuda_fast {
 	 * the GEMV for 1..4 rows and cuBLASLt above) */
 	bool skinny;
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
+	/* with pdl, a cuBLASLt GEMM captured right after one of our kernels gets a programmatic
+	 * edge from it, so cuBLASLt's kernel may start before ours ends (DS_FAST_LT_PDL=1) */
+	bool lt_pdl;
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
 	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
 	bool fuse_qkv;

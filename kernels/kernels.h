@@ -30,6 +30,11 @@ cudaError_t ds_k_l2_evict(void *buf, size_t bytes, cudaStream_t st);
  * Returns once they are issued, not landed. */
 cudaError_t ds_k_l2_prefetch(const void *p, size_t bytes, int blocks, unsigned chunk,
                              bool evict_last, cudaStream_t st);
+/* Copies bytes (a multiple of 16, both 16-byte aligned) from src to dst after spinning
+ * delay_ns (globaltimer) past its PDL wait, launched with PDL when pdl: a slow producer for
+ * the tests of what may start early behind a kernel (l2evict.cu). */
+cudaError_t ds_k_delayed_copy(void *dst, const void *src, size_t bytes, unsigned delay_ns, int pdl,
+                              cudaStream_t st);
 
 /* dst[i] = bf16(offset + scale * ds_hash_unit_pm1(ds_hash3(seed, key, first + i))), i < n:
  * bit-identical to ds_synth_fill on the host. */

@@ -1,11 +1,13 @@
-/* l2evict.cu - evicts L2 by reading a scratch buffer, for the autotuners' timed runs; and
- * prefetches a range into L2 (bench_gpu l2pf measures what that buys a GEMM).
+/* l2evict.cu - evicts L2 by reading a scratch buffer, for the autotuners' timed runs;
+ * prefetches a range into L2 (bench_gpu l2pf measures what that buys a GEMM); and a delayed
+ * copy, the slow producer of the tests of programmatic edges into cuBLASLt's kernels.
  *
  * A timed GEMM candidate must stream its weights from HBM as it does in a decode step, so L2 is
  * cleared before each run. Clearing it with a memset leaves the cache full of dirty lines that
  * the timed kernel's own reads then write back to HBM: tens of MB of write traffic inside the
  * timing, which the real step never has. Reading the buffer instead leaves clean lines. */
 #include "kernels.h"
+#include "pdl.cuh"
 
 __global__ void l2_evict_kernel(uint4 *buf, size_t n16)
 {
@@ -68,4 +70,34 @@ extern "C" cudaError_t ds_k_l2_prefetch(const void *p, size_t bytes, int blocks,
 		return cudaErrorInvalidValue;
 	l2_prefetch_kernel<<<blocks, 32, 0, st>>>((const char *)p, bytes, chunk, evict_last);
 	return cudaGetLastError();
+}
+
+/* After the PDL wait, thread 0 of each block spins until delay_ns have passed on its SM's
+ * globaltimer, then the grid copies src to dst. The trigger inside ds_grid_dep_wait lets the
+ * next kernel start during the spin: what that kernel reads of dst before its own wait is stale. */
+__global__ void delayed_copy_kernel(uint4 *dst, const uint4 *src, size_t n16, unsigned delay_ns)
+{
+	ds_grid_dep_wait();
+	if (threadIdx.x == 0) {
+		unsigned long long t0, t;
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+		do
+			asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+		while (t - t0 < delay_ns);
+	}
+	__syncthreads();
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16;
+	     i += (size_t)gridDim.x * blockDim.x)
+		dst[i] = src[i];
+}
+
+extern "C" cudaError_t ds_k_delayed_copy(void *dst, const void *src, size_t bytes,
+                                         unsigned delay_ns, int pdl, cudaStream_t st)
+{
+	if (((uintptr_t)dst | (uintptr_t)src | bytes) % 16 != 0)
+		return cudaErrorInvalidValue;
+	if (bytes == 0)
+		return cudaSuccess;
+	return ds_launch(delayed_copy_kernel, dim3(32), dim3(256), 0, st, pdl, (uint4 *)dst,
+	                 (const uint4 *)src, bytes / 16, delay_ns);
 }

@@ -430,9 +430,11 @@ static void test_pdl_decode_bits(void **state)
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
 		int B = sizes[si];
 		decode_fix_step(&f, B);
-		for (int pdl = 0; pdl < 2; pdl++) {
+		/* 0: PDL off; 1: on; 2: on, with programmatic edges into cuBLASLt's kernels */
+		for (int pdl = 0; pdl < 3; pdl++) {
 			ds_cuda_fast_graphs_reset(c);
-			c->fast.pdl = pdl;
+			c->fast.pdl = pdl > 0;
+			c->fast.lt_pdl = pdl == 2;
 			/* eager (the GEMM choices are timed here on first use), capture, replays */
 			for (int k = 0; k < 4; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, pdl || k ? f.lg : f.lg0,
@@ -447,12 +449,97 @@ static void test_pdl_decode_bits(void **state)
 		assert_true(sd > 0 && isfinite(sd));
 	}
 	c->fast.pdl = false;
+	c->fast.lt_pdl = false;
 	/* every candidate timed on the way agreed with cuBLASLt (or the unfused pair) */
 	for (int i = 0; i < c->fast.n_picks; i++)
 		if (c->fast.picks[i].n_rejected)
 			fail_msg("pick M=%d N=%d K=%d silu=%d: %d candidates rejected",
 			         c->fast.picks[i].M_timed, c->fast.picks[i].N, c->fast.picks[i].K,
 			         (int)c->fast.picks[i].silu, c->fast.picks[i].n_rejected);
+	decode_fix_free(&f);
+}
+
+/* Whether graph g holds a programmatic edge. */
+static bool graph_has_programmatic_edge(cudaGraph_t g)
+{
+	size_t n = 0;
+	CK(cudaGraphGetEdges(g, NULL, NULL, NULL, &n));
+	if (n == 0)
+		return false;
+	cudaGraphNode_t *from = malloc(n * sizeof(*from)), *to = malloc(n * sizeof(*to));
+	cudaGraphEdgeData *ed = malloc(n * sizeof(*ed));
+	CK(cudaGraphGetEdges(g, from, to, ed, &n));
+	bool any = false;
+	for (size_t i = 0; i < n; i++)
+		any |= ed[i].type == cudaGraphDependencyTypeProgrammatic;
+	free(from);
+	free(to);
+	free(ed);
+	return any;
+}
+
+/* lt_pdl: a cuBLASLt GEMM captured behind one of our kernels gets a programmatic edge, and
+ * cuBLASLt's kernel still waits for that kernel's writes. The producer copies A in after
+ * spinning 40 us past its own PDL wait, over an A of zeros: a GEMM kernel that read A before
+ * griddepcontrol.wait would see zeros. Each replay must give the eager GEMM's bits (the same
+ * algorithm); without lt_pdl the graph has no programmatic edge. */
+static void test_lt_pdl_edge(void **state)
+{
+	(void)state;
+	struct decode_fix f;
+	decode_fix_init(&f, "small", 17, 5, 9, 1, 8);
+	struct ds_cuda_ctx *c = f.c;
+	c->fast.skinny = false; /* cuBLASLt above 4 rows */
+	c->fast.pdl = true;
+	const int Ms[] = {8, 32}, N = 2048, K = 4096;
+	for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
+		int M = Ms[mi];
+		struct gt_gemm_case g;
+		gt_gemm_case_init(&g, M, N, K, 71 + mi, 73);
+		size_t ab = (size_t)M * K * 2, cb = (size_t)M * N * 4;
+		uint16_t *dA = dev_alloc_guarded(ab);
+		float *dC = dev_alloc_guarded(cb);
+		float *C0 = malloc(cb), *C1 = malloc(cb);
+		struct ds_err err;
+		CK(cudaMemcpy(dA, g.dA, ab, cudaMemcpyDeviceToDevice));
+		c->fast.lt_pdl = false;
+		if (ds_cuda_fast_ops.gemm(c, dA, g.dW, dC, M, N, K, &err) != DS_OK)
+			fail_msg("gemm: %s", err.msg);
+		CK(cudaStreamSynchronize(c->stream));
+		from_dev(C0, dC, cb);
+		for (int lt = 0; lt < 2; lt++) {
+			c->fast.lt_pdl = lt;
+			cudaGraph_t gr;
+			CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+			CK(ds_k_delayed_copy(dA, g.dA, ab, 40000, 1, c->stream));
+			enum ds_status rv = ds_cuda_fast_ops.gemm(c, dA, g.dW, dC, M, N, K, &err);
+			CK(cudaStreamEndCapture(c->stream, &gr));
+			if (rv != DS_OK)
+				fail_msg("captured gemm: %s", err.msg);
+			assert_int_equal(graph_has_programmatic_edge(gr), lt);
+			cudaGraphExec_t ex;
+			CK(cudaGraphInstantiate(&ex, gr, 0));
+			for (int k = 0; k < 5; k++) {
+				CK(cudaMemset(dA, 0, ab));
+				CK(cudaMemset(dC, 0x7f, cb));
+				CK(cudaGraphLaunch(ex, c->stream));
+				CK(cudaStreamSynchronize(c->stream));
+				from_dev(C1, dC, cb);
+				assert_memory_equal(C0, C1, cb);
+			}
+			CK(cudaGraphExecDestroy(ex));
+			CK(cudaGraphDestroy(gr));
+		}
+		dev_check_guard(dA, ab);
+		dev_check_guard(dC, cb);
+		cudaFree(dA);
+		cudaFree(dC);
+		free(C0);
+		free(C1);
+		gt_gemm_case_free(&g);
+	}
+	c->fast.lt_pdl = false;
+	c->fast.pdl = false;
 	decode_fix_free(&f);
 }
 
@@ -571,10 +658,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
-	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_graph_tune),
-	    cmocka_unit_test(test_fused_qkv_bits),
-	    cmocka_unit_test(test_skinny_silu),
-	    cmocka_unit_test(test_silu_decode_bits), cmocka_unit_test(test_rmsnorm_bits),
+	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_lt_pdl_edge),
+	    cmocka_unit_test(test_graph_tune),       cmocka_unit_test(test_fused_qkv_bits),
+	    cmocka_unit_test(test_skinny_silu),      cmocka_unit_test(test_silu_decode_bits),
+	    cmocka_unit_test(test_rmsnorm_bits),
 	};
 	return cmocka_run_group_tests_name("gpu_skinny", tests, NULL, NULL);
 }
