@@ -85,12 +85,13 @@ struct ds_cuda_pick {
  * GEMMs, PDL and the fused q/k/v epilogue on or off, and with skinny GEMMs under PDL, how many
  * iterations of weights they stage before the wait (stage); and the fused decode layers (mega:
  * every layer in one kernel, kernels/mega.cu), with PDL on or off for the kernels after it. */
-#define DS_CUDA_N_STEP_CFGS 20
+#define DS_CUDA_N_STEP_CFGS 22
 struct ds_cuda_step_cfg {
 	bool skinny, pdl, fuse;
 	int stage;
 	bool mega;
-	bool merge; /* ds_cuda_fast.attn_merge */
+	bool merge;  /* ds_cuda_fast.attn_merge */
+	bool stream; /* ds_cuda_fast.stream */
 };
 extern const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS];
 
@@ -117,9 +118,10 @@ struct ds_cuda_fast {
 	 * the GEMV for 1..4 rows and cuBLASLt above) */
 	bool skinny;
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
-	/* with pdl, a cuBLASLt GEMM captured right after one of our kernels gets a programmatic
-	 * edge from it, so cuBLASLt's kernel may start before ours ends (DS_FAST_LT_PDL=1) */
-	bool lt_pdl;
+	/* decode GEMMs of up to DS_K_STREAM_MAX_M rows on the streaming GEMM (ds_k_stream_gemm),
+	 * whose weights flow before the previous kernel ends under PDL: DS_FAST_STREAM=1 sets it,
+	 * unset leaves it to the graph tuning (stream_tune), 0 rules it out */
+	bool stream, stream_tune;
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
 	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
 	bool fuse_qkv;

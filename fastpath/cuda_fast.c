@@ -124,41 +124,12 @@ struct lt_call {
 	float *C;
 };
 
-/* While the fast stream is being captured, makes the next captured node's dependency on the
- * kernel node captured last a programmatic edge: that node (cuBLASLt's GEMM) may then be
- * scheduled once the kernel's blocks have passed their ds_grid_dep_wait, and must itself wait
- * (griddepcontrol.wait) before reading what the kernel writes; test_lt_pdl_edge holds
- * cuBLASLt's kernels to that. Nothing when the stream is not capturing or the last node is not
- * a single kernel node. */
-static cudaError_t lt_pdl_edge(struct ds_cuda_ctx *c)
-{
-	enum cudaStreamCaptureStatus cs;
-	const cudaGraphNode_t *deps = NULL;
-	size_t n = 0;
-	cudaError_t e = cudaStreamGetCaptureInfo(c->stream, &cs, NULL, NULL, &deps, NULL, &n);
-	if (e != cudaSuccess || cs != cudaStreamCaptureStatusActive || n != 1)
-		return e;
-	cudaGraphNode_t last = deps[0];
-	enum cudaGraphNodeType t;
-	e = cudaGraphNodeGetType(last, &t);
-	if (e != cudaSuccess || t != cudaGraphNodeTypeKernel)
-		return e;
-	cudaGraphEdgeData ed;
-	memset(&ed, 0, sizeof(ed));
-	ed.from_port = cudaGraphKernelNodePortProgrammatic;
-	ed.type = cudaGraphDependencyTypeProgrammatic;
-	return cudaStreamUpdateCaptureDependencies(c->stream, &last, &ed, 1,
-	                                           cudaStreamSetCaptureDependencies);
-}
-
 /* C = A . W^T through plan p and algorithm a on the fast path's stream and workspace. */
 static cublasStatus_t lt_matmul(struct ds_cuda_ctx *c, const struct lt_plan *p,
                                 const cublasLtMatmulAlgo_t *a, const uint16_t *A, const uint16_t *W,
                                 float *C)
 {
 	const float alpha = 1.0f, beta = 0.0f;
-	if (c->fast.pdl && c->fast.lt_pdl && lt_pdl_edge(c) != cudaSuccess)
-		return CUBLAS_STATUS_EXECUTION_FAILED;
 	return cublasLtMatmul(c->fast.lt, p->op, &alpha, W, p->a, A, p->b, &beta, C, p->cd, C,
 	                      p->cd, a, c->fast.workspace, c->fast.ws_bytes, c->stream);
 }
@@ -753,6 +724,11 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 {
 	if (M <= 0)
 		return DS_OK;
+	if (c->fast.stream && M <= DS_K_STREAM_MAX_M && K % 16 == 0) {
+		DS_CUDA_TRY(ds_k_stream_gemm(A, W, C, M, N, K, c->n_sm, c->fast.pdl, c->stream),
+		            err);
+		return DS_OK;
+	}
 	/* untimed default: the GEMV for 1..4 rows, cuBLASLt above */
 	int kind = M <= DS_K_GEMV_MAX_M ? DS_CUDA_GEMM_GEMV : DS_CUDA_GEMM_LT, v = 0;
 	if (c->fast.skinny && M <= DS_K_SKINNY_MAX_M) {
@@ -836,7 +812,8 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
 {
 	if (M <= 0)
 		return DS_OK;
-	if (c->fast.skinny && M <= DS_K_SKINNY_SILU_MAX_M) {
+	if (c->fast.skinny && M <= DS_K_SKINNY_SILU_MAX_M &&
+	    !(c->fast.stream && M <= DS_K_STREAM_MAX_M)) {
 		const struct ds_cuda_pick *pk = NULL;
 		enum ds_status rv = silu_pick_lookup(c, gu, h, W, C, M, N, K, &pk, err);
 		if (rv != DS_OK)
@@ -1319,8 +1296,9 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	 * gpu suite checks that it gives the same bits (DS_CUDA_PDL=0: off) */
 	const char *pdl = getenv("DS_CUDA_PDL");
 	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
-	const char *lq = getenv("DS_FAST_LT_PDL");
-	f->lt_pdl = lq && strcmp(lq, "1") == 0;
+	const char *sg = getenv("DS_FAST_STREAM");
+	f->stream = sg && strcmp(sg, "1") == 0;
+	f->stream_tune = !(sg && strcmp(sg, "0") == 0);
 	const char *fq = getenv("DS_FAST_FUSE_QKV");
 	f->fuse_qkv = !(fq && strcmp(fq, "0") == 0);
 	/* staged weights off by default outside the graph tuning, which measures them */

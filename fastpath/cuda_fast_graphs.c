@@ -19,16 +19,17 @@
  * decode attention merging its own splits (attn_merge) instead of the combine kernel, which on
  * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace). */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
-    {true, true, true, 0, false, false},   {false, true, true, 0, false, false},
-    {true, false, true, 0, false, false},  {false, false, true, 0, false, false},
-    {true, true, false, 0, false, false},  {false, true, false, 0, false, false},
-    {true, false, false, 0, false, false}, {false, false, false, 0, false, false},
-    {true, true, true, 1, false, false},   {true, true, true, 2, false, false},
-    {true, true, true, 3, false, false},   {true, true, false, 1, false, false},
-    {true, true, false, 2, false, false},  {true, true, false, 3, false, false},
-    {true, true, true, 0, true, false},    {true, false, true, 0, true, false},
-    {true, true, true, 0, false, true},    {false, true, true, 0, false, true},
-    {true, true, true, 2, false, true},    {true, true, true, 3, false, true}};
+    {true, true, true, 0, false, false, false},   {false, true, true, 0, false, false, false},
+    {true, false, true, 0, false, false, false},  {false, false, true, 0, false, false, false},
+    {true, true, false, 0, false, false, false},  {false, true, false, 0, false, false, false},
+    {true, false, false, 0, false, false, false}, {false, false, false, 0, false, false, false},
+    {true, true, true, 1, false, false, false},   {true, true, true, 2, false, false, false},
+    {true, true, true, 3, false, false, false},   {true, true, false, 1, false, false, false},
+    {true, true, false, 2, false, false, false},  {true, true, false, 3, false, false, false},
+    {true, true, true, 0, true, false, false},    {true, false, true, 0, true, false, false},
+    {true, true, true, 0, false, true, false},    {false, true, true, 0, false, true, false},
+    {true, true, true, 2, false, true, false},    {true, true, true, 3, false, true, false},
+    {true, true, true, 0, false, false, true},    {true, true, true, 0, false, true, true}};
 
 /* e as a status: DS_OK or a device error naming what failed. */
 static enum ds_status tune_status(cudaError_t e, const char *what, struct ds_err *err)
@@ -67,10 +68,12 @@ static enum ds_status tune_capture(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	if ((sc->skinny && !f->skinny) || (sc->pdl && !f->pdl) || (sc->fuse && !f->fuse_qkv) ||
 	    (sc->stage && !f->stage_tune) ||
 	    (sc->mega && !(f->mega_tune && ds_cuda_fast_mega_fits(c, pb))) ||
-	    (sc->merge && !f->merge_tune) || (!sc->merge && f->attn_merge))
+	    (sc->merge && !f->merge_tune) || (!sc->merge && f->attn_merge) ||
+	    (sc->stream && !(f->stream_tune && pb->T <= DS_K_STREAM_MAX_M)) ||
+	    (!sc->stream && f->stream))
 		return DS_OK;
 	bool skinny0 = f->skinny, pdl0 = f->pdl, fuse0 = f->fuse_qkv, mega0 = f->mega;
-	bool merge0 = f->attn_merge;
+	bool merge0 = f->attn_merge, stream0 = f->stream;
 	int stage0 = f->skinny_stage;
 	f->skinny = sc->skinny;
 	f->pdl = sc->pdl;
@@ -78,6 +81,7 @@ static enum ds_status tune_capture(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	f->skinny_stage = sc->stage;
 	f->mega = sc->mega;
 	f->attn_merge = sc->merge;
+	f->stream = sc->stream;
 	bool warm = true;
 	enum ds_status rv =
 	    ds_cuda_pass_graphed(c, &ds_cuda_fast_ops, pb, n_split, true, g, &warm, err);
@@ -87,6 +91,7 @@ static enum ds_status tune_capture(struct ds_cuda_ctx *c, const struct ds_cuda_p
 	f->skinny_stage = stage0;
 	f->mega = mega0;
 	f->attn_merge = merge0;
+	f->stream = stream0;
 	return rv;
 }
 

@@ -164,6 +164,16 @@ cudaError_t ds_k_skinny(const uint16_t *A, const uint16_t *W, float *C, int M, i
 #define DS_K_SKINNY_SILU_MAX_M 8
 cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M, int N, int K,
                              int variant, int pdl, int stage, cudaStream_t st);
+/* The streaming GEMM (kernels/stream.cu): C (M, N) fp32 = A (M, K) . W (N, K)^T for
+ * 0 <= M <= DS_K_STREAM_MAX_M, K % 16 == 0, any N; A and W 16-byte aligned. One block of 288
+ * threads and ~225 KB of shared memory per SM, grid blocks at most (one per SM), each owning a
+ * contiguous run of 16-row weight tiles. With pdl != 0 (programmatic stream serialization) its
+ * producer warp streams weights into shared memory before the previous kernel ends; A is read
+ * and C written only after griddepcontrol.wait. Deterministic for a given shape and grid;
+ * cudaErrorInvalidValue for a bad M, N, K, grid or alignment. */
+#define DS_K_STREAM_MAX_M 8
+cudaError_t ds_k_stream_gemm(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
+                             int grid, int pdl, cudaStream_t st);
 /* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
  * snprintf's count, or -1 for an M or variant out of range. */
 int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);

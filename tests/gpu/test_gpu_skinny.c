@@ -326,6 +326,8 @@ static void test_graph_tune(void **state)
 			c->fast.stage_tune = true;
 			c->fast.skinny_stage = 0;
 			c->fast.mega = false;
+			c->fast.stream = false;
+			c->fast.stream_tune = true;
 			fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
 			decode_fix_expect_lg0(&f, B, 2);
 			int kept = c->fast.graph_cfg[bi];
@@ -336,19 +338,21 @@ static void test_graph_tune(void **state)
 				/* fused layers: only in buckets of 1, 2, 4 or 8 rows ("small"
 				 * qualifies) */
 				bool allowed = (allow_skinny || !sc->skinny) &&
-				               (!sc->mega || (1 << bi) <= DS_K_MEGA_MAX_T);
+				               (!sc->mega || (1 << bi) <= DS_K_MEGA_MAX_T) &&
+				               (!sc->stream || (1 << bi) <= DS_K_STREAM_MAX_M);
 				assert_true(allowed ? isfinite(ms) && ms > 0 : !isfinite(ms));
 				assert_true(!allowed || c->fast.graph_ms[bi][kept] <= ms);
 			}
 			assert_true(allow_skinny || !ds_cuda_fast_step_cfgs[kept].skinny);
 			print_message(
 			    "B=%d skinny allowed %d: kept configuration %d (skinny %d pdl %d "
-			    "fuse %d stage %d merge %d) %.3f ms\n",
+			    "fuse %d stage %d merge %d stream %d) %.3f ms\n",
 			    B, allow_skinny, kept, (int)ds_cuda_fast_step_cfgs[kept].skinny,
 			    (int)ds_cuda_fast_step_cfgs[kept].pdl,
 			    (int)ds_cuda_fast_step_cfgs[kept].fuse,
 			    ds_cuda_fast_step_cfgs[kept].stage,
-			    (int)ds_cuda_fast_step_cfgs[kept].merge, c->fast.graph_ms[bi][kept]);
+			    (int)ds_cuda_fast_step_cfgs[kept].merge,
+			    (int)ds_cuda_fast_step_cfgs[kept].stream, c->fast.graph_ms[bi][kept]);
 			/* the same switches untuned: eager, then captured */
 			ds_cuda_fast_graphs_reset(c);
 			c->fast.graph_tune = false;
@@ -358,6 +362,7 @@ static void test_graph_tune(void **state)
 			c->fast.skinny_stage = ds_cuda_fast_step_cfgs[kept].stage;
 			c->fast.mega = ds_cuda_fast_step_cfgs[kept].mega;
 			c->fast.attn_merge = ds_cuda_fast_step_cfgs[kept].merge;
+			c->fast.stream = ds_cuda_fast_step_cfgs[kept].stream;
 			decode_fix_expect_lg0(&f, B, 3);
 			assert_non_null(c->fast.graph[bi]);
 			/* staged weights change no bit (the most stages, eager then captured) */
@@ -372,6 +377,16 @@ static void test_graph_tune(void **state)
 			c->fast.attn_merge = false;
 			c->fast.skinny_stage = 0;
 			c->fast.mega = false;
+			/* the streaming GEMMs under PDL: eager, captured, replayed, the same bits
+			 */
+			if (B <= DS_K_STREAM_MAX_M) {
+				ds_cuda_fast_graphs_reset(c);
+				c->fast.stream = true;
+				c->fast.pdl = true;
+				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, f.lg0, f.rows);
+				decode_fix_expect_lg0(&f, B, 3);
+			}
+			c->fast.stream = false;
 		}
 	}
 	decode_fix_free(&f);
@@ -430,11 +445,9 @@ static void test_pdl_decode_bits(void **state)
 	for (size_t si = 0; si < DS_ARRAY_LEN(sizes); si++) {
 		int B = sizes[si];
 		decode_fix_step(&f, B);
-		/* 0: PDL off; 1: on; 2: on, with programmatic edges into cuBLASLt's kernels */
-		for (int pdl = 0; pdl < 3; pdl++) {
+		for (int pdl = 0; pdl < 2; pdl++) {
 			ds_cuda_fast_graphs_reset(c);
-			c->fast.pdl = pdl > 0;
-			c->fast.lt_pdl = pdl == 2;
+			c->fast.pdl = pdl;
 			/* eager (the GEMM choices are timed here on first use), capture, replays */
 			for (int k = 0; k < 4; k++) {
 				fwd_ok(&f.be, DS_PATH_FAST, f.ss, B, pdl || k ? f.lg : f.lg0,
@@ -449,7 +462,6 @@ static void test_pdl_decode_bits(void **state)
 		assert_true(sd > 0 && isfinite(sd));
 	}
 	c->fast.pdl = false;
-	c->fast.lt_pdl = false;
 	/* every candidate timed on the way agreed with cuBLASLt (or the unfused pair) */
 	for (int i = 0; i < c->fast.n_picks; i++)
 		if (c->fast.picks[i].n_rejected)
@@ -457,6 +469,89 @@ static void test_pdl_decode_bits(void **state)
 			         c->fast.picks[i].M_timed, c->fast.picks[i].N, c->fast.picks[i].K,
 			         (int)c->fast.picks[i].silu, c->fast.picks[i].n_rejected);
 	decode_fix_free(&f);
+}
+
+/* The streaming GEMM against a CPU double reference on random data: M = 1..8 at odd shapes
+ * (a partial last tile, a partial last K segment, K of one segment) and llama3-8b's, on every
+ * SM and on 5 blocks (several tile groups a block), with and without PDL; the same bits every
+ * run; guard bytes after C. */
+static void stream_case(int N, int K, const int *m_list, int n_m)
+{
+	int Mmax = m_list[n_m - 1], n_sm = 0;
+	CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+	bool all = (size_t)N * K <= ((size_t)1 << 22);
+	struct gt_gemm_case g;
+	gt_gemm_case_init(&g, Mmax, N, K, 201 + K, 202 + N);
+	float *C = g.C, *C0 = malloc((size_t)Mmax * N * 4);
+	cudaStream_t st;
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	for (int i = 0; i < n_m; i++) {
+		int M = m_list[i];
+		size_t nc = (size_t)M * N;
+		gt_gemm_reference(g.A, g.W, M, N, K, all, g.ref, g.sabs);
+		float *dC = dev_alloc_guarded(nc * 4);
+		const int runs[][2] = {{n_sm, 0}, {n_sm, 1}, {5, 1}};
+		for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
+			char name[64];
+			snprintf(name, sizeof(name), "stream grid %d pdl %d", runs[ri][0],
+			         runs[ri][1]);
+			for (int rep = 0; rep < 2; rep++) {
+				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
+				CK(ds_k_stream_gemm(g.dA, g.dW, dC, M, N, K, runs[ri][0],
+				                    runs[ri][1], st));
+				CK(cudaStreamSynchronize(st));
+				from_dev(C, dC, nc * 4);
+				dev_check_guard(dC, nc * 4);
+				gt_gemm_check(C, g.ref, g.sabs, M, N, K, all, name);
+				if (ri == 0 && rep == 0)
+					memcpy(C0, C, nc * 4);
+				else if (ri < 2) /* one grid: the same bits */
+					assert_memory_equal(C0, C, nc * 4);
+			}
+		}
+		cudaFree(dC);
+	}
+	CK(cudaStreamDestroy(st));
+	free(C0);
+	gt_gemm_case_free(&g);
+}
+
+static void test_stream_gemm(void **state)
+{
+	(void)state;
+	int m_all[] = {1, 2, 3, 4, 5, 6, 7, 8}, m_model[] = {1, 3, 8};
+	int odd[][2] = {{1000, 144}, {77, 2448}, {4097, 2048}, {17, 16}, {130, 4112}};
+	for (size_t s = 0; s < DS_ARRAY_LEN(odd); s++)
+		stream_case(odd[s][0], odd[s][1], m_all, (int)DS_ARRAY_LEN(m_all));
+	int model[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+	for (size_t s = 0; s < DS_ARRAY_LEN(model); s++)
+		stream_case(model[s][0], model[s][1], m_model, (int)DS_ARRAY_LEN(m_model));
+}
+
+static void test_stream_rejects(void **state)
+{
+	(void)state;
+	int N = 64, K = 128;
+	uint16_t *dA = dev_alloc_guarded((size_t)9 * K * 2),
+	         *dW = dev_alloc_guarded((size_t)N * K * 2);
+	float *dC = dev_alloc_guarded((size_t)9 * N * 4);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, DS_K_STREAM_MAX_M + 1, N, K, 8, 0, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, 120, 8, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, 0, 8, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, 0, K, 8, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, K, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA + 1, dW, dC, 2, N, K, 8, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW + 4, dC, 2, N, K, 8, 0, 0), cudaErrorInvalidValue);
+	CK(ds_k_stream_gemm(dA, dW, dC, 0, N, K, 8, 0, 0)); /* no rows: C keeps its poison */
+	CK(cudaDeviceSynchronize());
+	uint32_t word;
+	from_dev(&word, dC, 4);
+	assert_int_equal(word, 0x7f7f7f7fu);
+	dev_check_guard(dC, (size_t)9 * N * 4);
+	cudaFree(dA);
+	cudaFree(dW);
+	cudaFree(dC);
 }
 
 /* Whether graph g holds a programmatic edge. */
@@ -478,69 +573,51 @@ static bool graph_has_programmatic_edge(cudaGraph_t g)
 	return any;
 }
 
-/* lt_pdl: a cuBLASLt GEMM captured behind one of our kernels gets a programmatic edge, and
- * cuBLASLt's kernel still waits for that kernel's writes. The producer copies A in after
- * spinning 40 us past its own PDL wait, over an A of zeros: a GEMM kernel that read A before
- * griddepcontrol.wait would see zeros. Each replay must give the eager GEMM's bits (the same
- * algorithm); without lt_pdl the graph has no programmatic edge. */
-static void test_lt_pdl_edge(void **state)
+/* Under PDL the streaming GEMM copies weights before its wait but reads A only after it: behind a
+ * producer that writes A 40 us past its own wait (a programmatic edge between them in the
+ * captured graph), over an A of zeros, every replay gives the eager GEMM's bits. */
+static void test_stream_pdl_wait(void **state)
 {
 	(void)state;
-	struct decode_fix f;
-	decode_fix_init(&f, "small", 17, 5, 9, 1, 8);
-	struct ds_cuda_ctx *c = f.c;
-	c->fast.skinny = false; /* cuBLASLt above 4 rows */
-	c->fast.pdl = true;
-	const int Ms[] = {8, 32}, N = 2048, K = 4096;
-	for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms); mi++) {
-		int M = Ms[mi];
-		struct gt_gemm_case g;
-		gt_gemm_case_init(&g, M, N, K, 71 + mi, 73);
-		size_t ab = (size_t)M * K * 2, cb = (size_t)M * N * 4;
-		uint16_t *dA = dev_alloc_guarded(ab);
-		float *dC = dev_alloc_guarded(cb);
-		float *C0 = malloc(cb), *C1 = malloc(cb);
-		struct ds_err err;
-		CK(cudaMemcpy(dA, g.dA, ab, cudaMemcpyDeviceToDevice));
-		c->fast.lt_pdl = false;
-		if (ds_cuda_fast_ops.gemm(c, dA, g.dW, dC, M, N, K, &err) != DS_OK)
-			fail_msg("gemm: %s", err.msg);
-		CK(cudaStreamSynchronize(c->stream));
-		from_dev(C0, dC, cb);
-		for (int lt = 0; lt < 2; lt++) {
-			c->fast.lt_pdl = lt;
-			cudaGraph_t gr;
-			CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
-			CK(ds_k_delayed_copy(dA, g.dA, ab, 40000, 1, c->stream));
-			enum ds_status rv = ds_cuda_fast_ops.gemm(c, dA, g.dW, dC, M, N, K, &err);
-			CK(cudaStreamEndCapture(c->stream, &gr));
-			if (rv != DS_OK)
-				fail_msg("captured gemm: %s", err.msg);
-			assert_int_equal(graph_has_programmatic_edge(gr), lt);
-			cudaGraphExec_t ex;
-			CK(cudaGraphInstantiate(&ex, gr, 0));
-			for (int k = 0; k < 5; k++) {
-				CK(cudaMemset(dA, 0, ab));
-				CK(cudaMemset(dC, 0x7f, cb));
-				CK(cudaGraphLaunch(ex, c->stream));
-				CK(cudaStreamSynchronize(c->stream));
-				from_dev(C1, dC, cb);
-				assert_memory_equal(C0, C1, cb);
-			}
-			CK(cudaGraphExecDestroy(ex));
-			CK(cudaGraphDestroy(gr));
-		}
-		dev_check_guard(dA, ab);
-		dev_check_guard(dC, cb);
-		cudaFree(dA);
-		cudaFree(dC);
-		free(C0);
-		free(C1);
-		gt_gemm_case_free(&g);
+	int n_sm = 0;
+	CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+	const int M = 8, N = 4096, K = 4096;
+	struct gt_gemm_case g;
+	gt_gemm_case_init(&g, M, N, K, 211, 213);
+	size_t ab = (size_t)M * K * 2, cb = (size_t)M * N * 4;
+	uint16_t *dA = dev_alloc_guarded(ab);
+	float *dC = dev_alloc_guarded(cb), *C0 = malloc(cb), *C1 = malloc(cb);
+	cudaStream_t st;
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	CK(ds_k_stream_gemm(g.dA, g.dW, dC, M, N, K, n_sm, 0, st));
+	CK(cudaStreamSynchronize(st));
+	from_dev(C0, dC, cb);
+	cudaGraph_t gr;
+	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+	CK(ds_k_delayed_copy(dA, g.dA, ab, 40000, 1, st));
+	CK(ds_k_stream_gemm(dA, g.dW, dC, M, N, K, n_sm, 1, st));
+	CK(cudaStreamEndCapture(st, &gr));
+	assert_true(graph_has_programmatic_edge(gr));
+	cudaGraphExec_t ex;
+	CK(cudaGraphInstantiate(&ex, gr, 0));
+	for (int k = 0; k < 5; k++) {
+		CK(cudaMemsetAsync(dA, 0, ab, st));
+		CK(cudaMemsetAsync(dC, 0x7f, cb, st));
+		CK(cudaGraphLaunch(ex, st));
+		CK(cudaStreamSynchronize(st));
+		from_dev(C1, dC, cb);
+		assert_memory_equal(C0, C1, cb);
 	}
-	c->fast.lt_pdl = false;
-	c->fast.pdl = false;
-	decode_fix_free(&f);
+	dev_check_guard(dA, ab);
+	dev_check_guard(dC, cb);
+	CK(cudaGraphExecDestroy(ex));
+	CK(cudaGraphDestroy(gr));
+	CK(cudaStreamDestroy(st));
+	cudaFree(dA);
+	cudaFree(dC);
+	free(C0);
+	free(C1);
+	gt_gemm_case_free(&g);
 }
 
 /* The picks for the down projection of a decode step of B rows: the fused one (silu) and the
@@ -658,7 +735,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_skinny_rejects),   cmocka_unit_test(test_skinny_odd_shapes),
 	    cmocka_unit_test(test_skinny_pdl_chain), cmocka_unit_test(test_skinny_model_shapes),
-	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_lt_pdl_edge),
+	    cmocka_unit_test(test_pdl_decode_bits),  cmocka_unit_test(test_stream_gemm),
+	    cmocka_unit_test(test_stream_rejects),   cmocka_unit_test(test_stream_pdl_wait),
 	    cmocka_unit_test(test_graph_tune),       cmocka_unit_test(test_fused_qkv_bits),
 	    cmocka_unit_test(test_skinny_silu),      cmocka_unit_test(test_silu_decode_bits),
 	    cmocka_unit_test(test_rmsnorm_bits),

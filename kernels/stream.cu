@@ -1,0 +1,202 @@
+/* stream.cu - the fast path's streaming GEMM for decode passes of 1..8 rows, whose weights start
+ * flowing before the kernel's inputs exist.
+ *
+ * C (M, N) fp32 = A (M, K) . W (N, K)^T, bf16 in, fp32 accumulate, M <= DS_K_STREAM_MAX_M.
+ *
+ * Why: at 8 rows a decode layer spends about a tenth of its time in kernels that read no weights
+ * (RMSNorm, attention, SiLU*mul), during which DRAM idles, and every GEMM then ramps its weight
+ * stream up from nothing. cuBLASLt's kernels cannot start early: under a programmatic edge they
+ * read their inputs before the previous kernel has written them (bench/results/HISTORY-gpu.md,
+ * twenty-eighth session). This kernel, launched with PDL, copies weights into shared memory
+ * before its griddepcontrol.wait, since the forward pass never writes them; only the
+ * activations are read after the wait.
+ *
+ * How: one block per SM (grid <= SMs), each owning a contiguous run of 16-row weight tiles. A
+ * producer warp streams the block's tiles into a ring of SG_NE entries, each one K segment (up
+ * to SG_SEG elements) of one tile: 16 bulk async copies of one row segment each, completing on
+ * the entry's mbarrier. Eight consumer warps run mma.sync m16n8k16 with the weight tile as the
+ * "A" operand (ldmatrix from the ring; rows SG_RS bytes apart, so the 8 rows of one ldmatrix
+ * phase fall in 8 different bank groups) and the batch as "B" (n = 8 rows, held in registers for
+ * a whole segment, read through L2). Warp w takes the segment's k16 steps w, w + 8, ...; tiles
+ * are taken in groups of SG_TG, segment-major inside a group, so the B registers serve every
+ * tile of the group. At a group's end the warps' partial tiles are summed in shared memory in
+ * warp order: the result is deterministic for a given shape and grid (batch-variant by design,
+ * as every fast-path kernel). */
+#include "kernels.h"
+#include "cu_common.cuh"
+#include "mbar.cuh"
+#include "mma_prims.cuh"
+#include "pdl.cuh"
+
+#define SG_CWARPS 8                          /* consumer warps */
+#define SG_THREADS ((SG_CWARPS + 1) * 32)    /* + the producer warp */
+#define SG_SEG 2048                          /* K elements per ring entry at most */
+#define SG_RS (SG_SEG * 2 + 16)              /* bytes between a tile's rows in an entry */
+#define SG_ENTRY (16 * SG_RS)                /* one K segment of a 16-row tile */
+#define SG_NE 3                              /* ring entries */
+#define SG_TG 8                              /* tiles of a group (B registers reused over them) */
+#define SG_RED (SG_CWARPS * SG_TG * 128 * 4) /* the warps' partial tiles of a group */
+#define SG_SMEM (SG_NE * SG_ENTRY + SG_RED + 2 * SG_NE * 8)
+#define SG_STEPS (SG_SEG / 16 / SG_CWARPS) /* k16 steps of one warp in a full segment */
+
+static_assert(SG_SMEM <= 227 * 1024, "stream GEMM shared memory");
+static_assert(SG_RS % 128 == 16, "ldmatrix rows must fall in distinct bank groups");
+
+__device__ __forceinline__ void sg_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,
+                                        unsigned long long pol)
+{
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+	             ".L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+	             "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+	             : "memory");
+}
+
+__device__ __forceinline__ unsigned sg_ld_u32(const uint16_t *p)
+{
+	return __ldcg((const unsigned *)p);
+}
+
+/* Consumer warps only (the producer may be anywhere in its stream). */
+__device__ __forceinline__ void sg_csync(void)
+{
+	asm volatile("bar.sync 1, %0;\n" ::"n"(SG_CWARPS * 32) : "memory");
+}
+
+__global__ void __launch_bounds__(SG_THREADS, 1)
+    stream_gemm_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
+                       float *__restrict__ C, int M, int N, int K)
+{
+	extern __shared__ __align__(128) unsigned char sm[];
+	const unsigned ring = (unsigned)__cvta_generic_to_shared(sm);
+	float *red = (float *)(sm + SG_NE * SG_ENTRY);
+	const unsigned full = ring + SG_NE * SG_ENTRY + SG_RED, empty = full + 8 * SG_NE;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int nt = (N + 15) / 16, nseg = (K + SG_SEG - 1) / SG_SEG;
+	const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
+	const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
+	if (threadIdx.x == 0) {
+		for (int e = 0; e < SG_NE; e++) {
+			mbar_init(full + 8 * e, 1);
+			mbar_init(empty + 8 * e, SG_CWARPS);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+		asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+	}
+	__syncthreads();
+
+	if (warp == SG_CWARPS) {
+		/* the producer reads only weights: no PDL wait, so the ring fills while the
+		 * previous kernel runs */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+		asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+		unsigned long long pol;
+		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+		int i = 0;
+		for (int g = t0; g < t1; g += SG_TG) {
+			int ge = min(g + SG_TG, t1);
+			for (int s = 0; s < nseg; s++) {
+				unsigned rb = (unsigned)min(SG_SEG, K - s * SG_SEG) * 2u;
+				for (int t = g; t < ge; t++, i++) {
+					int e = i % SG_NE, rows = min(16, N - t * 16);
+					if (lane == 0) {
+						if (i >= SG_NE)
+							mbar_wait(empty + 8 * e,
+							          ((i / SG_NE) - 1) & 1);
+						mbar_expect_tx(full + 8 * e, (unsigned)rows * rb);
+					}
+					__syncwarp();
+					if (lane < rows)
+						sg_bulk(ring + e * SG_ENTRY + lane * SG_RS,
+						        W + (size_t)(t * 16 + lane) * K +
+						            (size_t)s * SG_SEG,
+						        rb, full + 8 * e, pol);
+				}
+			}
+		}
+		return;
+	}
+
+	ds_grid_dep_wait();
+	const int gq = lane >> 2, tq = lane & 3;
+	const bool aok = gq < M;
+	const uint16_t *arow = A + (size_t)(aok ? gq : 0) * K + 2 * tq;
+	const unsigned char *lbase = sm + (lane & 15) * SG_RS + (lane >> 4) * 16;
+	int i = 0;
+	for (int g = t0; g < t1; g += SG_TG) {
+		const int ntg = min(SG_TG, t1 - g);
+		float acc[SG_TG][4];
+#pragma unroll
+		for (int tt = 0; tt < SG_TG; tt++)
+			acc[tt][0] = acc[tt][1] = acc[tt][2] = acc[tt][3] = 0.0f;
+		for (int s = 0; s < nseg; s++) {
+			const int nst = min(SG_SEG, K - s * SG_SEG) / 16;
+			unsigned b[SG_STEPS][2];
+#pragma unroll
+			for (int q = 0; q < SG_STEPS; q++) {
+				int j = warp + SG_CWARPS * q;
+				bool ok = aok && j < nst;
+				const uint16_t *p = arow + (size_t)s * SG_SEG + 16 * j;
+				b[q][0] = ok ? sg_ld_u32(p) : 0u;
+				b[q][1] = ok ? sg_ld_u32(p + 8) : 0u;
+			}
+#pragma unroll
+			for (int tt = 0; tt < SG_TG; tt++) {
+				if (tt < ntg) {
+					int e = i % SG_NE;
+					mbar_wait(full + 8 * e, (i / SG_NE) & 1);
+					const unsigned char *base = lbase + e * SG_ENTRY;
+#pragma unroll
+					for (int q = 0; q < SG_STEPS; q++) {
+						int j = warp + SG_CWARPS * q;
+						if (j < nst) {
+							unsigned a[4];
+							mt_ldsm_x4(a, base + 32 * j);
+							mt_mma(acc[tt], a, b[q][0], b[q][1]);
+						}
+					}
+					__syncwarp();
+					if (lane == 0)
+						mbar_arrive(empty + 8 * e);
+					i++;
+				}
+			}
+		}
+		/* the group's tiles: warp partials summed in warp order */
+		float *rw = red + (size_t)warp * SG_TG * 128;
+#pragma unroll
+		for (int tt = 0; tt < SG_TG; tt++)
+			if (tt < ntg)
+				*(float4 *)(rw + tt * 128 + lane * 4) =
+				    make_float4(acc[tt][0], acc[tt][1], acc[tt][2], acc[tt][3]);
+		sg_csync();
+		for (int o = threadIdx.x; o < ntg * 128; o += SG_CWARPS * 32) {
+			float sum = 0.0f;
+#pragma unroll
+			for (int w = 0; w < SG_CWARPS; w++)
+				sum += red[(size_t)w * SG_TG * 128 + o];
+			int tt = o / 128, ln = (o % 128) / 4, q = o % 4;
+			int n = (g + tt) * 16 + (ln >> 2) + (q >= 2 ? 8 : 0);
+			int m = 2 * (ln & 3) + (q & 1);
+			if (n < N && m < M)
+				C[(size_t)m * N + n] = sum;
+		}
+		sg_csync();
+	}
+}
+
+extern "C" cudaError_t ds_k_stream_gemm(const uint16_t *A, const uint16_t *W, float *C, int M,
+                                        int N, int K, int grid, int pdl, cudaStream_t st)
+{
+	if (M < 0 || M > DS_K_STREAM_MAX_M || N < 1 || K < 16 || K % 16 != 0 || grid < 1 ||
+	    ((uintptr_t)A | (uintptr_t)W) % 16 != 0 || (uintptr_t)C % 4 != 0)
+		return cudaErrorInvalidValue;
+	if (M == 0)
+		return cudaSuccess;
+	grid = min(grid, (N + 15) / 16);
+	cudaError_t e = ds_allow_smem(stream_gemm_kernel, SG_SMEM);
+	if (e != cudaSuccess)
+		return e;
+	return ds_launch(stream_gemm_kernel, dim3(grid), dim3(SG_THREADS), SG_SMEM, st, pdl, A, W,
+	                 C, M, N, K);
+}
