@@ -122,6 +122,7 @@ struct ds_cuda_fast {
 	 * whose weights flow before the previous kernel ends under PDL: DS_FAST_STREAM=1 sets it,
 	 * unset leaves it to the graph tuning (stream_tune), 0 rules it out */
 	bool stream, stream_tune;
+	int stream_variant; /* ds_k_stream_gemm's variant (DS_FAST_STREAM_VARIANT, default 0) */
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
 	 * (ds_k_attn_decode_qkv; DS_FAST_FUSE_QKV=0: off) */
 	bool fuse_qkv;

@@ -725,7 +725,8 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 	if (M <= 0)
 		return DS_OK;
 	if (c->fast.stream && M <= DS_K_STREAM_MAX_M && K % 16 == 0) {
-		DS_CUDA_TRY(ds_k_stream_gemm(A, W, C, M, N, K, c->n_sm, c->fast.pdl, c->stream),
+		DS_CUDA_TRY(ds_k_stream_gemm(A, W, C, M, N, K, c->fast.stream_variant, c->n_sm,
+		                             c->fast.pdl, c->stream),
 		            err);
 		return DS_OK;
 	}
@@ -1299,6 +1300,8 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	const char *sg = getenv("DS_FAST_STREAM");
 	f->stream = sg && strcmp(sg, "1") == 0;
 	f->stream_tune = !(sg && strcmp(sg, "0") == 0);
+	const char *sv = getenv("DS_FAST_STREAM_VARIANT");
+	f->stream_variant = sv ? DS_MAX(DS_MIN(atoi(sv), DS_K_STREAM_VARIANTS - 1), 0) : 0;
 	const char *fq = getenv("DS_FAST_FUSE_QKV");
 	f->fuse_qkv = !(fq && strcmp(fq, "0") == 0);
 	/* staged weights off by default outside the graph tuning, which measures them */

@@ -172,8 +172,15 @@ cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M
  * and C written only after griddepcontrol.wait. Deterministic for a given shape and grid;
  * cudaErrorInvalidValue for a bad M, N, K, grid or alignment. */
 #define DS_K_STREAM_MAX_M 8
+/* variant (0 .. DS_K_STREAM_VARIANTS-1): the ring's shape (3 entries of 2048-element K
+ * segments, 6 of 1024, 11 of 512); each is correct, their bits differ. */
+#define DS_K_STREAM_VARIANTS 3
 cudaError_t ds_k_stream_gemm(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
-                             int grid, int pdl, cudaStream_t st);
+                             int variant, int grid, int pdl, cudaStream_t st);
+/* The same with diag (bench_gpu stream only): 1 skips the activation loads and the math (C is
+ * wrong), timing the weight stream alone. */
+cudaError_t ds_k_stream_gemm_diag(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
+                                  int K, int variant, int grid, int pdl, int diag, cudaStream_t st);
 /* Writes a short name of the variant used at M ("skinny_n8_w8_r1_u4") into buf; returns
  * snprintf's count, or -1 for an M or variant out of range. */
 int ds_k_skinny_describe(int M, int variant, char *buf, size_t len);

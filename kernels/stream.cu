@@ -30,17 +30,20 @@
 
 #define SG_CWARPS 8                          /* consumer warps */
 #define SG_THREADS ((SG_CWARPS + 1) * 32)    /* + the producer warp */
-#define SG_SEG 2048                          /* K elements per ring entry at most */
-#define SG_RS (SG_SEG * 2 + 16)              /* bytes between a tile's rows in an entry */
-#define SG_ENTRY (16 * SG_RS)                /* one K segment of a 16-row tile */
-#define SG_NE 3                              /* ring entries */
 #define SG_TG 8                              /* tiles of a group (B registers reused over them) */
 #define SG_RED (SG_CWARPS * SG_TG * 128 * 4) /* the warps' partial tiles of a group */
-#define SG_SMEM (SG_NE * SG_ENTRY + SG_RED + 2 * SG_NE * 8)
-#define SG_STEPS (SG_SEG / 16 / SG_CWARPS) /* k16 steps of one warp in a full segment */
 
-static_assert(SG_SMEM <= 227 * 1024, "stream GEMM shared memory");
-static_assert(SG_RS % 128 == 16, "ldmatrix rows must fall in distinct bank groups");
+/* The ring's shape, one per variant: NE entries of one SEG-element K segment of a 16-row tile,
+ * rows RS bytes apart (RS % 128 == 16: the 8 rows of one ldmatrix phase fall in 8 different
+ * bank groups). A variant's K order follows SEG, so variants differ in their last bits. */
+template <int NE, int SEG> struct sg_cfg {
+	static constexpr int RS = SEG * 2 + 16;
+	static constexpr int ENTRY = 16 * RS;
+	static constexpr int SMEM = NE * ENTRY + SG_RED + 2 * NE * 8;
+	static constexpr int STEPS = SEG / 16 / SG_CWARPS; /* k16 steps of a warp in a segment */
+	static_assert(SMEM <= 227 * 1024, "stream GEMM shared memory");
+	static_assert(RS % 128 == 16, "ldmatrix rows must fall in distinct bank groups");
+};
 
 __device__ __forceinline__ void sg_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,
                                         unsigned long long pol)
@@ -62,10 +65,16 @@ __device__ __forceinline__ void sg_csync(void)
 	asm volatile("bar.sync 1, %0;\n" ::"n"(SG_CWARPS * 32) : "memory");
 }
 
+/* diag (bench only): 1, the consumers wait for and release every entry but skip the B loads
+ * and the math (C is wrong): the weight stream's own pace. */
+template <int NE, int SEG>
 __global__ void __launch_bounds__(SG_THREADS, 1)
     stream_gemm_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ W,
-                       float *__restrict__ C, int M, int N, int K)
+                       float *__restrict__ C, int M, int N, int K, int diag)
 {
+	using G = sg_cfg<NE, SEG>;
+	constexpr int SG_NE = NE, SG_SEG = SEG, SG_RS = G::RS, SG_ENTRY = G::ENTRY,
+	              SG_STEPS = G::STEPS;
 	extern __shared__ __align__(128) unsigned char sm[];
 	const unsigned ring = (unsigned)__cvta_generic_to_shared(sm);
 	float *red = (float *)(sm + SG_NE * SG_ENTRY);
@@ -135,7 +144,7 @@ __global__ void __launch_bounds__(SG_THREADS, 1)
 #pragma unroll
 			for (int q = 0; q < SG_STEPS; q++) {
 				int j = warp + SG_CWARPS * q;
-				bool ok = aok && j < nst;
+				bool ok = aok && j < nst && !diag;
 				const uint16_t *p = arow + (size_t)s * SG_SEG + 16 * j;
 				b[q][0] = ok ? sg_ld_u32(p) : 0u;
 				b[q][1] = ok ? sg_ld_u32(p + 8) : 0u;
@@ -149,7 +158,7 @@ __global__ void __launch_bounds__(SG_THREADS, 1)
 #pragma unroll
 					for (int q = 0; q < SG_STEPS; q++) {
 						int j = warp + SG_CWARPS * q;
-						if (j < nst) {
+						if (j < nst && !diag) {
 							unsigned a[4];
 							mt_ldsm_x4(a, base + 32 * j);
 							mt_mma(acc[tt], a, b[q][0], b[q][1]);
@@ -185,18 +194,42 @@ __global__ void __launch_bounds__(SG_THREADS, 1)
 	}
 }
 
-extern "C" cudaError_t ds_k_stream_gemm(const uint16_t *A, const uint16_t *W, float *C, int M,
-                                        int N, int K, int grid, int pdl, cudaStream_t st)
+template <int NE, int SEG>
+static cudaError_t stream_launch(const uint16_t *A, const uint16_t *W, float *C, int M, int N,
+                                 int K, int grid, int pdl, int diag, cudaStream_t st)
+{
+	auto fn = stream_gemm_kernel<NE, SEG>;
+	cudaError_t e = ds_allow_smem(fn, sg_cfg<NE, SEG>::SMEM);
+	if (e != cudaSuccess)
+		return e;
+	return ds_launch(fn, dim3(grid), dim3(SG_THREADS), sg_cfg<NE, SEG>::SMEM, st, pdl, A, W, C,
+	                 M, N, K, diag);
+}
+
+extern "C" cudaError_t ds_k_stream_gemm_diag(const uint16_t *A, const uint16_t *W, float *C, int M,
+                                             int N, int K, int variant, int grid, int pdl, int diag,
+                                             cudaStream_t st)
 {
 	if (M < 0 || M > DS_K_STREAM_MAX_M || N < 1 || K < 16 || K % 16 != 0 || grid < 1 ||
+	    variant < 0 || variant >= DS_K_STREAM_VARIANTS ||
 	    ((uintptr_t)A | (uintptr_t)W) % 16 != 0 || (uintptr_t)C % 4 != 0)
 		return cudaErrorInvalidValue;
 	if (M == 0)
 		return cudaSuccess;
 	grid = min(grid, (N + 15) / 16);
-	cudaError_t e = ds_allow_smem(stream_gemm_kernel, SG_SMEM);
-	if (e != cudaSuccess)
-		return e;
-	return ds_launch(stream_gemm_kernel, dim3(grid), dim3(SG_THREADS), SG_SMEM, st, pdl, A, W,
-	                 C, M, N, K);
+	switch (variant) {
+	case 0:
+		return stream_launch<3, 2048>(A, W, C, M, N, K, grid, pdl, diag, st);
+	case 1:
+		return stream_launch<6, 1024>(A, W, C, M, N, K, grid, pdl, diag, st);
+	default:
+		return stream_launch<11, 512>(A, W, C, M, N, K, grid, pdl, diag, st);
+	}
+}
+
+extern "C" cudaError_t ds_k_stream_gemm(const uint16_t *A, const uint16_t *W, float *C, int M,
+                                        int N, int K, int variant, int grid, int pdl,
+                                        cudaStream_t st)
+{
+	return ds_k_stream_gemm_diag(A, W, C, M, N, K, variant, grid, pdl, 0, st);
 }

@@ -690,7 +690,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		fprintf(stderr, "usage: bench_gpu OUTDIR [gemm attn attnref decode verify profile "
-		                "mixstep passprof ablate mega l2pf attntrace sample e2e]\n");
+		                "mixstep passprof ablate mega l2pf stream attntrace sample e2e]\n");
 		return 2;
 	}
 	/* line-buffered even into a pipe: a run stopped by a timeout keeps the lines it printed
@@ -749,6 +749,8 @@ int main(int argc, char **argv)
 		rc = bench_attntrace(&b);
 	if (!rc && argc > 2 && want(argc, argv, "l2pf"))
 		rc = bench_l2pf(&b);
+	if (!rc && argc > 2 && want(argc, argv, "stream"))
+		rc = bench_stream(&b);
 	if (!rc && want(argc, argv, "sample"))
 		rc = bench_sample(&b);
 	ds_backend_free(&b.be);

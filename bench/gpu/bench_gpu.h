@@ -68,6 +68,7 @@ int bench_attn_ref(struct bench *b); /* bench_gpu.c */
 int bench_attntrace(struct bench *b); /* bench_gpu.c (only when named) */
 int bench_gemm(struct bench *b);     /* bench_gpu_gemm.c */
 int bench_l2pf(struct bench *b);     /* bench_gpu_gemm.c (only when named) */
+int bench_stream(struct bench *b);   /* bench_gpu_gemm.c (only when named) */
 int bench_decode(struct bench *b);   /* bench_gpu_step.c */
 int bench_verify(struct bench *b);   /* bench_gpu_step.c */
 int bench_profile(struct bench *b);  /* bench_gpu_step.c */

@@ -515,3 +515,121 @@ int bench_l2pf(struct bench *b)
 	cudaFree(C);
 	return rc;
 }
+
+/* ---- stream: the streaming GEMM against the fast path's pick, back to back ---- */
+
+/* A burst for event_median: the same GEMM shape on the weights of layers 0 .. n-1 in turn, so
+ * each launch streams its weights from HBM (every llama3-8b weight matrix but o is larger than
+ * half of L2). kind: 0, the fast path's pick (stream off); 1, the streaming GEMM. */
+struct stream_burst {
+	struct ds_cuda_ctx *c;
+	const uint16_t *A;
+	float *C;
+	int M, N, K, which, n, kind, variant, pdl, diag;
+};
+
+static const uint16_t *stream_weight(const struct ds_cuda_ctx *c, int which, int l)
+{
+	const struct ds_cuda_layer *L = &c->layers[l];
+	return which == 0 ? L->wqkv : which == 1 ? L->wo : which == 2 ? L->w_gu : L->w_down;
+}
+
+static int stream_burst_run(void *arg)
+{
+	struct stream_burst *r = arg;
+	struct ds_cuda_ctx *c = r->c;
+	for (int l = 0; l < r->n; l++) {
+		const uint16_t *W = stream_weight(c, r->which, l);
+		if (r->kind == 0) {
+			struct ds_err err;
+			if (ds_cuda_fast_ops.gemm(c, r->A, W, r->C, r->M, r->N, r->K, &err) !=
+			    DS_OK) {
+				fprintf(stderr, "stream bench: %s\n", err.msg);
+				return 1;
+			}
+		} else {
+			CK(ds_k_stream_gemm_diag(r->A, W, r->C, r->M, r->N, r->K, r->variant,
+			                         c->n_sm, r->pdl, r->diag, c->stream));
+		}
+	}
+	return 0;
+}
+
+/* Per GEMM us of 16 back-to-back GEMMs over 16 layers' weights (median of 7 bursts), for each
+ * decode GEMM of llama3-8b at 1 and 8 rows: the fast path's pick (stream off; cuBLASLt, skinny
+ * or GEMV as timed), then each streaming variant without PDL, with PDL (consecutive launches
+ * overlap: the next one's weights flow during this one's tail), and its weight stream alone
+ * (diag, PDL). GB/s = weight bytes / time. */
+int bench_stream(struct bench *b)
+{
+	struct ds_cuda_ctx *c = b->c;
+	const struct ds_model_config *cfg = &b->m->cfg;
+	int H = cfg->hidden, qd = ds_model_q_dim(cfg), kvd = ds_model_kv_dim(cfg), F = cfg->ffn;
+	struct {
+		const char *name;
+		int N, K;
+	} shapes[] = {
+	    {"qkv", qd + 2 * kvd, H}, {"o", H, qd}, {"gate_up", 2 * F, H}, {"down", H, F}};
+	int Ms[] = {1, 8}, nl = DS_MIN(16, cfg->n_layer);
+	uint16_t *A = NULL;
+	float *C = NULL;
+	FILE *f = NULL;
+	int rc = cudaMalloc((void **)&A, (size_t)8 * F * 2) != cudaSuccess ||
+	         cudaMalloc((void **)&C, (size_t)8 * 2 * F * 4) != cudaSuccess ||
+	         ds_k_synth_fill(A, (size_t)8 * F, 0, 5, 6, 1.0f, 0.0f, c->stream) != cudaSuccess ||
+	         !(f = json_open(b->out, "stream"));
+	bool stream0 = c->fast.stream;
+	c->fast.stream = false;
+	if (rc == 0) {
+		fprintf(f, "{\"bench\": \"stream\", \"device\": \"%s\", \"points\": [\n", b->dev);
+		printf("streaming GEMM vs the fast path's pick: us per GEMM in bursts of %d over "
+		       "layers' weights (GB/s)\n",
+		       nl);
+		printf("%8s %2s %16s", "gemm", "M", "pick");
+		for (int v = 0; v < DS_K_STREAM_VARIANTS; v++)
+			printf("  v%d: %16s %16s %16s", v, "plain", "pdl", "stream only");
+		printf("\n");
+	}
+	int written = 0;
+	for (size_t si = 0; si < DS_ARRAY_LEN(shapes) && rc == 0; si++)
+		for (size_t mi = 0; mi < DS_ARRAY_LEN(Ms) && rc == 0; mi++) {
+			int M = Ms[mi], N = shapes[si].N, K = shapes[si].K;
+			double gb = (double)N * K * 2 / 1e9, s = 0;
+			struct stream_burst r = {c, A, C, M, N, K, (int)si, nl, 0, 0, 0, 0};
+			rc = event_median(c->stream, 2, 7, stream_burst_run, &r, &s);
+			double pick = s / nl * 1e6;
+			printf("%8s %2d %7.2f (%6.0f)", shapes[si].name, M, pick, gb / pick * 1e6);
+			fprintf(
+			    f, "%s  {\"gemm\": \"%s\", \"M\": %d, \"pick_us\": %.3f, \"stream\": [",
+			    written++ ? ",\n" : "", shapes[si].name, M, pick);
+			for (int v = 0; v < DS_K_STREAM_VARIANTS && rc == 0; v++) {
+				double us[3];
+				const int modes[3][2] = {{0, 0}, {1, 0}, {1, 1}}; /* pdl, diag */
+				for (int k = 0; k < 3 && rc == 0; k++) {
+					struct stream_burst q = {c, A, C,           M,
+					                         N, K, (int)si,     nl,
+					                         1, v, modes[k][0], modes[k][1]};
+					rc =
+					    event_median(c->stream, 2, 7, stream_burst_run, &q, &s);
+					us[k] = s / nl * 1e6;
+				}
+				printf("  v%d: %7.2f (%6.0f) %7.2f (%6.0f) %7.2f (%6.0f)", v, us[0],
+				       gb / us[0] * 1e6, us[1], gb / us[1] * 1e6, us[2],
+				       gb / us[2] * 1e6);
+				fprintf(f,
+				        "%s{\"variant\": %d, \"plain_us\": %.3f, \"pdl_us\": %.3f, "
+				        "\"stream_only_us\": %.3f}",
+				        v ? ", " : "", v, us[0], us[1], us[2]);
+			}
+			printf("\n");
+			fprintf(f, "]}");
+		}
+	c->fast.stream = stream0;
+	if (f) {
+		fprintf(f, "\n]}\n");
+		fclose(f);
+	}
+	cudaFree(A);
+	cudaFree(C);
+	return rc;
+}

@@ -491,24 +491,25 @@ static void stream_case(int N, int K, const int *m_list, int n_m)
 		gt_gemm_reference(g.A, g.W, M, N, K, all, g.ref, g.sabs);
 		float *dC = dev_alloc_guarded(nc * 4);
 		const int runs[][2] = {{n_sm, 0}, {n_sm, 1}, {5, 1}};
-		for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
-			char name[64];
-			snprintf(name, sizeof(name), "stream grid %d pdl %d", runs[ri][0],
-			         runs[ri][1]);
-			for (int rep = 0; rep < 2; rep++) {
-				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-				CK(ds_k_stream_gemm(g.dA, g.dW, dC, M, N, K, runs[ri][0],
-				                    runs[ri][1], st));
-				CK(cudaStreamSynchronize(st));
-				from_dev(C, dC, nc * 4);
-				dev_check_guard(dC, nc * 4);
-				gt_gemm_check(C, g.ref, g.sabs, M, N, K, all, name);
-				if (ri == 0 && rep == 0)
-					memcpy(C0, C, nc * 4);
-				else if (ri < 2) /* one grid: the same bits */
-					assert_memory_equal(C0, C, nc * 4);
+		for (int v = 0; v < DS_K_STREAM_VARIANTS; v++)
+			for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
+				char name[64];
+				snprintf(name, sizeof(name), "stream v%d grid %d pdl %d", v,
+				         runs[ri][0], runs[ri][1]);
+				for (int rep = 0; rep < 2; rep++) {
+					CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
+					CK(ds_k_stream_gemm(g.dA, g.dW, dC, M, N, K, v, runs[ri][0],
+					                    runs[ri][1], st));
+					CK(cudaStreamSynchronize(st));
+					from_dev(C, dC, nc * 4);
+					dev_check_guard(dC, nc * 4);
+					gt_gemm_check(C, g.ref, g.sabs, M, N, K, all, name);
+					if (ri == 0 && rep == 0)
+						memcpy(C0, C, nc * 4);
+					else if (ri < 2) /* one variant and grid: the same bits */
+						assert_memory_equal(C0, C, nc * 4);
+				}
 			}
-		}
 		cudaFree(dC);
 	}
 	CK(cudaStreamDestroy(st));
@@ -535,15 +536,21 @@ static void test_stream_rejects(void **state)
 	uint16_t *dA = dev_alloc_guarded((size_t)9 * K * 2),
 	         *dW = dev_alloc_guarded((size_t)N * K * 2);
 	float *dC = dev_alloc_guarded((size_t)9 * N * 4);
-	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, DS_K_STREAM_MAX_M + 1, N, K, 8, 0, 0),
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, DS_K_STREAM_MAX_M + 1, N, K, 0, 8, 0, 0),
 	                 cudaErrorInvalidValue);
-	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, 120, 8, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, 0, 8, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, 0, K, 8, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, K, 0, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_stream_gemm(dA + 1, dW, dC, 2, N, K, 8, 0, 0), cudaErrorInvalidValue);
-	assert_int_equal(ds_k_stream_gemm(dA, dW + 4, dC, 2, N, K, 8, 0, 0), cudaErrorInvalidValue);
-	CK(ds_k_stream_gemm(dA, dW, dC, 0, N, K, 8, 0, 0)); /* no rows: C keeps its poison */
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, 120, 0, 8, 0, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, 0, 0, 8, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, 0, K, 0, 8, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, K, 0, 0, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, K, -1, 8, 0, 0), cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW, dC, 2, N, K, DS_K_STREAM_VARIANTS, 8, 0, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA + 1, dW, dC, 2, N, K, 0, 8, 0, 0),
+	                 cudaErrorInvalidValue);
+	assert_int_equal(ds_k_stream_gemm(dA, dW + 4, dC, 2, N, K, 0, 8, 0, 0),
+	                 cudaErrorInvalidValue);
+	CK(ds_k_stream_gemm(dA, dW, dC, 0, N, K, 0, 8, 0, 0)); /* no rows: C keeps its poison */
 	CK(cudaDeviceSynchronize());
 	uint32_t word;
 	from_dev(&word, dC, 4);
@@ -589,13 +596,13 @@ static void test_stream_pdl_wait(void **state)
 	float *dC = dev_alloc_guarded(cb), *C0 = malloc(cb), *C1 = malloc(cb);
 	cudaStream_t st;
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-	CK(ds_k_stream_gemm(g.dA, g.dW, dC, M, N, K, n_sm, 0, st));
+	CK(ds_k_stream_gemm(g.dA, g.dW, dC, M, N, K, 0, n_sm, 0, st));
 	CK(cudaStreamSynchronize(st));
 	from_dev(C0, dC, cb);
 	cudaGraph_t gr;
 	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
 	CK(ds_k_delayed_copy(dA, g.dA, ab, 40000, 1, st));
-	CK(ds_k_stream_gemm(dA, g.dW, dC, M, N, K, n_sm, 1, st));
+	CK(ds_k_stream_gemm(dA, g.dW, dC, M, N, K, 0, n_sm, 1, st));
 	CK(cudaStreamEndCapture(st, &gr));
 	assert_true(graph_has_programmatic_edge(gr));
 	cudaGraphExec_t ex;
