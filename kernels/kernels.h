@@ -172,8 +172,8 @@ cudaError_t ds_k_skinny_silu(const float *gu, const uint16_t *W, float *C, int M
  * and C written only after griddepcontrol.wait. Deterministic for a given shape and grid;
  * cudaErrorInvalidValue for a bad M, N, K, grid or alignment. */
 #define DS_K_STREAM_MAX_M 8
-/* variant (0 .. DS_K_STREAM_VARIANTS-1): the ring's shape (3 entries of 2048-element K
- * segments, 6 of 1024, 11 of 512); each is correct, their bits differ. */
+/* variant (0 .. DS_K_STREAM_VARIANTS-1): the ring's shape (2 entries of 2048-element K
+ * segments, 5 of 1024, 10 of 512); each is correct, their bits differ. */
 #define DS_K_STREAM_VARIANTS 3
 cudaError_t ds_k_stream_gemm(const uint16_t *A, const uint16_t *W, float *C, int M, int N, int K,
                              int variant, int grid, int pdl, cudaStream_t st);

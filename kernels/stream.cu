@@ -15,13 +15,16 @@
  * producer warp streams the block's tiles into a ring of SG_NE entries, each one K segment (up
  * to SG_SEG elements) of one tile: 16 bulk async copies of one row segment each, completing on
  * the entry's mbarrier. Eight consumer warps run mma.sync m16n8k16 with the weight tile as the
- * "A" operand (ldmatrix from the ring; rows SG_RS bytes apart, so the 8 rows of one ldmatrix
- * phase fall in 8 different bank groups) and the batch as "B" (n = 8 rows, held in registers for
- * a whole segment, read through L2). Warp w takes the segment's k16 steps w, w + 8, ...; tiles
- * are taken in groups of SG_TG, segment-major inside a group, so the B registers serve every
- * tile of the group. At a group's end the warps' partial tiles are summed in shared memory in
- * warp order: the result is deterministic for a given shape and grid (batch-variant by design,
- * as every fast-path kernel). */
+ * "A" operand (ldmatrix from the ring; rows RS bytes apart, so the 8 rows of one ldmatrix
+ * phase fall in 8 different bank groups) and the batch as "B" (n = 8 rows): each segment of the
+ * batch is copied to shared memory one segment ahead (cp.async, double-buffered), then held in
+ * registers while it serves the segment's tiles. Loaded straight from L2 into registers (two
+ * 4-byte loads a k16 step) it made the 8-row GEMMs 1.5-1.8x slower than their weight stream
+ * alone (bench_gpu stream, gpu-20261201-eda74ee-stream). Warp w takes the segment's k16 steps w, w
+ * + 8, ...; tiles are taken in groups of SG_TG, segment-major inside a group, so the B registers
+ * serve every tile of the group. At a group's end the warps' partial tiles are summed in shared
+ * memory in warp order: the result is deterministic for a given shape and grid (batch-variant by
+ * design, as every fast-path kernel). */
 #include "kernels.h"
 #include "cu_common.cuh"
 #include "mbar.cuh"
@@ -39,7 +42,8 @@
 template <int NE, int SEG> struct sg_cfg {
 	static constexpr int RS = SEG * 2 + 16;
 	static constexpr int ENTRY = 16 * RS;
-	static constexpr int SMEM = NE * ENTRY + SG_RED + 2 * NE * 8;
+	static constexpr int BBUF = 8 * RS; /* one segment of the batch's 8 rows */
+	static constexpr int SMEM = NE * ENTRY + 2 * BBUF + SG_RED + 2 * NE * 8;
 	static constexpr int STEPS = SEG / 16 / SG_CWARPS; /* k16 steps of a warp in a segment */
 	static_assert(SMEM <= 227 * 1024, "stream GEMM shared memory");
 	static_assert(RS % 128 == 16, "ldmatrix rows must fall in distinct bank groups");
@@ -52,11 +56,6 @@ __device__ __forceinline__ void sg_bulk(unsigned dst, const void *src, unsigned 
 	             ".L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
 	             "l"(src), "r"(bytes), "r"(bar), "l"(pol)
 	             : "memory");
-}
-
-__device__ __forceinline__ unsigned sg_ld_u32(const uint16_t *p)
-{
-	return __ldcg((const unsigned *)p);
 }
 
 /* Consumer warps only (the producer may be anywhere in its stream). */
@@ -77,8 +76,10 @@ __global__ void __launch_bounds__(SG_THREADS, 1)
 	              SG_STEPS = G::STEPS;
 	extern __shared__ __align__(128) unsigned char sm[];
 	const unsigned ring = (unsigned)__cvta_generic_to_shared(sm);
-	float *red = (float *)(sm + SG_NE * SG_ENTRY);
-	const unsigned full = ring + SG_NE * SG_ENTRY + SG_RED, empty = full + 8 * SG_NE;
+	unsigned char *bsm = sm + SG_NE * SG_ENTRY; /* 2 buffers of G::BBUF */
+	float *red = (float *)(bsm + 2 * G::BBUF);
+	const unsigned full = ring + SG_NE * SG_ENTRY + 2 * G::BBUF + SG_RED,
+	               empty = full + 8 * SG_NE;
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int nt = (N + 15) / 16, nseg = (K + SG_SEG - 1) / SG_SEG;
 	const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
@@ -127,28 +128,53 @@ __global__ void __launch_bounds__(SG_THREADS, 1)
 	}
 
 	ds_grid_dep_wait();
-	const int gq = lane >> 2, tq = lane & 3;
-	const bool aok = gq < M;
-	const uint16_t *arow = A + (size_t)(aok ? gq : 0) * K + 2 * tq;
+	/* unit u = (group, segment) in consumption order; its batch segment goes to buffer u & 1
+	 * (cp.async, 16 bytes a thread-copy, rows past M zero-filled), one unit ahead */
+	const int ngrp = (t1 - t0 + SG_TG - 1) / SG_TG, nunit = ngrp * nseg;
+	auto b_fetch = [&](int u) {
+		if (u >= nunit || diag)
+			return;
+		int s = u % nseg, L = min(SG_SEG, K - s * SG_SEG), c16 = L / 8;
+		unsigned char *dst = bsm + (u & 1) * G::BBUF;
+		for (int x = threadIdx.x; x < 8 * c16; x += SG_CWARPS * 32) {
+			int r = x / c16, c = x % c16;
+			mt_cp16(dst + r * SG_RS + c * 16,
+			        A + (size_t)(r < M ? r : 0) * K + (size_t)s * SG_SEG + c * 8,
+			        r < M);
+		}
+		mt_commit();
+	};
+	b_fetch(0);
+	/* ldmatrix x2 of the batch: lanes 0-7 rows 0-7 at k 0-7, lanes 8-15 at k 8-15 */
+	const int boff = (lane & 7) * SG_RS + ((lane >> 3) & 1) * 16;
 	const unsigned char *lbase = sm + (lane & 15) * SG_RS + (lane >> 4) * 16;
-	int i = 0;
+	int i = 0, u = 0;
 	for (int g = t0; g < t1; g += SG_TG) {
 		const int ntg = min(SG_TG, t1 - g);
 		float acc[SG_TG][4];
 #pragma unroll
 		for (int tt = 0; tt < SG_TG; tt++)
 			acc[tt][0] = acc[tt][1] = acc[tt][2] = acc[tt][3] = 0.0f;
-		for (int s = 0; s < nseg; s++) {
+		for (int s = 0; s < nseg; s++, u++) {
 			const int nst = min(SG_SEG, K - s * SG_SEG) / 16;
+			mt_wait<0>();
+			sg_csync(); /* unit u's batch landed for every thread; unit u - 1's reads
+			               done */
 			unsigned b[SG_STEPS][2];
+			const unsigned bb =
+			    (unsigned)__cvta_generic_to_shared(bsm + (u & 1) * G::BBUF + boff);
 #pragma unroll
 			for (int q = 0; q < SG_STEPS; q++) {
 				int j = warp + SG_CWARPS * q;
-				bool ok = aok && j < nst && !diag;
-				const uint16_t *p = arow + (size_t)s * SG_SEG + 16 * j;
-				b[q][0] = ok ? sg_ld_u32(p) : 0u;
-				b[q][1] = ok ? sg_ld_u32(p + 8) : 0u;
+				b[q][0] = b[q][1] = 0u;
+				if (j < nst && !diag)
+					asm volatile(
+					    "ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, "
+					    "[%2];\n"
+					    : "=r"(b[q][0]), "=r"(b[q][1])
+					    : "r"(bb + 32 * j));
 			}
+			b_fetch(u + 1);
 #pragma unroll
 			for (int tt = 0; tt < SG_TG; tt++) {
 				if (tt < ntg) {
@@ -219,11 +245,11 @@ extern "C" cudaError_t ds_k_stream_gemm_diag(const uint16_t *A, const uint16_t *
 	grid = min(grid, (N + 15) / 16);
 	switch (variant) {
 	case 0:
-		return stream_launch<3, 2048>(A, W, C, M, N, K, grid, pdl, diag, st);
+		return stream_launch<2, 2048>(A, W, C, M, N, K, grid, pdl, diag, st);
 	case 1:
-		return stream_launch<6, 1024>(A, W, C, M, N, K, grid, pdl, diag, st);
+		return stream_launch<5, 1024>(A, W, C, M, N, K, grid, pdl, diag, st);
 	default:
-		return stream_launch<11, 512>(A, W, C, M, N, K, grid, pdl, diag, st);
+		return stream_launch<10, 512>(A, W, C, M, N, K, grid, pdl, diag, st);
 	}
 }
 
