@@ -118,7 +118,8 @@ struct ds_cuda_fast {
 	 * the GEMV for 1..4 rows and cuBLASLt above) */
 	bool skinny;
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
-	/* decode GEMMs of up to DS_K_STREAM_MAX_M rows on the streaming GEMM (ds_k_stream_gemm),
+	/* decode GEMMs of up to DS_K_STREAM_MAX_M rows but the LM head on the streaming GEMM
+	 * (ds_k_stream_gemm),
 	 * whose weights flow before the previous kernel ends under PDL: DS_FAST_STREAM=1 sets it,
 	 * unset leaves it to the graph tuning (stream_tune), 0 rules it out */
 	bool stream, stream_tune;

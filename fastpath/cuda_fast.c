@@ -724,7 +724,10 @@ static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const 
 {
 	if (M <= 0)
 		return DS_OK;
-	if (c->fast.stream && M <= DS_K_STREAM_MAX_M && K % 16 == 0) {
+	/* not the LM head: behind the final RMSNorm its early weight stream slowed that norm and
+	 * the sampler after it (the 8-row step's tail 0.37 against 0.26 ms,
+	 * bench/results/gpu-20261201-ed7daec-trace) */
+	if (c->fast.stream && M <= DS_K_STREAM_MAX_M && K % 16 == 0 && W != c->lm_head) {
 		DS_CUDA_TRY(ds_k_stream_gemm(A, W, C, M, N, K, c->fast.stream_variant, c->n_sm,
 		                             c->fast.pdl, c->stream),
 		            err);

@@ -23,6 +23,7 @@ CLASSES = [
     ("attn", "attention"),
     ("qkv_rope", "qkv_rope"),
     ("skinny_kernel", "gemm_skinny"),
+    ("stream_gemm", "gemm_stream"),
     ("gemv", "gemm_gemv"),
     ("silu_mul", "silu_mul"),
     ("gemm_ref", "gemm_ref"),
