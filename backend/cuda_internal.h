@@ -119,9 +119,9 @@ struct ds_cuda_fast {
 	bool skinny;
 	bool pdl; /* programmatic dependent launch in the decode chain (default; DS_CUDA_PDL=0: off) */
 	/* decode GEMMs of up to DS_K_STREAM_MAX_M rows but the LM head on the streaming GEMM
-	 * (ds_k_stream_gemm),
-	 * whose weights flow before the previous kernel ends under PDL: DS_FAST_STREAM=1 sets it,
-	 * unset leaves it to the graph tuning (stream_tune), 0 rules it out */
+	 * (ds_k_stream_gemm), whose weights flow before the previous kernel ends under PDL:
+	 * DS_FAST_STREAM=1 sets it, =tune leaves it to the graph tuning (stream_tune), unset or 0
+	 * rules it out */
 	bool stream, stream_tune;
 	int stream_variant; /* ds_k_stream_gemm's variant (DS_FAST_STREAM_VARIANT, default 0) */
 	/* decode passes: the q/k/v epilogue fused into the tensor-core attention kernel
