@@ -3,7 +3,7 @@
  *
  * C (M, N) fp32 = A (M, K) . W (N, K)^T, bf16 in, fp32 accumulate, M <= DS_K_STREAM_MAX_M.
  *
- * Why: at 8 rows a decode layer spends about a tenth of its time in kernels that read no weights
+ * Why: at 8 rows a decode layer spends about a sixth of its time in kernels that read no weights
  * (RMSNorm, attention, SiLU*mul), during which DRAM idles, and every GEMM then ramps its weight
  * stream up from nothing. cuBLASLt's kernels cannot start early: under a programmatic edge they
  * read their inputs before the previous kernel has written them (bench/results/HISTORY-gpu.md,
@@ -11,15 +11,19 @@
  * before its griddepcontrol.wait, since the forward pass never writes them; only the
  * activations are read after the wait.
  *
+ * Measured on the H200, it does not pay yet: its weight stream alone beats cuBLASLt's GEMMs, but
+ * with the math the 8-row decode step ran 4-7% slower than the kept step configuration, so the
+ * fast path uses it only when asked (DS_FAST_STREAM; bench/results/gpu-20261201-b11d21b-final).
+ *
  * How: one block per SM (grid <= SMs), each owning a contiguous run of 16-row weight tiles. A
- * producer warp streams the block's tiles into a ring of SG_NE entries, each one K segment (up
- * to SG_SEG elements) of one tile: 16 bulk async copies of one row segment each, completing on
+ * producer warp streams the block's tiles into a ring of NE entries, each one K segment (up
+ * to SEG elements) of one tile: 16 bulk async copies of one row segment each, completing on
  * the entry's mbarrier. Eight consumer warps run mma.sync m16n8k16 with the weight tile as the
  * "A" operand (ldmatrix from the ring; rows RS bytes apart, so the 8 rows of one ldmatrix
  * phase fall in 8 different bank groups) and the batch as "B" (n = 8 rows): each segment of the
  * batch is copied to shared memory one segment ahead (cp.async, double-buffered), then held in
  * registers while it serves the segment's tiles. Loaded straight from L2 into registers (two
- * 4-byte loads a k16 step) it made the 8-row GEMMs 1.5-1.8x slower than their weight stream
+ * 4-byte loads a k16 step) it made the 8-row GEMMs 1.2-1.8x slower than their weight stream
  * alone (bench_gpu stream, gpu-20261201-eda74ee-stream). Warp w takes the segment's k16 steps w, w
  * + 8, ...; tiles are taken in groups of SG_TG, segment-major inside a group, so the B registers
  * serve every tile of the group. At a group's end the warps' partial tiles are summed in shared
