@@ -19,54 +19,82 @@
 
 static const int ms[] = {1, 2, 3, 5, 8, 13, 16, 31, 32, 33, 64};
 
-/* Every M of ms (or the first n_m of them) and every variant on one (N, K). */
-static void shape_case(int N, int K, const int *m_list, int n_m)
+/* One (N, K) case of a decode GEMM kernel: A and W random (seeds seed + K, seed + 1 + N), and
+ * for each M of m_list the CPU double reference and a guarded C, which run(x) fills through the
+ * kernel's variants on a non-blocking stream (as the backend launches), checking each launch
+ * with case_check. */
+struct gemm_case_ctx {
+	struct gt_gemm_case g;
+	float *C0, *dC;
+	size_t nc;
+	bool all;
+	cudaStream_t st;
+	int M;
+};
+
+/* The launch just queued on x->st: synchronized, C's guard bytes intact, every element written
+ * and near the reference; its bits kept when first, else equal to the kept ones when same. */
+static void case_check(struct gemm_case_ctx *x, const char *name, bool first, bool same)
+{
+	size_t cb = x->nc * 4;
+	CK(cudaStreamSynchronize(x->st));
+	from_dev(x->g.C, x->dC, cb);
+	dev_check_guard(x->dC, cb);
+	gt_gemm_check(x->g.C, x->g.ref, x->g.sabs, x->M, x->g.N, x->g.K, x->all, name);
+	if (first)
+		memcpy(x->C0, x->g.C, cb);
+	else if (same)
+		assert_memory_equal(x->C0, x->g.C, cb);
+}
+
+static void gemm_case(int N, int K, const int *m_list, int n_m, uint64_t seed,
+                      void (*run)(struct gemm_case_ctx *))
 {
 	int Mmax = 0;
 	for (int i = 0; i < n_m; i++)
 		Mmax = DS_MAX(Mmax, m_list[i]);
-	bool all = (size_t)N * K <= ((size_t)4 << 20);
-	struct gt_gemm_case g;
-	gt_gemm_case_init(&g, Mmax, N, K, 101 + K, 102 + N);
-	float *C = g.C, *C0 = malloc((size_t)Mmax * N * 4);
-	cudaStream_t st;
-	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	struct gemm_case_ctx x;
+	memset(&x, 0, sizeof(x));
+	x.all = (size_t)N * K <= ((size_t)4 << 20);
+	gt_gemm_case_init(&x.g, Mmax, N, K, seed + K, seed + 1 + N);
+	x.C0 = malloc((size_t)Mmax * N * 4);
+	CK(cudaStreamCreateWithFlags(&x.st, cudaStreamNonBlocking));
 	for (int i = 0; i < n_m; i++) {
-		int M = m_list[i];
-		size_t nc = (size_t)M * N;
-		gt_gemm_reference(g.A, g.W, M, N, K, all, g.ref, g.sabs);
-		float *dC = dev_alloc_guarded(nc * 4);
+		x.M = m_list[i];
+		x.nc = (size_t)x.M * N;
+		gt_gemm_reference(x.g.A, x.g.W, x.M, N, K, x.all, x.g.ref, x.g.sabs);
+		x.dC = dev_alloc_guarded(x.nc * 4);
 		CK(cudaDeviceSynchronize());
-		for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
-			char name[64];
-			assert_true(ds_k_skinny_describe(M, v, name, sizeof(name)) > 0);
-			/* plain, PDL, and weights staged in shared memory (1 and the most
-			 * iterations, with and without PDL) */
-			static const int runs[][2] = {{0, 0},
-			                              {1, 0},
-			                              {1, 1},
-			                              {0, DS_K_SKINNY_MAX_STAGE},
-			                              {1, DS_K_SKINNY_MAX_STAGE}};
-			for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
-				int pdl = runs[ri][0], stage = runs[ri][1];
-				/* on a non-blocking stream, as the backend launches */
-				CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-				CK(ds_k_skinny(g.dA, g.dW, dC, M, N, K, v, pdl, stage, st));
-				CK(cudaStreamSynchronize(st));
-				from_dev(C, dC, nc * 4);
-				dev_check_guard(dC, nc * 4);
-				gt_gemm_check(C, g.ref, g.sabs, M, N, K, all, name);
-				if (ri == 0)
-					memcpy(C0, C, nc * 4);
-				else /* same variant, same shape: the same bits */
-					assert_memory_equal(C0, C, nc * 4);
-			}
-		}
-		cudaFree(dC);
+		run(&x);
+		cudaFree(x.dC);
 	}
-	CK(cudaStreamDestroy(st));
-	free(C0);
-	gt_gemm_case_free(&g);
+	CK(cudaStreamDestroy(x.st));
+	free(x.C0);
+	gt_gemm_case_free(&x.g);
+}
+
+/* Every skinny variant: plain, PDL, and weights staged in shared memory (1 and the most
+ * iterations, with and without PDL); one variant gives the same bits every way. */
+static void skinny_run(struct gemm_case_ctx *x)
+{
+	static const int runs[][2] = {
+	    {0, 0}, {1, 0}, {1, 1}, {0, DS_K_SKINNY_MAX_STAGE}, {1, DS_K_SKINNY_MAX_STAGE}};
+	for (int v = 0; v < DS_K_SKINNY_VARIANTS; v++) {
+		char name[64];
+		assert_true(ds_k_skinny_describe(x->M, v, name, sizeof(name)) > 0);
+		for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
+			CK(cudaMemsetAsync(x->dC, 0x7f, x->nc * 4, x->st));
+			CK(ds_k_skinny(x->g.dA, x->g.dW, x->dC, x->M, x->g.N, x->g.K, v,
+			               runs[ri][0], runs[ri][1], x->st));
+			case_check(x, name, ri == 0, true);
+		}
+	}
+}
+
+/* Every M of ms (or the first n_m of them) and every variant on one (N, K). */
+static void shape_case(int N, int K, const int *m_list, int n_m)
+{
+	gemm_case(N, K, m_list, n_m, 101, skinny_run);
 }
 
 static void test_skinny_odd_shapes(void **state)
@@ -471,62 +499,41 @@ static void test_pdl_decode_bits(void **state)
 	decode_fix_free(&f);
 }
 
-/* The streaming GEMM against a CPU double reference on random data: M = 1..8 at odd shapes
- * (a partial last tile, a partial last K segment, K of one segment) and llama3-8b's, on every
- * SM and on 5 blocks (several tile groups a block), with and without PDL; the same bits every
- * run; guard bytes after C. */
-static void stream_case(int N, int K, const int *m_list, int n_m)
+/* The streaming GEMM against a CPU double reference on random data: every variant on every SM
+ * without and with PDL (twice each: the same bits) and on 5 blocks (several tile groups a
+ * block), guard bytes after C. */
+static void stream_run(struct gemm_case_ctx *x)
 {
-	int Mmax = m_list[n_m - 1], n_sm = 0;
+	int n_sm = 0;
 	CK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
-	bool all = (size_t)N * K <= ((size_t)1 << 22);
-	struct gt_gemm_case g;
-	gt_gemm_case_init(&g, Mmax, N, K, 201 + K, 202 + N);
-	float *C = g.C, *C0 = malloc((size_t)Mmax * N * 4);
-	cudaStream_t st;
-	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-	for (int i = 0; i < n_m; i++) {
-		int M = m_list[i];
-		size_t nc = (size_t)M * N;
-		gt_gemm_reference(g.A, g.W, M, N, K, all, g.ref, g.sabs);
-		float *dC = dev_alloc_guarded(nc * 4);
-		const int runs[][2] = {{n_sm, 0}, {n_sm, 1}, {5, 1}};
-		for (int v = 0; v < DS_K_STREAM_VARIANTS; v++)
-			for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
-				char name[64];
-				snprintf(name, sizeof(name), "stream v%d grid %d pdl %d", v,
-				         runs[ri][0], runs[ri][1]);
-				for (int rep = 0; rep < 2; rep++) {
-					CK(cudaMemsetAsync(dC, 0x7f, nc * 4, st));
-					CK(ds_k_stream_gemm(g.dA, g.dW, dC, M, N, K, v, runs[ri][0],
-					                    runs[ri][1], st));
-					CK(cudaStreamSynchronize(st));
-					from_dev(C, dC, nc * 4);
-					dev_check_guard(dC, nc * 4);
-					gt_gemm_check(C, g.ref, g.sabs, M, N, K, all, name);
-					if (ri == 0 && rep == 0)
-						memcpy(C0, C, nc * 4);
-					else if (ri < 2) /* one variant and grid: the same bits */
-						assert_memory_equal(C0, C, nc * 4);
-				}
+	const int runs[][2] = {{n_sm, 0}, {n_sm, 1}, {5, 1}};
+	for (int v = 0; v < DS_K_STREAM_VARIANTS; v++)
+		for (size_t ri = 0; ri < DS_ARRAY_LEN(runs); ri++) {
+			char name[64];
+			snprintf(name, sizeof(name), "stream v%d grid %d pdl %d", v, runs[ri][0],
+			         runs[ri][1]);
+			for (int rep = 0; rep < 2; rep++) {
+				CK(cudaMemsetAsync(x->dC, 0x7f, x->nc * 4, x->st));
+				CK(ds_k_stream_gemm(x->g.dA, x->g.dW, x->dC, x->M, x->g.N, x->g.K,
+				                    v, runs[ri][0], runs[ri][1], x->st));
+				case_check(x, name, ri == 0 && rep == 0, ri < 2);
 			}
-		cudaFree(dC);
-	}
-	CK(cudaStreamDestroy(st));
-	free(C0);
-	gt_gemm_case_free(&g);
+		}
 }
 
+/* M = 1..8 at odd shapes (a partial last tile, a partial last K segment, K of one segment) and
+ * llama3-8b's. */
 static void test_stream_gemm(void **state)
 {
 	(void)state;
 	int m_all[] = {1, 2, 3, 4, 5, 6, 7, 8}, m_model[] = {1, 3, 8};
 	int odd[][2] = {{1000, 144}, {77, 2448}, {4097, 2048}, {17, 16}, {130, 4112}};
 	for (size_t s = 0; s < DS_ARRAY_LEN(odd); s++)
-		stream_case(odd[s][0], odd[s][1], m_all, (int)DS_ARRAY_LEN(m_all));
+		gemm_case(odd[s][0], odd[s][1], m_all, (int)DS_ARRAY_LEN(m_all), 201, stream_run);
 	int model[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
 	for (size_t s = 0; s < DS_ARRAY_LEN(model); s++)
-		stream_case(model[s][0], model[s][1], m_model, (int)DS_ARRAY_LEN(m_model));
+		gemm_case(model[s][0], model[s][1], m_model, (int)DS_ARRAY_LEN(m_model), 201,
+		          stream_run);
 }
 
 static void test_stream_rejects(void **state)
