@@ -719,15 +719,21 @@ static enum ds_status parts_gemm(struct ds_cuda_ctx *c, int i, const uint16_t *A
 	return DS_OK;
 }
 
+/* Whether the streaming GEMM runs C = A . W^T (M rows, K columns): when switched on, for the
+ * shapes it takes, and not for the LM head, where behind the final RMSNorm its early weight
+ * stream slowed that norm and the sampler after it (the 8-row step's tail 0.37 against 0.26
+ * ms, bench/results/gpu-20261201-ed7daec-trace). */
+static bool stream_takes(const struct ds_cuda_ctx *c, const uint16_t *W, int M, int K)
+{
+	return c->fast.stream && M <= DS_K_STREAM_MAX_M && K % 16 == 0 && W != c->lm_head;
+}
+
 static enum ds_status fast_gemm(struct ds_cuda_ctx *c, const uint16_t *A, const uint16_t *W,
                                 float *C, int M, int N, int K, struct ds_err *err)
 {
 	if (M <= 0)
 		return DS_OK;
-	/* not the LM head: behind the final RMSNorm its early weight stream slowed that norm and
-	 * the sampler after it (the 8-row step's tail 0.37 against 0.26 ms,
-	 * bench/results/gpu-20261201-ed7daec-trace) */
-	if (c->fast.stream && M <= DS_K_STREAM_MAX_M && K % 16 == 0 && W != c->lm_head) {
+	if (stream_takes(c, W, M, K)) {
 		DS_CUDA_TRY(ds_k_stream_gemm(A, W, C, M, N, K, c->fast.stream_variant, c->n_sm,
 		                             c->fast.pdl, c->stream),
 		            err);
@@ -816,8 +822,7 @@ static enum ds_status fast_gemm_silu(struct ds_cuda_ctx *c, const float *gu, uin
 {
 	if (M <= 0)
 		return DS_OK;
-	if (c->fast.skinny && M <= DS_K_SKINNY_SILU_MAX_M &&
-	    !(c->fast.stream && M <= DS_K_STREAM_MAX_M)) {
+	if (c->fast.skinny && M <= DS_K_SKINNY_SILU_MAX_M && !stream_takes(c, W, M, K)) {
 		const struct ds_cuda_pick *pk = NULL;
 		enum ds_status rv = silu_pick_lookup(c, gu, h, W, C, M, N, K, &pk, err);
 		if (rv != DS_OK)

@@ -1,6 +1,7 @@
 /* l2evict.cu - evicts L2 by reading a scratch buffer, for the autotuners' timed runs;
  * prefetches a range into L2 (bench_gpu l2pf measures what that buys a GEMM); and a delayed
- * copy, the slow producer of the tests of programmatic edges into cuBLASLt's kernels.
+ * copy, the slow producer of the tests of what may start early behind a kernel under PDL
+ * (test_stream_pdl_wait: the streaming GEMM reads its input only after its wait).
  *
  * A timed GEMM candidate must stream its weights from HBM as it does in a decode step, so L2 is
  * cleared before each run. Clearing it with a memset leaves the cache full of dirty lines that
