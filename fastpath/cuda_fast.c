@@ -1305,7 +1305,7 @@ enum ds_status ds_cuda_fast_init(struct ds_cuda_ctx *c, struct ds_err *err)
 	 * gpu suite checks that it gives the same bits (DS_CUDA_PDL=0: off) */
 	const char *pdl = getenv("DS_CUDA_PDL");
 	f->pdl = !(pdl && strcmp(pdl, "0") == 0);
-	/* the streaming GEMM ran 4-7% slower than the kept step configuration at batch 8 in
+	/* the streaming GEMM ran 5-8% slower than the kept step configuration at batch 8 in
 	 * every H200 call that timed it (bench/results/gpu-20261201-b11d21b-final), so the
 	 * graph tuning tries it only when asked */
 	const char *sg = getenv("DS_FAST_STREAM");

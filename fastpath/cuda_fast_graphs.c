@@ -19,7 +19,7 @@
  * decode attention merging its own splits (attn_merge) instead of the combine kernel, which on
  * the H200 cost 6-7 us a layer at batch 8 (bench/results/gpu-20261130-e572c35-trace); then, only
  * with DS_FAST_STREAM=tune and for buckets of up to 8 rows, the streaming GEMM under PDL, with
- * the combine kernel or the merge (4-7% slower than configuration 2 at batch 8 on the H200,
+ * the combine kernel or the merge (5-8% slower than configuration 2 at batch 8 on the H200,
  * bench/results/gpu-20261201-b11d21b-final). */
 const struct ds_cuda_step_cfg ds_cuda_fast_step_cfgs[DS_CUDA_N_STEP_CFGS] = {
     {true, true, true, 0, false, false, false},   {false, true, true, 0, false, false, false},

@@ -12,7 +12,7 @@
  * activations are read after the wait.
  *
  * Measured on the H200, it does not pay yet: its weight stream alone beats cuBLASLt's GEMMs, but
- * with the math the 8-row decode step ran 4-7% slower than the kept step configuration, so the
+ * with the math the 8-row decode step ran 5-8% slower than the kept step configuration, so the
  * fast path uses it only when asked (DS_FAST_STREAM; bench/results/gpu-20261201-b11d21b-final).
  *
  * How: one block per SM (grid <= SMs), each owning a contiguous run of 16-row weight tiles. A
